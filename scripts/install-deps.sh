@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs every package needed to build and test ipoibd, with apt-get,
+# non-interactively and without recommends. Idempotent: installs only what is
+# missing, and touches apt only then.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
+  # libraries
+  zlib1g-dev
+  # tests
+  libgtest-dev libgmock-dev libbenchmark-dev tshark
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages: ${missing[*]}" >&2
+  echo "install-deps: run as root (sudo $0) to install them" >&2
+  exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+# tshark's package asks whether non-root users may capture; answer no.
+echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The test command: installs what it needs, builds from scratch and runs the
+# whole suite through ctest. Exits non-zero on any failure.
+#
+#   build/      g++, warnings as errors: the binaries users run (build/bin/)
+#   build-san/  clang, AddressSanitizer + UBSan: every unit test again, and
+#               the libFuzzer targets for a bounded time
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-deps.sh
+
+echo "== build (g++, -Werror)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build build
+ctest --test-dir build --output-on-failure --timeout 300
+
+echo "== build-san (clang, ASan+UBSan, libFuzzer)"
+CC=clang CXX=clang++ cmake -S . -B build-san -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+  -DIPOIBD_SANITIZE=ON -DIPOIBD_FUZZ=ON
+cmake --build build-san
+export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:strict_string_checks=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest --test-dir build-san --output-on-failure --timeout 300
