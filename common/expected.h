@@ -6,7 +6,8 @@
 // __cpp_concepts is too old), and the sanitizer and libFuzzer builds use
 // clang, so those builds get the small stand-in below. Project code must use
 // only the members both provide: has_value(), operator bool, operator*,
-// operator->, value(), error(), and ipoibd::unexpected(e) to make an error.
+// operator->, value(), error(), and ipoibd::unexpected(e) to make an error;
+// expected<void, E> is default-constructed (`return {};`) for success.
 #pragma once
 
 #include <utility>
@@ -56,6 +57,26 @@ private:
         return std::get<0>(state_);
     }
     std::variant<T, E> state_;
+};
+
+// expected<void, E>: success carries no value.
+template <class E>
+class expected<void, E> {
+public:
+    constexpr expected() = default;
+    template <class G>
+    constexpr expected(unexpected_value<G> u) : error_(E(std::move(u.error))), ok_(false) {}
+
+    constexpr bool has_value() const noexcept { return ok_; }
+    constexpr explicit operator bool() const noexcept { return ok_; }
+    constexpr void value() const {
+        if (!ok_) std::abort();
+    }
+    constexpr const E& error() const& { return error_; }
+
+private:
+    E error_{};
+    bool ok_ = true;
 };
 
 }  // namespace ipoibd

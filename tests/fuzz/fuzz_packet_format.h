@@ -3,10 +3,14 @@
 // the two cannot drift apart.
 //
 // Byte 0 is the selector:
-//   bit 7 clear: parse mode. Bits 6:0 mod 5 pick the receiving port's PMTU
-//                (256, 512, 1024, 2048, 4096); the remaining bytes are one
-//                datagram from the wire, LRH through VCRC, handed to
-//                ib::parse_packet.
+//   bit 7 clear: parse mode. The remaining bytes are one datagram from the
+//                wire, LRH through VCRC, handed to ib::parse_packet.
+//                Bits 5:0 mod 5 pick the receiving port's PMTU (256, 512,
+//                1024, 2048, 4096).
+//                Bit 6 set: repair the framing first (see repair_framing):
+//                PktLen, GRH PayLen, ICRC and VCRC are recomputed from the
+//                mutated bytes, so that mutations reach the checks behind
+//                the CRCs instead of all ending as bad_vcrc.
 //   bit 7 set:   build mode. The remaining bytes are header field values in
 //                the layout of visit_build_fields() below; the harness builds
 //                a packet from them and parses it back with PMTU 4096.
@@ -24,10 +28,11 @@
 namespace ipoibd::fuzz {
 
 inline constexpr std::uint8_t kBuildModeBit = 0x80;
+inline constexpr std::uint8_t kRepairBit = 0x40;
 inline constexpr std::array<std::uint32_t, 5> kPmtus = {256, 512, 1024, 2048, 4096};
 
 inline std::uint32_t pmtu_for_selector(std::uint8_t selector) {
-    return kPmtus[static_cast<std::size_t>(selector & 0x7F) % kPmtus.size()];
+    return kPmtus[static_cast<std::size_t>(selector & 0x3F) % kPmtus.size()];
 }
 
 // The parse-mode selector for a PMTU in bytes (must be one of kPmtus).
@@ -35,6 +40,35 @@ inline std::uint8_t parse_selector(std::uint32_t pmtu) {
     for (std::size_t i = 0; i < kPmtus.size(); ++i)
         if (kPmtus[i] == pmtu) return static_cast<std::uint8_t>(i);
     return static_cast<std::uint8_t>(kPmtus.size() - 1);
+}
+
+// Makes the framing fields of a (mutated) datagram consistent, as far as its
+// length allows: PktLen when the length is 2 plus a multiple of 4 that PktLen
+// can hold; GRH PayLen when LNH says global and the GRH fits; the ICRC when
+// the LNH is an IBA transport and LRH, GRH and BTH fit; the VCRC last.
+// Reserved bits are left as they are.
+inline void repair_framing(std::vector<std::uint8_t>& w) {
+    const std::size_t n = w.size();
+    if (n < ib::kMinPacketSize) return;
+    std::uint8_t* p = w.data();
+    const std::size_t words = (n - ib::kVcrcSize) / 4;
+    if ((n - ib::kVcrcSize) % 4 == 0 && words <= ib::Lrh::kPktLenMax) {
+        const auto rsv5 = static_cast<std::uint16_t>(load_be16(p + 4) & ~ib::Lrh::kPktLenMax);
+        store_be16(p + 4, static_cast<std::uint16_t>(rsv5 | words));
+    }
+    const auto lnh = static_cast<ib::Lnh>(p[1] & 0x3);
+    const bool global = lnh == ib::Lnh::iba_global;
+    const std::size_t bth = ib::Lrh::size + (global ? ib::Grh::size : 0);
+    const std::size_t icrc = n - ib::kVcrcSize - ib::kIcrcSize;
+    if ((lnh == ib::Lnh::iba_local || global) && bth + ib::Bth::size <= icrc) {
+        if (global) {
+            const std::size_t pay_len = n - ib::kVcrcSize - bth;
+            if (pay_len <= 0xFFFF)
+                store_be16(p + ib::Lrh::size + ib::Grh::kOffsetPayLen, static_cast<std::uint16_t>(pay_len));
+        }
+        ib::store_icrc(p + icrc, ib::compute_icrc(bytes(w).first(icrc), lnh));
+    }
+    ib::store_vcrc(p + n - ib::kVcrcSize, ib::compute_vcrc(bytes(w).first(n - ib::kVcrcSize)));
 }
 
 // Build mode: everything a PacketSpec needs, plus how much payload to carry.

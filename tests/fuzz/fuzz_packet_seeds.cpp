@@ -6,7 +6,8 @@
 // Parse-mode seeds: the four sample packets of tests/unit/wire_test_util.cpp,
 // packets at each PMTU boundary (SEND First of exactly PMTU bytes, SEND Only
 // of PMTU and of PMTU+1 bytes, at every PMTU), an RC packet with a GRH, and
-// broken ones (truncated, short, corrupted CRCs).
+// broken ones (truncated, short, corrupted CRCs). Each is written twice, the
+// second time with the framing repair bit of the selector set.
 // Build-mode seeds: header fields for a few opcodes of every transport.
 #include <cstdio>
 #include <exception>
@@ -38,6 +39,11 @@ public:
         out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
         if (!out) throw std::runtime_error("cannot write " + path.string());
         ++count_;
+    }
+    // A parse-mode seed, once as is and once with the framing repair bit.
+    void add_parse(const std::string& name, std::uint8_t selector, const std::vector<std::uint8_t>& body) {
+        add(name, selector, body);
+        add(name + "_repair", static_cast<std::uint8_t>(selector | fuzz::kRepairBit), body);
     }
     int count() const { return count_; }
 
@@ -80,22 +86,22 @@ void fix_vcrc(std::vector<std::uint8_t>& wire) {
 void parse_seeds(SeedWriter& w) {
     const std::uint8_t at4096 = fuzz::parse_selector(4096);
     const auto samples = test::all_samples();
-    for (const auto& s : samples) w.add("parse_" + s.name, at4096, s.wire);
+    for (const auto& s : samples) w.add_parse("parse_" + s.name, at4096, s.wire);
     // The MAD sample is exactly 256 bytes of payload: the smallest PMTU.
-    w.add("parse_ud_mad_qp1_pmtu256", fuzz::parse_selector(256), test::sample_ud_mad().wire);
+    w.add_parse("parse_ud_mad_qp1_pmtu256", fuzz::parse_selector(256), test::sample_ud_mad().wire);
 
     for (const std::uint32_t pmtu : fuzz::kPmtus) {
         const std::uint8_t sel = fuzz::parse_selector(pmtu);
         const std::string tag = std::to_string(pmtu);
         const auto full = filler(pmtu);
         const auto over = filler(pmtu + 1);
-        w.add("parse_rc_send_first_" + tag, sel, build(rc_spec(ib::op::rc_send_first, full)));
-        w.add("parse_rc_send_only_" + tag, sel, build(rc_spec(ib::op::rc_send_only, full)));
-        w.add("parse_rc_send_only_over_" + tag, sel, build(rc_spec(ib::op::rc_send_only, over)));
+        w.add_parse("parse_rc_send_first_" + tag, sel, build(rc_spec(ib::op::rc_send_first, full)));
+        w.add_parse("parse_rc_send_only_" + tag, sel, build(rc_spec(ib::op::rc_send_only, full)));
+        w.add_parse("parse_rc_send_only_over_" + tag, sel, build(rc_spec(ib::op::rc_send_only, over)));
         auto ud = rc_spec(ib::op::ud_send_only, full);
         ud.bth.dest_qp = 0x000048;
         ud.ext.deth = {0x00000B1B, 0x000049};
-        w.add("parse_ud_send_only_" + tag, sel, build(ud));
+        w.add_parse("parse_ud_send_only_" + tag, sel, build(ud));
     }
 
     // RC RDMA WRITE Only with a GRH (unicast, routed).
@@ -110,44 +116,45 @@ void parse_seeds(SeedWriter& w) {
     routed.grh = grh;
     routed.ext.reth = {0x00007F0000001000ULL, 0x1234, 13};
     routed.ext.immdt = {0xCAFEBABE};
-    w.add("parse_rc_rdma_write_only_imm_grh", at4096, build(routed));
+    w.add_parse("parse_rc_rdma_write_only_imm_grh", at4096, build(routed));
 
     // A few opcodes of each transport with their extended headers.
     auto rd = rc_spec(ib::op::rd_compare_swap, {});
     rd.ext.rdeth = {0x000321};
     rd.ext.deth = {0x11111111, 0x000022};
     rd.ext.atomic = {0x1000, 0x42, 5, 6};
-    w.add("parse_rd_compare_swap", at4096, build(rd));
+    w.add_parse("parse_rd_compare_swap", at4096, build(rd));
     auto atomic_ack = rc_spec(ib::op::rc_atomic_acknowledge, {});
     atomic_ack.ext.aeth = {0, 0x000007};
     atomic_ack.ext.atomic_ack = {0x0102030405060708ULL};
-    w.add("parse_rc_atomic_ack", at4096, build(atomic_ack));
+    w.add_parse("parse_rc_atomic_ack", at4096, build(atomic_ack));
     auto uc = rc_spec(ib::op::uc_send_last_imm, small);
     uc.ext.immdt = {7};
-    w.add("parse_uc_send_last_imm", at4096, build(uc));
-    auto smp = rc_spec(ib::op::ud_send_only, filler(256));
+    w.add_parse("parse_uc_send_last_imm", at4096, build(uc));
+    const auto mad = filler(256);
+    auto smp = rc_spec(ib::op::ud_send_only, mad);
     smp.lrh.vl = ib::kVl15;
     smp.lrh.dlid = ib::kLidPermissive;
     smp.lrh.slid = ib::kLidPermissive;
     smp.bth.dest_qp = ib::kQp0;
     smp.ext.deth = {0, ib::kQp0};
-    w.add("parse_ud_smp_vl15_permissive", at4096, build(smp));
+    w.add_parse("parse_ud_smp_vl15_permissive", at4096, build(smp));
 
     // Broken packets.
     const auto payload_pkt = test::sample_ud_payload().wire;
-    w.add("parse_truncated_by_4", at4096, std::vector<std::uint8_t>(payload_pkt.begin(), payload_pkt.end() - 4));
-    w.add("parse_too_short", at4096, std::vector<std::uint8_t>(payload_pkt.begin(), payload_pkt.begin() + 10));
+    w.add_parse("parse_truncated_by_4", at4096, std::vector<std::uint8_t>(payload_pkt.begin(), payload_pkt.end() - 4));
+    w.add_parse("parse_too_short", at4096, std::vector<std::uint8_t>(payload_pkt.begin(), payload_pkt.begin() + 10));
     const auto grh_pkt = test::sample_ud_multicast_grh().wire;
-    w.add("parse_grh_truncated", at4096,
+    w.add_parse("parse_grh_truncated", at4096,
           std::vector<std::uint8_t>(grh_pkt.begin(), grh_pkt.begin() + ib::kMinPacketSize));
     auto bad_vcrc = payload_pkt;
     bad_vcrc.back() ^= 0x01;
-    w.add("parse_bad_vcrc", at4096, bad_vcrc);
+    w.add_parse("parse_bad_vcrc", at4096, bad_vcrc);
     auto bad_icrc = payload_pkt;
     bad_icrc[ib::Lrh::size + ib::Bth::size + ib::Deth::size] ^= 0x01;  // first payload byte
     fix_vcrc(bad_icrc);
-    w.add("parse_bad_icrc", at4096, bad_icrc);
-    w.add("parse_empty", at4096, {});
+    w.add_parse("parse_bad_icrc", at4096, bad_icrc);
+    w.add_parse("parse_empty", at4096, {});
 }
 
 void build_seed(SeedWriter& w, const std::string& name, const fuzz::BuildFields& f, bytes payload) {

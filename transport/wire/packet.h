@@ -17,8 +17,9 @@
 //     counted as corruption and not as whatever field it happened to hit
 //  3. GRH: IPVer 6, NxtHdr 0x1B, PayLen consistent with PktLen
 //  4. BTH: TVer 0; opcode defined; opcode of a transport this core parses
-//  5. addressing: DLID not reserved (permissive only to QP0), SLID unicast,
-//     VL15 only to QP0, multicast DLID only for UD with DestQP 0xFFFFFF
+//  5. addressing: DLID not reserved (permissive only to QP0), SLID unicast
+//     (permissive allowed to QP0), VL15 if and only if QP0, multicast DLID
+//     only for UD with DestQP 0xFFFFFF and DestQP 0xFFFFFF only multicast
 //  6. extended headers of the opcode fit before the ICRC
 //  7. PadCnt: no larger than payload+pad, zero where the opcode must fill PMTU
 //  8. payload against the PMTU and the opcode's payload rule
@@ -79,7 +80,7 @@ enum class DropReason : std::uint8_t {
     bad_dlid,              // DLID 0, or permissive DLID not to QP0
     bad_slid,              // SLID not a unicast LID
     vl15_not_qp0,          // VL15 carries only SMPs to QP0
-    bad_multicast,         // multicast DLID with a non-UD opcode or DestQP != 0xFFFFFF
+    bad_multicast,         // multicast DLID not UD or not to QP 0xFFFFFF; QP 0xFFFFFF to a unicast DLID
     truncated_headers,     // the opcode's extended headers run into the ICRC
     bad_pad_count,         // PadCnt larger than payload+pad, or non-zero in First/Middle
     payload_exceeds_pmtu,

@@ -1,0 +1,207 @@
+// The transport seam: an HCA port and its UD queue pairs.
+//
+// One narrow, batch-shaped interface with several implementations:
+//   transport/memory/  in-process fabric for tests of the layers above
+//   transport/soft/    the soft HCA port, IBA packets over UDP to ibfabricd
+//   transport/verbs/   real HCAs through libibverbs
+// Everything above the transport (SA client, IPoIB engine, daemon) sees only
+// this header.
+//
+// Threading: a Port and its QPs belong to one thread (the event loop); no
+// method is safe to call concurrently.
+//
+// Receive buffers look like hardware's: every buffer starts with a 40-byte
+// GRH slot. A received packet's payload lands at offset 40; when the packet
+// carried a GRH it is copied into the slot (Completion::grh_present), else
+// the slot's contents are undefined. Completion::byte_len counts the slot,
+// as verbs does: payload bytes = byte_len - 40.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/byte_io.h"
+#include "common/expected.h"
+#include "transport/wire/headers.h"
+
+namespace ipoibd::transport {
+
+inline constexpr std::size_t kGrhSlotSize = ib::Grh::size;
+
+// PortInfo PortState values (IBA 14.2.5.6).
+enum class PortState : std::uint8_t { down = 1, init = 2, armed = 3, active = 4 };
+const char* to_string(PortState s);
+
+struct PortAttributes {
+    PortState state = PortState::down;
+    std::uint16_t lid = 0;
+    std::uint8_t lmc = 0;
+    std::uint16_t sm_lid = 0;
+    std::uint8_t sm_sl = 0;
+    std::uint64_t subnet_prefix = 0xFE80000000000000ULL;
+    std::uint64_t port_guid = 0;
+    std::uint64_t node_guid = 0;
+    std::uint8_t port_num = 1;
+    ib::Mtu active_mtu = ib::Mtu::mtu4096;
+    std::vector<std::uint16_t> pkey_table{ib::kPKeyDefault};
+
+    // GID index 0: subnet prefix + port GUID.
+    ib::Gid gid() const;
+    bool operator==(const PortAttributes&) const = default;
+};
+
+// Asynchronous port events, as verbs reports them (IBV_EVENT_PORT_ACTIVE ...).
+enum class PortEvent : std::uint8_t {
+    port_active,        // state became ACTIVE
+    port_down,          // state left ACTIVE (link down, SM set it down)
+    lid_change,         // LID or LMC changed
+    pkey_change,        // P_Key table changed
+    sm_change,          // SM LID or SL changed
+    client_reregister,  // the SM asks clients to re-register with the SA
+};
+const char* to_string(PortEvent e);
+
+// Where a UD send goes (an ibv_ah).
+struct GrhAttributes {
+    ib::Gid dgid{};
+    std::uint32_t flow_label = 0;  // 20 bits
+    std::uint8_t sgid_index = 0;
+    std::uint8_t hop_limit = 0;
+    std::uint8_t traffic_class = 0;
+    bool operator==(const GrhAttributes&) const = default;
+};
+
+struct AddressHandle {
+    std::uint16_t dlid = 0;
+    std::uint8_t sl = 0;
+    std::uint8_t src_path_bits = 0;
+    std::optional<GrhAttributes> grh;  // required for multicast
+    bool operator==(const AddressHandle&) const = default;
+};
+
+struct SendRequest {
+    std::uint64_t wr_id = 0;
+    AddressHandle ah;
+    std::uint32_t remote_qpn = 0;   // 0xFFFFFF for multicast
+    std::uint32_t remote_qkey = 0;  // high bit set: use the QP's own Q_Key
+    bytes payload;                  // copied before post_send returns
+    std::optional<std::uint32_t> immediate;
+    bool solicited = false;
+};
+
+struct ReceiveBuffer {
+    std::uint64_t wr_id = 0;
+    mutable_bytes buffer;  // kGrhSlotSize + room for the payload; must outlive the completion
+};
+
+enum class CompletionKind : std::uint8_t { send, receive };
+
+enum class CompletionStatus : std::uint8_t {
+    success,
+    local_length_error,  // send payload over the path MTU
+    flushed,             // the QP was destroyed or moved to error with the request queued
+    general_error,       // transmit failed in the backend (e.g. socket error)
+};
+const char* to_string(CompletionStatus s);
+
+struct Completion {
+    std::uint64_t wr_id = 0;
+    CompletionKind kind = CompletionKind::receive;
+    CompletionStatus status = CompletionStatus::success;
+    std::uint32_t byte_len = 0;  // receives: GRH slot + payload
+    std::uint32_t src_qp = 0;
+    std::uint16_t slid = 0;
+    std::uint8_t sl = 0;
+    bool grh_present = false;
+    std::uint16_t pkey_index = 0;
+    std::optional<std::uint32_t> immediate;
+};
+
+enum class Errc : std::uint8_t {
+    invalid_argument,    // malformed request (e.g. empty receive buffer)
+    payload_too_long,    // send larger than the port's MTU
+    queue_full,          // send or receive queue at its depth
+    port_not_active,     // sends need an ACTIVE port
+    bad_pkey_index,      // no such P_Key table entry
+    resource_exhausted,  // QPNs, multicast attachments
+    not_attached,        // detach of a group the QP is not attached to
+    system_error,        // a syscall failed; see Error::sys_errno
+    not_supported,
+};
+
+struct Error {
+    Errc code = Errc::invalid_argument;
+    std::string detail;  // "P_Key index 3 of a 1-entry table"
+    int sys_errno = 0;
+    std::string message() const;
+};
+
+struct UdQpConfig {
+    std::uint32_t qkey = 0;
+    std::uint16_t pkey_index = 0;
+    std::uint32_t send_depth = 256;     // bounded send queue
+    std::uint32_t receive_depth = 256;  // bounded receive queue
+};
+
+class UdQp {
+public:
+    virtual ~UdQp() = default;
+
+    virtual std::uint32_t qpn() const = 0;
+    virtual std::uint32_t qkey() const = 0;
+    virtual std::uint16_t pkey() const = 0;
+
+    // Queues sends in order. Returns how many of `requests` were accepted:
+    // all of them, or fewer when the send queue filled (the rest may be
+    // posted again after polling send completions). A request that can never
+    // be sent (payload over the MTU, port not active) is refused with an
+    // error when it is the first one; later ones stop the batch there.
+    // Every accepted request yields exactly one send completion.
+    virtual expected<std::size_t, Error> post_send(std::span<const SendRequest> requests) = 0;
+
+    // Adds receive buffers in order; same partial-acceptance rule as sends.
+    // A buffer is used for at most one packet and returned in exactly one
+    // receive completion (success, or flushed when the QP goes away).
+    virtual expected<std::size_t, Error> post_receive(std::span<const ReceiveBuffer> buffers) = 0;
+
+    // Moves up to out.size() completions, oldest first, into `out`; returns
+    // how many. Never blocks.
+    virtual std::size_t poll(std::span<Completion> out) = 0;
+
+    // Multicast membership of this QP: packets to `mlid` whose GRH DGID is
+    // `mgid` are delivered to it. Joining the group at the SA is the
+    // caller's business; this only programs the port.
+    virtual expected<void, Error> attach_multicast(const ib::Gid& mgid, std::uint16_t mlid) = 0;
+    virtual expected<void, Error> detach_multicast(const ib::Gid& mgid, std::uint16_t mlid) = 0;
+};
+
+class Port {
+public:
+    virtual ~Port() = default;
+
+    virtual PortAttributes attributes() const = 0;
+
+    // Creates a UD QP in RTS on this port with the given Q_Key and P_Key
+    // index. QPNs are never 0, 1 or 0xFFFFFF and are not reused while the
+    // port lives.
+    virtual expected<std::unique_ptr<UdQp>, Error> create_ud_qp(const UdQpConfig& config) = 0;
+
+    // Moves up to out.size() pending port events into `out`; returns how many.
+    virtual std::size_t poll_events(std::span<PortEvent> out) = 0;
+
+    // A file descriptor that becomes readable when process() has work
+    // (a datagram arrived, a completion or event is ready); -1 if the backend
+    // needs no polling (the in-memory fabric).
+    virtual int fd() const = 0;
+
+    // Does the backend's pending I/O without blocking: receives and
+    // dispatches what arrived, flushes queued sends. Call when fd() is
+    // readable, and after posting sends.
+    virtual void process() = 0;
+};
+
+}  // namespace ipoibd::transport
