@@ -15,8 +15,26 @@
 
 namespace ipoibd::test {
 
-// A spec plus the payload storage it points to.
+// A spec plus the payload storage it points to. Copies and moves re-point
+// spec.payload at their own storage.
 struct SamplePacket {
+    SamplePacket() = default;
+    SamplePacket(const SamplePacket& o) : name(o.name), spec(o.spec), payload(o.payload), wire(o.wire) { repoint(); }
+    SamplePacket(SamplePacket&& o) noexcept
+        : name(std::move(o.name)), spec(o.spec), payload(std::move(o.payload)), wire(std::move(o.wire)) {
+        repoint();
+    }
+    SamplePacket& operator=(SamplePacket o) noexcept {
+        name = std::move(o.name);
+        spec = o.spec;
+        payload = std::move(o.payload);
+        wire = std::move(o.wire);
+        repoint();
+        return *this;
+    }
+    ~SamplePacket() = default;
+    void repoint() { spec.payload = payload; }
+
     std::string name;
     ib::PacketSpec spec;
     std::vector<std::uint8_t> payload;
