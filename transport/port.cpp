@@ -1,0 +1,64 @@
+#include "transport/port.h"
+
+#include <cstring>
+
+namespace ipoibd::transport {
+
+ib::Gid PortAttributes::gid() const {
+    ib::Gid g{};
+    store_be64(g.data(), subnet_prefix);
+    store_be64(g.data() + 8, port_guid);
+    return g;
+}
+
+const char* to_string(PortState s) {
+    switch (s) {
+        case PortState::down: return "DOWN";
+        case PortState::init: return "INIT";
+        case PortState::armed: return "ARMED";
+        case PortState::active: return "ACTIVE";
+    }
+    return "?";
+}
+
+const char* to_string(PortEvent e) {
+    switch (e) {
+        case PortEvent::port_active: return "port_active";
+        case PortEvent::port_down: return "port_down";
+        case PortEvent::lid_change: return "lid_change";
+        case PortEvent::pkey_change: return "pkey_change";
+        case PortEvent::sm_change: return "sm_change";
+        case PortEvent::client_reregister: return "client_reregister";
+    }
+    return "?";
+}
+
+const char* to_string(CompletionStatus s) {
+    switch (s) {
+        case CompletionStatus::success: return "success";
+        case CompletionStatus::local_length_error: return "local length error";
+        case CompletionStatus::flushed: return "flushed";
+        case CompletionStatus::general_error: return "general error";
+    }
+    return "?";
+}
+
+std::string Error::message() const {
+    std::string what;
+    switch (code) {
+        case Errc::invalid_argument: what = "invalid argument"; break;
+        case Errc::payload_too_long: what = "payload longer than the MTU"; break;
+        case Errc::queue_full: what = "queue full"; break;
+        case Errc::port_not_active: what = "port not active"; break;
+        case Errc::bad_pkey_index: what = "bad P_Key index"; break;
+        case Errc::resource_exhausted: what = "resources exhausted"; break;
+        case Errc::not_attached: what = "not attached"; break;
+        case Errc::system_error: what = "system error"; break;
+        case Errc::not_supported: what = "not supported"; break;
+    }
+    if (!detail.empty()) what += ": " + detail;
+    if (sys_errno != 0) what += std::string(" (") + std::strerror(sys_errno) + ")";
+    return what;
+}
+
+}  // namespace ipoibd::transport

@@ -1,0 +1,361 @@
+#include "transport/port_core.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace ipoibd::transport {
+
+struct PortCore::Qp {
+    std::uint32_t qpn = 0;
+    std::uint32_t qkey = 0;
+    std::uint16_t pkey_index = 0;
+    bool gsi = false;
+    std::uint32_t send_depth = 0;
+    std::uint32_t receive_depth = 0;
+    std::uint32_t sends_outstanding = 0;  // accepted, completion not yet polled
+    std::uint32_t psn = 0;
+    std::deque<ReceiveBuffer> receive_queue;
+    std::deque<Completion> completions;
+};
+
+class PortCore::QpHandle final : public UdQp {
+public:
+    QpHandle(PortCore& port, Qp* qp) : port_(port), qp_(qp) {}
+    ~QpHandle() override { port_.destroy(qp_); }
+
+    std::uint32_t qpn() const override { return qp_->qpn; }
+    std::uint32_t qkey() const override { return qp_->qkey; }
+    std::uint16_t pkey() const override {
+        const auto& table = port_.attributes_.pkey_table;
+        return qp_->pkey_index < table.size() ? table[qp_->pkey_index] : 0;
+    }
+
+    expected<std::size_t, Error> post_send(std::span<const SendRequest> requests) override {
+        return port_.send(*qp_, requests);
+    }
+
+    expected<std::size_t, Error> post_receive(std::span<const ReceiveBuffer> buffers) override {
+        std::size_t accepted = 0;
+        for (const ReceiveBuffer& b : buffers) {
+            if (b.buffer.size() < kGrhSlotSize) {
+                if (accepted == 0)
+                    return unexpected(Error{Errc::invalid_argument, "receive buffer smaller than the 40-byte GRH slot"});
+                break;
+            }
+            if (qp_->receive_queue.size() >= qp_->receive_depth) break;
+            qp_->receive_queue.push_back(b);
+            ++accepted;
+        }
+        return accepted;
+    }
+
+    std::size_t poll(std::span<Completion> out) override {
+        std::size_t n = 0;
+        while (n < out.size() && !qp_->completions.empty()) {
+            out[n] = qp_->completions.front();
+            qp_->completions.pop_front();
+            if (out[n].kind == CompletionKind::send) --qp_->sends_outstanding;
+            ++n;
+        }
+        return n;
+    }
+
+    expected<void, Error> attach_multicast(const ib::Gid& mgid, std::uint16_t mlid) override {
+        if (!ib::is_multicast_lid(mlid)) return unexpected(Error{Errc::invalid_argument, "MLID not in the multicast range"});
+        auto& list = port_.attachments_;
+        const bool present = std::any_of(list.begin(), list.end(), [&](const Attachment& a) {
+            return a.qp == qp_ && a.mlid == mlid && a.mgid == mgid;
+        });
+        if (present) return {};
+        if (list.size() >= kMaxMulticastAttachments)
+            return unexpected(Error{Errc::resource_exhausted, "multicast attachment table full"});
+        list.push_back({mlid, mgid, qp_});
+        return {};
+    }
+
+    expected<void, Error> detach_multicast(const ib::Gid& mgid, std::uint16_t mlid) override {
+        auto& list = port_.attachments_;
+        auto it = std::find_if(list.begin(), list.end(), [&](const Attachment& a) {
+            return a.qp == qp_ && a.mlid == mlid && a.mgid == mgid;
+        });
+        if (it == list.end()) return unexpected(Error{Errc::not_attached, "QP is not attached to that group"});
+        list.erase(it);
+        return {};
+    }
+
+private:
+    PortCore& port_;
+    Qp* qp_;
+};
+
+namespace {
+
+// IBA 10.9.3: P_Keys match when their low 15 bits are equal and non-zero
+// and at least one of the two is a full member.
+bool pkeys_match(std::uint16_t a, std::uint16_t b) {
+    const std::uint16_t base_a = a & ib::kPKeyBaseMask, base_b = b & ib::kPKeyBaseMask;
+    return base_a != 0 && base_a == base_b && ((a | b) & ib::kPKeyFullMemberBit) != 0;
+}
+
+}  // namespace
+
+PortCore::PortCore(PortAttributes initial, LinkSink& link)
+    : attributes_(std::move(initial)), link_(link), tx_buffer_(ib::kMaxPacketSize) {}
+
+PortCore::~PortCore() = default;
+
+void PortCore::raise(PortEvent e) {
+    if (events_.size() >= kMaxEvents) {
+        events_.pop_front();
+        ++counters_.events_dropped;
+    }
+    events_.push_back(e);
+}
+
+void PortCore::set_attributes(const PortAttributes& next) {
+    const PortAttributes prev = attributes_;
+    attributes_ = next;
+    if (prev.lid != next.lid || prev.lmc != next.lmc) raise(PortEvent::lid_change);
+    if (prev.sm_lid != next.sm_lid || prev.sm_sl != next.sm_sl) raise(PortEvent::sm_change);
+    if (prev.pkey_table != next.pkey_table) raise(PortEvent::pkey_change);
+    if (prev.state != PortState::active && next.state == PortState::active) raise(PortEvent::port_active);
+    if (prev.state == PortState::active && next.state != PortState::active) raise(PortEvent::port_down);
+}
+
+std::size_t PortCore::poll_events(std::span<PortEvent> out) {
+    std::size_t n = 0;
+    for (; n < out.size() && !events_.empty(); ++n) {
+        out[n] = events_.front();
+        events_.pop_front();
+    }
+    return n;
+}
+
+bool PortCore::lid_is_ours(std::uint16_t dlid) const {
+    if (attributes_.lid == 0) return false;
+    const auto mask = static_cast<std::uint16_t>(~((1u << attributes_.lmc) - 1));
+    return (dlid & mask) == (attributes_.lid & mask);
+}
+
+std::optional<std::size_t> PortCore::pkey_index_matching(std::uint16_t pkey) const {
+    for (std::size_t i = 0; i < attributes_.pkey_table.size(); ++i)
+        if (pkeys_match(pkey, attributes_.pkey_table[i])) return i;
+    return std::nullopt;
+}
+
+void PortCore::receive(bytes datagram) {
+    auto parsed = ib::parse_packet(datagram, {.pmtu = ib::mtu_bytes(attributes_.active_mtu)});
+    if (!parsed) {
+        ++counters_.malformed[static_cast<std::size_t>(parsed.error())];
+        return;
+    }
+    const ib::Packet& pkt = *parsed;
+    if (pkt.bth.dest_qp == ib::kQp0) {
+        if (smp_handler_ && smp_handler_(pkt)) {
+            ++counters_.rx_packets;
+            counters_.rx_bytes += datagram.size();
+        } else {
+            count(DeliveryDrop::smp_not_handled);
+        }
+        return;
+    }
+    if (attributes_.state != PortState::armed && attributes_.state != PortState::active) {
+        count(DeliveryDrop::port_not_ready);
+        return;
+    }
+    bool delivered = false;
+    if (ib::is_multicast_lid(pkt.lrh.dlid)) {
+        if (!pkt.grh) {
+            count(DeliveryDrop::multicast_without_grh);
+            return;
+        }
+        bool attached = false;
+        for (const Attachment& a : attachments_) {
+            if (a.mlid != pkt.lrh.dlid || a.mgid != pkt.grh->dgid) continue;
+            attached = true;
+            delivered = deliver(pkt, datagram, *a.qp) || delivered;
+        }
+        if (!attached) count(DeliveryDrop::multicast_not_attached);
+    } else {
+        if (!lid_is_ours(pkt.lrh.dlid)) {
+            count(DeliveryDrop::dlid_not_ours);
+            return;
+        }
+        auto it = qps_.find(pkt.bth.dest_qp);
+        if (it == qps_.end()) {
+            count(DeliveryDrop::unknown_qp);
+            return;
+        }
+        delivered = deliver(pkt, datagram, *it->second);
+    }
+    if (delivered) {
+        ++counters_.rx_packets;
+        counters_.rx_bytes += datagram.size();
+    }
+}
+
+bool PortCore::deliver(const ib::Packet& pkt, bytes datagram, Qp& qp) {
+    if (ib::transport_of(pkt.bth.opcode) != ib::Transport::ud) {
+        count(DeliveryDrop::opcode_not_for_qp);
+        return false;
+    }
+    std::optional<std::size_t> pkey_index;
+    if (qp.gsi) {
+        pkey_index = pkey_index_matching(pkt.bth.pkey);
+    } else if (qp.pkey_index < attributes_.pkey_table.size() &&
+               pkeys_match(pkt.bth.pkey, attributes_.pkey_table[qp.pkey_index])) {
+        pkey_index = qp.pkey_index;
+    }
+    if (!pkey_index) {
+        count(DeliveryDrop::pkey_mismatch);
+        return false;
+    }
+    if (pkt.ext.deth.qkey != qp.qkey) {
+        count(DeliveryDrop::qkey_mismatch);
+        return false;
+    }
+    if (qp.receive_queue.empty()) {
+        count(DeliveryDrop::no_receive_buffer);
+        return false;
+    }
+    const ReceiveBuffer buf = qp.receive_queue.front();
+    qp.receive_queue.pop_front();
+    Completion c;
+    c.wr_id = buf.wr_id;
+    c.kind = CompletionKind::receive;
+    if (buf.buffer.size() < kGrhSlotSize + pkt.payload.size()) {
+        c.status = CompletionStatus::local_length_error;
+        qp.completions.push_back(c);
+        count(DeliveryDrop::buffer_too_small);
+        return false;
+    }
+    if (pkt.grh) std::memcpy(buf.buffer.data(), datagram.data() + ib::Lrh::size, kGrhSlotSize);
+    if (!pkt.payload.empty()) std::memcpy(buf.buffer.data() + kGrhSlotSize, pkt.payload.data(), pkt.payload.size());
+    c.byte_len = static_cast<std::uint32_t>(kGrhSlotSize + pkt.payload.size());
+    c.src_qp = pkt.ext.deth.src_qp;
+    c.slid = pkt.lrh.slid;
+    c.sl = pkt.lrh.sl;
+    c.grh_present = pkt.grh.has_value();
+    c.pkey_index = static_cast<std::uint16_t>(*pkey_index);
+    if (pkt.ext.present & ib::eth_immdt) c.immediate = pkt.ext.immdt.value;
+    qp.completions.push_back(c);
+    return true;
+}
+
+bool PortCore::transmit_raw(bytes packet) {
+    if (!link_.transmit(packet)) return false;
+    ++counters_.tx_packets;
+    counters_.tx_bytes += packet.size();
+    return true;
+}
+
+expected<std::size_t, Error> PortCore::send(Qp& qp, std::span<const SendRequest> requests) {
+    std::size_t accepted = 0;
+    for (const SendRequest& req : requests) {
+        auto refuse = [&](Errc code, std::string detail) -> expected<std::size_t, Error> {
+            if (accepted == 0) return unexpected(Error{code, std::move(detail)});
+            return accepted;
+        };
+        if (qp.sends_outstanding >= qp.send_depth) break;
+        if (attributes_.state != PortState::active) return refuse(Errc::port_not_active, to_string(attributes_.state));
+        if (req.payload.size() > ib::mtu_bytes(attributes_.active_mtu))
+            return refuse(Errc::payload_too_long, std::to_string(req.payload.size()) + " bytes");
+        const bool multicast = ib::is_multicast_lid(req.ah.dlid);
+        if (multicast && (!req.ah.grh || req.remote_qpn != ib::kQpnMulticast))
+            return refuse(Errc::invalid_argument, "multicast needs a GRH and remote QPN 0xFFFFFF");
+        if (req.ah.grh && req.ah.grh->sgid_index != 0) return refuse(Errc::invalid_argument, "only GID index 0 exists");
+        if (qp.pkey_index >= attributes_.pkey_table.size()) return refuse(Errc::bad_pkey_index, "P_Key table shrank");
+
+        ib::PacketSpec spec;
+        spec.lrh.vl = 0;
+        spec.lrh.sl = req.ah.sl;
+        spec.lrh.dlid = req.ah.dlid;
+        spec.lrh.slid = static_cast<std::uint16_t>(attributes_.lid | req.ah.src_path_bits);
+        if (req.ah.grh) {
+            ib::Grh grh;
+            grh.tclass = req.ah.grh->traffic_class;
+            grh.flow_label = req.ah.grh->flow_label;
+            grh.hop_limit = req.ah.grh->hop_limit;
+            grh.sgid = attributes_.gid();
+            grh.dgid = req.ah.grh->dgid;
+            spec.grh = grh;
+        }
+        spec.bth.opcode = req.immediate ? ib::op::ud_send_only_imm : ib::op::ud_send_only;
+        spec.bth.se = req.solicited;
+        spec.bth.pkey = attributes_.pkey_table[qp.pkey_index];
+        spec.bth.dest_qp = req.remote_qpn & ib::kQpnMask;
+        spec.bth.psn = qp.psn;
+        qp.psn = (qp.psn + 1) & ib::kPsnMask;
+        // A Q_Key with the high bit set in a work request means "use the
+        // QP's own Q_Key" (IBA 10.2.4.2, controlled Q_Keys).
+        spec.ext.deth.qkey = (req.remote_qkey & ib::kQKeyControlledBit) ? qp.qkey : req.remote_qkey;
+        spec.ext.deth.src_qp = qp.qpn;
+        if (req.immediate) spec.ext.immdt.value = *req.immediate;
+        spec.payload = req.payload;
+
+        Completion c;
+        c.wr_id = req.wr_id;
+        c.kind = CompletionKind::send;
+        auto built = ib::build_packet(spec, tx_buffer_);
+        if (!built) return refuse(Errc::invalid_argument, ib::to_string(built.error()));
+        if (!transmit_raw(bytes(tx_buffer_).first(*built))) c.status = CompletionStatus::general_error;
+        qp.completions.push_back(c);
+        ++qp.sends_outstanding;
+        ++accepted;
+    }
+    return accepted;
+}
+
+expected<std::unique_ptr<UdQp>, Error> PortCore::make_qp(std::uint32_t qpn, const UdQpConfig& config, bool gsi) {
+    if (config.send_depth == 0 || config.receive_depth == 0)
+        return unexpected(Error{Errc::invalid_argument, "queue depths must be at least 1"});
+    if (config.pkey_index >= attributes_.pkey_table.size())
+        return unexpected(Error{Errc::bad_pkey_index, "P_Key index " + std::to_string(config.pkey_index) + " of a " +
+                                                          std::to_string(attributes_.pkey_table.size()) + "-entry table"});
+    auto qp = std::make_unique<Qp>();
+    qp->qpn = qpn;
+    qp->qkey = config.qkey;
+    qp->pkey_index = config.pkey_index;
+    qp->gsi = gsi;
+    qp->send_depth = config.send_depth;
+    qp->receive_depth = config.receive_depth;
+    Qp* raw = qp.get();
+    qps_.emplace(qpn, std::move(qp));
+    return std::unique_ptr<UdQp>(std::make_unique<QpHandle>(*this, raw));
+}
+
+expected<std::unique_ptr<UdQp>, Error> PortCore::create_ud_qp(const UdQpConfig& config) {
+    // QPNs 0, 1 and 0xFFFFFF are special; dynamic ones are never reused.
+    if (next_qpn_ >= ib::kQpnMulticast) return unexpected(Error{Errc::resource_exhausted, "QPNs exhausted"});
+    return make_qp(next_qpn_++, config, false);
+}
+
+expected<std::unique_ptr<UdQp>, Error> PortCore::create_gsi_qp(std::uint32_t send_depth, std::uint32_t receive_depth) {
+    if (qps_.count(ib::kQp1)) return unexpected(Error{Errc::resource_exhausted, "QP1 is already open"});
+    return make_qp(ib::kQp1, UdQpConfig{ib::kGsiQKey, 0, send_depth, receive_depth}, true);
+}
+
+void PortCore::destroy(Qp* qp) {
+    std::erase_if(attachments_, [qp](const Attachment& a) { return a.qp == qp; });
+    qps_.erase(qp->qpn);
+}
+
+const char* to_string(DeliveryDrop d) {
+    switch (d) {
+        case DeliveryDrop::port_not_ready: return "port_not_ready";
+        case DeliveryDrop::dlid_not_ours: return "dlid_not_ours";
+        case DeliveryDrop::multicast_without_grh: return "multicast_without_grh";
+        case DeliveryDrop::multicast_not_attached: return "multicast_not_attached";
+        case DeliveryDrop::unknown_qp: return "unknown_qp";
+        case DeliveryDrop::opcode_not_for_qp: return "opcode_not_for_qp";
+        case DeliveryDrop::pkey_mismatch: return "pkey_mismatch";
+        case DeliveryDrop::qkey_mismatch: return "qkey_mismatch";
+        case DeliveryDrop::no_receive_buffer: return "no_receive_buffer";
+        case DeliveryDrop::buffer_too_small: return "buffer_too_small";
+        case DeliveryDrop::smp_not_handled: return "smp_not_handled";
+        case DeliveryDrop::count_: break;
+    }
+    return "unknown";
+}
+
+}  // namespace ipoibd::transport

@@ -1,0 +1,138 @@
+// PortCore: the behaviour of an HCA port and its UD queue pairs, with no I/O.
+//
+// The soft and in-memory backends are a PortCore plus a way to move bytes:
+// the backend hands every datagram it receives to receive(), and PortCore
+// hands every packet it sends to the backend's LinkSink. Everything between
+// (packet validation, QP demultiplexing, P_Key/Q_Key checks, receive queues,
+// completions, the GRH slot, multicast attachment, port events) lives here
+// once and is tested without sockets.
+//
+// Inbound flow (receive):
+//  1. parse_packet() against the port's MTU: malformed packets counted by
+//     ib::DropReason
+//  2. port state: INIT passes only QP0 SMPs; ARMED and ACTIVE pass all
+//  3. QP0 (SMPs) go to the subnet management agent hook
+//  4. unicast: DLID must be the port's LID range; multicast: QPs attached to
+//     (MLID, GRH DGID); each target QP then:
+//  5. UD opcode; P_Key matches the QP's (IBA 10.9.3); Q_Key equals the QP's
+//  6. a receive buffer is posted and large enough (else a local length error
+//     completion consumes it)
+//  7. GRH (if any) into the 40-byte slot, payload after it, completion queued
+// Each refusal in 2-6 is counted by DeliveryDrop.
+#pragma once
+
+#include <array>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "transport/port.h"
+#include "transport/wire/packet.h"
+
+namespace ipoibd::transport {
+
+enum class DeliveryDrop : std::uint8_t {
+    port_not_ready,          // port DOWN/INIT and the packet is not an SMP
+    dlid_not_ours,           // unicast DLID outside this port's LID range
+    multicast_without_grh,   // multicast needs the GRH to name the group
+    multicast_not_attached,  // no QP attached to (MLID, MGID)
+    unknown_qp,              // no QP with the DestQP number
+    opcode_not_for_qp,       // not a UD opcode
+    pkey_mismatch,           // BTH P_Key does not match the QP's P_Key
+    qkey_mismatch,           // DETH Q_Key differs from the QP's Q_Key
+    no_receive_buffer,       // receive queue empty (UD: silently dropped)
+    buffer_too_small,        // completed with local_length_error
+    smp_not_handled,         // QP0 packet the subnet management agent refused
+    count_
+};
+inline constexpr std::size_t kDeliveryDropCount = static_cast<std::size_t>(DeliveryDrop::count_);
+const char* to_string(DeliveryDrop d);
+
+struct PortCounters {
+    std::uint64_t rx_packets = 0;  // delivered to at least one QP or the SMA
+    std::uint64_t rx_bytes = 0;
+    std::uint64_t tx_packets = 0;
+    std::uint64_t tx_bytes = 0;
+    std::uint64_t events_dropped = 0;  // event queue overflow
+    std::array<std::uint64_t, ib::kDropReasonCount> malformed{};
+    std::array<std::uint64_t, kDeliveryDropCount> undelivered{};
+};
+
+// Where a PortCore's outbound packets go (LRH through VCRC).
+class LinkSink {
+public:
+    virtual ~LinkSink() = default;
+    // Takes a packet; returns false when the link could not accept it (the
+    // send completes with general_error).
+    virtual bool transmit(bytes packet) = 0;
+};
+
+class PortCore {
+public:
+    // Subnet management agent hook for QP0: given a received SMP packet,
+    // returns false when the SMA refused it. Installed by the backend.
+    using SmpHandler = std::function<bool(const ib::Packet& packet)>;
+
+    static constexpr std::size_t kMaxEvents = 64;
+    static constexpr std::size_t kMaxMulticastAttachments = 4096;
+
+    PortCore(PortAttributes initial, LinkSink& link);
+    ~PortCore();
+    PortCore(const PortCore&) = delete;
+    PortCore& operator=(const PortCore&) = delete;
+
+    const PortAttributes& attributes() const { return attributes_; }
+    const PortCounters& counters() const { return counters_; }
+
+    // Replaces the attributes and queues the events the change implies
+    // (port_active/port_down, lid_change, sm_change, pkey_change).
+    void set_attributes(const PortAttributes& next);
+    // Queues an event that no attribute diff shows (client_reregister).
+    void raise(PortEvent e);
+    std::size_t poll_events(std::span<PortEvent> out);
+
+    void set_smp_handler(SmpHandler handler) { smp_handler_ = std::move(handler); }
+
+    // One datagram from the link.
+    void receive(bytes datagram);
+
+    // Sends a raw packet built by the caller (SMA responses) and counts it.
+    bool transmit_raw(bytes packet);
+
+    // QPs live no longer than their PortCore.
+    expected<std::unique_ptr<UdQp>, Error> create_ud_qp(const UdQpConfig& config);
+    // QP1, the GSI: Q_Key 0x80010000; accepts any P_Key in the port's table
+    // and reports its index. At most one at a time.
+    expected<std::unique_ptr<UdQp>, Error> create_gsi_qp(std::uint32_t send_depth, std::uint32_t receive_depth);
+
+private:
+    struct Qp;
+    class QpHandle;
+    struct Attachment {
+        std::uint16_t mlid;
+        ib::Gid mgid;
+        Qp* qp;
+    };
+
+    expected<std::unique_ptr<UdQp>, Error> make_qp(std::uint32_t qpn, const UdQpConfig& config, bool gsi);
+    void destroy(Qp* qp);
+    bool deliver(const ib::Packet& pkt, bytes datagram, Qp& qp);
+    void count(DeliveryDrop d) { ++counters_.undelivered[static_cast<std::size_t>(d)]; }
+    bool lid_is_ours(std::uint16_t dlid) const;
+    std::optional<std::size_t> pkey_index_matching(std::uint16_t pkey) const;
+    expected<std::size_t, Error> send(Qp& qp, std::span<const SendRequest> requests);
+
+    PortAttributes attributes_;
+    LinkSink& link_;
+    PortCounters counters_;
+    std::deque<PortEvent> events_;
+    SmpHandler smp_handler_;
+    std::map<std::uint32_t, std::unique_ptr<Qp>> qps_;
+    std::vector<Attachment> attachments_;
+    std::uint32_t next_qpn_ = 0x48;  // first dynamic QPN, as mlx HCAs start low
+    std::vector<std::uint8_t> tx_buffer_;
+};
+
+}  // namespace ipoibd::transport
