@@ -8,7 +8,9 @@ packages=(
   # toolchain
   cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
   # libraries
-  zlib1g-dev
+  zlib1g-dev libboost-program-options-dev
+  # verbs backend (real HCAs) and the libibumad SA path
+  libibverbs-dev libibumad-dev librdmacm-dev ibverbs-providers
   # tests
   libgtest-dev libgmock-dev libbenchmark-dev tshark
 )

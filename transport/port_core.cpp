@@ -254,6 +254,7 @@ expected<std::size_t, Error> PortCore::send(Qp& qp, std::span<const SendRequest>
     for (const SendRequest& req : requests) {
         auto refuse = [&](Errc code, std::string detail) -> expected<std::size_t, Error> {
             if (accepted == 0) return unexpected(Error{code, std::move(detail)});
+            link_.flush();
             return accepted;
         };
         if (qp.sends_outstanding >= qp.send_depth) break;
@@ -303,6 +304,7 @@ expected<std::size_t, Error> PortCore::send(Qp& qp, std::span<const SendRequest>
         ++qp.sends_outstanding;
         ++accepted;
     }
+    if (accepted > 0) link_.flush();
     return accepted;
 }
 

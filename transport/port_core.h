@@ -67,6 +67,9 @@ public:
     // Takes a packet; returns false when the link could not accept it (the
     // send completes with general_error).
     virtual bool transmit(bytes packet) = 0;
+    // Called after a batch of transmit()s (the end of a post_send): a
+    // batching backend sends what it holds.
+    virtual void flush() {}
 };
 
 class PortCore {
@@ -89,6 +92,9 @@ public:
     // Replaces the attributes and queues the events the change implies
     // (port_active/port_down, lid_change, sm_change, pkey_change).
     void set_attributes(const PortAttributes& next);
+    // Replaces the attributes without raising events: for a backend whose
+    // subnet management agent reports the events itself (raise()).
+    void replace_attributes(const PortAttributes& next) { attributes_ = next; }
     // Queues an event that no attribute diff shows (client_reregister).
     void raise(PortEvent e);
     std::size_t poll_events(std::span<PortEvent> out);

@@ -131,6 +131,17 @@ expected<Packet, DropReason> parse_packet(bytes wire, const ParseOptions& option
     return pkt;
 }
 
+expected<Lrh, DropReason> link_check(bytes wire) {
+    using R = DropReason;
+    if (wire.size() < kMinPacketSize) return unexpected(R::too_short);
+    const Lrh lrh = Lrh::read_from(wire.data());
+    if (lrh.lver != Lrh::kLinkVersion) return unexpected(R::bad_link_version);
+    if (std::size_t{lrh.pkt_len} * 4 + kVcrcSize != wire.size()) return unexpected(R::pkt_len_mismatch);
+    const std::size_t vcrc_offset = wire.size() - kVcrcSize;
+    if (compute_vcrc(wire.first(vcrc_offset)) != load_vcrc(wire.data() + vcrc_offset)) return unexpected(R::bad_vcrc);
+    return lrh;
+}
+
 std::size_t packet_size(const PacketSpec& spec) {
     const OpcodeInfo& info = opcode_info(spec.bth.opcode);
     return Lrh::size + (spec.grh ? Grh::size : 0) + Bth::size + ext_headers_size(info.headers) +

@@ -107,6 +107,11 @@ struct ParseOptions {
 
 expected<Packet, DropReason> parse_packet(bytes wire, const ParseOptions& options = {});
 
+// The checks a switch makes before forwarding (IBA 7.9): step 1 of
+// parse_packet except the LNH rule (raw packets are forwarded too), and the
+// VCRC. The ICRC is end to end: the destination port checks it.
+expected<Lrh, DropReason> link_check(bytes wire);
+
 // What to build. PktLen, PayLen, LNH, PadCnt and both CRCs are computed; the
 // extended headers written are exactly those the opcode requires.
 struct PacketSpec {

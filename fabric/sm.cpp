@@ -1,0 +1,298 @@
+#include "fabric/sm.h"
+
+#include <array>
+#include <cstdio>
+
+#include "transport/wire/smp_dr.h"
+
+namespace ipoibd::fabric {
+namespace {
+
+std::string hex(std::uint64_t v, int width) {
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "0x%0*llx", width, static_cast<unsigned long long>(v));
+    return buf;
+}
+
+template <class Attr>
+ib::SmpData to_data(const Attr& a) {
+    ib::SmpData d{};
+    a.write_to(d.data());
+    return d;
+}
+
+}  // namespace
+
+SubnetManager::SubnetManager(const SmConfig& config, Switch& sw, SmLog log)
+    : config_(config), switch_(sw), log_(std::move(log)) {}
+
+void SubnetManager::on_link_event(const LinkEvent& event, Clock::time_point now) {
+    now_ = now;
+    if (!event.up) {
+        lose(event.port, "link down");
+        return;
+    }
+    SmPort& port = ports_[event.port];
+    port = SmPort{};
+    port.switch_port = event.port;
+    start(port);
+}
+
+void SubnetManager::start(SmPort& port) {
+    port.phase = SmPortPhase::node_info;
+    port.sweeping = false;
+    send(port, ib::method::get, ib::smp_attr::node_info, 0, {});
+}
+
+void SubnetManager::send(SmPort& port, std::uint8_t method, std::uint16_t attribute, std::uint32_t modifier,
+                         const ib::SmpData& data) {
+    ib::Smp smp;
+    smp.mgmt_class = ib::mgmt_class::subn_directed_route;
+    smp.method = method;
+    smp.attribute_id = attribute;
+    smp.attribute_modifier = modifier;
+    smp.transaction_id = next_tid_++;
+    smp.data = data;
+    const std::array<std::uint8_t, 1> path{port.switch_port};
+    ib::dr_set_initial_path(smp, path);
+    in_flight_.erase(port.tid);
+    port.tid = smp.transaction_id;
+    port.tries = 0;
+    in_flight_[port.tid] = smp;
+    resend(port);
+}
+
+void SubnetManager::resend(SmPort& port) {
+    ib::Smp smp = in_flight_.at(port.tid);
+    // C14-9:1 at the requester: HopPointer 0 -> 1, out InitialPath[1].
+    const ib::DrDecision d = ib::dr_send_request(smp, switch_.num_ports());
+    if (d.action != ib::DrAction::send_on_port) return;
+    std::array<std::uint8_t, ib::kMadSize> mad{};
+    smp.write_to(mad.data());
+    ib::PacketSpec spec;
+    spec.lrh.vl = ib::kVl15;
+    spec.lrh.dlid = ib::kLidPermissive;
+    spec.lrh.slid = switch_.lid();
+    spec.bth.opcode = ib::op::ud_send_only;
+    spec.bth.dest_qp = ib::kQp0;
+    spec.ext.deth = {0, ib::kQp0};
+    spec.payload = mad;
+    std::array<std::uint8_t, ib::Lrh::size + ib::Bth::size + ib::Deth::size + ib::kMadSize + 6> out{};
+    const auto n = ib::build_packet(spec, out);
+    if (!n) return;
+    switch_.send_from_management(bytes(out).first(*n), d.port);
+    ++counters_.smps_sent;
+    ++port.tries;
+    port.deadline = now_ + config_.smp_timeout;
+}
+
+void SubnetManager::on_smp(const ib::Smp& smp, std::uint8_t /*in_port*/) {
+    if (!(smp.method & ib::method::response_bit)) return;  // requests to this SM: none served
+    for (auto& [sp, port] : ports_) {
+        if (port.tid != smp.transaction_id || port.phase == SmPortPhase::failed) continue;
+        in_flight_.erase(port.tid);
+        port.tid = 0;
+        ++counters_.responses;
+        on_response(port, smp);
+        return;
+    }
+    ++counters_.unexpected_responses;
+}
+
+void SubnetManager::on_response(SmPort& port, const ib::Smp& smp) {
+    if (smp.status != 0) {
+        ++counters_.error_responses;
+        log("SM: port " + std::to_string(port.switch_port) + ": " + ib::smp_attribute_name(smp.attribute_id) +
+            " answered with status " + ib::describe_mad_status(smp.status) + "; retrying at the next sweep");
+        port.phase = SmPortPhase::failed;
+        return;
+    }
+    switch (port.phase) {
+        case SmPortPhase::node_info: {
+            const auto ni = ib::NodeInfo::read_from(smp.data.data());
+            if (ni.node_type != ib::node_type::channel_adapter) {
+                log("SM: port " + std::to_string(port.switch_port) + ": node type " + std::to_string(ni.node_type) +
+                    " is not a channel adapter; only CAs can plug into the soft switch");
+                port.phase = SmPortPhase::failed;
+                return;
+            }
+            port.node_guid = ni.node_guid;
+            port.port_guid = ni.port_guid;
+            port.local_port_num = ni.local_port_num;
+            port.phase = SmPortPhase::node_description;
+            send(port, ib::method::get, ib::smp_attr::node_description, 0, {});
+            return;
+        }
+        case SmPortPhase::node_description:
+            port.description = ib::NodeDescription::read_from(smp.data.data()).text;
+            port.phase = SmPortPhase::port_info;
+            send(port, ib::method::get, ib::smp_attr::port_info, port.local_port_num, {});
+            return;
+        case SmPortPhase::port_info:
+            after_port_info(port, ib::PortInfo::read_from(smp.data.data()));
+            return;
+        case SmPortPhase::set_pkeys:
+            set_port_info(port);
+            return;
+        case SmPortPhase::set_port_info:
+        case SmPortPhase::activate: {
+            port.port_info = ib::PortInfo::read_from(smp.data.data());
+            if (port.port_info.port_state == ib::port_state::armed) {
+                ib::PortInfo next = port.port_info;
+                next.port_state = ib::port_state::active;
+                next.port_physical_state = 0;
+                next.link_down_default_state = 0;
+                next.client_reregister = false;
+                port.phase = SmPortPhase::activate;
+                send(port, ib::method::set, ib::smp_attr::port_info, port.local_port_num, to_data(next));
+                return;
+            }
+            finish(port);
+            return;
+        }
+        case SmPortPhase::active:
+            if (port.sweeping) {
+                port.sweeping = false;
+                const auto info = ib::PortInfo::read_from(smp.data.data());
+                if (info.port_state != ib::port_state::active || info.lid != port.lid) {
+                    log("SM: port " + std::to_string(port.switch_port) + " (GUID " + hex(port.port_guid, 16) +
+                        ") changed state behind the SM's back; configuring it again");
+                    switch_.clear_unicast_route(port.lid);
+                    after_port_info(port, info);
+                }
+            }
+            return;
+        case SmPortPhase::failed: return;
+    }
+}
+
+void SubnetManager::after_port_info(SmPort& port, const ib::PortInfo& info) {
+    port.port_info = info;
+    port.lid = choose_lid(port, info.lid);
+    port.reregister = info.lid != 0;
+    if (port.lid == 0) {
+        log("SM: no free LID for port GUID " + hex(port.port_guid, 16));
+        port.phase = SmPortPhase::failed;
+        return;
+    }
+    given_lids_[port.port_guid] = port.lid;
+    ib::PKeyTableBlock block;
+    for (std::size_t i = 0; i < config_.pkeys.size() && i < block.entries; ++i) block.p_keys[i] = config_.pkeys[i];
+    port.phase = SmPortPhase::set_pkeys;
+    send(port, ib::method::set, ib::smp_attr::p_key_table, ib::p_key_table_modifier(0), to_data(block));
+}
+
+void SubnetManager::set_port_info(SmPort& port) {
+    ib::PortInfo next = port.port_info;
+    next.lid = port.lid;
+    next.lmc = 0;
+    next.master_sm_lid = switch_.lid();
+    next.master_sm_sl = 0;
+    next.gid_prefix = config_.subnet_prefix;
+    next.subnet_timeout = config_.subnet_timeout;
+    const std::uint8_t cap = port.port_info.mtu_cap ? port.port_info.mtu_cap : static_cast<std::uint8_t>(config_.mtu);
+    next.neighbor_mtu = std::min(cap, static_cast<std::uint8_t>(config_.mtu));
+    next.port_state = port.port_info.port_state == ib::port_state::init ? ib::port_state::armed : ib::port_state::no_change;
+    next.port_physical_state = 0;
+    next.link_down_default_state = 0;
+    next.client_reregister = port.reregister;
+    port.phase = SmPortPhase::set_port_info;
+    send(port, ib::method::set, ib::smp_attr::port_info, port.local_port_num, to_data(next));
+}
+
+void SubnetManager::finish(SmPort& port) {
+    if (port.port_info.port_state != ib::port_state::active) {
+        log("SM: port " + std::to_string(port.switch_port) + " did not become ACTIVE (state " +
+            std::to_string(port.port_info.port_state) + ")");
+        port.phase = SmPortPhase::failed;
+        return;
+    }
+    switch_.set_unicast_route(port.lid, port.switch_port);
+    port.phase = SmPortPhase::active;
+    ++counters_.ports_configured;
+    log("SM: port " + std::to_string(port.switch_port) + " GUID " + hex(port.port_guid, 16) + " \"" + port.description +
+        "\" ACTIVE with LID " + hex(port.lid, 4) + (port.reregister ? ", client reregister requested" : ""));
+}
+
+void SubnetManager::lose(std::uint8_t switch_port, const char* why) {
+    const auto it = ports_.find(switch_port);
+    if (it == ports_.end()) return;
+    if (it->second.phase == SmPortPhase::active) {
+        switch_.clear_unicast_route(it->second.lid);
+        ++counters_.ports_lost;
+        log("SM: port " + std::to_string(switch_port) + " GUID " + hex(it->second.port_guid, 16) + " LID " +
+            hex(it->second.lid, 4) + " gone (" + why + ")");
+    }
+    in_flight_.erase(it->second.tid);
+    ports_.erase(it);
+}
+
+void SubnetManager::tick(Clock::time_point now) {
+    now_ = now;
+    std::vector<std::uint8_t> lost;
+    for (auto& [sp, port] : ports_) {
+        if (port.tid == 0 || now < port.deadline) continue;
+        ++counters_.timeouts;
+        if (port.tries <= config_.smp_retries) {
+            resend(port);
+        } else if (port.phase == SmPortPhase::active) {
+            lost.push_back(sp);
+        } else {
+            in_flight_.erase(port.tid);
+            port.tid = 0;
+            port.phase = SmPortPhase::failed;
+        }
+    }
+    for (std::uint8_t sp : lost) lose(sp, "no answer to the sweep");
+    if (now < next_sweep_) return;
+    next_sweep_ = now + config_.sweep_interval;
+    for (auto& [sp, port] : ports_) {
+        if (port.tid != 0) continue;
+        if (port.phase == SmPortPhase::failed) {
+            start(port);
+        } else if (port.phase == SmPortPhase::active) {
+            port.sweeping = true;
+            send(port, ib::method::get, ib::smp_attr::port_info, port.local_port_num, {});
+        }
+    }
+}
+
+bool SubnetManager::lid_taken(std::uint16_t lid, std::uint8_t except_port) const {
+    if (lid == switch_.lid()) return true;
+    for (const auto& [sp, p] : ports_)
+        if (sp != except_port && p.lid == lid && p.phase != SmPortPhase::failed) return true;
+    for (const auto& [guid, l] : config_.static_lids)
+        if (l == lid) return true;
+    return false;
+}
+
+std::uint16_t SubnetManager::choose_lid(const SmPort& port, std::uint16_t current) const {
+    if (const auto it = config_.static_lids.find(port.port_guid); it != config_.static_lids.end()) return it->second;
+    if (ib::is_unicast_lid(current) && !lid_taken(current, port.switch_port)) return current;
+    if (const auto it = given_lids_.find(port.port_guid);
+        it != given_lids_.end() && !lid_taken(it->second, port.switch_port))
+        return it->second;
+    for (std::uint32_t lid = ib::kLidUnicastFirst; lid <= ib::kLidUnicastLast; ++lid) {
+        const auto l = static_cast<std::uint16_t>(lid);
+        bool given_to_other = false;
+        for (const auto& [guid, g] : given_lids_) given_to_other = given_to_other || (g == l && guid != port.port_guid);
+        if (!lid_taken(l, port.switch_port) && !given_to_other) return l;
+    }
+    return 0;
+}
+
+const char* to_string(SmPortPhase p) {
+    switch (p) {
+        case SmPortPhase::node_info: return "node_info";
+        case SmPortPhase::node_description: return "node_description";
+        case SmPortPhase::port_info: return "port_info";
+        case SmPortPhase::set_pkeys: return "set_pkeys";
+        case SmPortPhase::set_port_info: return "set_port_info";
+        case SmPortPhase::activate: return "activate";
+        case SmPortPhase::active: return "active";
+        case SmPortPhase::failed: return "failed";
+    }
+    return "?";
+}
+
+}  // namespace ipoibd::fabric

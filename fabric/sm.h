@@ -1,0 +1,131 @@
+// The subnet manager of the soft fabric, sans-I/O: it finds the CA ports
+// plugged into the switch and programs them with directed-route SMPs, as an
+// SM programs a real subnet (IBA 14.4).
+//
+// Per switch port, when its link comes up:
+//  1. Get NodeInfo, Get NodeDescription, Get PortInfo
+//  2. choose the LID: the configured one for the port GUID; else the LID the
+//     port already has if no other port holds it (an SM restart keeps the
+//     subnet's addresses); else the one this SM gave the GUID before; else
+//     the lowest free
+//  3. Set P_KeyTable block 0
+//  4. Set PortInfo: LID, LMC 0, MasterSMLID = the switch, GidPrefix,
+//     NeighborMTU, SubnetTimeOut, PortState ARMED (from INIT), and
+//     ClientReregister when the port already had a LID (another SM, or this
+//     one before a restart or link flap, configured it: its SA state is gone)
+//  5. Set PortInfo PortState ACTIVE; route the LID to the port in the switch
+// Then every sweep_interval a Get PortInfo checks each ACTIVE port; a port
+// that stops answering (after retries) or whose link drops is removed and
+// its route cleared. Each SMP is retried smp_retries times, smp_timeout
+// apart; a port whose configuration fails is tried again at the next sweep.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fabric/switch.h"
+#include "transport/wire/smp.h"
+
+namespace ipoibd::fabric {
+
+struct SmConfig {
+    std::uint64_t subnet_prefix = 0xFE80000000000000ULL;
+    std::map<std::uint64_t, std::uint16_t> static_lids;  // port GUID -> LID
+    ib::Mtu mtu = ib::Mtu::mtu4096;                      // the fabric's largest MTU
+    std::vector<std::uint16_t> pkeys{ib::kPKeyDefault};  // P_KeyTable block 0 of every CA
+    std::chrono::milliseconds sweep_interval{1000};
+    std::chrono::milliseconds smp_timeout{250};
+    unsigned smp_retries = 3;
+    std::uint8_t subnet_timeout = 18;  // 4.096 us * 2^18, about 1 s
+};
+
+enum class SmPortPhase : std::uint8_t {
+    node_info,
+    node_description,
+    port_info,
+    set_pkeys,
+    set_port_info,
+    activate,
+    active,
+    failed,  // waits for the next sweep
+};
+const char* to_string(SmPortPhase p);
+
+struct SmPort {
+    std::uint8_t switch_port = 0;
+    SmPortPhase phase = SmPortPhase::node_info;
+    std::uint64_t node_guid = 0;
+    std::uint64_t port_guid = 0;
+    std::uint8_t local_port_num = 1;
+    std::string description;
+    std::uint16_t lid = 0;
+    ib::PortInfo port_info;  // as last read or set
+    bool reregister = false;
+    // The SMP in flight.
+    std::uint64_t tid = 0;
+    Clock::time_point deadline{};
+    unsigned tries = 0;
+    bool sweeping = false;  // the SMP in flight is a sweep check
+};
+
+struct SmCounters {
+    std::uint64_t smps_sent = 0;
+    std::uint64_t responses = 0;
+    std::uint64_t error_responses = 0;  // non-zero MAD status
+    std::uint64_t timeouts = 0;          // an SMP not answered in time (before retries)
+    std::uint64_t unexpected_responses = 0;
+    std::uint64_t ports_configured = 0;
+    std::uint64_t ports_lost = 0;
+};
+
+// Human-readable SM log lines (ibfabricd sends them to its log).
+using SmLog = std::function<void(const std::string&)>;
+
+class SubnetManager : public ManagementSink {
+public:
+    SubnetManager(const SmConfig& config, Switch& sw, SmLog log = {});
+
+    void on_link_event(const LinkEvent& event, Clock::time_point now);
+    void tick(Clock::time_point now);
+
+    // ManagementSink
+    void on_smp(const ib::Smp& smp, std::uint8_t in_port) override;
+    bool on_packet(const ib::Packet&, bytes, std::uint8_t) override { return false; }
+
+    const std::map<std::uint8_t, SmPort>& ports() const { return ports_; }
+    const SmCounters& counters() const { return counters_; }
+
+private:
+    void start(SmPort& port);
+    void send(SmPort& port, std::uint8_t method, std::uint16_t attribute, std::uint32_t modifier,
+              const ib::SmpData& data);
+    void resend(SmPort& port);
+    void on_response(SmPort& port, const ib::Smp& smp);
+    void after_port_info(SmPort& port, const ib::PortInfo& info);
+    void set_port_info(SmPort& port);
+    void finish(SmPort& port);
+    void lose(std::uint8_t switch_port, const char* why);
+    std::uint16_t choose_lid(const SmPort& port, std::uint16_t current) const;
+    bool lid_taken(std::uint16_t lid, std::uint8_t except_port) const;
+    void log(const std::string& line) const {
+        if (log_) log_(line);
+    }
+
+    SmConfig config_;
+    Switch& switch_;
+    SmLog log_;
+    std::map<std::uint8_t, SmPort> ports_;
+    std::map<std::uint64_t, std::uint16_t> given_lids_;  // GUID -> LID this SM assigned
+    std::map<std::uint64_t, ib::Smp> in_flight_;         // TID -> request, for retries
+    std::uint64_t next_tid_ = 1;
+    Clock::time_point now_{};
+    Clock::time_point next_sweep_{};
+    SmCounters counters_;
+};
+
+}  // namespace ipoibd::fabric

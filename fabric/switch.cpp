@@ -1,0 +1,249 @@
+#include "fabric/switch.h"
+
+#include <algorithm>
+
+#include "transport/wire/link.h"
+#include "transport/wire/smp_dr.h"
+
+namespace ipoibd::fabric {
+
+Switch::Switch(const Config& config, SwitchOutput& output)
+    : config_(config), output_(output), ports_(std::size_t{config.num_ports} + 1) {
+    config_.num_ports = std::min(config.num_ports, kMaxPorts);
+    ports_.resize(std::size_t{config_.num_ports} + 1);
+}
+
+std::optional<std::uint8_t> Switch::port_of(const SocketAddress& peer) const {
+    for (std::size_t p = 1; p < ports_.size(); ++p)
+        if (ports_[p].plugged && ports_[p].peer == peer) return static_cast<std::uint8_t>(p);
+    return std::nullopt;
+}
+
+bool Switch::port_up(std::uint8_t port) const { return port >= 1 && port < ports_.size() && ports_[port].plugged; }
+
+std::optional<SocketAddress> Switch::peer_of(std::uint8_t port) const {
+    if (!port_up(port)) return std::nullopt;
+    return ports_[port].peer;
+}
+
+void Switch::on_datagram(const SocketAddress& from, bytes datagram, Clock::time_point now) {
+    if (datagram.size() == ib::LinkPacket::size) {
+        on_link_packet(from, datagram, now);
+        return;
+    }
+    const auto port = port_of(from);
+    if (!port) {
+        count(SwitchDrop::unknown_peer);
+        return;
+    }
+    ports_[*port].last_heard = now;
+    ++ports_[*port].rx_packets;
+    if (tap_) tap_(datagram, false);
+    const auto lrh = ib::link_check(datagram);
+    if (!lrh) {
+        count(SwitchDrop::link_check);
+        ++counters_.link_drops[static_cast<std::size_t>(lrh.error())];
+        return;
+    }
+    if (lrh->dlid == config_.lid || lrh->dlid == ib::kLidPermissive) {
+        to_management(datagram, *port);
+        return;
+    }
+    forward(datagram, *lrh, *port);
+}
+
+void Switch::on_link_packet(const SocketAddress& from, bytes datagram, Clock::time_point now) {
+    if (!ib::parse_link_packet(datagram)) {
+        count(SwitchDrop::bad_link_packet);
+        return;
+    }
+    ++counters_.link_packets_in;
+    auto port = port_of(from);
+    if (!port) {
+        for (std::size_t p = 1; p < ports_.size() && !port; ++p)
+            if (!ports_[p].plugged) port = static_cast<std::uint8_t>(p);
+        if (!port) {
+            count(SwitchDrop::ports_full);
+            return;
+        }
+        ports_[*port] = PortSlot{true, from, now, 0, 0};
+        link_events_.push_back({*port, true});
+        send_link_packet(*port);  // answer at once: the peer's link comes up now
+    }
+    ports_[*port].last_heard = now;
+}
+
+void Switch::tick(Clock::time_point now) {
+    for (std::size_t p = 1; p < ports_.size(); ++p) {
+        if (!ports_[p].plugged) continue;
+        if (now - ports_[p].last_heard > config_.link_timeout) {
+            unplug(static_cast<std::uint8_t>(p));
+            continue;
+        }
+        send_link_packet(static_cast<std::uint8_t>(p));
+    }
+}
+
+void Switch::unplug(std::uint8_t port) {
+    ports_[port] = PortSlot{};
+    link_events_.push_back({port, false});
+}
+
+std::size_t Switch::poll_link_events(std::span<LinkEvent> out) {
+    const std::size_t n = std::min(out.size(), link_events_.size());
+    std::copy_n(link_events_.begin(), n, out.begin());
+    link_events_.erase(link_events_.begin(), link_events_.begin() + static_cast<std::ptrdiff_t>(n));
+    return n;
+}
+
+void Switch::send_link_packet(std::uint8_t port) {
+    std::array<std::uint8_t, ib::LinkPacket::size> buf{};
+    ib::LinkPacket{}.write_to(buf.data());
+    output_.send(ports_[port].peer, buf);
+    ++counters_.link_packets_out;
+}
+
+void Switch::send_to_port(std::uint8_t port, bytes datagram) {
+    if (!port_up(port)) {
+        count(SwitchDrop::egress_down);
+        return;
+    }
+    output_.send(ports_[port].peer, datagram);
+    ++ports_[port].tx_packets;
+    ++counters_.forwarded;
+}
+
+void Switch::forward(bytes datagram, const ib::Lrh& lrh, std::uint8_t /*in_port*/) {
+    if (ib::is_multicast_lid(lrh.dlid)) {
+        std::set<std::uint8_t> members;
+        if (auto it = mft_.find(lrh.dlid); it != mft_.end()) members = it->second;
+        if (flooded_.count(lrh.dlid))
+            for (std::size_t p = 1; p < ports_.size(); ++p)
+                if (ports_[p].plugged) members.insert(static_cast<std::uint8_t>(p));
+        if (members.empty()) {
+            count(SwitchDrop::no_multicast_members);
+            return;
+        }
+        // The ingress port is a member like any other: the sender's own
+        // port receives its multicast, as DESIGN.md asks.
+        for (std::uint8_t p : members) send_to_port(p, datagram);
+        return;
+    }
+    const auto it = lft_.find(lrh.dlid);
+    if (it == lft_.end()) {
+        count(SwitchDrop::no_route);
+        return;
+    }
+    send_to_port(it->second, datagram);
+}
+
+void Switch::to_management(bytes datagram, std::uint8_t in_port) {
+    const auto pkt = ib::parse_packet(datagram);
+    if (!pkt) {
+        count(SwitchDrop::management_malformed);
+        return;
+    }
+    ++counters_.to_management;
+    if (pkt->bth.dest_qp == ib::kQp0) {
+        auto smp = ib::decode_smp(pkt->payload);
+        if (!smp) {
+            count(SwitchDrop::management_malformed);
+            return;
+        }
+        if (smp->is_directed_route()) {
+            handle_dr_smp(*smp, *pkt, in_port);
+        } else if (management_) {
+            management_->on_smp(*smp, in_port);
+        } else {
+            count(SwitchDrop::management_no_agent);
+        }
+        return;
+    }
+    if (!management_ || !management_->on_packet(*pkt, datagram, in_port)) count(SwitchDrop::management_no_agent);
+}
+
+void Switch::handle_dr_smp(ib::Smp smp, const ib::Packet& pkt, std::uint8_t in_port) {
+    const ib::DrDecision d = smp.direction ? ib::dr_switch_returning(smp, config_.num_ports)
+                                           : ib::dr_switch_outbound(smp, in_port, config_.num_ports);
+    switch (d.action) {
+        case ib::DrAction::discard: count(SwitchDrop::dr_discarded); return;
+        case ib::DrAction::deliver:
+            // Outbound SMPs for this switch's own SMA: this switch has none
+            // (the SM programs it directly), so only responses are taken.
+            if (!smp.direction || !management_) {
+                count(SwitchDrop::management_no_agent);
+                return;
+            }
+            management_->on_smp(smp, in_port);
+            return;
+        case ib::DrAction::send_on_port:
+        case ib::DrAction::send_lid_routed: break;
+    }
+    // Re-encode the SMP with its new hop fields into the same headers.
+    std::array<std::uint8_t, ib::kMadSize> mad{};
+    smp.write_to(mad.data());
+    ib::PacketSpec spec{pkt.lrh, pkt.grh, pkt.bth, pkt.ext, mad};
+    if (d.action == ib::DrAction::send_lid_routed) spec.lrh.dlid = d.lid;
+    std::vector<std::uint8_t> out(ib::packet_size(spec));
+    if (!ib::build_packet(spec, out)) {
+        count(SwitchDrop::management_malformed);
+        return;
+    }
+    if (d.action == ib::DrAction::send_on_port) {
+        send_to_port(d.port, out);
+    } else {
+        const auto lrh = ib::Lrh::read_from(out.data());
+        forward(out, lrh, in_port);
+    }
+}
+
+void Switch::send_from_management(bytes packet, std::uint8_t port) {
+    if (tap_) tap_(packet, true);
+    if (port != 0) {
+        send_to_port(port, packet);
+        return;
+    }
+    if (packet.size() < ib::Lrh::size) return;
+    forward(packet, ib::Lrh::read_from(packet.data()), 0);
+}
+
+void Switch::set_unicast_route(std::uint16_t lid, std::uint8_t port) { lft_[lid] = port; }
+void Switch::clear_unicast_route(std::uint16_t lid) { lft_.erase(lid); }
+std::optional<std::uint8_t> Switch::unicast_route(std::uint16_t lid) const {
+    const auto it = lft_.find(lid);
+    if (it == lft_.end()) return std::nullopt;
+    return it->second;
+}
+
+void Switch::set_multicast_ports(std::uint16_t mlid, std::set<std::uint8_t> ports) {
+    if (ports.empty())
+        mft_.erase(mlid);
+    else
+        mft_[mlid] = std::move(ports);
+}
+
+void Switch::set_multicast_flood(std::uint16_t mlid, bool flood) {
+    if (flood)
+        flooded_.insert(mlid);
+    else
+        flooded_.erase(mlid);
+}
+
+const char* to_string(SwitchDrop d) {
+    switch (d) {
+        case SwitchDrop::bad_link_packet: return "bad_link_packet";
+        case SwitchDrop::unknown_peer: return "unknown_peer";
+        case SwitchDrop::ports_full: return "ports_full";
+        case SwitchDrop::link_check: return "link_check";
+        case SwitchDrop::no_route: return "no_route";
+        case SwitchDrop::egress_down: return "egress_down";
+        case SwitchDrop::no_multicast_members: return "no_multicast_members";
+        case SwitchDrop::management_malformed: return "management_malformed";
+        case SwitchDrop::management_no_agent: return "management_no_agent";
+        case SwitchDrop::dr_discarded: return "dr_discarded";
+        case SwitchDrop::count_: break;
+    }
+    return "unknown";
+}
+
+}  // namespace ipoibd::fabric

@@ -1,0 +1,162 @@
+// The soft fabric's switch, sans-I/O: ports are UDP peers, packets are whole
+// IBA packets.
+//
+// 1. A 6-byte link packet from a new UDP peer plugs it into the lowest free
+//    switch port: the link is up, the switch answers with link packets on
+//    every tick, and the SM is told (poll_link_events). A peer silent for
+//    link_timeout is unplugged: link down, its port freed.
+// 2. Data packets get the link-layer checks of a switch (length, LVer,
+//    PktLen, VCRC); the ICRC is the destination's business.
+// 3. Unicast goes out of LinearForwardingTable[DLID]; multicast out of every
+//    member port of MulticastForwardingTable[MLID], the ingress port
+//    included (the soft HCA does not loop multicast back itself).
+// 4. Packets for the switch itself (its LID, or the permissive LID on QP0)
+//    go to the management port 0: directed-route SMPs follow the hop rules
+//    of IBA 14.2.2 (smp_dr.h); the rest is handed to the local agents (SM
+//    on QP0, SA on QP1) through ManagementSink.
+// Every drop is counted by SwitchDrop.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "common/socket_address.h"
+#include "transport/wire/packet.h"
+#include "transport/wire/smp.h"
+
+namespace ipoibd::fabric {
+
+using Clock = std::chrono::steady_clock;
+
+enum class SwitchDrop : std::uint8_t {
+    bad_link_packet,     // 6 bytes with a bad LPCRC or Op
+    unknown_peer,        // data from a UDP peer that never sent a link packet
+    ports_full,          // a new peer and no free switch port
+    link_check,          // failed the switch's link checks (see link_drops)
+    no_route,            // unicast DLID with no forwarding entry
+    egress_down,         // forwarding entry points at a port without a link
+    no_multicast_members,
+    management_malformed,  // packet for the switch that fails the full parse
+    management_no_agent,   // nobody on port 0 serves that QP
+    dr_discarded,        // the directed-route hop rules refused it
+    count_
+};
+inline constexpr std::size_t kSwitchDropCount = static_cast<std::size_t>(SwitchDrop::count_);
+const char* to_string(SwitchDrop d);
+
+struct SwitchCounters {
+    std::array<std::uint64_t, kSwitchDropCount> dropped{};
+    std::array<std::uint64_t, ib::kDropReasonCount> link_drops{};  // by reason, within link_check
+    std::uint64_t forwarded = 0;       // packets sent out of a port
+    std::uint64_t to_management = 0;   // packets handed to port 0
+    std::uint64_t link_packets_in = 0;
+    std::uint64_t link_packets_out = 0;
+    std::uint64_t dropped_for(SwitchDrop d) const { return dropped[static_cast<std::size_t>(d)]; }
+};
+
+struct LinkEvent {
+    std::uint8_t port = 0;
+    bool up = false;
+};
+
+// Where the switch's output goes.
+class SwitchOutput {
+public:
+    virtual ~SwitchOutput() = default;
+    // A datagram for the peer of a switch port.
+    virtual void send(const SocketAddress& peer, bytes datagram) = 0;
+};
+
+// The switch's own port 0: the SM and the SA.
+class ManagementSink {
+public:
+    virtual ~ManagementSink() = default;
+    // An SMP the hop rules delivered to this node (D 1: a response to the
+    // SM), or a LID-routed SMP to the switch LID.
+    virtual void on_smp(const ib::Smp& smp, std::uint8_t in_port) = 0;
+    // Any other packet to the switch LID (QP1: SA MADs). Returns false when
+    // no agent takes it.
+    virtual bool on_packet(const ib::Packet& packet, bytes wire, std::uint8_t in_port) = 0;
+};
+
+class Switch {
+public:
+    static constexpr std::uint8_t kMaxPorts = 254;  // NumPorts is 8 bits; 255 is reserved
+
+    struct Config {
+        std::uint16_t lid = 1;  // the switch's (management port's) LID
+        std::uint8_t num_ports = 64;
+        std::chrono::milliseconds link_timeout{1000};
+    };
+
+    Switch(const Config& config, SwitchOutput& output);
+
+    void set_management(ManagementSink* sink) { management_ = sink; }
+    // Sees every data packet that enters the switch (from_management false)
+    // and every packet port 0 originates (true): the capture hook.
+    using Tap = std::function<void(bytes packet, bool from_management)>;
+    void set_tap(Tap tap) { tap_ = std::move(tap); }
+    std::uint16_t lid() const { return config_.lid; }
+    std::uint8_t num_ports() const { return config_.num_ports; }
+
+    // One datagram received from `from`.
+    void on_datagram(const SocketAddress& from, bytes datagram, Clock::time_point now);
+    // Link packets to every plugged port; unplugs the silent ones.
+    void tick(Clock::time_point now);
+    std::size_t poll_link_events(std::span<LinkEvent> out);
+
+    // Sends a packet built by the management port (SM, SA): a DR SMP out of
+    // `port` (directed part), or a LID-routed packet by the forwarding table
+    // when `port` is 0.
+    void send_from_management(bytes packet, std::uint8_t port = 0);
+
+    // Forwarding tables, programmed by the SM.
+    void set_unicast_route(std::uint16_t lid, std::uint8_t port);
+    void clear_unicast_route(std::uint16_t lid);
+    std::optional<std::uint8_t> unicast_route(std::uint16_t lid) const;
+    void set_multicast_ports(std::uint16_t mlid, std::set<std::uint8_t> ports);
+    // A group every plugged port belongs to (predefined groups before the SA).
+    void set_multicast_flood(std::uint16_t mlid, bool flood);
+
+    bool port_up(std::uint8_t port) const;
+    std::optional<SocketAddress> peer_of(std::uint8_t port) const;
+    const SwitchCounters& counters() const { return counters_; }
+
+private:
+    struct PortSlot {
+        bool plugged = false;
+        SocketAddress peer;
+        Clock::time_point last_heard{};
+        std::uint64_t rx_packets = 0;
+        std::uint64_t tx_packets = 0;
+    };
+
+    std::optional<std::uint8_t> port_of(const SocketAddress& peer) const;
+    void on_link_packet(const SocketAddress& from, bytes datagram, Clock::time_point now);
+    void forward(bytes datagram, const ib::Lrh& lrh, std::uint8_t in_port);
+    void to_management(bytes datagram, std::uint8_t in_port);
+    void handle_dr_smp(ib::Smp smp, const ib::Packet& pkt, std::uint8_t in_port);
+    void send_to_port(std::uint8_t port, bytes datagram);
+    void send_link_packet(std::uint8_t port);
+    void unplug(std::uint8_t port);
+    void count(SwitchDrop d) { ++counters_.dropped[static_cast<std::size_t>(d)]; }
+
+    Config config_;
+    SwitchOutput& output_;
+    ManagementSink* management_ = nullptr;
+    Tap tap_;
+    std::vector<PortSlot> ports_;  // index = port number; 0 unused here
+    std::map<std::uint16_t, std::uint8_t> lft_;
+    std::map<std::uint16_t, std::set<std::uint8_t>> mft_;
+    std::set<std::uint16_t> flooded_;
+    std::vector<LinkEvent> link_events_;
+    SwitchCounters counters_;
+};
+
+}  // namespace ipoibd::fabric

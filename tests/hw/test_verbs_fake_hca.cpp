@@ -1,0 +1,420 @@
+// The verbs backend's own code over the fake libibverbs (fake_verbs.h): the
+// same calls it makes on an HCA, answered by a model that checks verbs'
+// rules. What only real hardware can show (drivers, firmware, the fabric) is
+// in test_verbs_port.cpp.
+#include <gtest/gtest.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tests/hw/fake_verbs.h"
+#include "transport/verbs/verbs_port.h"
+
+namespace ipoibd::transport {
+namespace {
+
+constexpr std::uint32_t kQKey = 0x0B1B;
+constexpr std::uint16_t kLid = 0x0011;
+constexpr std::size_t kBuffer = kGrhSlotSize + 2048;
+
+bool readable(int fd) {
+    pollfd p{fd, POLLIN, 0};
+    return ::poll(&p, 1, 0) == 1;
+}
+
+std::vector<std::uint8_t> pattern(std::size_t n, std::uint8_t seed) {
+    std::vector<std::uint8_t> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>(seed ^ (i * 13));
+    return v;
+}
+
+class FakeHca : public ::testing::Test {
+protected:
+    void SetUp() override { fake_verbs::reset(); }
+    void TearDown() override {
+        qps_.clear();
+        port_.reset();
+        const auto& s = fake_verbs::stats();
+        EXPECT_TRUE(s.violations.empty()) << "first violation: " << s.violations.front();
+        EXPECT_EQ(s.live_contexts + s.live_pds + s.live_channels + s.live_cqs + s.live_qps + s.live_mrs + s.live_ahs +
+                      s.live_device_lists,
+                  0)
+            << "every verbs object is released";
+        EXPECT_EQ(s.cq_events_got, s.cq_events_acked);
+        EXPECT_EQ(s.async_events_got, s.async_events_acked);
+        EXPECT_EQ(s.attachments_left_at_destroy, 0) << "QPs detach before they are destroyed";
+    }
+
+    void open() {
+        auto p = open_verbs_port("", 1);
+        ASSERT_TRUE(p) << p.error().message();
+        port_ = std::move(*p);
+    }
+
+    UdQp& qp(std::uint32_t send_depth = 16, std::uint32_t receive_depth = 16, std::uint16_t pkey_index = 0) {
+        auto q = port_->create_ud_qp(UdQpConfig{kQKey, pkey_index, send_depth, receive_depth});
+        EXPECT_TRUE(q) << q.error().message();
+        qps_.push_back(std::move(*q));
+        return *qps_.back();
+    }
+
+    void post_receives(UdQp& q, std::size_t n, std::size_t size = kBuffer) {
+        buffers_.resize(n);
+        std::vector<ReceiveBuffer> rb;
+        for (std::size_t i = 0; i < n; ++i) {
+            buffers_[i].assign(size, 0xEE);
+            rb.push_back(ReceiveBuffer{100 + i, mutable_bytes(buffers_[i])});
+        }
+        auto posted = q.post_receive(rb);
+        ASSERT_TRUE(posted) << posted.error().message();
+        ASSERT_EQ(*posted, n);
+    }
+
+    std::vector<Completion> drain(UdQp& q, std::size_t batch = 8) {
+        std::vector<Completion> all;
+        std::vector<Completion> out(batch);
+        for (int round = 0; round < 1000; ++round) {
+            port_->process();
+            const std::size_t n = q.poll(out);
+            all.insert(all.end(), out.begin(), out.begin() + static_cast<long>(n));
+            if (n < batch) break;
+        }
+        return all;
+    }
+
+    static SendRequest to_self(const UdQp& q, bytes payload, std::uint64_t wr_id = 1) {
+        return SendRequest{wr_id, AddressHandle{kLid, 0, 0, std::nullopt}, q.qpn(), kQKey, payload, std::nullopt, false};
+    }
+
+    std::unique_ptr<Port> port_;
+    std::vector<std::unique_ptr<UdQp>> qps_;
+    std::vector<std::vector<std::uint8_t>> buffers_;
+};
+
+// --- opening ---------------------------------------------------------------
+
+TEST_F(FakeHca, ReportsThePortAsVerbsDescribesIt) {
+    open();
+    const PortAttributes a = port_->attributes();
+    EXPECT_EQ(a.state, PortState::active);
+    EXPECT_EQ(a.lid, kLid);
+    EXPECT_EQ(a.sm_lid, 1);
+    EXPECT_EQ(a.port_num, 1);
+    EXPECT_EQ(a.active_mtu, ib::Mtu::mtu2048);
+    EXPECT_EQ(a.subnet_prefix, 0xFE80000000000000ULL);
+    EXPECT_EQ(a.port_guid, 0x0002C90300001234ULL);
+    EXPECT_EQ(a.node_guid, 0x0002C90300001230ULL);
+    EXPECT_EQ(a.pkey_table, (std::vector<std::uint16_t>{0xFFFF, 0x8001})) << "trailing empty entries left out";
+    EXPECT_GE(port_->fd(), 0);
+    EXPECT_FALSE(readable(port_->fd()));
+}
+
+TEST_F(FakeHca, OpeningErrorsNameWhatFailed) {
+    fake_verbs::config().kernel_support = false;
+    auto no_kernel = open_verbs_port("mlx5_0", 1);
+    ASSERT_FALSE(no_kernel);
+    EXPECT_EQ(no_kernel.error().code, Errc::not_supported);
+    EXPECT_EQ(no_kernel.error().sys_errno, ENOSYS);
+    auto listed = list_verbs_devices();
+    ASSERT_FALSE(listed);
+    EXPECT_EQ(listed.error().code, Errc::not_supported);
+
+    fake_verbs::reset(fake_verbs::Config{.devices = 0});
+    auto none = open_verbs_port("", 1);
+    ASSERT_FALSE(none);
+    EXPECT_EQ(none.error().code, Errc::not_supported);
+    EXPECT_NE(none.error().message().find("no RDMA devices"), std::string::npos) << none.error().message();
+
+    fake_verbs::reset(fake_verbs::Config{.devices = 2});
+    auto names = list_verbs_devices();
+    ASSERT_TRUE(names);
+    EXPECT_EQ(*names, (std::vector<std::string>{"fake_ib0", "fake_ib1"}));
+    auto wrong = open_verbs_port("mlx5_7", 1);
+    ASSERT_FALSE(wrong);
+    EXPECT_EQ(wrong.error().code, Errc::invalid_argument);
+    EXPECT_NE(wrong.error().message().find("fake_ib0, fake_ib1"), std::string::npos) << wrong.error().message();
+    auto port2 = open_verbs_port("fake_ib1", 2);
+    ASSERT_FALSE(port2);
+    EXPECT_EQ(port2.error().code, Errc::invalid_argument);
+    EXPECT_NE(port2.error().message().find("fake_ib1 port 2"), std::string::npos) << port2.error().message();
+
+    fake_verbs::reset(fake_verbs::Config{.link_layer = IBV_LINK_LAYER_ETHERNET});
+    auto roce = open_verbs_port("", 1);
+    ASSERT_FALSE(roce);
+    EXPECT_EQ(roce.error().code, Errc::not_supported);
+    EXPECT_NE(roce.error().message().find("RoCE"), std::string::npos);
+}
+
+TEST_F(FakeHca, QpConfigIsChecked) {
+    open();
+    auto empty = port_->create_ud_qp(UdQpConfig{kQKey, 2, 16, 16});
+    ASSERT_FALSE(empty);
+    EXPECT_EQ(empty.error().code, Errc::bad_pkey_index);
+    auto deep = port_->create_ud_qp(UdQpConfig{kQKey, 0, 100000, 16});
+    ASSERT_FALSE(deep);
+    EXPECT_EQ(deep.error().code, Errc::invalid_argument);
+    EXPECT_NE(deep.error().message().find("max_qp_wr"), std::string::npos);
+    auto controlled = port_->create_ud_qp(UdQpConfig{ib::kGsiQKey, 0, 16, 16});
+    ASSERT_FALSE(controlled);
+    EXPECT_EQ(controlled.error().code, Errc::system_error);
+    EXPECT_EQ(controlled.error().sys_errno, EPERM);
+    EXPECT_NE(controlled.error().message().find("INIT"), std::string::npos) << controlled.error().message();
+
+    UdQp& limited = qp(16, 16, 1);
+    EXPECT_EQ(limited.pkey(), 0x8001);
+    EXPECT_EQ(limited.qkey(), kQKey);
+}
+
+TEST_F(FakeHca, QpnsAreNotReusedWhileThePortLives) {
+    fake_verbs::reset(fake_verbs::Config{.reuse_qpns = true});
+    open();
+    auto first = port_->create_ud_qp(UdQpConfig{kQKey, 0, 4, 4});
+    ASSERT_TRUE(first);
+    const std::uint32_t old_qpn = (*first)->qpn();
+    first->reset();
+    UdQp& second = qp(4, 4);
+    EXPECT_NE(second.qpn(), old_qpn);
+    EXPECT_EQ(fake_verbs::stats().qps_created, 3) << "the reused QPN was held while a fresh one was made";
+    EXPECT_EQ(fake_verbs::stats().live_qps, 1);
+}
+
+// --- data path --------------------------------------------------------------
+
+TEST_F(FakeHca, UnicastToItselfThroughTheEventFd) {
+    open();
+    UdQp& q = qp();
+    post_receives(q, 3);
+    const auto p0 = pattern(10, 1), p1 = pattern(2048, 2), p2 = pattern(0, 3);
+    std::vector<SendRequest> sends{to_self(q, p0, 1), to_self(q, p1, 2), to_self(q, p2, 3)};
+    sends[1].immediate = 0xCAFEF00D;
+    sends[2].remote_qkey = ib::kQKeyControlledBit;
+    auto posted = q.post_send(sends);
+    ASSERT_TRUE(posted) << posted.error().message();
+    EXPECT_EQ(*posted, 3u);
+
+    EXPECT_TRUE(readable(port_->fd())) << "a completion event wakes the loop";
+    const auto got = drain(q);
+    EXPECT_FALSE(readable(port_->fd()));
+    ASSERT_EQ(got.size(), 6u);
+    int sends_done = 0;
+    for (const Completion& c : got) {
+        ASSERT_EQ(c.status, CompletionStatus::success) << to_string(c.status);
+        if (c.kind == CompletionKind::send) {
+            ++sends_done;
+            EXPECT_GE(c.wr_id, 1u);
+            EXPECT_LE(c.wr_id, 3u);
+            continue;
+        }
+        const auto& payload = c.wr_id == 100 ? p0 : c.wr_id == 101 ? p1 : p2;
+        const auto& buf = buffers_[c.wr_id - 100];
+        EXPECT_EQ(c.byte_len, kGrhSlotSize + payload.size());
+        EXPECT_EQ(c.src_qp, q.qpn());
+        EXPECT_EQ(c.slid, kLid);
+        EXPECT_FALSE(c.grh_present);
+        EXPECT_EQ(c.pkey_index, 0) << "the QP's index, not verbs' GSI-only field";
+        EXPECT_TRUE(std::equal(payload.begin(), payload.end(), buf.begin() + kGrhSlotSize));
+        if (kGrhSlotSize + payload.size() < buf.size()) {
+            EXPECT_EQ(buf[kGrhSlotSize + payload.size()], 0xEE) << "nothing written past the packet";
+        }
+        EXPECT_EQ(c.immediate.has_value(), c.wr_id == 101);
+        if (c.immediate) {
+            EXPECT_EQ(*c.immediate, 0xCAFEF00Du);
+        }
+    }
+    EXPECT_EQ(sends_done, 3);
+    EXPECT_EQ(fake_verbs::stats().ahs_created, 1) << "one AH for one destination";
+}
+
+TEST_F(FakeHca, RefusalsFollowTheBatchRule) {
+    open();
+    UdQp& q = qp(4, 4);
+    const auto ok = pattern(64, 1), big = pattern(2049, 2);
+    auto first_bad = q.post_send(std::vector{to_self(q, big), to_self(q, ok)});
+    ASSERT_FALSE(first_bad);
+    EXPECT_EQ(first_bad.error().code, Errc::payload_too_long);
+
+    auto later_bad = q.post_send(std::vector{to_self(q, ok), to_self(q, big), to_self(q, ok)});
+    ASSERT_TRUE(later_bad);
+    EXPECT_EQ(*later_bad, 1u) << "the batch stops at the refused request";
+
+    SendRequest mcast_no_grh = to_self(q, ok);
+    mcast_no_grh.ah.dlid = 0xC001;
+    auto bad_mcast = q.post_send(std::span(&mcast_no_grh, 1));
+    ASSERT_FALSE(bad_mcast);
+    EXPECT_EQ(bad_mcast.error().code, Errc::invalid_argument);
+
+    std::vector<SendRequest> many(6, to_self(q, ok));
+    auto partial = q.post_send(many);
+    ASSERT_TRUE(partial);
+    EXPECT_EQ(*partial, 3u) << "4 deep, 1 still outstanding";
+    auto full = q.post_send(many);
+    ASSERT_TRUE(full);
+    EXPECT_EQ(*full, 0u);
+    EXPECT_EQ(drain(q).size(), 4u);
+    auto again = q.post_send(many);
+    ASSERT_TRUE(again);
+    EXPECT_EQ(*again, 4u);
+    EXPECT_EQ(drain(q).size(), 4u);
+
+    std::array<std::uint8_t, 39> tiny{};
+    auto small = q.post_receive(std::array{ReceiveBuffer{1, mutable_bytes(tiny)}});
+    ASSERT_FALSE(small);
+    EXPECT_EQ(small.error().code, Errc::invalid_argument);
+    post_receives(q, 4);
+    std::vector<std::uint8_t> extra(kBuffer);
+    auto over = q.post_receive(std::array{ReceiveBuffer{9, mutable_bytes(extra)}});
+    ASSERT_TRUE(over);
+    EXPECT_EQ(*over, 0u) << "receive queue at its depth";
+}
+
+TEST_F(FakeHca, ATooSmallReceiveBufferFailsAsItWouldInPlace) {
+    open();
+    UdQp& q = qp();
+    post_receives(q, 1, kGrhSlotSize + 16);
+    const auto payload = pattern(17, 4);
+    ASSERT_TRUE(q.post_send(std::array{to_self(q, payload)}));
+    const auto got = drain(q);
+    ASSERT_EQ(got.size(), 2u);
+    const auto rx = std::find_if(got.begin(), got.end(), [](const Completion& c) { return c.kind == CompletionKind::receive; });
+    ASSERT_NE(rx, got.end());
+    EXPECT_EQ(rx->status, CompletionStatus::local_length_error);
+    EXPECT_EQ(rx->wr_id, 100u);
+    EXPECT_TRUE(std::all_of(buffers_[0].begin(), buffers_[0].end(), [](std::uint8_t b) { return b == 0xEE; }));
+}
+
+TEST_F(FakeHca, SendsNeedAnActivePort) {
+    fake_verbs::reset(fake_verbs::Config{.state = IBV_PORT_INIT});
+    open();
+    UdQp& q = qp();
+    const auto payload = pattern(8, 0);
+    auto refused = q.post_send(std::array{to_self(q, payload)});
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().code, Errc::port_not_active);
+
+    // The SM brings the port up: an async event, seen through the fd.
+    fake_verbs::config().state = IBV_PORT_ACTIVE;
+    fake_verbs::raise_async_event(IBV_EVENT_PORT_ACTIVE, 1);
+    EXPECT_TRUE(readable(port_->fd()));
+    port_->process();
+    std::array<PortEvent, 4> events;
+    ASSERT_EQ(port_->poll_events(events), 1u);
+    EXPECT_EQ(events[0], PortEvent::port_active);
+    EXPECT_TRUE(q.post_send(std::array{to_self(q, payload)}));
+    drain(q);
+}
+
+TEST_F(FakeHca, AsyncEventsBecomePortEvents) {
+    fake_verbs::reset(fake_verbs::Config{.ports = 2});
+    open();
+    qp();
+    fake_verbs::raise_async_event(IBV_EVENT_LID_CHANGE, 1);
+    fake_verbs::raise_async_event(IBV_EVENT_QP_FATAL, 0);  // not a port event
+    fake_verbs::raise_async_event(IBV_EVENT_PORT_ERR, 2);  // another port
+    fake_verbs::raise_async_event(IBV_EVENT_SM_CHANGE, 1);
+    fake_verbs::raise_async_event(IBV_EVENT_PKEY_CHANGE, 1);
+    fake_verbs::raise_async_event(IBV_EVENT_CLIENT_REREGISTER, 1);
+    port_->process();
+    EXPECT_FALSE(readable(port_->fd()));
+    std::array<PortEvent, 8> events;
+    ASSERT_EQ(port_->poll_events(events), 4u);
+    EXPECT_EQ(events[0], PortEvent::lid_change);
+    EXPECT_EQ(events[1], PortEvent::sm_change);
+    EXPECT_EQ(events[2], PortEvent::pkey_change);
+    EXPECT_EQ(events[3], PortEvent::client_reregister);
+    EXPECT_EQ(fake_verbs::stats().async_events_got, 6u);
+}
+
+TEST_F(FakeHca, ASmallPollBatchKeepsTheFdReadable) {
+    open();
+    UdQp& q = qp();
+    const auto payload = pattern(8, 0);
+    ASSERT_TRUE(q.post_send(std::vector(4, to_self(q, payload))));
+    ASSERT_TRUE(readable(port_->fd()));
+    std::array<Completion, 1> one;
+    std::size_t seen = 0;
+    for (int i = 0; i < 10 && readable(port_->fd()); ++i) {
+        port_->process();
+        seen += q.poll(one);
+    }
+    EXPECT_EQ(seen, 4u) << "the loop is woken until the CQ is empty";
+}
+
+TEST_F(FakeHca, MulticastReachesAttachedQpsWithTheGrh) {
+    open();
+    UdQp& a = qp();
+    UdQp& b = qp();
+    const ib::Gid mgid{0xff, 0x12, 0x40, 0x1b, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
+    const std::uint16_t mlid = 0xC000;
+    ASSERT_TRUE(a.attach_multicast(mgid, mlid));
+    ASSERT_TRUE(a.attach_multicast(mgid, mlid));
+    ASSERT_TRUE(b.attach_multicast(mgid, mlid));
+    auto unicast = a.attach_multicast(mgid, kLid);
+    ASSERT_FALSE(unicast);
+    EXPECT_EQ(unicast.error().code, Errc::invalid_argument);
+    post_receives(a, 1);
+    std::vector<std::uint8_t> b_buf(kBuffer);
+    ASSERT_TRUE(b.post_receive(std::array{ReceiveBuffer{7, mutable_bytes(b_buf)}}));
+
+    GrhAttributes grh;
+    grh.dgid = mgid;
+    grh.hop_limit = 1;
+    grh.traffic_class = 0x20;
+    const auto payload = pattern(300, 5);
+    const SendRequest send{9, AddressHandle{mlid, 0, 0, grh}, ib::kQpnMulticast, kQKey, payload, std::nullopt, false};
+    ASSERT_TRUE(a.post_send(std::span(&send, 1)));
+    const auto at_a = drain(a);
+    const auto at_b = drain(b);
+    ASSERT_EQ(at_a.size(), 2u) << "the sender's own copy and its send completion";
+    ASSERT_EQ(at_b.size(), 1u);
+    EXPECT_TRUE(at_b[0].grh_present);
+    EXPECT_EQ(at_b[0].src_qp, a.qpn());
+    const ib::Grh g = ib::Grh::read_from(b_buf.data());
+    EXPECT_EQ(g.dgid, mgid);
+    EXPECT_EQ(g.sgid, port_->attributes().gid());
+    EXPECT_EQ(g.tclass, 0x20);
+    EXPECT_TRUE(std::equal(payload.begin(), payload.end(), b_buf.begin() + kGrhSlotSize));
+
+    ASSERT_TRUE(b.detach_multicast(mgid, mlid));
+    auto twice = b.detach_multicast(mgid, mlid);
+    ASSERT_FALSE(twice);
+    EXPECT_EQ(twice.error().code, Errc::not_attached);
+    // `a` stays attached: its destructor detaches (checked in TearDown).
+}
+
+TEST_F(FakeHca, AddressHandlesAreCachedAndOutliveEvictionWhileInFlight) {
+    open();
+    UdQp& q = qp(1100, 4);
+    const auto payload = pattern(4, 0);
+    std::vector<SendRequest> sends;
+    for (std::uint16_t i = 0; i < 1100; ++i)
+        sends.push_back(SendRequest{i, AddressHandle{static_cast<std::uint16_t>(0x100 + i), 0, 0, std::nullopt}, 0x99,
+                                    kQKey, payload, std::nullopt, false});
+    auto posted = q.post_send(sends);
+    ASSERT_TRUE(posted) << posted.error().message();
+    EXPECT_EQ(*posted, 1100u);
+    EXPECT_EQ(fake_verbs::stats().ahs_created, 1100);
+    EXPECT_EQ(fake_verbs::stats().live_ahs, 1100) << "evicted AHs live on while their sends are in flight";
+    EXPECT_EQ(drain(q, 64).size(), 1100u);
+    EXPECT_EQ(fake_verbs::stats().live_ahs, 1024) << "then only the cache holds them";
+    EXPECT_TRUE(fake_verbs::stats().violations.empty());
+}
+
+TEST_F(FakeHca, TeardownInAnyOrder) {
+    open();
+    UdQp& q = qp();
+    post_receives(q, 4);
+    const auto payload = pattern(8, 0);
+    ASSERT_TRUE(q.post_send(std::vector(2, to_self(q, payload))));
+    // Completions and a CQ event left unprocessed; the port goes first.
+    port_.reset();
+    EXPECT_GT(fake_verbs::stats().live_contexts, 0) << "the QP keeps the device open";
+    qps_.clear();
+    EXPECT_EQ(fake_verbs::stats().live_contexts, 0);
+}
+
+}  // namespace
+}  // namespace ipoibd::transport

@@ -1,0 +1,165 @@
+#include "transport/soft/soft_port.h"
+
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+
+#include <cerrno>
+
+#include "transport/wire/link.h"
+
+namespace ipoibd::transport {
+
+class SoftPort::Link final : public LinkSink {
+public:
+    explicit Link(UdpBatchSocket& socket) : socket_(socket) {}
+    bool transmit(bytes packet) override { return socket_.queue(packet); }
+    void flush() override { socket_.flush(); }
+
+private:
+    UdpBatchSocket& socket_;
+};
+
+namespace {
+
+Error sys_error(const std::string& what, int err) { return Error{Errc::system_error, what, err}; }
+
+}  // namespace
+
+expected<std::unique_ptr<SoftPort>, Error> SoftPort::open(const SoftPortConfig& config) {
+    if (config.port_guid == 0) return unexpected(Error{Errc::invalid_argument, "soft port needs a non-zero port GUID"});
+    if (config.link_interval.count() <= 0 || config.link_timeout_intervals == 0)
+        return unexpected(Error{Errc::invalid_argument, "link interval and timeout must be positive"});
+    SocketAddress bind_to;
+    if (config.bind_to) {
+        bind_to = *config.bind_to;
+    } else {
+        auto any = parse_socket_address(config.fabric.family() == AF_INET6 ? "[::]:0" : "0.0.0.0:0");
+        bind_to = *any;
+    }
+    auto socket = UdpBatchSocket::open(bind_to, &config.fabric);
+    if (!socket) return unexpected(sys_error(socket.error().operation, socket.error().error));
+
+    UniqueFd timer(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+    if (!timer) return unexpected(sys_error("timerfd_create", errno));
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(config.link_interval).count();
+    itimerspec spec{};
+    spec.it_interval.tv_sec = ns / 1'000'000'000;
+    spec.it_interval.tv_nsec = ns % 1'000'000'000;
+    spec.it_value = spec.it_interval;
+    if (::timerfd_settime(timer.get(), 0, &spec, nullptr) != 0) return unexpected(sys_error("timerfd_settime", errno));
+
+    UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
+    if (!epoll) return unexpected(sys_error("epoll_create1", errno));
+    for (int fd : {socket->fd(), timer.get()}) {
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.fd = fd;
+        if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, fd, &ev) != 0) return unexpected(sys_error("epoll_ctl", errno));
+    }
+    std::unique_ptr<SoftPort> port(new SoftPort(config, std::move(*socket), std::move(timer), std::move(epoll)));
+    port->send_link_packet();  // announce the link at once
+    port->socket_.flush();
+    return port;
+}
+
+SoftPort::~SoftPort() = default;
+
+expected<std::unique_ptr<UdQp>, Error> SoftPort::create_ud_qp(const UdQpConfig& config) {
+    return core_.create_ud_qp(config);
+}
+
+expected<std::unique_ptr<UdQp>, Error> SoftPort::create_gsi_qp(std::uint32_t send_depth, std::uint32_t receive_depth) {
+    return core_.create_gsi_qp(send_depth, receive_depth);
+}
+
+void SoftPort::process() {
+    std::uint64_t expirations = 0;
+    if (::read(timer_.get(), &expirations, sizeof expirations) == sizeof expirations && expirations > 0)
+        on_timer(expirations);
+    socket_.receive([this](bytes d, const SocketAddress&) { on_datagram(d); });
+    socket_.flush();
+}
+
+void SoftPort::on_timer(std::uint64_t expirations) {
+    intervals_silent_ += expirations;
+    if (link_up_ && intervals_silent_ >= config_.link_timeout_intervals) set_link(false);
+    send_link_packet();
+}
+
+void SoftPort::send_link_packet() {
+    std::array<std::uint8_t, ib::LinkPacket::size> buf{};
+    ib::LinkPacket lp;
+    lp.op = link_up_ ? ib::LinkPacket::kOpNormal : ib::LinkPacket::kOpInit;
+    lp.write_to(buf.data());
+    if (socket_.queue(buf)) ++link_.link_packets_sent;
+}
+
+void SoftPort::on_datagram(bytes datagram) {
+    if (datagram.size() == ib::LinkPacket::size) {
+        if (!ib::parse_link_packet(datagram)) {
+            ++link_.link_packets_bad;
+            return;
+        }
+        ++link_.link_packets_received;
+        intervals_silent_ = 0;
+        if (!link_up_) set_link(true);
+        return;
+    }
+    core_.receive(datagram);
+}
+
+}  // namespace ipoibd::transport
+
+namespace ipoibd::transport {
+
+SoftPort::SoftPort(const SoftPortConfig& config, UdpBatchSocket socket, UniqueFd timer, UniqueFd epoll)
+    : config_(config),
+      socket_(std::move(socket)),
+      timer_(std::move(timer)),
+      epoll_(std::move(epoll)),
+      link_sink_(std::make_unique<Link>(socket_)),
+      sma_(SmaIdentity{
+          .node_guid = config.node_guid ? config.node_guid : config.port_guid,
+          .port_guid = config.port_guid,
+          .node_description = config.node_description,
+          .mtu_cap = config.mtu,
+      }),
+      core_(sma_.attributes(), *link_sink_) {
+    core_.set_smp_handler([this](const ib::Packet& p) { return handle_smp(p); });
+}
+
+void SoftPort::apply(const SmaResult& result) {
+    core_.replace_attributes(sma_.attributes());
+    for (PortEvent e : result.events) core_.raise(e);
+}
+
+void SoftPort::set_link(bool up) {
+    link_up_ = up;
+    ++(up ? link_.link_ups : link_.link_downs);
+    apply(up ? sma_.link_up() : sma_.link_down());
+}
+
+bool SoftPort::handle_smp(const ib::Packet& packet) {
+    SmaResult result = sma_.handle(packet.payload, packet.lrh.slid);
+    apply(result);
+    if (!result.response) return !result.drop.has_value();
+    // The GetResp goes back on VL15 from QP0 to QP0 (IBA 14.2.1).
+    const PortAttributes& a = core_.attributes();
+    ib::PacketSpec spec;
+    spec.lrh.vl = ib::kVl15;
+    spec.lrh.dlid = result.response->dlid;
+    spec.lrh.slid = a.lid != 0 ? a.lid : ib::kLidPermissive;
+    spec.bth.opcode = ib::op::ud_send_only;
+    spec.bth.pkey = ib::kPKeyDefault;
+    spec.bth.dest_qp = ib::kQp0;
+    spec.ext.deth = {0, ib::kQp0};
+    spec.payload = result.response->mad;
+    std::array<std::uint8_t, ib::Lrh::size + ib::Bth::size + ib::Deth::size + ib::kMadSize + 6> out{};
+    auto n = ib::build_packet(spec, out);
+    if (!n) return false;
+    core_.transmit_raw(bytes(out).first(*n));
+    socket_.flush();
+    return true;
+}
+
+}  // namespace ipoibd::transport

@@ -1,0 +1,90 @@
+// The soft HCA port: a PortCore plugged into ibfabricd over UDP.
+//
+// 1. open_soft_port() binds a UDP socket, connects it to the fabric and
+//    starts the link: a 6-byte link packet every link_interval.
+// 2. The switch answers with link packets; the first one brings the link up
+//    (PortPhysicalState LinkUp, PortState INIT). The SM then finds the port
+//    with directed-route SMPs on QP0, which the port's subnet management
+//    agent answers, and programs LID, SM LID, P_Keys and state ACTIVE.
+// 3. When no link packet has come for link_timeout_intervals intervals the
+//    link is down: PortState DOWN, port_down event, sends refused.
+// 4. Everything else is PortCore: IBA packets in, validated, delivered to
+//    QPs; sends built into IBA packets and queued on the socket, flushed in
+//    sendmmsg batches at the end of every post_send and process().
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "common/socket_address.h"
+#include "common/unique_fd.h"
+#include "transport/port_core.h"
+#include "transport/sma.h"
+#include "transport/soft/udp_batch.h"
+
+namespace ipoibd::transport {
+
+struct SoftPortConfig {
+    SocketAddress fabric;                  // where ibfabricd listens
+    std::optional<SocketAddress> bind_to;  // default: any address, any port
+    std::uint64_t port_guid = 0;           // required, non-zero
+    std::uint64_t node_guid = 0;           // 0: the port GUID
+    std::string node_description;
+    ib::Mtu mtu = ib::Mtu::mtu4096;        // the port's MTU capability
+    std::chrono::milliseconds link_interval{100};
+    unsigned link_timeout_intervals = 10;
+};
+
+struct SoftLinkCounters {
+    std::uint64_t link_packets_sent = 0;
+    std::uint64_t link_packets_received = 0;
+    std::uint64_t link_packets_bad = 0;  // 6-byte datagrams with a bad LPCRC or Op
+    std::uint64_t link_ups = 0;
+    std::uint64_t link_downs = 0;
+};
+
+class SoftPort final : public Port {
+public:
+    static expected<std::unique_ptr<SoftPort>, Error> open(const SoftPortConfig& config);
+    ~SoftPort() override;
+
+    PortAttributes attributes() const override { return core_.attributes(); }
+    expected<std::unique_ptr<UdQp>, Error> create_ud_qp(const UdQpConfig& config) override;
+    std::size_t poll_events(std::span<PortEvent> out) override { return core_.poll_events(out); }
+    int fd() const override { return epoll_.get(); }
+    void process() override;
+
+    // QP1 for SA traffic on the soft fabric.
+    expected<std::unique_ptr<UdQp>, Error> create_gsi_qp(std::uint32_t send_depth, std::uint32_t receive_depth);
+
+    bool link_up() const { return link_up_; }
+    const PortCounters& counters() const { return core_.counters(); }
+    const UdpCounters& udp_counters() const { return socket_.counters(); }
+    const SoftLinkCounters& link_counters() const { return link_; }
+    const SmaCounters& sma_counters() const { return sma_.counters(); }
+    SocketAddress local_address() const { return socket_.local_address(); }
+
+private:
+    class Link;
+    SoftPort(const SoftPortConfig& config, UdpBatchSocket socket, UniqueFd timer, UniqueFd epoll);
+    void on_datagram(bytes datagram);
+    void on_timer(std::uint64_t expirations);
+    void send_link_packet();
+    void set_link(bool up);
+    bool handle_smp(const ib::Packet& packet);
+    void apply(const SmaResult& result);
+
+    SoftPortConfig config_;
+    UdpBatchSocket socket_;
+    UniqueFd timer_;
+    UniqueFd epoll_;
+    std::unique_ptr<Link> link_sink_;
+    Sma sma_;  // before core_: the core starts from the SMA's attributes
+    PortCore core_;
+    bool link_up_ = false;
+    std::uint64_t intervals_silent_ = 0;
+    SoftLinkCounters link_;
+};
+
+}  // namespace ipoibd::transport

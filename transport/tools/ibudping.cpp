@@ -1,0 +1,362 @@
+// ibudping: UD datagrams between two ports, in the spirit of
+// ibv_ud_pingpong, on the soft fabric or a real HCA.
+//
+//   ibudping [--fabric ADDR:PORT] server
+//   ibudping [--fabric ADDR:PORT] client --dest-lid L --dest-qpn Q [--count N] [--size MIN:MAX] [--window W]
+//   ibudping ... --mgid GID --mlid LID     multicast: attach; the client sends to the group
+//
+// 1. open the port (soft or verbs), wait until it is ACTIVE
+// 2. create a UD QP with --qkey, post receive buffers (GRH slot included)
+// 3. server: echo every unicast datagram to its sender; count multicast ones
+//    client: send --count datagrams of mixed sizes, at most --window in
+//    flight; every echo must come back intact and in order
+// 4. print sent/received/lost and round-trip times; exit 0 only when
+//    nothing was lost, corrupted or reordered
+#include <signal.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <iostream>
+#include <random>
+
+#include "transport/gid.h"
+#include "transport/soft/guid.h"
+#include "transport/soft/soft_port.h"
+#include "transport/tools/port_open.h"
+
+namespace po = boost::program_options;
+using namespace ipoibd;
+using namespace ipoibd::transport;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+volatile sig_atomic_t g_stop = 0;
+void on_signal(int) { g_stop = 1; }
+
+constexpr std::size_t kHeader = 12;  // seq(4) len(4) crc32(4)
+constexpr std::size_t kReceiveBuffers = 256;
+
+struct Options {
+    PortOpenOptions port;
+    std::string mode;
+    std::uint32_t qkey = 0x00C0FFEE;
+    std::uint16_t dest_lid = 0;
+    std::uint32_t dest_qpn = 0;
+    std::uint64_t count = 1000;
+    std::size_t size_min = 64, size_max = 64;
+    std::size_t window = 1;
+    double timeout_s = 30;
+    double wait_active_s = 10;
+    std::optional<ib::Gid> mgid;
+    std::uint16_t mlid = 0;
+    bool quiet = false;
+};
+
+void fill_message(std::vector<std::uint8_t>& m, std::uint32_t seq) {
+    for (std::size_t i = kHeader; i < m.size(); ++i) m[i] = static_cast<std::uint8_t>(seq * 31 + i);
+    store_be32(m.data(), seq);
+    store_be32(m.data() + 4, static_cast<std::uint32_t>(m.size()));
+    const auto crc = crc32_z(0, m.data() + kHeader, m.size() - kHeader);
+    store_be32(m.data() + 8, static_cast<std::uint32_t>(crc));
+}
+
+bool message_intact(bytes m) {
+    if (m.size() < kHeader || load_be32(m.data() + 4) != m.size()) return false;
+    return load_be32(m.data() + 8) == static_cast<std::uint32_t>(crc32_z(0, m.data() + kHeader, m.size() - kHeader));
+}
+
+// Receive ring: buffers are re-posted as soon as their completion is handled.
+struct ReceiveRing {
+    std::vector<std::vector<std::uint8_t>> buffers;
+    explicit ReceiveRing(std::size_t size) : buffers(kReceiveBuffers, std::vector<std::uint8_t>(kGrhSlotSize + size)) {}
+    bool post(UdQp& qp, std::uint64_t index) {
+        const ReceiveBuffer b{index, buffers[index]};
+        auto r = qp.post_receive({&b, 1});
+        return r && *r == 1;
+    }
+    bytes payload(const Completion& c) const {
+        return bytes(buffers[c.wr_id]).subspan(kGrhSlotSize, c.byte_len - kGrhSlotSize);
+    }
+};
+
+// Waits for the port fd (or sleeps a little for fd-less ports), then lets
+// the port do its I/O.
+void pump(Port& port, int epoll_fd, int timeout_ms) {
+    if (epoll_fd >= 0) {
+        epoll_event ev;
+        ::epoll_wait(epoll_fd, &ev, 1, timeout_ms);
+    } else {
+        ::usleep(static_cast<useconds_t>(timeout_ms) * 1000);
+    }
+    port.process();
+}
+
+bool wait_active(Port& port, int epoll_fd, double seconds) {
+    const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+    while (port.attributes().state != PortState::active) {
+        if (Clock::now() > deadline || g_stop) return false;
+        pump(port, epoll_fd, 20);
+        PortEvent ev[8];
+        port.poll_events(ev);
+    }
+    return true;
+}
+
+int run_server(const Options& o, Port& port, UdQp& qp, int epoll_fd) {
+    ReceiveRing ring(ib::kMaxPmtuBytes);
+    for (std::uint64_t i = 0; i < kReceiveBuffers; ++i) ring.post(qp, i);
+    std::uint64_t unicast = 0, multicast = 0, corrupt = 0, echo_refused = 0;
+    const auto deadline = Clock::now() + std::chrono::duration<double>(o.timeout_s);
+    while (!g_stop && Clock::now() < deadline && (o.count == 0 || unicast + multicast < o.count)) {
+        pump(port, epoll_fd, 50);
+        Completion wc[64];
+        for (std::size_t n = qp.poll(wc), i = 0; i < n; ++i) {
+            const Completion& c = wc[i];
+            if (c.kind == CompletionKind::send) continue;
+            if (c.status != CompletionStatus::success) {
+                ++corrupt;
+            } else if (!message_intact(ring.payload(c))) {
+                ++corrupt;
+            } else if (c.grh_present && o.mgid) {
+                ++multicast;
+                if (!o.quiet) std::printf("multicast seq %u from LID 0x%04x QPN 0x%06x\n", load_be32(ring.payload(c).data()), c.slid, c.src_qp);
+            } else {
+                ++unicast;
+                const SendRequest echo{.wr_id = 0, .ah = {.dlid = c.slid, .sl = c.sl}, .remote_qpn = c.src_qp,
+                                       .remote_qkey = o.qkey, .payload = ring.payload(c)};
+                auto r = qp.post_send({&echo, 1});
+                if (!r || *r != 1) ++echo_refused;
+            }
+            ring.post(qp, c.wr_id);
+        }
+    }
+    std::printf("server: unicast %llu multicast %llu corrupt %llu echo_refused %llu\n",
+                static_cast<unsigned long long>(unicast), static_cast<unsigned long long>(multicast),
+                static_cast<unsigned long long>(corrupt), static_cast<unsigned long long>(echo_refused));
+    return corrupt == 0 ? 0 : 1;
+}
+
+int run_client(const Options& o, Port& port, UdQp& qp, int epoll_fd) {
+    ReceiveRing ring(ib::kMaxPmtuBytes);
+    for (std::uint64_t i = 0; i < kReceiveBuffers; ++i) ring.post(qp, i);
+    std::mt19937 rng(12345);
+    std::uniform_int_distribution<std::size_t> size_of(o.size_min, o.size_max);
+    const bool multicast = o.mgid.has_value();
+    AddressHandle ah{.dlid = multicast ? o.mlid : o.dest_lid};
+    if (multicast) ah.grh = GrhAttributes{.dgid = *o.mgid, .hop_limit = 1};
+    const std::uint32_t remote_qpn = multicast ? ib::kQpnMulticast : o.dest_qpn;
+
+    std::uint64_t sent = 0, received = 0, corrupt = 0, reordered = 0, self_copies = 0;
+    std::deque<std::pair<std::uint32_t, Clock::time_point>> in_flight;
+    std::vector<double> rtt_us;
+    std::vector<std::uint8_t> msg;
+    const auto deadline = Clock::now() + std::chrono::duration<double>(o.timeout_s);
+    const std::uint32_t my_qpn = qp.qpn();
+    while (!g_stop && Clock::now() < deadline && (sent < o.count || !in_flight.empty())) {
+        while (sent < o.count && in_flight.size() < o.window) {
+            msg.assign(std::max(kHeader, size_of(rng)), 0);
+            fill_message(msg, static_cast<std::uint32_t>(sent));
+            const SendRequest req{.wr_id = sent, .ah = ah, .remote_qpn = remote_qpn, .remote_qkey = o.qkey, .payload = msg};
+            auto r = qp.post_send({&req, 1});
+            if (!r) {
+                std::fprintf(stderr, "ibudping: send failed: %s\n", r.error().message().c_str());
+                return 1;
+            }
+            if (*r == 0) break;  // send queue full: poll first
+            if (!multicast) in_flight.emplace_back(static_cast<std::uint32_t>(sent), Clock::now());
+            ++sent;
+        }
+        pump(port, epoll_fd, 5);
+        Completion wc[64];
+        for (std::size_t n = qp.poll(wc), i = 0; i < n; ++i) {
+            const Completion& c = wc[i];
+            if (c.kind == CompletionKind::send) continue;
+            const bytes m = ring.payload(c);
+            if (c.status != CompletionStatus::success || !message_intact(m)) {
+                ++corrupt;
+            } else if (multicast) {
+                if (c.src_qp == my_qpn) ++self_copies;
+            } else if (in_flight.empty() || load_be32(m.data()) != in_flight.front().first) {
+                ++reordered;
+            } else {
+                rtt_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - in_flight.front().second).count());
+                in_flight.pop_front();
+                ++received;
+            }
+            ring.post(qp, c.wr_id);
+        }
+    }
+    if (multicast) {
+        std::printf("client: multicast sent %llu own copies received %llu corrupt %llu\n",
+                    static_cast<unsigned long long>(sent), static_cast<unsigned long long>(self_copies),
+                    static_cast<unsigned long long>(corrupt));
+        return sent == o.count && self_copies == sent && corrupt == 0 ? 0 : 1;
+    }
+    const std::uint64_t lost = sent - received;
+    std::printf("client: sent %llu received %llu lost %llu corrupt %llu out_of_order %llu\n",
+                static_cast<unsigned long long>(sent), static_cast<unsigned long long>(received),
+                static_cast<unsigned long long>(lost), static_cast<unsigned long long>(corrupt),
+                static_cast<unsigned long long>(reordered));
+    if (!rtt_us.empty()) {
+        std::sort(rtt_us.begin(), rtt_us.end());
+        double sum = 0;
+        for (double v : rtt_us) sum += v;
+        const auto pct = [&](double p) { return rtt_us[static_cast<std::size_t>(p * static_cast<double>(rtt_us.size() - 1))]; };
+        std::printf("rtt_us: min %.1f avg %.1f p50 %.1f p99 %.1f max %.1f\n", rtt_us.front(),
+                    sum / static_cast<double>(rtt_us.size()), pct(0.5), pct(0.99), rtt_us.back());
+    }
+    return sent == o.count && lost == 0 && corrupt == 0 && reordered == 0 ? 0 : 1;
+}
+
+std::optional<Options> parse(int argc, char** argv) {
+    Options o;
+    std::string size = "64", mgid, transport_kind = "soft", fabric = "127.0.0.1:18516", guid = "auto", instance = "ibudping";
+    std::string qkey = "0x00c0ffee", dest_lid = "0", dest_qpn = "0", mlid = "0";
+    po::options_description desc("ibudping options");
+    desc.add_options()
+        ("help,h", "this text")
+        ("transport", po::value(&transport_kind), "soft | verbs")
+        ("fabric", po::value(&fabric), "soft: ibfabricd address ADDR:PORT")
+        ("guid", po::value(&guid), "soft: port GUID (hex) or auto")
+        ("instance", po::value(&instance), "soft: name the automatic GUID is derived from")
+        ("device", po::value(&o.port.device), "verbs: HCA name (default: first)")
+        ("port", po::value(&o.port.port_num), "verbs: port number")
+        ("qkey", po::value(&qkey), "Q_Key of the QP and of sends")
+        ("dest-lid", po::value(&dest_lid), "client: destination LID")
+        ("dest-qpn", po::value(&dest_qpn), "client: destination QPN")
+        ("count", po::value(&o.count), "client: datagrams to send; server: stop after this many (0: run until signalled)")
+        ("size", po::value(&size), "client: payload bytes, N or MIN:MAX (at least 12)")
+        ("window", po::value(&o.window), "client: datagrams in flight (1 = ping-pong)")
+        ("timeout", po::value(&o.timeout_s), "seconds before giving up")
+        ("wait-active", po::value(&o.wait_active_s), "seconds to wait for the port to become ACTIVE")
+        ("mgid", po::value(&mgid), "multicast group GID (attach and, as client, send to it)")
+        ("mlid", po::value(&mlid), "multicast LID of the group")
+        ("quiet,q", "no per-datagram lines")
+        ("mode", po::value(&o.mode), "server | client");
+    po::positional_options_description pos;
+    pos.add("mode", 1);
+    po::variables_map vm;
+    try {
+        po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
+        po::notify(vm);
+    } catch (const po::error& e) {
+        std::cerr << "ibudping: " << e.what() << "\n";
+        return std::nullopt;
+    }
+    if (vm.count("help")) {
+        std::cout << desc << "\n";
+        std::exit(0);
+    }
+    auto fail = [](const std::string& what) -> std::optional<Options> {
+        std::cerr << "ibudping: " << what << "\n";
+        return std::nullopt;
+    };
+    auto number = [](const std::string& s, std::uint64_t max) -> std::optional<std::uint64_t> {
+        try {
+            std::size_t end = 0;
+            const auto v = std::stoull(s, &end, 0);
+            if (end != s.size() || v > max) return std::nullopt;
+            return v;
+        } catch (...) {
+            return std::nullopt;
+        }
+    };
+    if (o.mode != "server" && o.mode != "client") return fail("say 'server' or 'client'");
+    const auto q = number(qkey, 0xFFFFFFFF), dl = number(dest_lid, 0xFFFF), dq = number(dest_qpn, 0xFFFFFF), ml = number(mlid, 0xFFFF);
+    if (!q) return fail("bad --qkey '" + qkey + "'");
+    if (!dl || !dq) return fail("bad --dest-lid or --dest-qpn");
+    if (!ml) return fail("bad --mlid '" + mlid + "'");
+    o.qkey = static_cast<std::uint32_t>(*q);
+    o.dest_lid = static_cast<std::uint16_t>(*dl);
+    o.dest_qpn = static_cast<std::uint32_t>(*dq);
+    o.mlid = static_cast<std::uint16_t>(*ml);
+    const auto colon = size.find(':');
+    const auto lo = number(size.substr(0, colon), ib::kMaxPmtuBytes);
+    const auto hi = number(colon == std::string::npos ? size : size.substr(colon + 1), ib::kMaxPmtuBytes);
+    if (!lo || !hi || *lo > *hi || *lo < kHeader) return fail("bad --size '" + size + "' (12..4096, MIN:MAX)");
+    o.size_min = *lo;
+    o.size_max = *hi;
+    if (o.window == 0) return fail("--window must be at least 1");
+    if (!mgid.empty()) {
+        auto g = parse_gid(mgid);
+        if (!g) return fail("bad --mgid '" + mgid + "'");
+        if (!ib::is_multicast_lid(o.mlid)) return fail("--mgid needs --mlid in 0xc000..0xfffe");
+        o.mgid = *g;
+    }
+    if (o.mode == "client" && !o.mgid && (o.dest_lid == 0 || o.dest_qpn == 0))
+        return fail("client needs --dest-lid and --dest-qpn (or --mgid/--mlid)");
+    o.quiet = vm.count("quiet") > 0;
+    if (transport_kind == "soft") {
+        o.port.kind = PortOpenOptions::Kind::soft;
+        auto f = parse_socket_address(fabric);
+        if (!f) return fail("bad --fabric '" + fabric + "': " + f.error());
+        o.port.fabric = *f;
+        if (guid == "auto") {
+            o.port.guid = stable_port_guid(instance);
+        } else {
+            const auto g = number(guid, ~0ULL);
+            if (!g || *g == 0) return fail("bad --guid '" + guid + "'");
+            o.port.guid = *g;
+        }
+    } else if (transport_kind == "verbs") {
+        o.port.kind = PortOpenOptions::Kind::verbs;
+    } else {
+        return fail("--transport is soft or verbs, not '" + transport_kind + "'");
+    }
+    return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    auto options = parse(argc, argv);
+    if (!options) return 2;
+    const Options& o = *options;
+    ::signal(SIGINT, on_signal);
+    ::signal(SIGTERM, on_signal);
+
+    auto port = open_port(o.port);
+    if (!port) {
+        std::fprintf(stderr, "ibudping: could not open port: %s\n", port.error().message().c_str());
+        return 1;
+    }
+    Port& p = **port;
+    const int port_fd = p.fd();
+    int epoll_fd = -1;
+    if (port_fd >= 0) {
+        epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, port_fd, &ev);
+    }
+    if (!wait_active(p, epoll_fd, o.wait_active_s)) {
+        std::fprintf(stderr, "ibudping: port not ACTIVE after %.0f s (state %s)\n", o.wait_active_s, to_string(p.attributes().state));
+        return 1;
+    }
+    auto qp = p.create_ud_qp({.qkey = o.qkey, .send_depth = 512, .receive_depth = kReceiveBuffers});
+    if (!qp) {
+        std::fprintf(stderr, "ibudping: could not create QP: %s\n", qp.error().message().c_str());
+        return 1;
+    }
+    if (o.mgid) {
+        auto a = (*qp)->attach_multicast(*o.mgid, o.mlid);
+        if (!a) {
+            std::fprintf(stderr, "ibudping: could not attach to the group: %s\n", a.error().message().c_str());
+            return 1;
+        }
+    }
+    const auto attr = p.attributes();
+    std::printf("ibudping %s: LID 0x%04x QPN 0x%06x GID %s MTU %u\n", o.mode.c_str(), attr.lid, (*qp)->qpn(),
+                format_gid(attr.gid()).c_str(), ib::mtu_bytes(attr.active_mtu));
+    std::fflush(stdout);
+    const int rc = o.mode == "server" ? run_server(o, p, **qp, epoll_fd) : run_client(o, p, **qp, epoll_fd);
+    if (epoll_fd >= 0) ::close(epoll_fd);
+    return rc;
+}
