@@ -72,6 +72,12 @@ expected<std::unique_ptr<UdQp>, Error> SoftPort::create_gsi_qp(std::uint32_t sen
     return core_.create_gsi_qp(send_depth, receive_depth);
 }
 
+bool SoftPort::send_raw(bytes packet) {
+    const bool ok = core_.transmit_raw(packet);
+    socket_.flush();
+    return ok;
+}
+
 void SoftPort::process() {
     std::uint64_t expirations = 0;
     if (::read(timer_.get(), &expirations, sizeof expirations) == sizeof expirations && expirations > 0)

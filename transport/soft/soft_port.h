@@ -55,6 +55,11 @@ public:
     int fd() const override { return epoll_.get(); }
     void process() override;
 
+    // Sends `packet` to the fabric exactly as given, valid or not: for test
+    // and diagnostic tools that forge packets (tests/tools/ibforge). The
+    // daemon never uses it.
+    bool send_raw(bytes packet);
+
     // QP1 for SA traffic on the soft fabric.
     expected<std::unique_ptr<UdQp>, Error> create_gsi_qp(std::uint32_t send_depth, std::uint32_t receive_depth);
 

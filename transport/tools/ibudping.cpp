@@ -86,8 +86,8 @@ struct ReceiveRing {
     }
 };
 
-// Waits for the port fd (or sleeps a little for fd-less ports), then lets
-// the port do its I/O.
+// Waits for the port fd (or sleeps a little for fd-less ports), lets the
+// port do its I/O, and reports its events.
 void pump(Port& port, int epoll_fd, int timeout_ms) {
     if (epoll_fd >= 0) {
         epoll_event ev;
@@ -96,6 +96,24 @@ void pump(Port& port, int epoll_fd, int timeout_ms) {
         ::usleep(static_cast<useconds_t>(timeout_ms) * 1000);
     }
     port.process();
+    PortEvent events[8];
+    for (std::size_t n = port.poll_events(events), i = 0; i < n; ++i) {
+        const auto a = port.attributes();
+        std::printf("event %s: state %s LID 0x%04x SM LID 0x%04x\n", to_string(events[i]), to_string(a.state), a.lid, a.sm_lid);
+        std::fflush(stdout);
+    }
+}
+
+// Drop counters of a soft port, one line per non-zero reason.
+void print_port_counters(Port& port) {
+    auto* soft = dynamic_cast<SoftPort*>(&port);
+    if (!soft) return;
+    const PortCounters& c = soft->counters();
+    std::printf("port: rx %llu tx %llu\n", static_cast<unsigned long long>(c.rx_packets), static_cast<unsigned long long>(c.tx_packets));
+    for (std::size_t i = 0; i < ib::kDropReasonCount; ++i)
+        if (c.malformed[i]) std::printf("port malformed %s %llu\n", ib::to_string(static_cast<ib::DropReason>(i)), static_cast<unsigned long long>(c.malformed[i]));
+    for (std::size_t i = 0; i < kDeliveryDropCount; ++i)
+        if (c.undelivered[i]) std::printf("port undelivered %s %llu\n", to_string(static_cast<DeliveryDrop>(i)), static_cast<unsigned long long>(c.undelivered[i]));
 }
 
 bool wait_active(Port& port, int epoll_fd, double seconds) {
@@ -103,8 +121,6 @@ bool wait_active(Port& port, int epoll_fd, double seconds) {
     while (port.attributes().state != PortState::active) {
         if (Clock::now() > deadline || g_stop) return false;
         pump(port, epoll_fd, 20);
-        PortEvent ev[8];
-        port.poll_events(ev);
     }
     return true;
 }
@@ -357,6 +373,7 @@ int main(int argc, char** argv) {
                 format_gid(attr.gid()).c_str(), ib::mtu_bytes(attr.active_mtu));
     std::fflush(stdout);
     const int rc = o.mode == "server" ? run_server(o, p, **qp, epoll_fd) : run_client(o, p, **qp, epoll_fd);
+    print_port_counters(p);
     if (epoll_fd >= 0) ::close(epoll_fd);
     return rc;
 }

@@ -14,7 +14,7 @@ DrDecision out_of(std::uint8_t port, std::uint8_t num_ports) {
     return DrDecision::on_port(port);
 }
 
-// C14-6, and the D bit the rule expects. nullopt-like: discard reason or none.
+// C14-6, and the D bit the rule expects: the discard reason, or none.
 DrDiscard precheck(const Smp& smp, bool returning) {
     if (smp.hop_count > kSmpMaxHopCount) return DrDiscard::bad_hop_count;
     if (smp.direction != returning) return DrDiscard::wrong_direction;
