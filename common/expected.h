@@ -45,9 +45,11 @@ public:
     constexpr explicit operator bool() const noexcept { return has_value(); }
     constexpr T& operator*() & { return std::get<0>(state_); }
     constexpr const T& operator*() const& { return std::get<0>(state_); }
+    constexpr T&& operator*() && { return std::move(std::get<0>(state_)); }
     constexpr T* operator->() { return &std::get<0>(state_); }
     constexpr const T* operator->() const { return &std::get<0>(state_); }
     constexpr T& value() & { return checked_value(); }
+    constexpr T&& value() && { return std::move(checked_value()); }
     constexpr const T& value() const& { return const_cast<expected*>(this)->checked_value(); }
     constexpr const E& error() const& { return std::get<1>(state_); }
 

@@ -27,6 +27,8 @@ std::unique_ptr<MemoryPort> MemoryFabric::add_port(const PortOptions& options) {
     return port;
 }
 
+std::unique_ptr<MemoryPort> MemoryFabric::add_port() { return add_port(PortOptions{}); }
+
 bool MemoryFabric::enqueue(bytes packet) {
     if (queue_.size() >= kMaxQueuedPackets) {
         ++dropped_queue_full_;

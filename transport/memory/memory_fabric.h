@@ -36,7 +36,7 @@ public:
 
     // A new ACTIVE port. It must not outlive the fabric.
     std::unique_ptr<MemoryPort> add_port(const PortOptions& options);
-    std::unique_ptr<MemoryPort> add_port() { return add_port(PortOptions{}); }
+    std::unique_ptr<MemoryPort> add_port();
 
     // Delivers queued packets, including ones sent while delivering, until
     // the queue is empty or `max_packets` were delivered. Returns how many.

@@ -1,0 +1,77 @@
+# Helpers for scenario scripts: network namespaces of our own, processes we
+# started, bounded waits, and cleanup on any exit. Source it; call
+# scenario_init NAME first.
+#
+# Safety rules (README, DESIGN.md): only namespaces this script creates,
+# addresses from 198.18.0.0/15, every wait bounded, and only our own PIDs
+# are ever killed.
+
+scenario_init() {
+  SCENARIO=$1
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "$SCENARIO: needs root for network namespaces; skipped" >&2
+    exit 77
+  fi
+  WORK=$(mktemp -d "/tmp/ipoibd-$SCENARIO.XXXXXX")
+  NAMESPACES=()
+  PIDS=()
+  trap scenario_cleanup EXIT
+  trap 'exit 130' INT TERM
+}
+
+scenario_cleanup() {
+  local rc=$?
+  for pid in "${PIDS[@]}"; do
+    kill -TERM "$pid" 2>/dev/null || true
+  done
+  for pid in "${PIDS[@]}"; do
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  for ns in "${NAMESPACES[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
+  if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then
+    echo "---- $SCENARIO failed (rc $rc); logs from $WORK:" >&2
+    for f in "$WORK"/*.log; do [ -f "$f" ] && { echo "== $f" >&2; tail -n 40 "$f" >&2; }; done
+  fi
+  rm -rf "$WORK"
+  exit $rc
+}
+
+# netns_pair A B ADDR_A ADDR_B: two namespaces joined by a veth pair.
+netns_pair() {
+  local a=$1 b=$2
+  ip netns add "$a"; NAMESPACES+=("$a")
+  ip netns add "$b"; NAMESPACES+=("$b")
+  ip link add "v$$a" netns "$a" type veth peer name "v$$b" netns "$b"
+  ip -n "$a" addr add "$3/24" dev "v$$a"
+  ip -n "$b" addr add "$4/24" dev "v$$b"
+  for ns in "$a" "$b"; do
+    ip -n "$ns" link set lo up
+  done
+  ip -n "$a" link set "v$$a" up
+  ip -n "$b" link set "v$$b" up
+}
+
+# start NS LOG CMD...: runs CMD in namespace NS in the background; sets $!
+# and remembers the PID for cleanup.
+start() {
+  local ns=$1 log=$2
+  shift 2
+  ip netns exec "$ns" "$@" >"$log" 2>&1 &
+  PIDS+=($!)
+}
+
+# wait_for SECONDS FILE PATTERN: until a line of FILE matches PATTERN.
+wait_for() {
+  local deadline=$((SECONDS + $1))
+  until grep -qE "$3" "$2" 2>/dev/null; do
+    if [ $SECONDS -ge $deadline ]; then
+      echo "timed out after $1 s waiting for /$3/ in $2" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+}
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+pass() { echo "ok: $*"; }
