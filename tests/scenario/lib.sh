@@ -73,5 +73,18 @@ wait_for() {
   done
 }
 
+# wait_for_after SECONDS FILE LINE PATTERN: like wait_for, counting only
+# lines after line LINE (what was logged before an action does not count).
+wait_for_after() {
+  local deadline=$((SECONDS + $1))
+  until tail -n +"$(($3 + 1))" "$2" 2>/dev/null | grep -qE "$4"; do
+    if [ $SECONDS -ge $deadline ]; then
+      echo "timed out after $1 s waiting for /$4/ in $2 after line $3" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+}
+
 fail() { echo "FAIL: $*" >&2; exit 1; }
 pass() { echo "ok: $*"; }

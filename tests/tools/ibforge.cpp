@@ -96,6 +96,7 @@ int main(int argc, char** argv) {
     }
     const PortAttributes attr = port.attributes();
     const std::uint32_t mtu = ib::mtu_bytes(attr.active_mtu);
+    std::printf("ibforge: LID 0x%04x QPN A 0x%06x B 0x%06x MTU %u\n", attr.lid, qa->qpn(), qb->qpn(), mtu);
 
     // A valid UD packet to QP A of this port; each case bends one thing.
     auto good = [&](std::size_t payload_len = 64, std::uint32_t qpn = 0) {

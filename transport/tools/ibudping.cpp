@@ -175,8 +175,11 @@ int run_client(const Options& o, Port& port, UdQp& qp, int epoll_fd) {
     std::vector<std::uint8_t> msg;
     const auto deadline = Clock::now() + std::chrono::duration<double>(o.timeout_s);
     const std::uint32_t my_qpn = qp.qpn();
-    while (!g_stop && Clock::now() < deadline && (sent < o.count || !in_flight.empty())) {
-        while (sent < o.count && in_flight.size() < o.window) {
+    // Unicast: every echo back; multicast: every own copy back (the fabric
+    // returns a group's datagrams to the sender's port too).
+    auto outstanding = [&] { return multicast ? sent - self_copies : in_flight.size(); };
+    while (!g_stop && Clock::now() < deadline && (sent < o.count || outstanding() > 0)) {
+        while (sent < o.count && outstanding() < o.window) {
             msg.assign(std::max(kHeader, size_of(rng)), 0);
             fill_message(msg, static_cast<std::uint32_t>(sent));
             const SendRequest req{.wr_id = sent, .ah = ah, .remote_qpn = remote_qpn, .remote_qkey = o.qkey, .payload = msg};
@@ -335,6 +338,7 @@ int main(int argc, char** argv) {
     auto options = parse(argc, argv);
     if (!options) return 2;
     const Options& o = *options;
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // line by line, also into files and pipes
     ::signal(SIGINT, on_signal);
     ::signal(SIGTERM, on_signal);
 
