@@ -65,15 +65,15 @@ expected<std::unique_ptr<SoftPort>, Error> SoftPort::open(const SoftPortConfig& 
 SoftPort::~SoftPort() = default;
 
 expected<std::unique_ptr<UdQp>, Error> SoftPort::create_ud_qp(const UdQpConfig& config) {
-    return core_.create_ud_qp(config);
+    return port_.core().create_ud_qp(config);
 }
 
 expected<std::unique_ptr<UdQp>, Error> SoftPort::create_gsi_qp(std::uint32_t send_depth, std::uint32_t receive_depth) {
-    return core_.create_gsi_qp(send_depth, receive_depth);
+    return port_.core().create_gsi_qp(send_depth, receive_depth);
 }
 
 bool SoftPort::send_raw(bytes packet) {
-    const bool ok = core_.transmit_raw(packet);
+    const bool ok = port_.core().transmit_raw(packet);
     socket_.flush();
     return ok;
 }
@@ -111,7 +111,7 @@ void SoftPort::on_datagram(bytes datagram) {
         if (!link_up_) set_link(true);
         return;
     }
-    core_.receive(datagram);
+    port_.core().receive(datagram);
 }
 
 }  // namespace ipoibd::transport
@@ -124,48 +124,21 @@ SoftPort::SoftPort(const SoftPortConfig& config, UdpBatchSocket socket, UniqueFd
       timer_(std::move(timer)),
       epoll_(std::move(epoll)),
       link_sink_(std::make_unique<Link>(socket_)),
-      sma_(SmaIdentity{
-          .node_guid = config.node_guid ? config.node_guid : config.port_guid,
-          .port_guid = config.port_guid,
-          .node_description = config.node_description,
-          .mtu_cap = config.mtu,
-      }),
-      core_(sma_.attributes(), *link_sink_) {
-    core_.set_smp_handler([this](const ib::Packet& p) { return handle_smp(p); });
-}
-
-void SoftPort::apply(const SmaResult& result) {
-    core_.replace_attributes(sma_.attributes());
-    for (PortEvent e : result.events) core_.raise(e);
-}
+      port_(SmaIdentity{
+                .node_guid = config.node_guid ? config.node_guid : config.port_guid,
+                .port_guid = config.port_guid,
+                .node_description = config.node_description,
+                .mtu_cap = config.mtu,
+            },
+            *link_sink_) {}
 
 void SoftPort::set_link(bool up) {
     link_up_ = up;
     ++(up ? link_.link_ups : link_.link_downs);
-    apply(up ? sma_.link_up() : sma_.link_down());
-}
-
-bool SoftPort::handle_smp(const ib::Packet& packet) {
-    SmaResult result = sma_.handle(packet.payload, packet.lrh.slid);
-    apply(result);
-    if (!result.response) return !result.drop.has_value();
-    // The GetResp goes back on VL15 from QP0 to QP0 (IBA 14.2.1).
-    const PortAttributes& a = core_.attributes();
-    ib::PacketSpec spec;
-    spec.lrh.vl = ib::kVl15;
-    spec.lrh.dlid = result.response->dlid;
-    spec.lrh.slid = a.lid != 0 ? a.lid : ib::kLidPermissive;
-    spec.bth.opcode = ib::op::ud_send_only;
-    spec.bth.pkey = ib::kPKeyDefault;
-    spec.bth.dest_qp = ib::kQp0;
-    spec.ext.deth = {0, ib::kQp0};
-    spec.payload = result.response->mad;
-    std::array<std::uint8_t, ib::Lrh::size + ib::Bth::size + ib::Deth::size + ib::kMadSize + 6> out{};
-    auto n = ib::build_packet(spec, out);
-    if (!n) return false;
-    core_.transmit_raw(bytes(out).first(*n));
-    socket_.flush();
-    return true;
+    if (up)
+        port_.link_up();
+    else
+        port_.link_down();
 }
 
 }  // namespace ipoibd::transport

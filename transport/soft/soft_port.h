@@ -19,8 +19,7 @@
 
 #include "common/socket_address.h"
 #include "common/unique_fd.h"
-#include "transport/port_core.h"
-#include "transport/sma.h"
+#include "transport/managed_port.h"
 #include "transport/soft/udp_batch.h"
 
 namespace ipoibd::transport {
@@ -49,9 +48,9 @@ public:
     static expected<std::unique_ptr<SoftPort>, Error> open(const SoftPortConfig& config);
     ~SoftPort() override;
 
-    PortAttributes attributes() const override { return core_.attributes(); }
+    PortAttributes attributes() const override { return port_.core().attributes(); }
     expected<std::unique_ptr<UdQp>, Error> create_ud_qp(const UdQpConfig& config) override;
-    std::size_t poll_events(std::span<PortEvent> out) override { return core_.poll_events(out); }
+    std::size_t poll_events(std::span<PortEvent> out) override { return port_.core().poll_events(out); }
     int fd() const override { return epoll_.get(); }
     void process() override;
 
@@ -64,10 +63,10 @@ public:
     expected<std::unique_ptr<UdQp>, Error> create_gsi_qp(std::uint32_t send_depth, std::uint32_t receive_depth);
 
     bool link_up() const { return link_up_; }
-    const PortCounters& counters() const { return core_.counters(); }
+    const PortCounters& counters() const { return port_.core().counters(); }
     const UdpCounters& udp_counters() const { return socket_.counters(); }
     const SoftLinkCounters& link_counters() const { return link_; }
-    const SmaCounters& sma_counters() const { return sma_.counters(); }
+    const SmaCounters& sma_counters() const { return port_.sma().counters(); }
     SocketAddress local_address() const { return socket_.local_address(); }
 
 private:
@@ -77,16 +76,13 @@ private:
     void on_timer(std::uint64_t expirations);
     void send_link_packet();
     void set_link(bool up);
-    bool handle_smp(const ib::Packet& packet);
-    void apply(const SmaResult& result);
 
     SoftPortConfig config_;
     UdpBatchSocket socket_;
     UniqueFd timer_;
     UniqueFd epoll_;
     std::unique_ptr<Link> link_sink_;
-    Sma sma_;  // before core_: the core starts from the SMA's attributes
-    PortCore core_;
+    ManagedPort port_;
     bool link_up_ = false;
     std::uint64_t intervals_silent_ = 0;
     SoftLinkCounters link_;

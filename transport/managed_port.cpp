@@ -1,0 +1,38 @@
+#include "transport/managed_port.h"
+
+namespace ipoibd::transport {
+
+ManagedPort::ManagedPort(const SmaIdentity& identity, LinkSink& link)
+    : link_(link), sma_(identity), core_(sma_.attributes(), link) {
+    core_.set_smp_handler([this](const ib::Packet& p) { return handle_smp(p); });
+}
+
+void ManagedPort::apply(const SmaResult& result) {
+    core_.replace_attributes(sma_.attributes());
+    for (PortEvent e : result.events) core_.raise(e);
+}
+
+bool ManagedPort::handle_smp(const ib::Packet& packet) {
+    SmaResult result = sma_.handle(packet.payload, packet.lrh.slid);
+    apply(result);
+    if (!result.response) return !result.drop.has_value();
+    // The GetResp goes back on VL15 from QP0 to QP0 (IBA 14.2.1).
+    const PortAttributes& a = core_.attributes();
+    ib::PacketSpec spec;
+    spec.lrh.vl = ib::kVl15;
+    spec.lrh.dlid = result.response->dlid;
+    spec.lrh.slid = a.lid != 0 ? a.lid : ib::kLidPermissive;
+    spec.bth.opcode = ib::op::ud_send_only;
+    spec.bth.pkey = ib::kPKeyDefault;
+    spec.bth.dest_qp = ib::kQp0;
+    spec.ext.deth = {0, ib::kQp0};
+    spec.payload = result.response->mad;
+    std::array<std::uint8_t, ib::Lrh::size + ib::Bth::size + ib::Deth::size + ib::kMadSize + 6> out{};
+    const auto n = ib::build_packet(spec, out);
+    if (!n) return false;
+    core_.transmit_raw(bytes(out).first(*n));
+    link_.flush();
+    return true;
+}
+
+}  // namespace ipoibd::transport

@@ -1,0 +1,40 @@
+// A port that a subnet manager programs: PortCore plus the port's subnet
+// management agent, wired together.
+//
+//  - SMPs arriving on QP0 go to the SMA; its GetResp goes back on VL15 from
+//    QP0, through the same link;
+//  - every change the SMA makes (LID, SM LID, P_Keys, state, MTU) reaches
+//    the PortCore, and the SMA's events are raised on it in the SMA's order;
+//  - the backend reports the physical link with link_up()/link_down().
+// The soft backend is a ManagedPort plus UDP; engine tests drive one with a
+// switch and SM in memory.
+#pragma once
+
+#include "transport/port_core.h"
+#include "transport/sma.h"
+
+namespace ipoibd::transport {
+
+class ManagedPort {
+public:
+    ManagedPort(const SmaIdentity& identity, LinkSink& link);
+    ManagedPort(const ManagedPort&) = delete;
+    ManagedPort& operator=(const ManagedPort&) = delete;
+
+    PortCore& core() { return core_; }
+    const PortCore& core() const { return core_; }
+    const Sma& sma() const { return sma_; }
+
+    void link_up() { apply(sma_.link_up()); }
+    void link_down() { apply(sma_.link_down()); }
+
+private:
+    bool handle_smp(const ib::Packet& packet);
+    void apply(const SmaResult& result);
+
+    LinkSink& link_;
+    Sma sma_;  // before core_: the core starts from the SMA's attributes
+    PortCore core_;
+};
+
+}  // namespace ipoibd::transport
