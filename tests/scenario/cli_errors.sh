@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Operator errors get a clear message naming the option and value, and exit
+# status 2 (1 for environment failures). No root or network needed.
+#
+# Usage: cli_errors.sh BIN_DIR
+set -uo pipefail
+BIN=$(cd "${1:?usage: cli_errors.sh BIN_DIR}" && pwd)
+failures=0
+
+# expect STATUS PATTERN CMD...: CMD exits with STATUS and its stderr matches PATTERN.
+expect() {
+  local want=$1 pattern=$2
+  shift 2
+  local err rc
+  err=$(timeout 10 "$@" 2>&1 >/dev/null)
+  rc=$?
+  if [ "$rc" -ne "$want" ] || ! grep -qE -- "$pattern" <<<"$err"; then
+    echo "FAIL: $* -> exit $rc (want $want), stderr: $err"
+    failures=$((failures + 1))
+  else
+    echo "ok: $* -> $err"
+  fi
+}
+
+expect 2 "--listen 'nonsense': expected ADDRESS:PORT" "$BIN/ibfabricd" --listen nonsense
+expect 2 "'example.org' is not a numeric IPv4 or IPv6 address" "$BIN/ibfabricd" --listen example.org:1
+expect 2 "bad port '99999'" "$BIN/ibfabricd" --listen 127.0.0.1:99999
+expect 2 "port 4791 is RoCEv2's" "$BIN/ibfabricd" --listen 127.0.0.1:4791
+expect 2 "--mtu '1000': must be 256, 512, 1024, 2048 or 4096" "$BIN/ibfabricd" --mtu 1000
+expect 2 "--lid '0x12=0': expected GUID=LID" "$BIN/ibfabricd" --lid 0x12=0
+expect 2 "--mcast-group '0x10'" "$BIN/ibfabricd" --mcast-group 0x10
+expect 2 "--sweep-interval: unknown unit 'parsecs'" "$BIN/ibfabricd" --sweep-interval 3parsecs
+expect 2 "--ports 0: must be 1..254" "$BIN/ibfabricd" --ports 0
+expect 2 "unrecognised option '--bogus'" "$BIN/ibfabricd" --bogus
+expect 1 "could not open capture file /nonexistent-dir/x.pcap" "$BIN/ibfabricd" --listen 127.0.0.1:0 --pcap /nonexistent-dir/x.pcap
+expect 2 "bad --size '5'" "$BIN/ibudping" --size 5 client --dest-lid 2 --dest-qpn 0x48
+expect 2 "client needs --dest-lid and --dest-qpn" "$BIN/ibudping" client
+expect 2 "say 'server' or 'client'" "$BIN/ibudping" serve
+expect 2 "bad --fabric 'x'" "$BIN/ibudping" --fabric x server
+expect 2 "--transport is soft or verbs" "$BIN/ibudping" --transport rdma server
+expect 1 "could not open port" "$BIN/ibudping" --transport verbs --wait-active 1 server
+
+echo "$((17 - failures)) passed, $failures failed"
+[ "$failures" -eq 0 ]
