@@ -63,6 +63,7 @@ std::optional<std::uint64_t> number(const std::string& s, std::uint64_t max) {
 std::optional<Options> parse(int argc, char** argv) {
     Options o;
     std::string listen = "0.0.0.0:18516", sweep = "1s", link_timeout = "1s", smp_timeout = "250ms", mtu = "4096";
+    std::string prefix = "fe80::";
     std::vector<std::string> lids, groups, pkeys;
     unsigned ports = 64;
     po::options_description desc("ibfabricd options");
@@ -76,6 +77,7 @@ std::optional<Options> parse(int argc, char** argv) {
         ("link-timeout", po::value(&link_timeout), "silence after which a port's link is down")
         ("smp-timeout", po::value(&smp_timeout), "time the SM waits for each SMP response")
         ("mtu", po::value(&mtu), "largest MTU of the fabric: 256, 512, 1024, 2048 or 4096")
+        ("subnet-prefix", po::value(&prefix), "GID prefix of the subnet, an IPv6 /64 (default fe80::)")
         ("lid", po::value(&lids), "fixed LID for a port: GUID=LID (repeatable)")
         ("pkey", po::value(&pkeys), "P_Key for every CA's table (repeatable; default 0xffff)")
         ("mcast-group", po::value(&groups), "MLID that every port receives, until the SA manages groups (repeatable)")
@@ -124,6 +126,10 @@ std::optional<Options> parse(int argc, char** argv) {
             mtu_ok = true;
         }
     if (!mtu_ok) return fail("--mtu '" + mtu + "': must be 256, 512, 1024, 2048 or 4096");
+    const auto gid = parse_gid(prefix);
+    if (!gid || load_be64(gid->data() + 8) != 0)
+        return fail("--subnet-prefix '" + prefix + "': expected the first 64 bits of a GID, such as fe80::");
+    o.sm.subnet_prefix = load_be64(gid->data());
     for (const std::string& s : lids) {
         const auto eq = s.find('=');
         const auto guid = eq == std::string::npos ? std::nullopt : number(s.substr(0, eq), ~0ULL);

@@ -206,6 +206,15 @@ TEST_F(FabricTest, StaticLidFromConfig) {
     EXPECT_EQ(c.port.core().attributes().lid, 0x42);
 }
 
+TEST_F(FabricTest, SubnetPrefixFromConfig) {
+    sm_config.subnet_prefix = 0x20010DB800010000ULL;
+    start_fabric();
+    Ca c(net, 3, 0xC3);
+    plug(c);
+    EXPECT_EQ(c.port.core().attributes().subnet_prefix, 0x20010DB800010000ULL);
+    EXPECT_EQ(c.port.core().attributes().gid()[0], 0x20);
+}
+
 TEST_F(FabricTest, SilentPortIsUnpluggedAndItsRouteCleared) {
     Ca a(net, 1, 0xA1), b(net, 2, 0xB2);
     plug(a);
