@@ -64,7 +64,8 @@ std::optional<Options> parse(int argc, char** argv) {
     Options o;
     std::string listen = "0.0.0.0:18516", sweep = "1s", link_timeout = "1s", smp_timeout = "250ms", mtu = "4096";
     std::string prefix = "fe80::";
-    std::vector<std::string> lids, groups, pkeys;
+    std::vector<std::string> lids, groups;
+    std::string partitions;
     unsigned ports = 64;
     po::options_description desc("ibfabricd options");
     desc.add_options()
@@ -79,7 +80,7 @@ std::optional<Options> parse(int argc, char** argv) {
         ("mtu", po::value(&mtu), "largest MTU of the fabric: 256, 512, 1024, 2048 or 4096")
         ("subnet-prefix", po::value(&prefix), "GID prefix of the subnet, an IPv6 /64 (default fe80::)")
         ("lid", po::value(&lids), "fixed LID for a port: GUID=LID (repeatable)")
-        ("pkey", po::value(&pkeys), "P_Key for every CA's table (repeatable; default 0xffff)")
+        ("partitions", po::value(&partitions), "partitions file (partitions.conf syntax; default: Default=0x7fff, ipoib : ALL=full)")
         ("mcast-group", po::value(&groups), "MLID that every port receives, until the SA manages groups (repeatable)")
         ("quiet,q", "log only errors");
     po::variables_map vm;
@@ -138,13 +139,11 @@ std::optional<Options> parse(int argc, char** argv) {
             return fail("--lid '" + s + "': expected GUID=LID with LID in 0x2..0xbfff");
         o.sm.static_lids[*guid] = static_cast<std::uint16_t>(*lid);
     }
-    if (!pkeys.empty()) o.sm.pkeys.clear();
-    for (const std::string& s : pkeys) {
-        const auto k = number(s, 0xFFFF);
-        if (!k || (*k & ib::kPKeyBaseMask) == 0) return fail("--pkey '" + s + "': expected a P_Key such as 0xffff");
-        o.sm.pkeys.push_back(static_cast<std::uint16_t>(*k));
+    if (!partitions.empty()) {
+        auto p = load_partitions(partitions);
+        if (!p) return fail(p.error().to_string());
+        o.sm.partitions = std::move(*p);
     }
-    if (o.sm.pkeys.size() > 32) return fail("--pkey: at most 32 P_Keys");
     for (const std::string& s : groups) {
         const auto m = number(s, 0xFFFF);
         if (!m || !ib::is_multicast_lid(static_cast<std::uint16_t>(*m)))

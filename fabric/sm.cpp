@@ -177,7 +177,11 @@ void SubnetManager::after_port_info(SmPort& port, const ib::PortInfo& info) {
     }
     given_lids_[port.port_guid] = port.lid;
     ib::PKeyTableBlock block;
-    for (std::size_t i = 0; i < config_.pkeys.size() && i < block.entries; ++i) block.p_keys[i] = config_.pkeys[i];
+    const auto pkeys = pkeys_for_port(config_.partitions, port.port_guid);
+    for (std::size_t i = 0; i < pkeys.size() && i < block.entries; ++i) block.p_keys[i] = pkeys[i];
+    if (pkeys.size() > block.entries)
+        log("SM: port GUID " + hex(port.port_guid, 16) + " is in " + std::to_string(pkeys.size()) +
+            " partitions; only the first 32 fit P_KeyTable block 0");
     port.phase = SmPortPhase::set_pkeys;
     send(port, ib::method::set, ib::smp_attr::p_key_table, ib::p_key_table_modifier(0), to_data(block));
 }

@@ -8,7 +8,7 @@
 //     port already has if no other port holds it (an SM restart keeps the
 //     subnet's addresses); else the one this SM gave the GUID before; else
 //     the lowest free
-//  3. Set P_KeyTable block 0
+//  3. Set P_KeyTable block 0: the P_Keys of the partitions naming the port
 //  4. Set PortInfo: LID, LMC 0, MasterSMLID = the switch, GidPrefix,
 //     NeighborMTU, SubnetTimeOut, PortState ARMED (from INIT), and
 //     ClientReregister when the port already had a LID (another SM, or this
@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "fabric/partitions.h"
 #include "fabric/switch.h"
 #include "transport/wire/smp.h"
 
@@ -37,7 +38,7 @@ struct SmConfig {
     std::uint64_t subnet_prefix = 0xFE80000000000000ULL;
     std::map<std::uint64_t, std::uint16_t> static_lids;  // port GUID -> LID
     ib::Mtu mtu = ib::Mtu::mtu4096;                      // the fabric's largest MTU
-    std::vector<std::uint16_t> pkeys{ib::kPKeyDefault};  // P_KeyTable block 0 of every CA
+    std::vector<Partition> partitions = default_partitions();  // who holds which P_Key
     std::chrono::milliseconds sweep_interval{1000};
     std::chrono::milliseconds smp_timeout{250};
     unsigned smp_retries = 3;

@@ -32,6 +32,7 @@ expect 2 "--mcast-group '0x10'" "$BIN/ibfabricd" --mcast-group 0x10
 expect 2 "--sweep-interval: unknown unit 'parsecs'" "$BIN/ibfabricd" --sweep-interval 3parsecs
 expect 2 "--ports 0: must be 1..254" "$BIN/ibfabricd" --ports 0
 expect 2 "--subnet-prefix 'fe80::1'" "$BIN/ibfabricd" --subnet-prefix fe80::1
+expect 2 "/nonexistent/p.conf:0: cannot be read" "$BIN/ibfabricd" --partitions /nonexistent/p.conf
 expect 2 "unrecognised option '--bogus'" "$BIN/ibfabricd" --bogus
 expect 1 "could not open capture file /nonexistent-dir/x.pcap" "$BIN/ibfabricd" --listen 127.0.0.1:0 --pcap /nonexistent-dir/x.pcap
 expect 2 "bad --size '5'" "$BIN/ibudping" --size 5 client --dest-lid 2 --dest-qpn 0x48
@@ -41,5 +42,5 @@ expect 2 "bad --fabric 'x'" "$BIN/ibudping" --fabric x server
 expect 2 "--transport is soft or verbs" "$BIN/ibudping" --transport rdma server
 expect 1 "could not open port" "$BIN/ibudping" --transport verbs --wait-active 1 server
 
-echo "$((18 - failures)) passed, $failures failed"
+echo "$((19 - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -206,6 +206,25 @@ TEST_F(FabricTest, StaticLidFromConfig) {
     EXPECT_EQ(c.port.core().attributes().lid, 0x42);
 }
 
+TEST_F(FabricTest, PKeyTablesFollowPartitions) {
+    auto parts = parse_partitions("Default=0x7fff, ipoib : ALL=full;\nstorage=0x8001 : 0xA1=full, 0xB2=limited;", "p.conf");
+    ASSERT_TRUE(parts.has_value());
+    sm_config.partitions = *parts;
+    start_fabric();
+    Ca a(net, 1, 0xA1), b(net, 2, 0xB2), c(net, 3, 0xC3);
+    plug(a);
+    plug(b);
+    plug(c);
+    auto table = [](Ca& ca) {
+        auto t = ca.port.core().attributes().pkey_table;
+        std::erase(t, std::uint16_t{0});
+        return t;
+    };
+    EXPECT_EQ(table(a), (std::vector<std::uint16_t>{0xFFFF, 0x8001}));
+    EXPECT_EQ(table(b), (std::vector<std::uint16_t>{0xFFFF, 0x0001}));
+    EXPECT_EQ(table(c), (std::vector<std::uint16_t>{0xFFFF}));
+}
+
 TEST_F(FabricTest, SubnetPrefixFromConfig) {
     sm_config.subnet_prefix = 0x20010DB800010000ULL;
     start_fabric();
