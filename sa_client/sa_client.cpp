@@ -1,0 +1,153 @@
+#include "sa_client/sa_client.h"
+
+#include <algorithm>
+
+namespace ipoibd::sa {
+
+const char* to_string(SaFailure f) {
+    switch (f) {
+        case SaFailure::timeout: return "no response from the SA";
+        case SaFailure::malformed_response: return "malformed response from the SA";
+        case SaFailure::queue_full: return "too many SA requests waiting";
+    }
+    return "?";
+}
+
+void SaClient::Handle::cancel() {
+    if (client_) client_->cancel(key_);
+    client_ = nullptr;
+}
+
+bool SaClient::Handle::pending() const { return client_ && client_->transactions_.count(key_) > 0; }
+
+SaClient::SaClient(Config config) : config_(config) {}
+
+SaClient::Handle SaClient::submit(SaMad request, SaCallback callback, Clock::time_point now) {
+    ++counters_.requests;
+    if (queued_.size() >= config_.max_queued && in_flight_ >= config_.max_outstanding) {
+        ++counters_.queue_full;
+        callback(unexpected(SaFailure::queue_full));
+        return {};
+    }
+    std::uint32_t key = next_key_++;
+    if (key == 0) key = next_key_++;  // 0 marks "no request"
+    request.header.transaction_id = (std::uint64_t{config_.tid_high} << 32) | key;
+    Transaction& t = transactions_[key];
+    t.request = request;
+    t.callback = std::move(callback);
+    t.timeout = config_.timeout;
+    if (in_flight_ < config_.max_outstanding) {
+        ++in_flight_;
+        send(t, now);
+    } else {
+        queued_.push_back(key);
+    }
+    return Handle(this, key);
+}
+
+void SaClient::send(Transaction& t, Clock::time_point now) {
+    t.sent = true;
+    ++t.tries;
+    t.deadline = now + t.timeout;
+    outbound_.push_back(t.request);
+    ++counters_.sent;
+}
+
+void SaClient::start_queued(Clock::time_point now) {
+    while (in_flight_ < config_.max_outstanding && !queued_.empty()) {
+        const std::uint32_t key = queued_.front();
+        queued_.pop_front();
+        auto it = transactions_.find(key);
+        if (it == transactions_.end()) continue;  // cancelled while queued
+        ++in_flight_;
+        send(it->second, now);
+    }
+}
+
+void SaClient::finish(std::uint32_t key, const expected<SaResult, SaFailure>& result) {
+    auto it = transactions_.find(key);
+    if (it == transactions_.end()) return;
+    SaCallback cb = std::move(it->second.callback);
+    if (it->second.sent) --in_flight_;
+    transactions_.erase(it);
+    // The callback may submit or cancel: the table is consistent by now.
+    if (cb) cb(result);
+}
+
+void SaClient::cancel(std::uint32_t key) {
+    auto it = transactions_.find(key);
+    if (it == transactions_.end()) return;
+    if (it->second.sent) --in_flight_;
+    transactions_.erase(it);
+    std::erase(queued_, key);
+    ++counters_.cancelled;
+}
+
+void SaClient::on_mad(bytes mad, Clock::time_point now) {
+    auto decoded = decode_sa_mad(mad);
+    if (!decoded || !decoded->header.is_response()) {
+        ++counters_.malformed;
+        return;
+    }
+    const auto key = static_cast<std::uint32_t>(decoded->header.transaction_id);
+    auto it = transactions_.find(key);
+    if (it == transactions_.end() || !it->second.sent) {
+        ++counters_.unmatched;
+        return;
+    }
+    Transaction& t = it->second;
+    if (!decoded->rmpp.active()) {
+        ++counters_.responses;
+        SaResult r{*decoded, std::vector<std::uint8_t>(decoded->data.begin(), decoded->data.end())};
+        finish(key, r);
+        start_queued(now);
+        return;
+    }
+    if (!t.rmpp) t.rmpp.emplace();
+    auto step = t.rmpp->add(*decoded);
+    if (!step) {
+        ++counters_.malformed;
+        outbound_.push_back(make_rmpp_abort(*decoded, rmpp_abort_status(step.error())));
+        finish(key, unexpected(SaFailure::malformed_response));
+        start_queued(now);
+        return;
+    }
+    if (step->ack) outbound_.push_back(*step->ack);
+    t.deadline = now + t.timeout;  // progress: the transfer is alive
+    if (step->step != RmppReassembler::Step::complete) return;
+    ++counters_.responses;
+    SaResult r{t.rmpp->header(), std::vector<std::uint8_t>(t.rmpp->payload().begin(), t.rmpp->payload().end())};
+    finish(key, r);
+    start_queued(now);
+}
+
+void SaClient::tick(Clock::time_point now) {
+    std::vector<std::uint32_t> expired;
+    for (auto& [key, t] : transactions_) {
+        if (!t.sent || now < t.deadline) continue;
+        if (t.tries > config_.retries) {
+            expired.push_back(key);
+            continue;
+        }
+        ++counters_.retries;
+        t.timeout = std::min(t.timeout * 2, config_.max_timeout);
+        t.rmpp.reset();  // a retried request starts its transfer over
+        send(t, now);
+    }
+    for (std::uint32_t key : expired) {
+        ++counters_.timeouts;
+        finish(key, unexpected(SaFailure::timeout));
+    }
+    start_queued(now);
+}
+
+std::optional<Clock::time_point> SaClient::next_deadline() const {
+    std::optional<Clock::time_point> next;
+    for (const auto& [key, t] : transactions_)
+        if (t.sent && (!next || t.deadline < *next)) next = t.deadline;
+    return next;
+}
+
+std::vector<SaMad> SaClient::take_outbound() { return std::exchange(outbound_, {}); }
+
+}  // namespace ipoibd::sa

@@ -1,0 +1,188 @@
+// The SA client's transaction table with a fake clock: matching, retries
+// with backoff, cancellation, bounded queueing, RMPP reassembly.
+#include <gtest/gtest.h>
+
+#include "sa_client/sa_client.h"
+
+namespace ipoibd::sa {
+namespace {
+
+using namespace std::chrono_literals;
+
+SaMad request(std::uint16_t attribute = sa_attr::mc_member_record, std::uint8_t method = ib::method::get) {
+    SaMad m;
+    m.header.method = method;
+    m.header.attribute_id = attribute;
+    return m;
+}
+
+std::vector<std::uint8_t> bytes_of(const SaMad& m) {
+    std::vector<std::uint8_t> out(SaMad::size);
+    m.write_to(out.data());
+    return out;
+}
+
+// The response to `req`, as an SA sends it; `rewrite_high` mimics
+// libumad2sim replacing the top 32 bits of the TID.
+SaMad response_to(const SaMad& req, std::uint16_t status = 0, bool rewrite_high = false) {
+    SaMad r = req;
+    r.header.method = static_cast<std::uint8_t>(req.header.method | ib::method::response_bit);
+    r.header.status = status;
+    if (rewrite_high) r.header.transaction_id = (0xDEADBEEFULL << 32) | (req.header.transaction_id & 0xFFFFFFFF);
+    r.data[0] = 0xAB;
+    return r;
+}
+
+struct SaClientTest : ::testing::Test {
+    Clock::time_point now = Clock::time_point{} + 1h;
+    SaClient client{SaClient::Config{.timeout = 100ms, .max_timeout = 300ms, .retries = 3, .max_outstanding = 2, .max_queued = 2}};
+    std::vector<expected<SaResult, SaFailure>> results;
+    SaCallback record() {
+        return [this](const expected<SaResult, SaFailure>& r) { results.push_back(r); };
+    }
+};
+
+TEST_F(SaClientTest, ResponseMatchedOnLow32BitsOfTid) {
+    auto h = client.submit(request(), record(), now);
+    auto out = client.take_outbound();
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].header.transaction_id >> 32, 0x1B0B0000u);
+    EXPECT_TRUE(h.pending());
+    client.on_mad(bytes_of(response_to(out[0], 0, true)), now);
+    ASSERT_EQ(results.size(), 1u);
+    ASSERT_TRUE(results[0].has_value());
+    EXPECT_EQ(results[0]->status(), 0);
+    EXPECT_EQ(results[0]->payload.at(0), 0xAB);
+    EXPECT_FALSE(h.pending());
+    // A duplicate answer is counted, not delivered again.
+    client.on_mad(bytes_of(response_to(out[0])), now);
+    EXPECT_EQ(results.size(), 1u);
+    EXPECT_EQ(client.counters().unmatched, 1u);
+}
+
+TEST_F(SaClientTest, ErrorStatusIsAResultNotAFailure) {
+    auto h = client.submit(request(), record(), now);
+    auto out = client.take_outbound();
+    client.on_mad(bytes_of(response_to(out[0], sa_status::err_req_insufficient_components)), now);
+    ASSERT_TRUE(results.at(0).has_value());
+    EXPECT_EQ(results[0]->status(), sa_status::err_req_insufficient_components);
+}
+
+TEST_F(SaClientTest, RetriesWithTheSameTidThenTimesOut) {
+    auto h = client.submit(request(), record(), now);
+    const auto first = client.take_outbound().at(0);
+    // Deadlines: 100 ms, then 200, 300 (capped), 300.
+    const std::chrono::milliseconds waits[] = {100ms, 200ms, 300ms, 300ms};
+    for (int i = 0; i < 3; ++i) {
+        now += waits[i];
+        client.tick(now);
+        const auto again = client.take_outbound();
+        ASSERT_EQ(again.size(), 1u) << "retry " << i;
+        EXPECT_EQ(again[0].header.transaction_id, first.header.transaction_id);
+        EXPECT_TRUE(results.empty());
+    }
+    now += 299ms;
+    client.tick(now);
+    EXPECT_TRUE(results.empty()) << "not before the last deadline";
+    now += 1ms;
+    client.tick(now);
+    ASSERT_EQ(results.size(), 1u);
+    ASSERT_FALSE(results[0].has_value());
+    EXPECT_EQ(results[0].error(), SaFailure::timeout);
+    EXPECT_EQ(client.counters().retries, 3u);
+    EXPECT_EQ(client.counters().sent, 4u);
+    EXPECT_FALSE(client.next_deadline().has_value());
+}
+
+TEST_F(SaClientTest, DroppingTheHandleCancels) {
+    {
+        auto h = client.submit(request(), record(), now);
+    }
+    const auto out = client.take_outbound();
+    now += 1s;
+    client.tick(now);
+    EXPECT_TRUE(client.take_outbound().empty()) << "no retries of a cancelled request";
+    client.on_mad(bytes_of(response_to(out.at(0))), now);
+    EXPECT_TRUE(results.empty());
+    EXPECT_EQ(client.counters().cancelled, 1u);
+    EXPECT_EQ(client.outstanding(), 0u);
+}
+
+TEST_F(SaClientTest, BoundedOutstandingAndQueue) {
+    auto a = client.submit(request(), record(), now);
+    auto b = client.submit(request(), record(), now);
+    auto c = client.submit(request(), record(), now);  // queued
+    auto d = client.submit(request(), record(), now);  // queued
+    auto e = client.submit(request(), record(), now);  // refused
+    ASSERT_EQ(results.size(), 1u);
+    EXPECT_EQ(results[0].error(), SaFailure::queue_full);
+    auto out = client.take_outbound();
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(client.outstanding(), 2u);
+    client.on_mad(bytes_of(response_to(out[0])), now);
+    const auto next = client.take_outbound();
+    ASSERT_EQ(next.size(), 1u) << "the first queued request goes out";
+    EXPECT_EQ(next[0].header.transaction_id & 0xFFFFFFFF, 3u);
+}
+
+TEST_F(SaClientTest, CallbackMaySubmitAgain) {
+    SaClient::Handle second;
+    auto first = client.submit(request(), [&](const expected<SaResult, SaFailure>&) {
+        second = client.submit(request(sa_attr::path_record), record(), now);
+    }, now);
+    auto out = client.take_outbound();
+    client.on_mad(bytes_of(response_to(out.at(0))), now);
+    const auto next = client.take_outbound();
+    ASSERT_EQ(next.size(), 1u);
+    EXPECT_EQ(next[0].header.attribute_id, sa_attr::path_record);
+}
+
+TEST_F(SaClientTest, GetTableWithRmppIsReassembledAndAcked) {
+    auto h = client.submit(request(sa_attr::path_record, ib::method::get_table), record(), now);
+    const auto req = client.take_outbound().at(0);
+    // 600 bytes of records: three 200-byte segments.
+    std::vector<std::uint8_t> payload(600);
+    for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<std::uint8_t>(i);
+    SaMad resp = response_to(req);
+    resp.header.method = ib::method::get_table_resp;
+    resp.attribute_offset = 8;  // 64-byte PathRecords
+    const auto segments = rmpp_segments(resp, payload);
+    ASSERT_EQ(segments.size(), 3u);
+    for (const SaMad& s : segments) client.on_mad(bytes_of(s), now);
+    ASSERT_EQ(results.size(), 1u);
+    ASSERT_TRUE(results[0].has_value());
+    EXPECT_EQ(results[0]->payload, payload);
+    EXPECT_EQ(results[0]->header.attribute_offset, 8);
+    const auto acks = client.take_outbound();
+    ASSERT_FALSE(acks.empty());
+    for (const SaMad& a : acks) EXPECT_EQ(a.rmpp.rmpp_type, rmpp_type::ack);
+}
+
+TEST_F(SaClientTest, BrokenRmppTransferFailsAndAborts) {
+    auto h = client.submit(request(sa_attr::path_record, ib::method::get_table), record(), now);
+    const auto req = client.take_outbound().at(0);
+    std::vector<std::uint8_t> payload(600, 1);
+    SaMad resp = response_to(req);
+    resp.header.method = ib::method::get_table_resp;
+    resp.attribute_offset = 8;
+    const auto segments = rmpp_segments(resp, payload);
+    client.on_mad(bytes_of(segments[0]), now);
+    client.take_outbound();
+    client.on_mad(bytes_of(segments[2]), now);  // segment 2 skipped
+    ASSERT_EQ(results.size(), 1u);
+    ASSERT_FALSE(results[0].has_value());
+    EXPECT_EQ(results[0].error(), SaFailure::malformed_response);
+    EXPECT_EQ(client.counters().malformed, 1u);
+    const auto out = client.take_outbound();
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].rmpp.rmpp_type, rmpp_type::abort) << "the responder is told to stop";
+}
+
+TEST_F(SaClientTest, GarbageIsCounted) {
+    std::vector<std::uint8_t> junk(100, 0);
+    client.on_mad(junk, now);
+    EXPECT_EQ(client.counters().malformed, 1u);
+}
+
+}  // namespace
+}  // namespace ipoibd::sa
