@@ -21,6 +21,7 @@
 #include "common/duration.h"
 #include "common/socket_address.h"
 #include "common/unique_fd.h"
+#include "fabric/management.h"
 #include "fabric/sm.h"
 #include "fabric/switch.h"
 #include "transport/capture/erf_pcap.h"
@@ -163,6 +164,19 @@ private:
     transport::UdpBatchSocket& socket_;
 };
 
+void print_sa_stats(const SaServer& sa) {
+    const auto& c = sa.counters();
+    std::printf("sa: requests %llu errors %llu malformed %llu groups_created %llu groups_deleted %llu\n",
+                static_cast<unsigned long long>(c.requests), static_cast<unsigned long long>(c.errors),
+                static_cast<unsigned long long>(c.malformed), static_cast<unsigned long long>(c.groups_created),
+                static_cast<unsigned long long>(c.groups_deleted));
+    for (const auto& [mgid, g] : sa.groups())
+        std::printf("group %s mlid 0x%04x qkey 0x%08x pkey 0x%04x mtu %u members %zu%s\n", format_gid(mgid).c_str(),
+                    g.params.mlid, g.params.q_key, g.params.p_key, g.params.mtu, g.members.size(),
+                    g.predefined ? " (partition broadcast group)" : "");
+    std::fflush(stdout);
+}
+
 void print_stats(const Switch& sw, const SubnetManager& sm, const transport::UdpBatchSocket& sock) {
     const auto& c = sw.counters();
     std::printf("switch: lid 0x%04x forwarded %llu to_management %llu link_packets in %llu out %llu\n", sw.lid(),
@@ -236,7 +250,14 @@ int main(int argc, char** argv) {
     SubnetManager sm(o.sm, sw, [&](const std::string& line) {
         if (!o.quiet) log_line(line);
     });
-    sw.set_management(&sm);
+    SaServerConfig sa_config;
+    sa_config.partitions = o.sm.partitions;
+    sa_config.subnet_prefix = o.sm.subnet_prefix;
+    SaServer sa(sa_config, sw, [&] { return FabricManagement::sa_ports(sm, o.sm.subnet_prefix, o.sm.partitions); });
+    FabricManagement management(sw, sm, sa);
+    sm.set_hooks({.port_active = [&](const SmPort&) { sa.refresh_forwarding(); },
+                  .port_lost = [&](const SmPort& p) { sa.port_gone(p.port_guid); }});
+    sw.set_management(&management);
     for (std::uint16_t mlid : o.flood_groups) sw.set_multicast_flood(mlid, true);
     if (pcap)
         sw.set_tap([&](bytes packet, bool from_management) {
@@ -267,10 +288,12 @@ int main(int argc, char** argv) {
                 while (::read(sigfd.get(), &si, sizeof si) == sizeof si) {
                     if (si.ssi_signo == SIGUSR1) {
                         print_stats(sw, sm, *socket);
+                        print_sa_stats(sa);
                     } else if (si.ssi_signo == SIGHUP) {
                         log_line("SIGHUP: nothing to reload (options are fixed at start)");
                     } else {
                         print_stats(sw, sm, *socket);
+                        print_sa_stats(sa);
                         if (pcap) pcap->flush();
                         log_line("exiting on signal " + std::to_string(si.ssi_signo));
                         return 0;

@@ -158,6 +158,7 @@ void SubnetManager::on_response(SmPort& port, const ib::Smp& smp) {
                     log("SM: port " + std::to_string(port.switch_port) + " (GUID " + hex(port.port_guid, 16) +
                         ") changed state behind the SM's back; configuring it again");
                     switch_.clear_unicast_route(port.lid);
+                    if (hooks_.port_lost) hooks_.port_lost(port);
                     after_port_info(port, info);
                 }
             }
@@ -214,6 +215,7 @@ void SubnetManager::finish(SmPort& port) {
     switch_.set_unicast_route(port.lid, port.switch_port);
     port.phase = SmPortPhase::active;
     ++counters_.ports_configured;
+    if (hooks_.port_active) hooks_.port_active(port);
     log("SM: port " + std::to_string(port.switch_port) + " GUID " + hex(port.port_guid, 16) + " \"" + port.description +
         "\" ACTIVE with LID " + hex(port.lid, 4) + (port.reregister ? ", client reregister requested" : ""));
 }
@@ -224,6 +226,7 @@ void SubnetManager::lose(std::uint8_t switch_port, const char* why) {
     if (it->second.phase == SmPortPhase::active) {
         switch_.clear_unicast_route(it->second.lid);
         ++counters_.ports_lost;
+        if (hooks_.port_lost) hooks_.port_lost(it->second);
         log("SM: port " + std::to_string(switch_port) + " GUID " + hex(it->second.port_guid, 16) + " LID " +
             hex(it->second.lid, 4) + " gone (" + why + ")");
     }

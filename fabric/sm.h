@@ -99,6 +99,13 @@ public:
     bool on_packet(const ib::Packet&, bytes, std::uint8_t) override { return false; }
 
     const std::map<std::uint8_t, SmPort>& ports() const { return ports_; }
+
+    // Told when a port becomes ACTIVE and when an ACTIVE port is lost.
+    struct Hooks {
+        std::function<void(const SmPort&)> port_active;
+        std::function<void(const SmPort&)> port_lost;
+    };
+    void set_hooks(Hooks hooks) { hooks_ = std::move(hooks); }
     const SmCounters& counters() const { return counters_; }
 
 private:
@@ -120,6 +127,7 @@ private:
     SmConfig config_;
     Switch& switch_;
     SmLog log_;
+    Hooks hooks_;
     std::map<std::uint8_t, SmPort> ports_;
     std::map<std::uint64_t, std::uint16_t> given_lids_;  // GUID -> LID this SM assigned
     std::map<std::uint64_t, ib::Smp> in_flight_;         // TID -> request, for retries

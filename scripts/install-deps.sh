@@ -13,6 +13,8 @@ packages=(
   libibverbs-dev libibumad-dev librdmacm-dev ibverbs-providers
   # tests
   libgtest-dev libgmock-dev libbenchmark-dev tshark python3 iproute2
+  # OpenSM reference (tests/opensm)
+  opensm ibsim-utils infiniband-diags
 )
 
 missing=()
@@ -33,5 +35,12 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 # tshark's package asks whether non-root users may capture; answer no.
 echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+# Start no services while installing: opensm's package would start a real
+# subnet manager on every HCA port of a machine that has them.
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+  chmod +x /usr/sbin/policy-rc.d
+  trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+fi
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -5,6 +5,7 @@
 # is one this harness started (its PID is in the env file and its
 # environment carries this harness's IBSIM_SOCKNAME and OSMH_DIR).
 
+# shellcheck disable=SC2034  # used by the scripts that source this
 OSMH_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 osmh_log() { echo "opensm-harness: $*" >&2; }
@@ -65,16 +66,16 @@ osmh_is_ours() {
 
 # osmh_stop_pid PID NAME: TERM, up to 5 s, then KILL, up to 2 s. Only our PIDs.
 osmh_stop_pid() {
-  local pid=$1 name=$2 i
+  local pid=$1 name=$2
   osmh_is_ours "$pid" || return 0
   kill -TERM "$pid" 2>/dev/null
-  for i in $(seq 50); do
+  for _ in $(seq 50); do
     osmh_alive "$pid" || return 0
     sleep 0.1
   done
   osmh_log "$name (pid $pid) ignored SIGTERM for 5 s; sending SIGKILL"
   kill -KILL "$pid" 2>/dev/null
-  for i in $(seq 20); do
+  for _ in $(seq 20); do
     osmh_alive "$pid" || return 0
     sleep 0.1
   done
@@ -120,16 +121,17 @@ osmh_fabric_pids() {
 # holds open read-write, so the write never blocks while ibsim lives).
 osmh_console() {
   osmh_is_ours "$OSMH_IBSIM_PID" || { osmh_log "ibsim is not running"; return 1; }
+  # shellcheck disable=SC2016  # expanded by the inner bash
   timeout 2 bash -c 'printf "%s\n" "$1" >"$2"' _ "$1" "$OSMH_IBSIM_CONSOLE"
 }
 
 # osmh_console_query CMD: sends CMD and prints what ibsim answered (the text
 # appended to its log up to the next "sim> " prompt; at most 3 s).
 osmh_console_query() {
-  local before i out
+  local before out
   before=$(stat -c %s "$OSMH_IBSIM_LOG")
   osmh_console "$1" || return 1
-  for i in $(seq 30); do
+  for _ in $(seq 30); do
     out=$(tail -c +"$((before + 1))" "$OSMH_IBSIM_LOG")
     if [[ $out == *"sim> "* ]]; then
       printf '%s\n' "${out%sim> *}"

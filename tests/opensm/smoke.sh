@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154  # OSMH_* variables come from the harness env file
 # Smoke test of the OpenSM-under-ibsim harness: starts it, queries OpenSM's
 # SA from the simulated CAs ca1/ca2 (OpenSM is on ca0) with saquery and with
 # umad_probe (our own libibumad client, compiled here), checks the fields,
@@ -110,9 +111,11 @@ check_probe() { # WHAT OUTPUT RC METHOD JOIN_STATE PORT_GID
 }
 out=$(run ca1 "$work/umad_probe" -m get); rc=$?
 check_probe get "$out" $rc 0x81 0x0 ::
-grep -q '^fd: fd=10[0-9][0-9] .*epoll_ctl=Bad file descriptor' <<<"$out" &&
-  ok "umad fd is libumad2sim's fake fd (>= 1024), epoll refuses it" ||
+if grep -q '^fd: fd=10[0-9][0-9] .*epoll_ctl=Bad file descriptor' <<<"$out"; then
+  ok "umad fd is libumad2sim's fake fd (>= 1024), epoll refuses it"
+else
   bad "unexpected fd line: $(grep '^fd:' <<<"$out")"
+fi
 out=$(run ca2 "$work/umad_probe" -m join); rc=$?
 check_probe join "$out" $rc 0x81 0x1 fe80::10:5
 out=$(run ca2 "$work/umad_probe" -m leave); rc=$?
@@ -126,10 +129,10 @@ for pid in "$OSMH_IBSIM_PID" "$OSMH_OPENSM_PID" "$OSMH_IBSIM_WRAPPER_PID" "$OSMH
   osmh_alive "$pid" && bad "pid $pid still alive"
 done
 left=$(osmh_fabric_pids)
-[ -z "$left" ] && ok "no process attached to the fabric" || bad "attached: $left"
-osmh_socket_bound ctl && bad "ibsim socket still bound" || ok "ibsim sockets gone"
+if [ -z "$left" ]; then ok "no process attached to the fabric"; else bad "attached: $left"; fi
+if osmh_socket_bound ctl; then bad "ibsim socket still bound"; else ok "ibsim sockets gone"; fi
 if [ "${OSMH_KEEP:-0}" != 1 ]; then
-  [ -e "$OSMH_DIR" ] && bad "$OSMH_DIR not removed" || ok "harness directory removed"
+  if [ -e "$OSMH_DIR" ]; then bad "$OSMH_DIR not removed"; else ok "harness directory removed"; fi
 fi
 env_file=""
 echo "time: stop $(ms_since "$t") ms"

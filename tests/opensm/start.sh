@@ -28,7 +28,7 @@ while getopts "d:w:l:P:h" opt; do
   esac
 done
 for v in "$up_timeout" "$lifetime"; do
-  [[ $v =~ ^[0-9]+$ ]] && [ "$v" -gt 0 ] || { osmh_log "bad number '$v'"; exit 2; }
+  if ! [[ $v =~ ^[0-9]+$ ]] || [ "$v" -eq 0 ]; then osmh_log "bad number '$v'"; exit 2; fi
 done
 if [ -n "$partitions" ]; then
   [ -f "$partitions" ] || { osmh_log "no partitions file $partitions"; exit 2; }

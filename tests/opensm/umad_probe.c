@@ -197,6 +197,8 @@ int main(int argc, char **argv)
 		umad_unregister(fd, agent);
 		umad_close_port(fd);
 		umad_release_port(&port);
+		free(req);
+		free(resp);
 		return st == 0 ? 0 : 2;
 	}
 }

@@ -1,0 +1,79 @@
+#include "fabric/management.h"
+
+namespace ipoibd::fabric {
+
+FabricManagement::FabricManagement(Switch& sw, SubnetManager& sm, SaServer& sa) : switch_(sw), sm_(sm), sa_(sa) {}
+
+std::uint8_t link_rate_code(std::uint8_t width, std::uint8_t speed) {
+    unsigned lanes = 1;
+    if (width & 0x08) lanes = 12;
+    else if (width & 0x04) lanes = 8;
+    else if (width & 0x02) lanes = 4;
+    else if (width & 0x10) lanes = 2;
+    unsigned mbps_per_lane = 2500;
+    if (speed & 0x4) mbps_per_lane = 10000;
+    else if (speed & 0x2) mbps_per_lane = 5000;
+    switch (lanes * mbps_per_lane) {
+        case 2500: return 2;
+        case 5000: return 5;
+        case 10000: return 3;
+        case 20000: return 6;
+        case 30000: return 4;
+        case 40000: return 7;
+        case 60000: return 8;
+        case 80000: return 9;
+        case 120000: return 10;
+        default: return 3;
+    }
+}
+
+std::vector<SaPort> FabricManagement::sa_ports(const SubnetManager& sm, std::uint64_t subnet_prefix,
+                                               const std::vector<Partition>& partitions) {
+    std::vector<SaPort> out;
+    for (const auto& [sp, p] : sm.ports()) {
+        if (p.phase != SmPortPhase::active) continue;
+        SaPort s;
+        s.lid = p.lid;
+        s.guid = p.port_guid;
+        store_be64(s.gid.data(), subnet_prefix);
+        store_be64(s.gid.data() + 8, p.port_guid);
+        s.mtu = p.port_info.neighbor_mtu ? p.port_info.neighbor_mtu : std::uint8_t{4};
+        s.rate = link_rate_code(p.port_info.link_width_active, p.port_info.link_speed_active);
+        s.pkeys = pkeys_for_port(partitions, p.port_guid);
+        s.switch_port = sp;
+        out.push_back(std::move(s));
+    }
+    return out;
+}
+
+bool FabricManagement::on_packet(const ib::Packet& packet, bytes, std::uint8_t) {
+    if (packet.bth.dest_qp != ib::kQp1) return false;
+    auto mad = sa::decode_sa_mad(packet.payload);
+    if (!mad || packet.ext.deth.qkey != ib::kGsiQKey) {
+        ++malformed_;
+        return true;  // taken, and counted: not an SA MAD
+    }
+    for (const sa::SaMad& out : sa_.handle(*mad, packet.lrh.slid)) {
+        std::array<std::uint8_t, ib::kMadSize> bytes_out{};
+        out.write_to(bytes_out.data());
+        ib::PacketSpec spec;
+        spec.lrh.sl = packet.lrh.sl;
+        spec.lrh.dlid = packet.lrh.slid;
+        spec.lrh.slid = switch_.lid();
+        if (packet.grh) {
+            ib::Grh g = *packet.grh;
+            std::swap(g.sgid, g.dgid);
+            spec.grh = g;
+        }
+        spec.bth.opcode = ib::op::ud_send_only;
+        spec.bth.pkey = packet.bth.pkey;
+        spec.bth.dest_qp = packet.ext.deth.src_qp;
+        spec.ext.deth = {ib::kGsiQKey, ib::kQp1};
+        spec.payload = bytes_out;
+        std::vector<std::uint8_t> wire(ib::packet_size(spec));
+        if (ib::build_packet(spec, wire)) switch_.send_from_management(wire);
+    }
+    return true;
+}
+
+}  // namespace ipoibd::fabric

@@ -1,0 +1,39 @@
+// The switch's management port 0: the SM on QP0 and the SA on QP1.
+//
+// SMP responses go to the SubnetManager. SA requests (LID-routed to the
+// switch LID, QP1, Q_Key 0x80010000) go to the SaServer, whose answers are
+// sent back to the requester's LID and QPN with the request's P_Key (and a
+// GRH when the request had one). The SM's view of the ports feeds the SA;
+// a lost port ends its memberships.
+#pragma once
+
+#include "fabric/sa_server.h"
+#include "fabric/sm.h"
+#include "fabric/switch.h"
+
+namespace ipoibd::fabric {
+
+class FabricManagement final : public ManagementSink {
+public:
+    FabricManagement(Switch& sw, SubnetManager& sm, SaServer& sa);
+
+    void on_smp(const ib::Smp& smp, std::uint8_t in_port) override { sm_.on_smp(smp, in_port); }
+    bool on_packet(const ib::Packet& packet, bytes wire, std::uint8_t in_port) override;
+
+    // The SM's ACTIVE ports as the SA sees them.
+    static std::vector<SaPort> sa_ports(const SubnetManager& sm, std::uint64_t subnet_prefix,
+                                        const std::vector<Partition>& partitions);
+
+    std::uint64_t sa_malformed() const { return malformed_; }
+
+private:
+    Switch& switch_;
+    SubnetManager& sm_;
+    SaServer& sa_;
+    std::uint64_t malformed_ = 0;
+};
+
+// IBA rate code of a link: active width times active speed.
+std::uint8_t link_rate_code(std::uint8_t link_width_active, std::uint8_t link_speed_active);
+
+}  // namespace ipoibd::fabric

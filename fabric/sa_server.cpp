@@ -1,0 +1,403 @@
+#include "fabric/sa_server.h"
+
+#include <algorithm>
+
+#include "sa_client/rmpp.h"
+
+namespace ipoibd::fabric {
+namespace {
+
+namespace mc = sa::mc_member_comp;
+namespace pc = sa::path_comp;
+using sa::Selector;
+
+constexpr std::uint16_t kOk = 0;
+
+// Does `have` satisfy `want` under `selector` (IBA 15.2.5.16 selectors)?
+// MTU and rate codes grow with the value they name for the codes used here.
+bool selects(Selector selector, std::uint8_t have, std::uint8_t want) {
+    switch (selector) {
+        case Selector::greater_than: return have > want;
+        case Selector::less_than: return have < want;
+        case Selector::exactly: return have == want;
+        case Selector::largest_available: return true;
+    }
+    return false;
+}
+
+// Rate codes are not ordered by speed (5 Gb/s is code 5, 10 Gb/s code 3).
+bool rate_selects(Selector selector, std::uint8_t have, std::uint8_t want) {
+    const auto h = sa::rate_mbps(have), w = sa::rate_mbps(want);
+    switch (selector) {
+        case Selector::greater_than: return h > w;
+        case Selector::less_than: return h < w;
+        case Selector::exactly: return h == w;
+        case Selector::largest_available: return true;
+    }
+    return false;
+}
+
+bool holds_pkey(const SaPort& port, std::uint16_t pkey) {
+    return std::any_of(port.pkeys.begin(), port.pkeys.end(),
+                       [&](std::uint16_t k) { return (k & 0x7FFF) == (pkey & 0x7FFF) && (k & 0x7FFF) != 0; });
+}
+
+// An IPoIB MGID: ff1S:401b:PPPP:: (IPv4) or ff1S:601b:PPPP:: (IPv6).
+std::optional<std::uint16_t> ipoib_mgid_pkey(const ib::Gid& g) {
+    if (g[0] != 0xFF || g[3] != 0x1B || (g[2] != 0x40 && g[2] != 0x60)) return std::nullopt;
+    return load_be16(g.data() + 4);
+}
+
+bool zero_gid(const ib::Gid& g) { return std::all_of(g.begin(), g.end(), [](std::uint8_t b) { return b == 0; }); }
+
+}  // namespace
+
+SaServer::SaServer(SaServerConfig config, Switch& sw, PortList ports)
+    : config_(std::move(config)), switch_(sw), ports_(std::move(ports)) {
+    create_predefined_groups();
+}
+
+// Each partition with the ipoib flag has its IPv4 broadcast group from the
+// start: ff12:401b:PPPP::ffff:ffff with the partition's parameters, MLIDs
+// from 0xC000 in partition order (the default partition's is 0xC000).
+void SaServer::create_predefined_groups() {
+    for (const Partition& p : config_.partitions) {
+        if (!p.ipoib) continue;
+        McGroup g;
+        g.predefined = true;
+        ib::Gid mgid{0xFF, static_cast<std::uint8_t>(0x10 | p.broadcast.scope), 0x40, 0x1B};
+        store_be16(mgid.data() + 4, static_cast<std::uint16_t>(p.pkey | 0x8000));
+        mgid[12] = mgid[13] = mgid[14] = mgid[15] = 0xFF;
+        g.params.mgid = mgid;
+        g.params.q_key = p.broadcast.qkey;
+        g.params.mlid = allocate_mlid();
+        g.params.mtu_selector = Selector::exactly;
+        g.params.mtu = p.broadcast.mtu;
+        g.params.tclass = p.broadcast.tclass;
+        g.params.p_key = static_cast<std::uint16_t>(p.pkey | 0x8000);
+        g.params.rate_selector = Selector::exactly;
+        g.params.rate = p.broadcast.rate;
+        g.params.packet_life_time_selector = Selector::exactly;
+        g.params.packet_life_time = config_.packet_life_time;
+        g.params.sl = p.broadcast.sl;
+        g.params.flow_label = p.broadcast.flow_label;
+        g.params.scope = p.broadcast.scope;
+        groups_[mgid] = g;
+    }
+}
+
+std::uint16_t SaServer::allocate_mlid() const {
+    for (std::uint32_t mlid = ib::kLidMulticastFirst; mlid <= ib::kLidMulticastLast; ++mlid) {
+        const bool used = std::any_of(groups_.begin(), groups_.end(),
+                                      [&](const auto& kv) { return kv.second.params.mlid == mlid; });
+        if (!used) return static_cast<std::uint16_t>(mlid);
+    }
+    return 0;
+}
+
+std::optional<SaPort> SaServer::port_by_lid(std::uint16_t lid) const {
+    for (const SaPort& p : ports_())
+        if (p.lid == lid) return p;
+    return std::nullopt;
+}
+
+std::optional<SaPort> SaServer::port_by_gid(const ib::Gid& gid) const {
+    for (const SaPort& p : ports_())
+        if (p.gid == gid) return p;
+    return std::nullopt;
+}
+
+std::vector<sa::SaMad> SaServer::handle(const sa::SaMad& request, std::uint16_t requester_lid) {
+    ++counters_.requests;
+    sa::SaMad resp = request;
+    resp.header.method = static_cast<std::uint8_t>(request.header.method | ib::method::response_bit);
+    resp.header.status = kOk;
+    resp.rmpp = {};
+    resp.data.fill(0);
+    auto reply = [&](std::uint16_t status) {
+        resp.header.status = status;
+        if (status != kOk) ++counters_.errors;
+        return std::vector<sa::SaMad>{resp};
+    };
+    // Responses, and RMPP ACK/STOP/ABORT of a transfer (this SA sends its
+    // whole table at once: see docs/sa.md), need no answer.
+    if (request.header.is_response() || request.rmpp.rmpp_type > sa::rmpp_type::data) {
+        ++counters_.malformed;
+        return {};
+    }
+    if (request.header.class_version != ib::class_version::subn_adm) return reply(ib::mad_status::bad_version);
+    const auto requester = port_by_lid(requester_lid);
+    if (!requester) return reply(sa::sa_status::err_req_invalid);
+    const std::uint8_t method = request.header.method;
+    const std::uint64_t mask = request.component_mask;
+
+    if (request.header.attribute_id == sa::sa_attr::mc_member_record) {
+        const auto rec = sa::get_record<sa::McMemberRecord>(request);
+        if (method == ib::method::set || method == ib::method::del) {
+            sa::McMemberRecord out;
+            const std::uint16_t status = method == ib::method::set ? join(rec, mask, *requester, out)
+                                                                   : leave(rec, mask, *requester, out);
+            if (status == kOk) (void)sa::put_record(out, resp);
+            else (void)sa::put_record(rec, resp);
+            return reply(status);
+        }
+        if (method == ib::method::get || method == ib::method::get_table) {
+            const auto found = query_groups(rec, mask, request.sm_key == config_.sm_key);
+            return respond_records(resp, method, found);
+        }
+        return reply(ib::mad_status::method_attr_not_supported);
+    }
+    if (request.header.attribute_id == sa::sa_attr::path_record) {
+        if (method != ib::method::get && method != ib::method::get_table)
+            return reply(ib::mad_status::method_attr_not_supported);
+        const auto rec = sa::get_record<sa::PathRecord>(request);
+        if (method == ib::method::get && !(mask & (pc::dgid | pc::dlid))) return reply(sa::sa_status::err_req_insufficient_components);
+        return respond_records(resp, method, query_paths(rec, mask, *requester));
+    }
+    return reply(ib::mad_status::method_attr_not_supported);
+}
+
+template <class Record>
+std::vector<sa::SaMad> SaServer::respond_records(sa::SaMad& resp, std::uint8_t method, const std::vector<Record>& found) {
+    if (found.empty()) {
+        resp.header.status = sa::sa_status::err_no_records;
+        ++counters_.errors;
+        return {resp};
+    }
+    if (method == ib::method::get) {
+        if (found.size() > 1) {
+            resp.header.status = sa::sa_status::err_too_many_records;
+            ++counters_.errors;
+            return {resp};
+        }
+        (void)sa::put_record(found.front(), resp);
+        return {resp};
+    }
+    resp.attribute_offset = sa::attribute_offset_for(Record::size);
+    const auto payload = sa::pack_records(std::span<const Record>(found));
+    return sa::rmpp_segments(resp, payload);
+}
+
+std::uint16_t SaServer::join(const sa::McMemberRecord& req, std::uint64_t mask, const SaPort& requester,
+                             sa::McMemberRecord& out) {
+    if ((mask & sa::kMcMemberJoinComponents) != sa::kMcMemberJoinComponents) return sa::sa_status::err_req_insufficient_components;
+    if (req.join_state == 0) return sa::sa_status::err_req_invalid;
+    if (req.port_gid != requester.gid) return sa::sa_status::err_req_invalid;  // no proxy joins
+    auto it = groups_.find(req.mgid);
+    if (it == groups_.end()) {
+        McGroup created;
+        const std::uint16_t status = create_group(req, mask, requester, created);
+        if (status != kOk) return status;
+        it = groups_.emplace(created.params.mgid, created).first;
+        ++counters_.groups_created;
+    } else {
+        const sa::McMemberRecord& g = it->second.params;
+        if (!holds_pkey(requester, g.p_key)) return sa::sa_status::err_req_invalid;
+        if ((mask & mc::q_key) && req.q_key != g.q_key) return sa::sa_status::err_req_invalid;
+        if ((mask & mc::p_key) && (req.p_key & 0x7FFF) != (g.p_key & 0x7FFF)) return sa::sa_status::err_req_invalid;
+        if ((mask & mc::mtu) && !selects((mask & mc::mtu_selector) ? req.mtu_selector : Selector::exactly, g.mtu, req.mtu))
+            return sa::sa_status::err_req_invalid;
+        if ((mask & mc::rate) && !rate_selects((mask & mc::rate_selector) ? req.rate_selector : Selector::exactly, g.rate, req.rate))
+            return sa::sa_status::err_req_invalid;
+        if ((mask & mc::sl) && req.sl != g.sl) return sa::sa_status::err_req_invalid;
+        if ((mask & mc::flow_label) && req.flow_label != g.flow_label) return sa::sa_status::err_req_invalid;
+        if ((mask & mc::tclass) && req.tclass != g.tclass) return sa::sa_status::err_req_invalid;
+        if ((mask & mc::hop_limit) && req.hop_limit != g.hop_limit) return sa::sa_status::err_req_invalid;
+        // The port must carry the group's traffic.
+        if (requester.mtu < g.mtu || sa::rate_mbps(requester.rate) < sa::rate_mbps(g.rate)) return sa::sa_status::err_req_invalid;
+    }
+    McGroup& group = it->second;
+    group.members[requester.guid] |= req.join_state;
+    out = group.params;
+    out.port_gid = requester.gid;
+    out.join_state = group.members[requester.guid];
+    update_forwarding(group);
+    return kOk;
+}
+
+std::uint16_t SaServer::create_group(const sa::McMemberRecord& req, std::uint64_t mask, const SaPort& requester, McGroup& out) {
+    if ((mask & sa::kMcMemberCreateComponents) != sa::kMcMemberCreateComponents) return sa::sa_status::err_req_insufficient_components;
+    if (!(req.join_state & (sa::join_state::full_member | sa::join_state::send_only_full_member))) return sa::sa_status::err_req_invalid;
+    if (!holds_pkey(requester, req.p_key)) return sa::sa_status::err_req_invalid;
+    sa::McMemberRecord g = req;
+    // MTU and rate: what the selector asks for, within the requester's port.
+    std::uint8_t mtu = requester.mtu;
+    if (mask & mc::mtu) {
+        const Selector s = (mask & mc::mtu_selector) ? req.mtu_selector : Selector::exactly;
+        if (s == Selector::exactly) mtu = req.mtu;
+        else if (s == Selector::greater_than) mtu = std::max<std::uint8_t>(static_cast<std::uint8_t>(req.mtu + 1), requester.mtu);
+        else if (s == Selector::less_than) mtu = std::min<std::uint8_t>(static_cast<std::uint8_t>(req.mtu - 1), requester.mtu);
+        if (mtu > requester.mtu || !selects(s, mtu, req.mtu)) return sa::sa_status::err_req_invalid;
+    }
+    std::uint8_t rate = requester.rate;
+    if (mask & mc::rate) {
+        const Selector s = (mask & mc::rate_selector) ? req.rate_selector : Selector::exactly;
+        if (s == Selector::exactly) rate = req.rate;
+        if (sa::rate_mbps(rate) > sa::rate_mbps(requester.rate) || !rate_selects(s, rate, req.rate)) return sa::sa_status::err_req_invalid;
+    }
+    g.mtu_selector = Selector::exactly;
+    g.mtu = mtu;
+    g.rate_selector = Selector::exactly;
+    g.rate = rate;
+    g.packet_life_time_selector = Selector::exactly;
+    g.packet_life_time = config_.packet_life_time;
+    if (!(mask & mc::hop_limit)) g.hop_limit = 0;
+    // An IPoIB group takes its partition's broadcast group's parameters;
+    // asking for others is refused.
+    if (const auto pkey = ipoib_mgid_pkey(req.mgid)) {
+        const auto bcast = std::find_if(groups_.begin(), groups_.end(), [&](const auto& kv) {
+            return kv.second.predefined && (kv.second.params.p_key & 0x7FFF) == (*pkey & 0x7FFF);
+        });
+        if (bcast == groups_.end()) return sa::sa_status::err_req_invalid;
+        const sa::McMemberRecord& b = bcast->second.params;
+        if (req.q_key != b.q_key || (req.p_key & 0x7FFF) != (b.p_key & 0x7FFF) || req.sl != b.sl ||
+            req.tclass != b.tclass || req.flow_label != b.flow_label)
+            return sa::sa_status::err_req_invalid;
+        if ((mask & mc::mtu) && !selects((mask & mc::mtu_selector) ? req.mtu_selector : Selector::exactly, b.mtu, req.mtu))
+            return sa::sa_status::err_req_invalid;
+        g.mtu = b.mtu;
+        g.rate = b.rate;
+        g.scope = static_cast<std::uint8_t>(req.mgid[1] & 0x0F);
+    }
+    if (zero_gid(req.mgid)) {
+        // The SA names the group: ff1S:a01b:PPPP::N, as OpenSM does.
+        ib::Gid m{0xFF, static_cast<std::uint8_t>(0x10 | ((mask & mc::scope) ? req.scope : sa::mgid_scope::link_local)), 0xA0, 0x1B};
+        store_be16(m.data() + 4, req.p_key);
+        store_be32(m.data() + 12, next_mgid_++);
+        g.mgid = m;
+    }
+    g.mlid = allocate_mlid();
+    if (g.mlid == 0) return sa::sa_status::err_no_resources;
+    g.port_gid = {};
+    g.join_state = 0;
+    out.params = g;
+    return kOk;
+}
+
+std::uint16_t SaServer::leave(const sa::McMemberRecord& req, std::uint64_t mask, const SaPort& requester, sa::McMemberRecord& out) {
+    if ((mask & sa::kMcMemberJoinComponents) != sa::kMcMemberJoinComponents) return sa::sa_status::err_req_insufficient_components;
+    if (req.port_gid != requester.gid) return sa::sa_status::err_req_invalid;
+    const auto it = groups_.find(req.mgid);
+    if (it == groups_.end()) return sa::sa_status::err_req_invalid;
+    McGroup& g = it->second;
+    const auto m = g.members.find(requester.guid);
+    if (m == g.members.end() || !(m->second & req.join_state)) return sa::sa_status::err_req_invalid;
+    m->second = static_cast<std::uint8_t>(m->second & ~req.join_state);
+    out = req;  // OpenSM's DeleteResp echoes the request's record
+    out.join_state = req.join_state;
+    if (m->second == 0) g.members.erase(m);
+    if (g.members.empty() && !g.predefined) {
+        switch_.set_multicast_ports(g.params.mlid, {});
+        groups_.erase(it);
+        ++counters_.groups_deleted;
+        return kOk;
+    }
+    update_forwarding(g);
+    return kOk;
+}
+
+std::vector<sa::McMemberRecord> SaServer::query_groups(const sa::McMemberRecord& req, std::uint64_t mask, bool trusted) const {
+    std::vector<sa::McMemberRecord> out;
+    for (const auto& [mgid, g] : groups_) {
+        const sa::McMemberRecord& p = g.params;
+        if ((mask & mc::mgid) && req.mgid != p.mgid) continue;
+        if ((mask & mc::mlid) && req.mlid != p.mlid) continue;
+        if ((mask & mc::q_key) && req.q_key != p.q_key) continue;
+        if ((mask & mc::p_key) && (req.p_key & 0x7FFF) != (p.p_key & 0x7FFF)) continue;
+        if ((mask & mc::sl) && req.sl != p.sl) continue;
+        if (!trusted) {
+            // Like OpenSM, a requester without the SM_Key sees each group
+            // once, without its members.
+            out.push_back(p);
+            continue;
+        }
+        for (const auto& [guid, state] : g.members) {
+            sa::McMemberRecord r = p;
+            store_be64(r.port_gid.data(), config_.subnet_prefix);
+            store_be64(r.port_gid.data() + 8, guid);
+            r.join_state = state;
+            if ((mask & mc::port_gid) && req.port_gid != r.port_gid) continue;
+            out.push_back(r);
+        }
+    }
+    return out;
+}
+
+std::vector<sa::PathRecord> SaServer::query_paths(const sa::PathRecord& req, std::uint64_t mask, const SaPort& requester) const {
+    std::vector<SaPort> sources, dests;
+    const auto all = ports_();
+    for (const SaPort& p : all) {
+        const bool src = (mask & pc::sgid) ? p.gid == req.sgid : (mask & pc::slid) ? p.lid == req.slid : p.lid == requester.lid;
+        const bool dst = (mask & pc::dgid) ? p.gid == req.dgid : (mask & pc::dlid) ? p.lid == req.dlid : true;
+        if (src) sources.push_back(p);
+        if (dst) dests.push_back(p);
+    }
+    std::vector<sa::PathRecord> out;
+    for (const SaPort& s : sources) {
+        for (const SaPort& d : dests) {
+            // The P_Key: the requested one if both hold it, else the first
+            // the two share (full membership preferred by table order).
+            std::optional<std::uint16_t> pkey;
+            for (std::uint16_t k : s.pkeys) {
+                if (!holds_pkey(d, k) || (k & 0x7FFF) == 0) continue;
+                if ((mask & pc::p_key) && (k & 0x7FFF) != (req.p_key & 0x7FFF)) continue;
+                // Two limited members share no partition they may talk in.
+                const bool s_full = (k & 0x8000) != 0;
+                const bool d_full = std::any_of(d.pkeys.begin(), d.pkeys.end(), [&](std::uint16_t x) { return x == (k | 0x8000); });
+                if (!s_full && !d_full) continue;
+                pkey = k;
+                break;
+            }
+            if (!pkey) continue;
+            sa::PathRecord r;
+            r.sgid = s.gid;
+            r.dgid = d.gid;
+            r.slid = s.lid;
+            r.dlid = d.lid;
+            r.reversible = true;
+            r.p_key = *pkey;
+            r.sl = 0;
+            r.mtu_selector = Selector::exactly;
+            r.mtu = std::min(s.mtu, d.mtu);
+            r.rate_selector = Selector::exactly;
+            r.rate = sa::rate_mbps(s.rate) <= sa::rate_mbps(d.rate) ? s.rate : d.rate;
+            r.packet_life_time_selector = Selector::exactly;
+            r.packet_life_time = config_.packet_life_time;
+            if ((mask & pc::mtu) && !selects((mask & pc::mtu_selector) ? req.mtu_selector : Selector::exactly, r.mtu, req.mtu)) continue;
+            if ((mask & pc::sl) && req.sl != r.sl) continue;
+            out.push_back(r);
+        }
+    }
+    return out;
+}
+
+void SaServer::update_forwarding(const McGroup& g) {
+    std::set<std::uint8_t> ports;
+    const auto all = ports_();
+    for (const auto& [guid, state] : g.members) {
+        if (!(state & (sa::join_state::full_member | sa::join_state::non_member))) continue;
+        for (const SaPort& p : all)
+            if (p.guid == guid && p.switch_port != 0) ports.insert(p.switch_port);
+    }
+    switch_.set_multicast_ports(g.params.mlid, std::move(ports));
+}
+
+void SaServer::refresh_forwarding() {
+    for (const auto& [mgid, g] : groups_) update_forwarding(g);
+}
+
+void SaServer::port_gone(std::uint64_t guid) {
+    for (auto it = groups_.begin(); it != groups_.end();) {
+        it->second.members.erase(guid);
+        if (it->second.members.empty() && !it->second.predefined) {
+            switch_.set_multicast_ports(it->second.params.mlid, {});
+            it = groups_.erase(it);
+            ++counters_.groups_deleted;
+        } else {
+            update_forwarding(it->second);
+            ++it;
+        }
+    }
+}
+
+}  // namespace ipoibd::fabric

@@ -1,0 +1,220 @@
+// The SA server engine: the request list of the OpenSM comparison (issue 4)
+// against ibfabricd's SA, plus forwarding and partitions.
+#include <gtest/gtest.h>
+
+#include "fabric/sa_server.h"
+#include "sa_client/rmpp.h"
+#include "transport/gid.h"
+
+namespace ipoibd::fabric {
+namespace {
+
+namespace mc = sa::mc_member_comp;
+using sa::McMemberQuery;
+using sa::SaMad;
+
+struct NullOutput final : SwitchOutput {
+    void send(const SocketAddress&, bytes) override {}
+};
+
+ib::Gid gid_of(std::uint64_t guid) {
+    ib::Gid g{};
+    store_be64(g.data(), 0xFE80000000000000ULL);
+    store_be64(g.data() + 8, guid);
+    return g;
+}
+
+const ib::Gid kBroadcast = *parse_gid("ff12:401b:ffff::ffff:ffff");
+
+struct SaServerTest : ::testing::Test {
+    NullOutput out;
+    Switch sw{Switch::Config{}, out};
+    std::vector<SaPort> ports = {
+        {.lid = 2, .guid = 0xA, .gid = gid_of(0xA), .mtu = 4, .rate = 7, .pkeys = {0xFFFF}, .switch_port = 1},
+        {.lid = 3, .guid = 0xB, .gid = gid_of(0xB), .mtu = 5, .rate = 7, .pkeys = {0xFFFF}, .switch_port = 2},
+        {.lid = 4, .guid = 0xC, .gid = gid_of(0xC), .mtu = 4, .rate = 7, .pkeys = {0x8001}, .switch_port = 3},
+    };
+    SaServer sa{SaServerConfig{}, sw, [this] { return ports; }};
+
+    SaMad ask(std::uint8_t method, const McMemberQuery& q, std::uint16_t lid, std::uint64_t sm_key = 0) {
+        auto req = q.request(method, 0x1234);
+        EXPECT_TRUE(req.has_value());
+        req->sm_key = sm_key;
+        const auto resp = sa.handle(*req, lid);
+        EXPECT_EQ(resp.size(), 1u);
+        return resp.at(0);
+    }
+    McMemberQuery join_bcast(std::uint64_t guid, std::uint8_t state = sa::join_state::full_member) {
+        McMemberQuery q;
+        q.set_mgid(kBroadcast).set_port_gid(gid_of(guid)).set_join_state(state);
+        return q;
+    }
+    McMemberQuery create(const ib::Gid& mgid, std::uint64_t guid) {
+        McMemberQuery q;
+        q.set_mgid(mgid).set_port_gid(gid_of(guid)).set_join_state(sa::join_state::full_member)
+            .set_q_key(0x1234).set_tclass(0).set_p_key(0xFFFF).set_flow_label(0).set_sl(0);
+        return q;
+    }
+};
+
+TEST_F(SaServerTest, BroadcastGroupExistsWithOpenSmDefaults) {
+    McMemberQuery q;
+    q.set_mgid(kBroadcast);
+    const SaMad r = ask(ib::method::get, q, 2);
+    EXPECT_EQ(r.header.status, 0);
+    EXPECT_EQ(r.header.method, ib::method::get_resp);
+    const auto g = sa::get_record<sa::McMemberRecord>(r);
+    EXPECT_EQ(g.mgid, kBroadcast);
+    EXPECT_EQ(g.q_key, 0x0B1Bu);
+    EXPECT_EQ(g.mlid, 0xC000);
+    EXPECT_EQ(g.mtu, 4);   // 2048
+    EXPECT_EQ(g.rate, 3);  // 10 Gb/s
+    EXPECT_EQ(g.p_key, 0xFFFF);
+    EXPECT_EQ(g.scope, 2);
+}
+
+TEST_F(SaServerTest, JoinBroadcastAsFullMemberProgramsTheSwitch) {
+    const SaMad r = ask(ib::method::set, join_bcast(0xA), 2);
+    ASSERT_EQ(r.header.status, 0);
+    const auto g = sa::get_record<sa::McMemberRecord>(r);
+    EXPECT_EQ(g.join_state, sa::join_state::full_member);
+    EXPECT_EQ(g.port_gid, gid_of(0xA));
+    EXPECT_EQ(g.mlid, 0xC000);
+    EXPECT_EQ(g.q_key, 0x0B1Bu);
+    // A send-only member does not receive: its port is not in the tree.
+    ASSERT_EQ(ask(ib::method::set, join_bcast(0xB, sa::join_state::send_only_non_member), 3).header.status, 0);
+    // (forwarding checked through the switch's public behaviour in the
+    // fabric tests; here the membership is what matters)
+    EXPECT_EQ(sa.groups().at(kBroadcast).members.size(), 2u);
+}
+
+TEST_F(SaServerTest, UnknownGroupNeedsCreationComponents) {
+    const ib::Gid mgid = *parse_gid("ff12:a01b:ffff::42");
+    const SaMad r = ask(ib::method::set, join_bcast(0xA).set_mgid(mgid), 2);
+    EXPECT_EQ(r.header.status, sa::sa_status::err_req_insufficient_components);
+    const SaMad ok = ask(ib::method::set, create(mgid, 0xA), 2);
+    ASSERT_EQ(ok.header.status, 0);
+    const auto g = sa::get_record<sa::McMemberRecord>(ok);
+    EXPECT_EQ(g.mlid, 0xC001);
+    EXPECT_EQ(g.q_key, 0x1234u);
+    EXPECT_EQ(g.mtu, 4) << "the requester's MTU when none is asked";
+    EXPECT_EQ(sa.counters().groups_created, 1u);
+}
+
+TEST_F(SaServerTest, MismatchingMtuSelectorAndQKeyAreRefused) {
+    auto q = join_bcast(0xB);
+    q.set_mtu(sa::Selector::exactly, 5);  // group is 2048, asked 4096
+    EXPECT_EQ(ask(ib::method::set, q, 3).header.status, sa::sa_status::err_req_invalid);
+    auto q2 = join_bcast(0xB);
+    q2.set_mtu(sa::Selector::greater_than, 3);  // > 1024: 2048 fits
+    EXPECT_EQ(ask(ib::method::set, q2, 3).header.status, 0);
+    auto q3 = join_bcast(0xA);
+    q3.set_q_key(0xBAD);
+    EXPECT_EQ(ask(ib::method::set, q3, 2).header.status, sa::sa_status::err_req_invalid);
+}
+
+TEST_F(SaServerTest, JoinForAnotherPortOrOutsideThePartitionIsRefused) {
+    EXPECT_EQ(ask(ib::method::set, join_bcast(0xB), 2).header.status, sa::sa_status::err_req_invalid);
+    EXPECT_EQ(ask(ib::method::set, join_bcast(0xC), 4).header.status, sa::sa_status::err_req_invalid);
+}
+
+TEST_F(SaServerTest, LeaveAndQueryAfterLeave) {
+    const ib::Gid mgid = *parse_gid("ff12:a01b:ffff::77");
+    ASSERT_EQ(ask(ib::method::set, create(mgid, 0xA), 2).header.status, 0);
+    ASSERT_EQ(ask(ib::method::set, join_bcast(0xA), 2).header.status, 0);
+    McMemberQuery members;
+    members.set_mgid(kBroadcast);
+    auto table = [&](std::uint64_t sm_key) {
+        auto req = members.request(ib::method::get_table, 1);
+        req->sm_key = sm_key;
+        return sa.handle(*req, 2);
+    };
+    // Trusted (SM_Key 1): one record per member; untrusted: one per group.
+    EXPECT_EQ(table(1).at(0).header.status, 0);
+    EXPECT_EQ(ask(ib::method::del, join_bcast(0xA), 2).header.status, 0);
+    EXPECT_EQ(table(1).at(0).header.status, sa::sa_status::err_no_records);
+    EXPECT_EQ(table(0).at(0).header.status, 0) << "the broadcast group stays";
+    EXPECT_EQ(ask(ib::method::del, join_bcast(0xA), 2).header.status, sa::sa_status::err_req_invalid) << "not a member now";
+
+    McMemberQuery leave;
+    leave.set_mgid(mgid).set_port_gid(gid_of(0xA)).set_join_state(sa::join_state::full_member);
+    EXPECT_EQ(ask(ib::method::del, leave, 2).header.status, 0);
+    McMemberQuery get;
+    get.set_mgid(mgid);
+    EXPECT_EQ(ask(ib::method::get, get, 2).header.status, sa::sa_status::err_no_records) << "deleted with its last member";
+    EXPECT_EQ(sa.counters().groups_deleted, 1u);
+}
+
+TEST_F(SaServerTest, IpoibGroupsTakeTheBroadcastGroupsParameters) {
+    const ib::Gid mgid = *parse_gid("ff12:401b:ffff::e000:1");
+    auto q = create(mgid, 0xA);
+    EXPECT_EQ(ask(ib::method::set, q, 2).header.status, sa::sa_status::err_req_invalid) << "Q_Key 0x1234 is not the partition's";
+    q.set_q_key(0x0B1B);
+    const SaMad r = ask(ib::method::set, q, 2);
+    ASSERT_EQ(r.header.status, 0);
+    const auto g = sa::get_record<sa::McMemberRecord>(r);
+    EXPECT_EQ(g.mtu, 4);
+    EXPECT_EQ(g.rate, 3);
+}
+
+TEST_F(SaServerTest, PathRecordBetweenTwoPorts) {
+    sa::PathQuery q;
+    q.set_sgid(gid_of(0xA)).set_dgid(gid_of(0xB));
+    auto req = q.request(ib::method::get, 9);
+    const auto resp = sa.handle(*req, 2);
+    ASSERT_EQ(resp.size(), 1u);
+    ASSERT_EQ(resp[0].header.status, 0);
+    const auto p = sa::get_record<sa::PathRecord>(resp[0]);
+    EXPECT_EQ(p.slid, 2);
+    EXPECT_EQ(p.dlid, 3);
+    EXPECT_EQ(p.p_key, 0xFFFF);
+    EXPECT_EQ(p.mtu, 4) << "the smaller of the two ports";
+    EXPECT_EQ(p.rate, 7);
+    EXPECT_TRUE(p.reversible);
+    EXPECT_EQ(p.mtu_selector, sa::Selector::exactly);
+
+    sa::PathQuery none;
+    none.set_sgid(gid_of(0xA)).set_dgid(gid_of(0xC));
+    EXPECT_EQ(sa.handle(*none.request(ib::method::get, 10), 2).at(0).header.status, sa::sa_status::err_no_records)
+        << "no shared partition";
+}
+
+TEST_F(SaServerTest, PathRecordTableComesInRmppSegments) {
+    sa::PathQuery q;  // every destination from the requester
+    auto req = q.request(ib::method::get_table, 11);
+    const auto resp = sa.handle(*req, 2);
+    ASSERT_FALSE(resp.empty());
+    EXPECT_TRUE(resp[0].rmpp.active());
+    EXPECT_EQ(resp[0].header.method, ib::method::get_table_resp);
+    auto whole = sa::reassemble(resp);
+    ASSERT_TRUE(whole.has_value());
+    auto records = sa::unpack_records<sa::PathRecord>(whole->payload, whole->header.attribute_offset);
+    ASSERT_TRUE(records.has_value());
+    EXPECT_EQ(records->size(), 2u) << "to itself and to LID 3; LID 4 shares no partition";
+}
+
+TEST_F(SaServerTest, BadRequestsGetStatusesOrAreIgnored) {
+    auto req = join_bcast(0xA).request(ib::method::set, 1);
+    req->header.class_version = 1;
+    EXPECT_EQ(sa.handle(*req, 2).at(0).header.status, ib::mad_status::bad_version);
+    auto unknown = join_bcast(0xA).request(ib::method::set, 2);
+    unknown->header.attribute_id = 0x00AB;
+    EXPECT_EQ(sa.handle(*unknown, 2).at(0).header.status, ib::mad_status::method_attr_not_supported);
+    auto from_nowhere = join_bcast(0xA).request(ib::method::set, 3);
+    EXPECT_EQ(sa.handle(*from_nowhere, 99).at(0).header.status, sa::sa_status::err_req_invalid);
+    auto response = join_bcast(0xA).request(ib::method::get_resp, 4);
+    EXPECT_TRUE(sa.handle(*response, 2).empty());
+    EXPECT_EQ(sa.counters().malformed, 1u);
+}
+
+TEST_F(SaServerTest, LostPortLeavesItsGroups) {
+    const ib::Gid mgid = *parse_gid("ff12:a01b:ffff::99");
+    ASSERT_EQ(ask(ib::method::set, create(mgid, 0xA), 2).header.status, 0);
+    ASSERT_EQ(ask(ib::method::set, join_bcast(0xA), 2).header.status, 0);
+    sa.port_gone(0xA);
+    EXPECT_EQ(sa.groups().count(mgid), 0u);
+    EXPECT_TRUE(sa.groups().at(kBroadcast).members.empty());
+}
+
+}  // namespace
+}  // namespace ipoibd::fabric
