@@ -166,10 +166,13 @@ private:
 
 void print_sa_stats(const SaServer& sa) {
     const auto& c = sa.counters();
-    std::printf("sa: requests %llu errors %llu malformed %llu groups_created %llu groups_deleted %llu\n",
+    std::printf("sa: requests %llu errors %llu malformed %llu groups_created %llu groups_deleted %llu "
+                "reports_sent %llu reports_acked %llu reports_dropped %llu subscriptions %zu\n",
                 static_cast<unsigned long long>(c.requests), static_cast<unsigned long long>(c.errors),
                 static_cast<unsigned long long>(c.malformed), static_cast<unsigned long long>(c.groups_created),
-                static_cast<unsigned long long>(c.groups_deleted));
+                static_cast<unsigned long long>(c.groups_deleted), static_cast<unsigned long long>(c.reports_sent),
+                static_cast<unsigned long long>(c.reports_acked), static_cast<unsigned long long>(c.reports_dropped),
+                sa.subscriptions().size());
     for (const auto& [mgid, g] : sa.groups())
         std::printf("group %s mlid 0x%04x qkey 0x%08x pkey 0x%04x mtu %u members %zu%s\n", format_gid(mgid).c_str(),
                     g.params.mlid, g.params.q_key, g.params.p_key, g.params.mtu, g.members.size(),
@@ -255,8 +258,8 @@ int main(int argc, char** argv) {
     sa_config.subnet_prefix = o.sm.subnet_prefix;
     SaServer sa(sa_config, sw, [&] { return FabricManagement::sa_ports(sm, o.sm.subnet_prefix, o.sm.partitions); });
     FabricManagement management(sw, sm, sa);
-    sm.set_hooks({.port_active = [&](const SmPort&) { sa.refresh_forwarding(); },
-                  .port_lost = [&](const SmPort& p) { sa.port_gone(p.port_guid); }});
+    sm.set_hooks({.port_active = [&](const SmPort& p) { sa.port_active(p.port_guid, Clock::now()); management.flush(); },
+                  .port_lost = [&](const SmPort& p) { sa.port_gone(p.port_guid, Clock::now()); management.flush(); }});
     sw.set_management(&management);
     for (std::uint16_t mlid : o.flood_groups) sw.set_multicast_flood(mlid, true);
     if (pcap)
@@ -282,6 +285,7 @@ int main(int argc, char** argv) {
                     LinkEvent le[16];
                     for (std::size_t k = sw.poll_link_events(le), j = 0; j < k; ++j) sm.on_link_event(le[j], now);
                     sm.tick(now);
+                    management.tick(now);
                 }
             } else if (fd == sigfd.get()) {
                 signalfd_siginfo si;

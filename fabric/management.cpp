@@ -46,6 +46,24 @@ std::vector<SaPort> FabricManagement::sa_ports(const SubnetManager& sm, std::uin
     return out;
 }
 
+void FabricManagement::send_mad(const sa::SaMad& mad, std::uint16_t dlid, std::uint32_t dest_qp, std::uint16_t pkey,
+                                std::uint8_t sl, const std::optional<ib::Grh>& grh) {
+    std::array<std::uint8_t, ib::kMadSize> bytes_out{};
+    mad.write_to(bytes_out.data());
+    ib::PacketSpec spec;
+    spec.lrh.sl = sl;
+    spec.lrh.dlid = dlid;
+    spec.lrh.slid = switch_.lid();
+    spec.grh = grh;
+    spec.bth.opcode = ib::op::ud_send_only;
+    spec.bth.pkey = pkey;
+    spec.bth.dest_qp = dest_qp;
+    spec.ext.deth = {ib::kGsiQKey, ib::kQp1};
+    spec.payload = bytes_out;
+    std::vector<std::uint8_t> wire(ib::packet_size(spec));
+    if (ib::build_packet(spec, wire)) switch_.send_from_management(wire);
+}
+
 bool FabricManagement::on_packet(const ib::Packet& packet, bytes, std::uint8_t) {
     if (packet.bth.dest_qp != ib::kQp1) return false;
     auto mad = sa::decode_sa_mad(packet.payload);
@@ -53,27 +71,25 @@ bool FabricManagement::on_packet(const ib::Packet& packet, bytes, std::uint8_t) 
         ++malformed_;
         return true;  // taken, and counted: not an SA MAD
     }
-    for (const sa::SaMad& out : sa_.handle(*mad, packet.lrh.slid)) {
-        std::array<std::uint8_t, ib::kMadSize> bytes_out{};
-        out.write_to(bytes_out.data());
-        ib::PacketSpec spec;
-        spec.lrh.sl = packet.lrh.sl;
-        spec.lrh.dlid = packet.lrh.slid;
-        spec.lrh.slid = switch_.lid();
-        if (packet.grh) {
-            ib::Grh g = *packet.grh;
-            std::swap(g.sgid, g.dgid);
-            spec.grh = g;
-        }
-        spec.bth.opcode = ib::op::ud_send_only;
-        spec.bth.pkey = packet.bth.pkey;
-        spec.bth.dest_qp = packet.ext.deth.src_qp;
-        spec.ext.deth = {ib::kGsiQKey, ib::kQp1};
-        spec.payload = bytes_out;
-        std::vector<std::uint8_t> wire(ib::packet_size(spec));
-        if (ib::build_packet(spec, wire)) switch_.send_from_management(wire);
+    std::optional<ib::Grh> grh;
+    if (packet.grh) {
+        grh = *packet.grh;
+        std::swap(grh->sgid, grh->dgid);
     }
+    for (const sa::SaMad& out : sa_.handle(*mad, packet.lrh.slid, packet.ext.deth.src_qp, now_))
+        send_mad(out, packet.lrh.slid, packet.ext.deth.src_qp, packet.bth.pkey, packet.lrh.sl, grh);
+    flush();
     return true;
+}
+
+void FabricManagement::tick(Clock::time_point now) {
+    now_ = now;
+    sa_.tick(now);
+    flush();
+}
+
+void FabricManagement::flush() {
+    for (const SaOutgoing& o : sa_.take_outbound()) send_mad(o.mad, o.dlid, o.dest_qp, o.pkey, 0, std::nullopt);
 }
 
 }  // namespace ipoibd::fabric

@@ -26,11 +26,20 @@ public:
 
     std::uint64_t sa_malformed() const { return malformed_; }
 
+    // Time passes: SA report retries; sends what the SA has queued.
+    void tick(Clock::time_point now);
+    // Sends the SA's queued Reports.
+    void flush();
+
 private:
     Switch& switch_;
     SubnetManager& sm_;
     SaServer& sa_;
+    void send_mad(const sa::SaMad& mad, std::uint16_t dlid, std::uint32_t dest_qp, std::uint16_t pkey,
+                  std::uint8_t sl, const std::optional<ib::Grh>& grh);
+
     std::uint64_t malformed_ = 0;
+    Clock::time_point now_{};
 };
 
 // IBA rate code of a link: active width times active speed.

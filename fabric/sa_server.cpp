@@ -107,10 +107,24 @@ std::optional<SaPort> SaServer::port_by_gid(const ib::Gid& gid) const {
     return std::nullopt;
 }
 
-std::vector<sa::SaMad> SaServer::handle(const sa::SaMad& request, std::uint16_t requester_lid) {
+std::vector<sa::SaMad> SaServer::handle(const sa::SaMad& request, std::uint16_t requester_lid,
+                                        std::uint32_t requester_qpn, Clock::time_point now) {
+    if (now != Clock::time_point{}) now_ = now;
+    if (request.header.method == ib::method::report_resp) {
+        const auto it = pending_reports_.find(static_cast<std::uint32_t>(request.header.transaction_id));
+        if (it != pending_reports_.end()) {
+            pending_reports_.erase(it);
+            ++counters_.reports_acked;
+        }
+        return {};
+    }
     ++counters_.requests;
     sa::SaMad resp = request;
-    resp.header.method = static_cast<std::uint8_t>(request.header.method | ib::method::response_bit);
+    // IBA 15.4: Get and Set are answered with GetResp, the others with
+    // their own method and the R bit.
+    resp.header.method = request.header.method == ib::method::set
+                             ? ib::method::get_resp
+                             : static_cast<std::uint8_t>(request.header.method | ib::method::response_bit);
     resp.header.status = kOk;
     resp.rmpp = {};
     resp.data.fill(0);
@@ -146,6 +160,12 @@ std::vector<sa::SaMad> SaServer::handle(const sa::SaMad& request, std::uint16_t 
             return respond_records(resp, method, found);
         }
         return reply(ib::mad_status::method_attr_not_supported);
+    }
+    if (request.header.attribute_id == sa::sa_attr::inform_info) {
+        if (method != ib::method::set) return reply(ib::mad_status::method_attr_not_supported);
+        const auto info = sa::get_record<sa::InformInfo>(request);
+        (void)sa::put_record(info, resp);
+        return reply(inform(info, *requester, requester_qpn));
     }
     if (request.header.attribute_id == sa::sa_attr::path_record) {
         if (method != ib::method::get && method != ib::method::get_table)
@@ -190,6 +210,7 @@ std::uint16_t SaServer::join(const sa::McMemberRecord& req, std::uint64_t mask, 
         if (status != kOk) return status;
         it = groups_.emplace(created.params.mgid, created).first;
         ++counters_.groups_created;
+        report(sa::trap_number::mcast_group_created, created.params.mgid, created.params.p_key, std::nullopt, now_);
     } else {
         const sa::McMemberRecord& g = it->second.params;
         if (!holds_pkey(requester, g.p_key)) return sa::sa_status::err_req_invalid;
@@ -288,8 +309,10 @@ std::uint16_t SaServer::leave(const sa::McMemberRecord& req, std::uint64_t mask,
     if (m->second == 0) g.members.erase(m);
     if (g.members.empty() && !g.predefined) {
         switch_.set_multicast_ports(g.params.mlid, {});
+        const sa::McMemberRecord params = g.params;
         groups_.erase(it);
         ++counters_.groups_deleted;
+        report(sa::trap_number::mcast_group_deleted, params.mgid, params.p_key, std::nullopt, now_);
         return kOk;
     }
     update_forwarding(g);
@@ -386,11 +409,24 @@ void SaServer::refresh_forwarding() {
     for (const auto& [mgid, g] : groups_) update_forwarding(g);
 }
 
-void SaServer::port_gone(std::uint64_t guid) {
+void SaServer::port_active(std::uint64_t guid, Clock::time_point now) {
+    now_ = now;
+    refresh_forwarding();
+    for (const SaPort& p : ports_())
+        if (p.guid == guid) report(sa::trap_number::gid_in_service, p.gid, 0, p, now);
+}
+
+void SaServer::port_gone(std::uint64_t guid, Clock::time_point now) {
+    if (now != Clock::time_point{}) now_ = now;
+    std::optional<SaPort> gone;
+    for (const SaPort& p : ports_())
+        if (p.guid == guid) gone = p;
+    std::vector<sa::McMemberRecord> deleted;
     for (auto it = groups_.begin(); it != groups_.end();) {
         it->second.members.erase(guid);
         if (it->second.members.empty() && !it->second.predefined) {
             switch_.set_multicast_ports(it->second.params.mlid, {});
+            deleted.push_back(it->second.params);
             it = groups_.erase(it);
             ++counters_.groups_deleted;
         } else {
@@ -398,6 +434,86 @@ void SaServer::port_gone(std::uint64_t guid) {
             ++it;
         }
     }
+    std::erase_if(subscriptions_, [&](const Subscription& s) { return s.guid == guid; });
+    if (gone) report(sa::trap_number::gid_out_of_service, gone->gid, 0, gone, now_);
+    for (const auto& g : deleted) report(sa::trap_number::mcast_group_deleted, g.mgid, g.p_key, std::nullopt, now_);
 }
+
+std::uint16_t SaServer::inform(const sa::InformInfo& info, const SaPort& requester, std::uint32_t qpn) {
+    if (info.is_generic != 1) return sa::sa_status::err_req_invalid;  // vendor traps: none are issued
+    const Subscription sub{requester.guid, qpn, info.trap_number_device_id};
+    const auto same = [&](const Subscription& s) { return s.guid == sub.guid && s.trap == sub.trap && s.qpn == sub.qpn; };
+    if (info.subscribe == 1) {
+        if (std::none_of(subscriptions_.begin(), subscriptions_.end(), same)) subscriptions_.push_back(sub);
+        return kOk;
+    }
+    const auto before = subscriptions_.size();
+    std::erase_if(subscriptions_, same);
+    return subscriptions_.size() < before ? kOk : sa::sa_status::err_req_invalid;
+}
+
+// A Report of `trap` about `gid` to every subscriber that may know of it:
+// one sharing a partition with the port `about` (traps 64/65), or holding
+// the group's P_Key (66/67).
+void SaServer::report(std::uint16_t trap, const ib::Gid& gid, std::uint16_t group_pkey, std::optional<SaPort> about,
+                      Clock::time_point now) {
+    if (subscriptions_.empty()) return;
+    ib::Gid issuer{};
+    store_be64(issuer.data(), config_.subnet_prefix);
+    const sa::Notice notice = sa::make_gid_trap(trap, gid, config_.sm_lid, issuer);
+    const auto all = ports_();
+    for (const Subscription& sub : subscriptions_) {
+        if (sub.trap != sa::kInformAllTraps && sub.trap != trap) continue;
+        const auto subscriber = std::find_if(all.begin(), all.end(), [&](const SaPort& p) { return p.guid == sub.guid; });
+        if (subscriber == all.end()) continue;
+        std::optional<std::uint16_t> pkey;
+        if (about) {
+            for (std::uint16_t k : subscriber->pkeys)
+                if (holds_pkey(*about, k) && !pkey) pkey = k;
+        } else if (holds_pkey(*subscriber, group_pkey)) {
+            pkey = static_cast<std::uint16_t>(group_pkey | 0x8000);
+        }
+        if (!pkey) continue;
+        if (pending_reports_.size() >= config_.max_pending_reports) {
+            ++counters_.reports_dropped;
+            continue;
+        }
+        PendingReport p;
+        p.out.dlid = subscriber->lid;
+        p.out.dest_qp = sub.qpn;
+        p.out.pkey = *pkey;
+        p.out.mad.header.method = ib::method::report;
+        p.out.mad.header.attribute_id = sa::sa_attr::notice;
+        const std::uint32_t tid = next_report_tid_++;
+        p.out.mad.header.transaction_id = (std::uint64_t{0x5A5A0000} << 32) | tid;  // high half: this SA's reports
+        (void)sa::put_record(notice, p.out.mad);
+        pending_reports_[tid] = p;
+        send_report(tid, now);
+    }
+}
+
+void SaServer::send_report(std::size_t tid, Clock::time_point now) {
+    PendingReport& p = pending_reports_.at(static_cast<std::uint32_t>(tid));
+    ++p.tries;
+    p.deadline = now + config_.report_timeout;
+    outbound_.push_back(p.out);
+    ++counters_.reports_sent;
+}
+
+void SaServer::tick(Clock::time_point now) {
+    now_ = now;
+    std::vector<std::uint32_t> resend, expired;
+    for (const auto& [tid, p] : pending_reports_) {
+        if (now < p.deadline) continue;
+        (p.tries > config_.report_retries ? expired : resend).push_back(tid);
+    }
+    for (std::uint32_t tid : resend) send_report(tid, now);
+    for (std::uint32_t tid : expired) {
+        pending_reports_.erase(tid);
+        ++counters_.reports_dropped;
+    }
+}
+
+std::vector<SaOutgoing> SaServer::take_outbound() { return std::exchange(outbound_, {}); }
 
 }  // namespace ipoibd::fabric

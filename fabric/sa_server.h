@@ -11,6 +11,12 @@
 //    a partition.
 //  - The switch's multicast forwarding table follows membership: an MLID
 //    goes to the switch ports of its FullMember and NonMember ports.
+//  - InformInfo Set subscribes a port (its LID and the request's QPN) to
+//    generic traps 64/65 (GID in/out of service) and 66/67 (multicast
+//    group created/deleted); each event becomes a Report(Notice) to every
+//    subscriber sharing a partition with the port or group, sent again
+//    every report_timeout until a ReportResp comes, at most report_retries
+//    times.
 // Requests come from the SM port's QP1; `requester_lid` is the LRH SLID.
 #pragma once
 
@@ -24,6 +30,7 @@
 #include "fabric/partitions.h"
 #include "fabric/switch.h"
 #include "sa_client/sa_mad.h"
+#include "sa_client/sa_notice.h"
 #include "sa_client/sa_records.h"
 
 namespace ipoibd::fabric {
@@ -44,6 +51,24 @@ struct SaServerConfig {
     std::uint64_t subnet_prefix = 0xFE80000000000000ULL;
     std::uint64_t sm_key = 1;               // requesters presenting it see members (OpenSM's default)
     std::uint8_t packet_life_time = 0x12;   // OpenSM's default subnet packet life time
+    std::uint16_t sm_lid = 1;               // issuer of the SA's notices
+    std::chrono::milliseconds report_timeout{1000};
+    unsigned report_retries = 3;
+    std::size_t max_pending_reports = 4096;
+};
+
+// An unsolicited MAD for a port: a Report to a subscriber.
+struct SaOutgoing {
+    std::uint16_t dlid = 0;
+    std::uint32_t dest_qp = 1;
+    std::uint16_t pkey = 0xFFFF;
+    sa::SaMad mad;
+};
+
+struct Subscription {
+    std::uint64_t guid = 0;      // subscriber's port
+    std::uint32_t qpn = 1;       // where Reports go
+    std::uint16_t trap = 0;      // trap number, 0xFFFF = all
 };
 
 struct McGroup {
@@ -58,6 +83,9 @@ struct SaCounters {
     std::uint64_t malformed = 0;    // not answered: not an SA request we can parse
     std::uint64_t groups_created = 0;
     std::uint64_t groups_deleted = 0;
+    std::uint64_t reports_sent = 0;      // Report MADs, retries included
+    std::uint64_t reports_acked = 0;
+    std::uint64_t reports_dropped = 0;   // no ReportResp after every retry, or too many pending
 };
 
 class SaServer {
@@ -67,10 +95,18 @@ public:
     SaServer(SaServerConfig config, Switch& sw, PortList ports);
 
     // One request; returns the response MADs (one, or RMPP segments).
-    std::vector<sa::SaMad> handle(const sa::SaMad& request, std::uint16_t requester_lid);
+    std::vector<sa::SaMad> handle(const sa::SaMad& request, std::uint16_t requester_lid,
+                                  std::uint32_t requester_qpn = ib::kQp1, Clock::time_point now = {});
 
-    // A port left the subnet: its memberships end.
-    void port_gone(std::uint64_t guid);
+    // A port joined the subnet (trap 64).
+    void port_active(std::uint64_t guid, Clock::time_point now);
+    // A port left the subnet: its memberships and subscriptions end (trap 65).
+    void port_gone(std::uint64_t guid, Clock::time_point now = {});
+    // Report retries.
+    void tick(Clock::time_point now);
+    // Reports to send.
+    std::vector<SaOutgoing> take_outbound();
+    const std::vector<Subscription>& subscriptions() const { return subscriptions_; }
     // Ports moved (came up, changed switch port): forwarding is rebuilt.
     void refresh_forwarding();
 
@@ -90,6 +126,21 @@ private:
     std::uint16_t allocate_mlid() const;
     void create_predefined_groups();
     void update_forwarding(const McGroup& g);
+    std::uint16_t inform(const sa::InformInfo& info, const SaPort& requester, std::uint32_t qpn);
+    void report(std::uint16_t trap, const ib::Gid& gid, std::uint16_t pkey_or_zero, std::optional<SaPort> about,
+                Clock::time_point now);
+    void send_report(std::size_t index, Clock::time_point now);
+
+    struct PendingReport {
+        SaOutgoing out;
+        Clock::time_point deadline{};
+        unsigned tries = 0;
+    };
+    std::vector<Subscription> subscriptions_;
+    std::map<std::uint32_t, PendingReport> pending_reports_;  // by TID low 32 bits
+    std::vector<SaOutgoing> outbound_;
+    std::uint32_t next_report_tid_ = 1;
+    Clock::time_point now_{};
 
     SaServerConfig config_;
     Switch& switch_;

@@ -241,7 +241,6 @@ expected<RmppTransfer, RmppError> reassemble(std::span<const SaMad> mads, RmppRe
     for (const SaMad& m : mads) {
         auto step = r.add(m);
         if (!step) return unexpected(step.error());
-        if (r.complete()) break;
     }
     if (!r.complete()) return unexpected(RmppError::incomplete);
     const bytes payload = r.payload();

@@ -171,7 +171,8 @@ private:
     std::optional<SaMad> last_ack_;
 };
 
-// A whole transfer at once: the segments in arrival order.
+// A whole transfer at once: the MADs in arrival order, every one checked
+// (a repeat of a segment is fine, anything else after the last is not).
 struct RmppTransfer {
     SaMad header;  // the first MAD's headers, data cleared
     std::vector<std::uint8_t> payload;

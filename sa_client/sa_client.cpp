@@ -85,6 +85,21 @@ void SaClient::cancel(std::uint32_t key) {
 
 void SaClient::on_mad(bytes mad, Clock::time_point now) {
     auto decoded = decode_sa_mad(mad);
+    if (decoded && decoded->header.method == ib::method::report) {
+        SaMad resp = *decoded;
+        resp.header.method = ib::method::report_resp;
+        outbound_.push_back(resp);
+        const std::uint64_t tid = decoded->header.transaction_id;
+        if (std::find(recent_reports_.begin(), recent_reports_.end(), tid) != recent_reports_.end()) {
+            ++counters_.report_duplicates;
+            return;
+        }
+        recent_reports_.push_back(tid);
+        if (recent_reports_.size() > 64) recent_reports_.pop_front();
+        ++counters_.reports;
+        if (report_handler_) report_handler_(*decoded);
+        return;
+    }
     if (!decoded || !decoded->header.is_response()) {
         ++counters_.malformed;
         return;

@@ -11,6 +11,9 @@
 //     same TID, the timeout doubling up to max_timeout, at most `retries`
 //     times; then its callback gets SaFailure::timeout
 //  4. dropping the Handle cancels the request: no callback, no retries
+//  5. a Report from the SA (a subscribed trap) is answered with ReportResp
+//     and handed to the report handler, once per TID even when the SA
+//     resends it
 // The owner moves MADs: take_outbound() to send, on_mad() for what arrives,
 // and tick() at next_deadline().
 #pragma once
@@ -56,6 +59,8 @@ struct SaClientCounters {
     std::uint64_t malformed = 0;   // not an SA MAD, or a broken RMPP transfer
     std::uint64_t queue_full = 0;
     std::uint64_t cancelled = 0;
+    std::uint64_t reports = 0;            // Reports delivered to the handler
+    std::uint64_t report_duplicates = 0;  // resent Reports, answered again only
 };
 
 class SaClient {
@@ -104,6 +109,10 @@ public:
     [[nodiscard]] Handle submit(SaMad request, SaCallback callback, Clock::time_point now);
 
     void on_mad(bytes mad, Clock::time_point now);
+
+    // Who gets the Notices of Reports (traps the port subscribed to).
+    using ReportHandler = std::function<void(const SaMad& report)>;
+    void set_report_handler(ReportHandler handler) { report_handler_ = std::move(handler); }
     void tick(Clock::time_point now);
     std::optional<Clock::time_point> next_deadline() const;
     std::vector<SaMad> take_outbound();
@@ -133,6 +142,8 @@ private:
     std::size_t in_flight_ = 0;
     std::uint32_t next_key_ = 1;
     std::vector<SaMad> outbound_;
+    ReportHandler report_handler_;
+    std::deque<std::uint64_t> recent_reports_;  // TIDs of the last Reports seen, to spot resends
     SaClientCounters counters_;
 };
 

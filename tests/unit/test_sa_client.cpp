@@ -178,6 +178,23 @@ TEST_F(SaClientTest, BrokenRmppTransferFailsAndAborts) {
     EXPECT_EQ(out[0].rmpp.rmpp_type, rmpp_type::abort) << "the responder is told to stop";
 }
 
+TEST_F(SaClientTest, ReportsAreAnsweredAndDeliveredOnce) {
+    std::vector<std::uint64_t> seen;
+    client.set_report_handler([&](const SaMad& r) { seen.push_back(r.header.transaction_id); });
+    SaMad report;
+    report.header.method = ib::method::report;
+    report.header.attribute_id = sa_attr::notice;
+    report.header.transaction_id = 0x5A5A000000000007ULL;
+    client.on_mad(bytes_of(report), now);
+    client.on_mad(bytes_of(report), now);  // the SA resent it: our ReportResp was lost
+    EXPECT_EQ(seen.size(), 1u);
+    const auto out = client.take_outbound();
+    ASSERT_EQ(out.size(), 2u) << "each copy is answered";
+    EXPECT_EQ(out[0].header.method, ib::method::report_resp);
+    EXPECT_EQ(out[0].header.transaction_id, report.header.transaction_id);
+    EXPECT_EQ(client.counters().report_duplicates, 1u);
+}
+
 TEST_F(SaClientTest, GarbageIsCounted) {
     std::vector<std::uint8_t> junk(100, 0);
     client.on_mad(junk, now);

@@ -270,7 +270,7 @@ TEST(SaClassPortInfo, EachPackedFieldAlone) {
         C{"TrapHL", [](ClassPortInfo& c) { c.trap_hl = 0xFF; }, 64, "ff 00 00 00"},
         C{"TrapQP", [](ClassPortInfo& c) { c.trap_qp = 0xFFFFFF; }, 64, "00 ff ff ff"},
     });
-    ClassPortInfo c{.base_version = 0, .class_version = 0};
+    ClassPortInfo c;
     c.capability_mask2 = 0x8000000;
     expect_out_of_range(c);
     c = ClassPortInfo{};

@@ -76,6 +76,7 @@ TEST_F(SaServerTest, BroadcastGroupExistsWithOpenSmDefaults) {
 TEST_F(SaServerTest, JoinBroadcastAsFullMemberProgramsTheSwitch) {
     const SaMad r = ask(ib::method::set, join_bcast(0xA), 2);
     ASSERT_EQ(r.header.status, 0);
+    EXPECT_EQ(r.header.method, ib::method::get_resp) << "a Set is answered with GetResp";
     const auto g = sa::get_record<sa::McMemberRecord>(r);
     EXPECT_EQ(g.join_state, sa::join_state::full_member);
     EXPECT_EQ(g.port_gid, gid_of(0xA));
@@ -214,6 +215,103 @@ TEST_F(SaServerTest, LostPortLeavesItsGroups) {
     sa.port_gone(0xA);
     EXPECT_EQ(sa.groups().count(mgid), 0u);
     EXPECT_TRUE(sa.groups().at(kBroadcast).members.empty());
+}
+
+}  // namespace
+}  // namespace ipoibd::fabric
+
+namespace ipoibd::fabric {
+namespace {
+
+struct SaTrapTest : SaServerTest {
+    Clock::time_point now = Clock::time_point{} + std::chrono::hours(1);
+
+    void subscribe(std::uint16_t lid, std::uint16_t trap, std::uint32_t qpn = 0x48, bool on = true) {
+        auto req = sa::make_sa_request(ib::method::set, 77, sa::generic_trap_subscription(trap, on));
+        const auto resp = sa.handle(*req, lid, qpn, now);
+        ASSERT_EQ(resp.size(), 1u);
+        ASSERT_EQ(resp[0].header.status, 0);
+        EXPECT_EQ(resp[0].header.method, ib::method::get_resp);
+    }
+    std::vector<SaOutgoing> reports() { return sa.take_outbound(); }
+};
+
+TEST_F(SaTrapTest, GroupCreatedAndDeletedAreReported) {
+    subscribe(3, sa::trap_number::mcast_group_created);
+    subscribe(3, sa::trap_number::mcast_group_deleted);
+    const ib::Gid mgid = *parse_gid("ff12:a01b:ffff::5");
+    ASSERT_EQ(ask(ib::method::set, create(mgid, 0xA), 2).header.status, 0);
+    auto r = reports();
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].dlid, 3);
+    EXPECT_EQ(r[0].dest_qp, 0x48u);
+    EXPECT_EQ(r[0].mad.header.method, ib::method::report);
+    EXPECT_EQ(r[0].mad.header.attribute_id, sa::sa_attr::notice);
+    const auto n = sa::get_record<sa::Notice>(r[0].mad);
+    EXPECT_TRUE(n.is_generic);
+    EXPECT_EQ(n.trap_number_device_id, sa::trap_number::mcast_group_created);
+    EXPECT_EQ(sa::trap_gid(n), std::optional<ib::Gid>(mgid));
+
+    McMemberQuery leave;
+    leave.set_mgid(mgid).set_port_gid(gid_of(0xA)).set_join_state(sa::join_state::full_member);
+    ASSERT_EQ(ask(ib::method::del, leave, 2).header.status, 0);
+    r = reports();
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(sa::get_record<sa::Notice>(r[0].mad).trap_number_device_id, sa::trap_number::mcast_group_deleted);
+}
+
+TEST_F(SaTrapTest, PortOutOfServiceGoesOnlyToSubscribersSharingAPartition) {
+    subscribe(3, sa::kInformAllTraps);  // 0xB, partition 0xffff
+    subscribe(4, sa::kInformAllTraps);  // 0xC, partition 0x8001 only
+    sa.port_gone(0xA, now);
+    const auto r = reports();
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].dlid, 3);
+    const auto n = sa::get_record<sa::Notice>(r[0].mad);
+    EXPECT_EQ(n.trap_number_device_id, sa::trap_number::gid_out_of_service);
+    EXPECT_EQ(sa::trap_gid(n), std::optional<ib::Gid>(gid_of(0xA)));
+}
+
+TEST_F(SaTrapTest, ReportsAreRetriedUntilAcknowledged) {
+    subscribe(3, sa::trap_number::gid_in_service);
+    sa.port_active(0xA, now);
+    auto r = reports();
+    ASSERT_EQ(r.size(), 1u);
+    now += std::chrono::milliseconds(1000);
+    sa.tick(now);
+    auto again = reports();
+    ASSERT_EQ(again.size(), 1u);
+    EXPECT_EQ(again[0].mad.header.transaction_id, r[0].mad.header.transaction_id);
+    // The ReportResp ends it.
+    SaMad resp = again[0].mad;
+    resp.header.method = ib::method::report_resp;
+    EXPECT_TRUE(sa.handle(resp, 3, 0x48, now).empty());
+    now += std::chrono::seconds(5);
+    sa.tick(now);
+    EXPECT_TRUE(reports().empty());
+    EXPECT_EQ(sa.counters().reports_acked, 1u);
+}
+
+TEST_F(SaTrapTest, UnacknowledgedReportsAreDroppedAfterRetries) {
+    subscribe(3, sa::trap_number::gid_in_service);
+    sa.port_active(0xA, now);
+    std::size_t sent = reports().size();
+    for (int i = 0; i < 10; ++i) {
+        now += std::chrono::milliseconds(1000);
+        sa.tick(now);
+        sent += reports().size();
+    }
+    EXPECT_EQ(sent, 4u) << "the first send and 3 retries";
+    EXPECT_EQ(sa.counters().reports_dropped, 1u);
+}
+
+TEST_F(SaTrapTest, UnsubscribeStopsReports) {
+    subscribe(3, sa::trap_number::gid_in_service);
+    subscribe(3, sa::trap_number::gid_in_service, 0x48, false);
+    sa.port_active(0xA, now);
+    EXPECT_TRUE(reports().empty());
+    auto again = sa::make_sa_request(ib::method::set, 78, sa::generic_trap_subscription(64, false));
+    EXPECT_EQ(sa.handle(*again, 3, 0x48, now).at(0).header.status, sa::sa_status::err_req_invalid);
 }
 
 }  // namespace
