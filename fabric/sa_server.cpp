@@ -55,6 +55,24 @@ bool zero_gid(const ib::Gid& g) { return std::all_of(g.begin(), g.end(), [](std:
 SaServer::SaServer(SaServerConfig config, Switch& sw, PortList ports)
     : config_(std::move(config)), switch_(sw), ports_(std::move(ports)) {
     create_predefined_groups();
+    reload_ports();
+}
+
+void SaServer::reload_ports() {
+    port_list_ = ports_();
+    by_lid_.clear();
+    by_guid_.clear();
+    by_gid_.clear();
+    for (std::size_t i = 0; i < port_list_.size(); ++i) {
+        by_lid_[port_list_[i].lid] = i;
+        by_guid_[port_list_[i].guid] = i;
+        by_gid_[port_list_[i].gid] = i;
+    }
+}
+
+const SaPort* SaServer::port_by_guid(std::uint64_t guid) const {
+    const auto it = by_guid_.find(guid);
+    return it == by_guid_.end() ? nullptr : &port_list_[it->second];
 }
 
 // Each partition with the ipoib flag has its IPv4 broadcast group from the
@@ -96,15 +114,15 @@ std::uint16_t SaServer::allocate_mlid() const {
 }
 
 std::optional<SaPort> SaServer::port_by_lid(std::uint16_t lid) const {
-    for (const SaPort& p : ports_())
-        if (p.lid == lid) return p;
-    return std::nullopt;
+    const auto it = by_lid_.find(lid);
+    if (it == by_lid_.end()) return std::nullopt;
+    return port_list_[it->second];
 }
 
 std::optional<SaPort> SaServer::port_by_gid(const ib::Gid& gid) const {
-    for (const SaPort& p : ports_())
-        if (p.gid == gid) return p;
-    return std::nullopt;
+    const auto it = by_gid_.find(gid);
+    if (it == by_gid_.end()) return std::nullopt;
+    return port_list_[it->second];
 }
 
 std::vector<sa::SaMad> SaServer::handle(const sa::SaMad& request, std::uint16_t requester_lid,
@@ -347,17 +365,18 @@ std::vector<sa::McMemberRecord> SaServer::query_groups(const sa::McMemberRecord&
 }
 
 std::vector<sa::PathRecord> SaServer::query_paths(const sa::PathRecord& req, std::uint64_t mask, const SaPort& requester) const {
-    std::vector<SaPort> sources, dests;
-    const auto all = ports_();
-    for (const SaPort& p : all) {
+    std::vector<const SaPort*> sources, dests;
+    for (const SaPort& p : port_list_) {
         const bool src = (mask & pc::sgid) ? p.gid == req.sgid : (mask & pc::slid) ? p.lid == req.slid : p.lid == requester.lid;
         const bool dst = (mask & pc::dgid) ? p.gid == req.dgid : (mask & pc::dlid) ? p.lid == req.dlid : true;
-        if (src) sources.push_back(p);
-        if (dst) dests.push_back(p);
+        if (src) sources.push_back(&p);
+        if (dst) dests.push_back(&p);
     }
     std::vector<sa::PathRecord> out;
-    for (const SaPort& s : sources) {
-        for (const SaPort& d : dests) {
+    for (const SaPort* sp : sources) {
+        for (const SaPort* dp : dests) {
+            const SaPort& s = *sp;
+            const SaPort& d = *dp;
             // The P_Key: the requested one if both hold it, else the first
             // the two share (full membership preferred by table order).
             std::optional<std::uint16_t> pkey;
@@ -396,31 +415,28 @@ std::vector<sa::PathRecord> SaServer::query_paths(const sa::PathRecord& req, std
 
 void SaServer::update_forwarding(const McGroup& g) {
     std::set<std::uint8_t> ports;
-    const auto all = ports_();
     for (const auto& [guid, state] : g.members) {
         if (!(state & (sa::join_state::full_member | sa::join_state::non_member))) continue;
-        for (const SaPort& p : all)
-            if (p.guid == guid && p.switch_port != 0) ports.insert(p.switch_port);
+        if (const SaPort* p = port_by_guid(guid); p && p->switch_port != 0) ports.insert(p->switch_port);
     }
     switch_.set_multicast_ports(g.params.mlid, std::move(ports));
 }
 
 void SaServer::refresh_forwarding() {
+    reload_ports();
     for (const auto& [mgid, g] : groups_) update_forwarding(g);
 }
 
 void SaServer::port_active(std::uint64_t guid, Clock::time_point now) {
     now_ = now;
     refresh_forwarding();
-    for (const SaPort& p : ports_())
-        if (p.guid == guid) report(sa::trap_number::gid_in_service, p.gid, 0, p, now);
+    if (const SaPort* p = port_by_guid(guid)) report(sa::trap_number::gid_in_service, p->gid, 0, *p, now);
 }
 
 void SaServer::port_gone(std::uint64_t guid, Clock::time_point now) {
     if (now != Clock::time_point{}) now_ = now;
     std::optional<SaPort> gone;
-    for (const SaPort& p : ports_())
-        if (p.guid == guid) gone = p;
+    if (const SaPort* p = port_by_guid(guid)) gone = *p;
     std::vector<sa::McMemberRecord> deleted;
     for (auto it = groups_.begin(); it != groups_.end();) {
         it->second.members.erase(guid);
@@ -437,6 +453,19 @@ void SaServer::port_gone(std::uint64_t guid, Clock::time_point now) {
     std::erase_if(subscriptions_, [&](const Subscription& s) { return s.guid == guid; });
     if (gone) report(sa::trap_number::gid_out_of_service, gone->gid, 0, gone, now_);
     for (const auto& g : deleted) report(sa::trap_number::mcast_group_deleted, g.mgid, g.p_key, std::nullopt, now_);
+    // The port is still in the SM's list while it is being removed; drop
+    // it here so that nothing is routed or reported to it any more.
+    if (gone) {
+        std::erase_if(port_list_, [&](const SaPort& p) { return p.guid == guid; });
+        by_lid_.clear();
+        by_guid_.clear();
+        by_gid_.clear();
+        for (std::size_t i = 0; i < port_list_.size(); ++i) {
+            by_lid_[port_list_[i].lid] = i;
+            by_guid_[port_list_[i].guid] = i;
+            by_gid_[port_list_[i].gid] = i;
+        }
+    }
 }
 
 std::uint16_t SaServer::inform(const sa::InformInfo& info, const SaPort& requester, std::uint32_t qpn) {
@@ -461,11 +490,10 @@ void SaServer::report(std::uint16_t trap, const ib::Gid& gid, std::uint16_t grou
     ib::Gid issuer{};
     store_be64(issuer.data(), config_.subnet_prefix);
     const sa::Notice notice = sa::make_gid_trap(trap, gid, config_.sm_lid, issuer);
-    const auto all = ports_();
     for (const Subscription& sub : subscriptions_) {
         if (sub.trap != sa::kInformAllTraps && sub.trap != trap) continue;
-        const auto subscriber = std::find_if(all.begin(), all.end(), [&](const SaPort& p) { return p.guid == sub.guid; });
-        if (subscriber == all.end()) continue;
+        const SaPort* subscriber = port_by_guid(sub.guid);
+        if (!subscriber) continue;
         std::optional<std::uint16_t> pkey;
         if (about) {
             for (std::uint16_t k : subscriber->pkeys)

@@ -107,7 +107,8 @@ public:
     // Reports to send.
     std::vector<SaOutgoing> take_outbound();
     const std::vector<Subscription>& subscriptions() const { return subscriptions_; }
-    // Ports moved (came up, changed switch port): forwarding is rebuilt.
+    // Ports moved (came up, changed switch port): the port list is read
+    // again and forwarding rebuilt.
     void refresh_forwarding();
 
     const std::map<ib::Gid, McGroup>& groups() const { return groups_; }
@@ -142,9 +143,17 @@ private:
     std::uint32_t next_report_tid_ = 1;
     Clock::time_point now_{};
 
+    void reload_ports();
+    const SaPort* port_by_guid(std::uint64_t guid) const;
+
     SaServerConfig config_;
     Switch& switch_;
     PortList ports_;
+    // The ports as of the last reload_ports(): list and indexes into it.
+    std::vector<SaPort> port_list_;
+    std::map<std::uint16_t, std::size_t> by_lid_;
+    std::map<std::uint64_t, std::size_t> by_guid_;
+    std::map<ib::Gid, std::size_t> by_gid_;
     std::map<ib::Gid, McGroup> groups_;
     std::uint32_t next_mgid_ = 1;
     SaCounters counters_;
