@@ -76,7 +76,7 @@ bool FabricManagement::on_packet(const ib::Packet& packet, bytes, std::uint8_t) 
         grh = *packet.grh;
         std::swap(grh->sgid, grh->dgid);
     }
-    for (const sa::SaMad& out : sa_.handle(*mad, packet.lrh.slid, packet.ext.deth.src_qp, now_))
+    for (const sa::SaMad& out : sa_.handle(*mad, packet.lrh.slid, packet.ext.deth.src_qp, now_, packet.bth.pkey))
         send_mad(out, packet.lrh.slid, packet.ext.deth.src_qp, packet.bth.pkey, packet.lrh.sl, grh);
     flush();
     return true;

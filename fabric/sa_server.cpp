@@ -126,8 +126,10 @@ std::optional<SaPort> SaServer::port_by_gid(const ib::Gid& gid) const {
 }
 
 std::vector<sa::SaMad> SaServer::handle(const sa::SaMad& request, std::uint16_t requester_lid,
-                                        std::uint32_t requester_qpn, Clock::time_point now) {
+                                        std::uint32_t requester_qpn, Clock::time_point now, std::uint16_t requester_pkey) {
     if (now != Clock::time_point{}) now_ = now;
+    const Requester to{requester_lid, requester_qpn, requester_pkey};
+    if (request.rmpp.rmpp_type > sa::rmpp_type::data) return on_rmpp_control(request, requester_lid);
     if (request.header.method == ib::method::report_resp) {
         const auto it = pending_reports_.find(static_cast<std::uint32_t>(request.header.transaction_id));
         if (it != pending_reports_.end()) {
@@ -151,9 +153,7 @@ std::vector<sa::SaMad> SaServer::handle(const sa::SaMad& request, std::uint16_t 
         if (status != kOk) ++counters_.errors;
         return std::vector<sa::SaMad>{resp};
     };
-    // Responses, and RMPP ACK/STOP/ABORT of a transfer (this SA sends its
-    // whole table at once: see docs/sa.md), need no answer.
-    if (request.header.is_response() || request.rmpp.rmpp_type > sa::rmpp_type::data) {
+    if (request.header.is_response()) {
         ++counters_.malformed;
         return {};
     }
@@ -175,7 +175,7 @@ std::vector<sa::SaMad> SaServer::handle(const sa::SaMad& request, std::uint16_t 
         }
         if (method == ib::method::get || method == ib::method::get_table) {
             const auto found = query_groups(rec, mask, request.sm_key == config_.sm_key);
-            return respond_records(resp, method, found);
+            return respond_records(resp, method, found, to);
         }
         return reply(ib::mad_status::method_attr_not_supported);
     }
@@ -190,13 +190,14 @@ std::vector<sa::SaMad> SaServer::handle(const sa::SaMad& request, std::uint16_t 
             return reply(ib::mad_status::method_attr_not_supported);
         const auto rec = sa::get_record<sa::PathRecord>(request);
         if (method == ib::method::get && !(mask & (pc::dgid | pc::dlid))) return reply(sa::sa_status::err_req_insufficient_components);
-        return respond_records(resp, method, query_paths(rec, mask, *requester));
+        return respond_records(resp, method, query_paths(rec, mask, *requester), to);
     }
     return reply(ib::mad_status::method_attr_not_supported);
 }
 
 template <class Record>
-std::vector<sa::SaMad> SaServer::respond_records(sa::SaMad& resp, std::uint8_t method, const std::vector<Record>& found) {
+std::vector<sa::SaMad> SaServer::respond_records(sa::SaMad& resp, std::uint8_t method, const std::vector<Record>& found,
+                                                 const Requester& to) {
     if (found.empty()) {
         resp.header.status = sa::sa_status::err_no_records;
         ++counters_.errors;
@@ -213,7 +214,43 @@ std::vector<sa::SaMad> SaServer::respond_records(sa::SaMad& resp, std::uint8_t m
     }
     resp.attribute_offset = sa::attribute_offset_for(Record::size);
     const auto payload = sa::pack_records(std::span<const Record>(found));
-    return sa::rmpp_segments(resp, payload);
+    auto segments = sa::rmpp_segments(resp, payload);
+    if (segments.size() == 1) return segments;
+    // More than one segment: one RMPP window at a time, as the requester's
+    // ACKs open them (IBA 13.6).
+    if (transfers_.size() >= config_.max_transfers) {
+        resp.header.status = sa::sa_status::err_no_resources;
+        ++counters_.errors;
+        return {resp};
+    }
+    const std::pair<std::uint16_t, std::uint32_t> key{to.lid, static_cast<std::uint32_t>(resp.header.transaction_id)};
+    Transfer t{sa::RmppSender(std::move(segments)), to, now_ + config_.rmpp_timeout, 1};
+    auto first = t.sender.start();
+    transfers_.insert_or_assign(key, std::move(t));
+    ++counters_.rmpp_transfers;
+    return first;
+}
+
+std::vector<sa::SaMad> SaServer::on_rmpp_control(const sa::SaMad& mad, std::uint16_t requester_lid) {
+    const auto it = transfers_.find({requester_lid, static_cast<std::uint32_t>(mad.header.transaction_id)});
+    if (it == transfers_.end()) {
+        ++counters_.malformed;  // an ACK of a transfer that is over or never was
+        return {};
+    }
+    auto more = it->second.sender.on_ack(mad);
+    if (!more) {
+        // STOP/ABORT from the requester, or a broken ACK: the transfer ends.
+        ++counters_.rmpp_aborted;
+        transfers_.erase(it);
+        return {};
+    }
+    if (it->second.sender.complete()) {
+        transfers_.erase(it);
+        return {};
+    }
+    it->second.deadline = now_ + config_.rmpp_timeout;
+    it->second.tries = 1;
+    return std::move(*more);
 }
 
 std::uint16_t SaServer::join(const sa::McMemberRecord& req, std::uint64_t mask, const SaPort& requester,
@@ -539,6 +576,23 @@ void SaServer::tick(Clock::time_point now) {
     for (std::uint32_t tid : expired) {
         pending_reports_.erase(tid);
         ++counters_.reports_dropped;
+    }
+    // Unacknowledged RMPP windows are sent again, then given up.
+    for (auto it = transfers_.begin(); it != transfers_.end();) {
+        Transfer& t = it->second;
+        if (now < t.deadline) {
+            ++it;
+            continue;
+        }
+        if (t.tries > config_.rmpp_retries) {
+            ++counters_.rmpp_aborted;
+            it = transfers_.erase(it);
+            continue;
+        }
+        ++t.tries;
+        t.deadline = now + config_.rmpp_timeout;
+        for (const sa::SaMad& m : t.sender.retransmit()) outbound_.push_back({t.to.lid, t.to.qpn, t.to.pkey, m});
+        ++it;
     }
 }
 

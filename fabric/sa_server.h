@@ -29,6 +29,7 @@
 
 #include "fabric/partitions.h"
 #include "fabric/switch.h"
+#include "sa_client/rmpp.h"
 #include "sa_client/sa_mad.h"
 #include "sa_client/sa_notice.h"
 #include "sa_client/sa_records.h"
@@ -55,6 +56,9 @@ struct SaServerConfig {
     std::chrono::milliseconds report_timeout{1000};
     unsigned report_retries = 3;
     std::size_t max_pending_reports = 4096;
+    std::chrono::milliseconds rmpp_timeout{1000};  // resend an unacknowledged window
+    unsigned rmpp_retries = 3;
+    std::size_t max_transfers = 256;
 };
 
 // An unsolicited MAD for a port: a Report to a subscriber.
@@ -86,6 +90,8 @@ struct SaCounters {
     std::uint64_t reports_sent = 0;      // Report MADs, retries included
     std::uint64_t reports_acked = 0;
     std::uint64_t reports_dropped = 0;   // no ReportResp after every retry, or too many pending
+    std::uint64_t rmpp_transfers = 0;    // multi-segment GetTableResps started
+    std::uint64_t rmpp_aborted = 0;      // stopped by the requester, or unacknowledged after retries
 };
 
 class SaServer {
@@ -96,7 +102,8 @@ public:
 
     // One request; returns the response MADs (one, or RMPP segments).
     std::vector<sa::SaMad> handle(const sa::SaMad& request, std::uint16_t requester_lid,
-                                  std::uint32_t requester_qpn = ib::kQp1, Clock::time_point now = {});
+                                  std::uint32_t requester_qpn = ib::kQp1, Clock::time_point now = {},
+                                  std::uint16_t requester_pkey = ib::kPKeyDefault);
 
     // A port joined the subnet (trap 64).
     void port_active(std::uint64_t guid, Clock::time_point now);
@@ -122,8 +129,24 @@ private:
     std::uint16_t leave(const sa::McMemberRecord& req, std::uint64_t mask, const SaPort& requester, sa::McMemberRecord& out);
     std::vector<sa::McMemberRecord> query_groups(const sa::McMemberRecord& req, std::uint64_t mask, bool trusted) const;
     std::vector<sa::PathRecord> query_paths(const sa::PathRecord& req, std::uint64_t mask, const SaPort& requester) const;
+    struct Requester {
+        std::uint16_t lid;
+        std::uint32_t qpn;
+        std::uint16_t pkey;
+    };
     template <class Record>
-    std::vector<sa::SaMad> respond_records(sa::SaMad& resp, std::uint8_t method, const std::vector<Record>& found);
+    std::vector<sa::SaMad> respond_records(sa::SaMad& resp, std::uint8_t method, const std::vector<Record>& found,
+                                           const Requester& to);
+    std::vector<sa::SaMad> on_rmpp_control(const sa::SaMad& mad, std::uint16_t requester_lid);
+
+    // GetTableResp transfers in progress: RMPP windows, ACK-driven.
+    struct Transfer {
+        sa::RmppSender sender;
+        Requester to;
+        Clock::time_point deadline{};
+        unsigned tries = 0;
+    };
+    std::map<std::pair<std::uint16_t, std::uint32_t>, Transfer> transfers_;  // (LID, TID low 32)
     std::uint16_t allocate_mlid() const;
     void create_predefined_groups();
     void update_forwarding(const McGroup& g);

@@ -316,3 +316,68 @@ TEST_F(SaTrapTest, UnsubscribeStopsReports) {
 
 }  // namespace
 }  // namespace ipoibd::fabric
+
+namespace ipoibd::fabric {
+namespace {
+
+TEST(SaServerRmpp, LargeTablesGoOneWindowAtATime) {
+    NullOutput out;
+    Switch sw{Switch::Config{}, out};
+    std::vector<SaPort> ports;
+    for (std::uint64_t i = 0; i < 50; ++i)
+        ports.push_back({.lid = static_cast<std::uint16_t>(2 + i), .guid = 0x100 + i, .gid = gid_of(0x100 + i), .pkeys = {0xFFFF}});
+    SaServer sa{SaServerConfig{}, sw, [&] { return ports; }};
+    for (const SaPort& p : ports) {
+        McMemberQuery q;
+        q.set_mgid(kBroadcast).set_port_gid(p.gid).set_join_state(sa::join_state::full_member);
+        ASSERT_EQ(sa.handle(*q.request(ib::method::set, 1), p.lid).at(0).header.status, 0);
+    }
+    McMemberQuery all;
+    auto req = all.request(ib::method::get_table, 0x77);
+    req->sm_key = 1;
+    auto segments = sa.handle(*req, 2);
+    ASSERT_EQ(segments.size(), 1u) << "the first window is one segment";
+    sa::RmppReassembler rx;
+    int rounds = 0;
+    while (!rx.complete() && rounds++ < 100) {
+        std::vector<SaMad> next;
+        for (const SaMad& s : segments) {
+            auto step = rx.add(s);
+            ASSERT_TRUE(step.has_value()) << sa::to_string(step.error());
+            if (step->ack) {
+                auto more = sa.handle(*step->ack, 2);
+                next.insert(next.end(), more.begin(), more.end());
+            }
+        }
+        segments = next;
+    }
+    ASSERT_TRUE(rx.complete());
+    auto records = sa::unpack_records<sa::McMemberRecord>(rx.payload(), rx.header().attribute_offset);
+    ASSERT_TRUE(records.has_value());
+    EXPECT_EQ(records->size(), 50u);
+    EXPECT_EQ(sa.counters().rmpp_transfers, 1u);
+}
+
+TEST(SaServerRmpp, UnacknowledgedWindowIsResentThenAbandoned) {
+    NullOutput out;
+    Switch sw{Switch::Config{}, out};
+    std::vector<SaPort> ports;
+    for (std::uint64_t i = 0; i < 20; ++i)
+        ports.push_back({.lid = static_cast<std::uint16_t>(2 + i), .guid = 0x100 + i, .gid = gid_of(0x100 + i), .pkeys = {0xFFFF}});
+    SaServer sa{SaServerConfig{}, sw, [&] { return ports; }};
+    sa::PathQuery q;  // 20 paths from LID 2: 1,280 bytes, 7 segments
+    auto first = sa.handle(*q.request(ib::method::get_table, 5), 2, 1, Clock::time_point{} + std::chrono::hours(1));
+    ASSERT_EQ(first.size(), 1u);
+    auto now = Clock::time_point{} + std::chrono::hours(1);
+    std::size_t resent = 0;
+    for (int i = 0; i < 10; ++i) {
+        now += std::chrono::seconds(1);
+        sa.tick(now);
+        resent += sa.take_outbound().size();
+    }
+    EXPECT_EQ(resent, 3u);
+    EXPECT_EQ(sa.counters().rmpp_aborted, 1u);
+}
+
+}  // namespace
+}  // namespace ipoibd::fabric
