@@ -15,7 +15,6 @@
 
 using namespace ipoibd;
 using namespace ipoibd::fabric;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 

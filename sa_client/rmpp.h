@@ -62,9 +62,10 @@ enum class RmppError : std::uint8_t {
     incomplete,              // reassemble(): the MADs ended before the last segment
 };
 const char* to_string(RmppError e);
-// RMPPStatus of the ABORT that answers `e` (IBA 13.6.2): 119 for a bad
-// last segment or PayloadLength, 120 bad first, 121 bad type, 122, 123,
-// 124, 125 bad version; 127 unspecified for the rest.
+// RMPPStatus of the ABORT that answers `e` (IBA vol. 1 13.6.2): 119 bad
+// Last or PayloadLength, 120 bad First, 121 bad type, 122 NewWindowLast too
+// small, 123 SegmentNumber too big, 124 illegal status, 125 bad version,
+// 1 (resources exhausted: a STOP) for too_large, 127 unspecified otherwise.
 std::uint8_t rmpp_abort_status(RmppError e);
 
 // ---------------------------------------------------------------------------

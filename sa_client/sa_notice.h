@@ -38,7 +38,7 @@ inline constexpr std::uint32_t router = 3;
 inline constexpr std::uint32_t class_manager = 4;  // the SM/SA
 }  // namespace producer_type
 
-// Generic trap numbers the SM/SA issues (IBA 14.2.5.1, "SM" notices).
+// Generic trap numbers the SM/SA issues (IBA vol. 1 14.2.5.1).
 namespace trap_number {
 inline constexpr std::uint16_t gid_in_service = 64;
 inline constexpr std::uint16_t gid_out_of_service = 65;
@@ -137,7 +137,7 @@ struct InformInfoRecord {
 //   8-9   NoticeToggle(15) NoticeCount(14:0)
 //   10-63 DataDetails (54 bytes)
 //   64-79 IssuerGID
-// Traps 64-67 (IBA 14.2.5.1): DataDetails bytes 0-5 Reserved, 6-21 GIDADDR
+// Traps 64-67 (IBA vol. 1 14.2.5.1): DataDetails bytes 0-5 Reserved, 6-21 GIDADDR
 // (the port GID for 64/65, the MGID for 66/67), the rest Reserved.
 inline constexpr std::size_t kNoticeDataDetailsSize = 54;
 inline constexpr std::size_t kTrapGidAddrOffset = 6;  // within DataDetails

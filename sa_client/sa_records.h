@@ -35,13 +35,14 @@ enum class Selector : std::uint8_t {
 };
 const char* to_string(Selector s);  // "greater than", "less than", "exactly", "largest available"
 
-// MTU (6 bits): the path MTU codes of IBA 7.7.5, ib::Mtu.
+// MTU (6 bits): the path MTU codes of ib::Mtu.
 // 256..4096 for codes 1..5, 0 for anything else.
 std::uint32_t mtu_bytes(std::uint8_t mtu);
 // The code of 256..4096 bytes, 0 for other sizes.
 std::uint8_t mtu_code(std::uint32_t bytes);
 
-// Rate (6 bits): static rate codes of IBA 9.11 (and PortInfo extensions).
+// Rate (6 bits): the static rate codes of PathRecord and MCMemberRecord
+// (the values of OpenSM's IB_PATH_RECORD_RATE_*).
 namespace rate {
 inline constexpr std::uint8_t gbps_2_5 = 2;
 inline constexpr std::uint8_t gbps_10 = 3;
