@@ -33,6 +33,8 @@
 #include "transport/capture/erf_pcap.h"
 #include "transport/wire/packet.h"
 
+#include "tshark_util.h"
+
 namespace ipoibd::sa {
 namespace {
 
@@ -53,27 +55,6 @@ std::string gid_text(const Gid& g) {
     char buf[INET6_ADDRSTRLEN] = {};
     ::inet_ntop(AF_INET6, g.data(), buf, sizeof buf);
     return buf;
-}
-
-std::optional<std::uint64_t> parse_uint(const std::string& text) {
-    const char* begin = text.data();
-    const char* const end = text.data() + text.size();
-    int base = 10;
-    if (text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
-        base = 16;
-        begin += 2;
-    }
-    if (begin == end) return std::nullopt;
-    std::uint64_t value = 0;
-    const auto [ptr, ec] = std::from_chars(begin, end, value, base);
-    if (ec != std::errc{} || ptr != end) return std::nullopt;
-    return value;
-}
-
-std::optional<Gid> parse_gid_text(const std::string& text) {
-    Gid g{};
-    if (::inet_pton(AF_INET6, text.c_str(), g.data()) != 1) return std::nullopt;
-    return g;
 }
 
 SaMad sa_base(std::uint8_t method, std::uint16_t attribute, std::uint64_t tid) {
@@ -395,66 +376,6 @@ std::vector<std::uint8_t> sa_packet(const SaMad& mad) {
     return wire;
 }
 
-std::string shell_quote(const std::string& s) {
-    std::string out = "'";
-    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return out + "'";
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-    std::vector<std::string> parts;
-    std::string::size_type start = 0;
-    for (auto pos = s.find(sep); pos != std::string::npos; pos = s.find(sep, start)) {
-        parts.push_back(s.substr(start, pos - start));
-        start = pos + 1;
-    }
-    parts.push_back(s.substr(start));
-    return parts;
-}
-
-// Runs tshark over `pcap`; one row per frame.
-std::vector<std::map<std::string, std::string>> tshark_rows(const std::string& dir, const std::string& pcap,
-                                                            const std::vector<std::string>& fields) {
-    const std::string config = dir + "/wireshark-config";
-    std::filesystem::create_directory(config);
-    std::string command = "WIRESHARK_CONFIG_DIR=" + shell_quote(config) + " tshark -n -r " + shell_quote(pcap) +
-                          " -T fields -E " + shell_quote("separator=|") + " -E occurrence=f";
-    for (const auto& f : fields) command += " -e " + shell_quote(f);
-    command += " 2>" + shell_quote(dir + "/tshark.stderr");
-    std::vector<std::map<std::string, std::string>> rows;
-    std::FILE* pipe = ::popen(command.c_str(), "r");
-    if (pipe == nullptr) return rows;
-    std::string output;
-    std::array<char, 4096> buf;
-    for (std::size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0;) output.append(buf.data(), n);
-    const int status = ::pclose(pipe);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << "tshark failed (install the Debian package tshark): " << command;
-    for (const auto& line : split(output, '\n')) {
-        if (line.empty()) continue;
-        const auto columns = split(line, '|');
-        EXPECT_EQ(columns.size(), fields.size()) << line;
-        std::map<std::string, std::string> row;
-        for (std::size_t i = 0; i < fields.size() && i < columns.size(); ++i) row[fields[i]] = columns[i];
-        rows.push_back(std::move(row));
-    }
-    return rows;
-}
-
-void expect_field(const std::map<std::string, std::string>& row, const std::string& field, const std::string& want) {
-    const std::string& shown = row.at(field);
-    if (const auto want_gid = parse_gid_text(want); want_gid && want.find(':') != std::string::npos) {
-        EXPECT_EQ(parse_gid_text(shown), want_gid) << field << ": tshark shows \"" << shown << "\"";
-        return;
-    }
-    const auto want_number = parse_uint(want);
-    if (!want_number) {
-        EXPECT_EQ(shown, want) << field;
-        return;
-    }
-    EXPECT_EQ(parse_uint(shown), want_number) << field << ": tshark shows \"" << shown << "\"";
-}
-
 TEST(SaTshark, WiresharkDecodesEveryFieldAsEncoded) {
     const std::vector<Sample> samples = {mc_member_join_sample(), mc_member_response_sample(),
                                          path_record_sample(),    table_segment_sample(),
@@ -477,11 +398,11 @@ TEST(SaTshark, WiresharkDecodesEveryFieldAsEncoded) {
     std::sort(fields.begin(), fields.end());
     fields.erase(std::unique(fields.begin(), fields.end()), fields.end());
 
-    const auto rows = tshark_rows(dir, pcap, fields);
+    const auto rows = ipoibd::test::tshark_rows(dir, pcap, fields);
     ASSERT_EQ(rows.size(), samples.size());
     for (std::size_t i = 0; i < samples.size(); ++i) {
         SCOPED_TRACE(samples[i].name);
-        for (const auto& [field, want] : samples[i].expect) expect_field(rows[i], field, want);
+        for (const auto& [field, want] : samples[i].expect) ipoibd::test::expect_field(rows[i], field, want);
     }
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);

@@ -27,6 +27,7 @@
 #include "transport/capture/erf_pcap.h"
 #include "transport/wire/packet.h"
 #include "transport/wire/smp.h"
+#include "tshark_util.h"
 #include "wire_test_util.h"
 
 namespace ipoibd::ib {
@@ -41,22 +42,6 @@ struct Sample {
 };
 
 std::string num(std::uint64_t v) { return std::to_string(v); }
-
-// "0x..." or decimal, as tshark prints integers.
-std::optional<std::uint64_t> parse_uint(const std::string& text) {
-    const char* begin = text.data();
-    const char* const end = text.data() + text.size();
-    int base = 10;
-    if (text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
-        base = 16;
-        begin += 2;
-    }
-    if (begin == end) return std::nullopt;
-    std::uint64_t value = 0;
-    const auto [ptr, ec] = std::from_chars(begin, end, value, base);
-    if (ec != std::errc{} || ptr != end) return std::nullopt;
-    return value;
-}
 
 // Hex digits of bytes as tshark shows an FT_BYTES field (separators dropped).
 std::string hex_digits(std::string s) {
@@ -315,64 +300,13 @@ std::vector<std::uint8_t> smp_packet(const Smp& smp) {
     return wire;
 }
 
-std::string shell_quote(const std::string& s) {
-    std::string out = "'";
-    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return out + "'";
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-    std::vector<std::string> parts;
-    std::string::size_type start = 0;
-    for (auto pos = s.find(sep); pos != std::string::npos; pos = s.find(sep, start)) {
-        parts.push_back(s.substr(start, pos - start));
-        start = pos + 1;
-    }
-    parts.push_back(s.substr(start));
-    return parts;
-}
-
-// Runs tshark over `pcap` and returns one row per frame, or an error text.
-std::vector<std::map<std::string, std::string>> tshark_rows(const std::string& dir, const std::string& pcap,
-                                                            const std::vector<std::string>& fields) {
-    const std::string config = dir + "/wireshark-config";
-    std::filesystem::create_directory(config);
-    std::string command = "WIRESHARK_CONFIG_DIR=" + shell_quote(config) + " tshark -n -r " + shell_quote(pcap) +
-                          " -T fields -E " + shell_quote("separator=|");
-    for (const auto& f : fields) command += " -e " + shell_quote(f);
-    command += " 2>" + shell_quote(dir + "/tshark.stderr");
-    std::vector<std::map<std::string, std::string>> rows;
-    std::FILE* pipe = ::popen(command.c_str(), "r");
-    if (pipe == nullptr) return rows;
-    std::string output;
-    std::array<char, 4096> buf;
-    for (std::size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0;) output.append(buf.data(), n);
-    const int status = ::pclose(pipe);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << "tshark failed (install the Debian package tshark): " << command;
-    for (const auto& line : split(output, '\n')) {
-        if (line.empty()) continue;
-        const auto columns = split(line, '|');
-        EXPECT_EQ(columns.size(), fields.size()) << line;
-        std::map<std::string, std::string> row;
-        for (std::size_t i = 0; i < fields.size() && i < columns.size(); ++i) row[fields[i]] = columns[i];
-        rows.push_back(std::move(row));
-    }
-    return rows;
-}
-
-void expect_field(const std::map<std::string, std::string>& row, const std::string& field, const std::string& want) {
-    const std::string& shown = row.at(field);
+// The DR paths are compared as hex digits; everything else as tshark_util does.
+void expect_smp_field(const test::TsharkRow& row, const std::string& field, const std::string& want) {
     if (field.ends_with("path")) {
-        EXPECT_EQ(hex_digits(shown), want) << field;
+        EXPECT_EQ(hex_digits(row.at(field)), want) << field;
         return;
     }
-    const auto want_number = parse_uint(want);
-    if (!want_number) {
-        EXPECT_EQ(shown, want) << field;
-        return;
-    }
-    EXPECT_EQ(parse_uint(shown), want_number) << field << ": tshark shows \"" << shown << "\"";
+    test::expect_field(row, field, want);
 }
 
 TEST(SmpTshark, WiresharkDecodesEveryFieldAsEncoded) {
@@ -395,11 +329,11 @@ TEST(SmpTshark, WiresharkDecodesEveryFieldAsEncoded) {
     std::sort(fields.begin(), fields.end());
     fields.erase(std::unique(fields.begin(), fields.end()), fields.end());
 
-    const auto rows = tshark_rows(dir, pcap, fields);
+    const auto rows = test::tshark_rows(dir, pcap, fields);
     ASSERT_EQ(rows.size(), samples.size());
     for (std::size_t i = 0; i < samples.size(); ++i) {
         SCOPED_TRACE(samples[i].name);
-        for (const auto& [field, want] : samples[i].expect) expect_field(rows[i], field, want);
+        for (const auto& [field, want] : samples[i].expect) expect_smp_field(rows[i], field, want);
     }
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);

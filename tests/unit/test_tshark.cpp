@@ -43,6 +43,7 @@
 #include "transport/capture/erf_pcap.h"
 #include "transport/wire/mad.h"
 #include "transport/wire/opcodes.h"
+#include "tshark_util.h"
 #include "wire_test_util.h"
 
 namespace ipoibd {
@@ -101,6 +102,10 @@ capture::Direction direction_of(std::size_t index) {
     return index % 2 == 0 ? capture::Direction::sent : capture::Direction::received;
 }
 
+using test::parse_uint;
+using test::shell_quote;
+using test::split;
+
 // A mkdtemp directory, removed with everything in it.
 class ScratchDir {
 public:
@@ -128,31 +133,6 @@ private:
     std::string path_;
 };
 
-// One shell word: single quotes, with each ' written as '\''.
-std::string shell_quote(const std::string& s) {
-    std::string out = "'";
-    for (char c : s) {
-        if (c == '\'') out += "'\\''";
-        else out += c;
-    }
-    out += "'";
-    return out;
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-    std::vector<std::string> parts;
-    std::string::size_type start = 0;
-    for (;;) {
-        const auto pos = s.find(sep, start);
-        if (pos == std::string::npos) {
-            parts.push_back(s.substr(start));
-            return parts;
-        }
-        parts.push_back(s.substr(start, pos - start));
-        start = pos + 1;
-    }
-}
-
 std::string read_file_text(const std::string& path) {
     std::string text;
     if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
@@ -162,22 +142,6 @@ std::string read_file_text(const std::string& path) {
         std::fclose(f);
     }
     return text;
-}
-
-// An unsigned integer as tshark prints it: "0x" and hex digits, or decimal.
-std::optional<std::uint64_t> parse_uint(const std::string& text) {
-    const char* begin = text.data();
-    const char* const end = text.data() + text.size();
-    int base = 10;
-    if (text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
-        base = 16;
-        begin += 2;
-    }
-    if (begin == end) return std::nullopt;
-    std::uint64_t value = 0;
-    const auto [ptr, ec] = std::from_chars(begin, end, value, base);
-    if (ec != std::errc{} || ptr != end) return std::nullopt;
-    return value;
 }
 
 std::uint32_t byteswap32(std::uint32_t v) {
