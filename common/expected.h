@@ -6,7 +6,8 @@
 // __cpp_concepts is too old), and the sanitizer and libFuzzer builds use
 // clang, so those builds get the small stand-in below. Project code must use
 // only the members both provide: has_value(), operator bool, operator*,
-// operator->, value(), error(), and ipoibd::unexpected(e) to make an error;
+// operator->, value(), value_or(), error(), and ipoibd::unexpected(e) to
+// make an error;
 // expected<void, E> is default-constructed (`return {};`) for success.
 #pragma once
 
@@ -52,6 +53,10 @@ public:
     constexpr T&& value() && { return std::move(checked_value()); }
     constexpr const T& value() const& { return const_cast<expected*>(this)->checked_value(); }
     constexpr const E& error() const& { return std::get<1>(state_); }
+    template <class U>
+    constexpr T value_or(U&& fallback) const& {
+        return has_value() ? std::get<0>(state_) : static_cast<T>(std::forward<U>(fallback));
+    }
 
 private:
     constexpr T& checked_value() {

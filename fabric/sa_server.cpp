@@ -169,8 +169,12 @@ std::vector<sa::SaMad> SaServer::handle(const sa::SaMad& request, std::uint16_t 
             sa::McMemberRecord out;
             const std::uint16_t status = method == ib::method::set ? join(rec, mask, *requester, out)
                                                                    : leave(rec, mask, *requester, out);
-            if (status == kOk) (void)sa::put_record(out, resp);
-            else (void)sa::put_record(rec, resp);
+            if (status == kOk) {
+                (void)sa::put_record(out, resp);
+                resp.attribute_offset = sa::attribute_offset_for(sa::McMemberRecord::size);
+            } else {
+                (void)sa::put_record(rec, resp);
+            }
             return reply(status);
         }
         if (method == ib::method::get || method == ib::method::get_table) {
@@ -183,7 +187,9 @@ std::vector<sa::SaMad> SaServer::handle(const sa::SaMad& request, std::uint16_t 
         if (method != ib::method::set) return reply(ib::mad_status::method_attr_not_supported);
         const auto info = sa::get_record<sa::InformInfo>(request);
         (void)sa::put_record(info, resp);
-        return reply(inform(info, *requester, requester_qpn));
+        const std::uint16_t status = inform(info, *requester, requester_qpn);
+        if (status == kOk) resp.attribute_offset = sa::attribute_offset_for(sa::InformInfo::size);
+        return reply(status);
     }
     if (request.header.attribute_id == sa::sa_attr::path_record) {
         if (method != ib::method::get && method != ib::method::get_table)
@@ -198,6 +204,7 @@ std::vector<sa::SaMad> SaServer::handle(const sa::SaMad& request, std::uint16_t 
 template <class Record>
 std::vector<sa::SaMad> SaServer::respond_records(sa::SaMad& resp, std::uint8_t method, const std::vector<Record>& found,
                                                  const Requester& to) {
+    if (found.empty() && method == ib::method::get_table) return sa::rmpp_segments(resp, {});
     if (found.empty()) {
         resp.header.status = sa::sa_status::err_no_records;
         ++counters_.errors;
@@ -210,6 +217,7 @@ std::vector<sa::SaMad> SaServer::respond_records(sa::SaMad& resp, std::uint8_t m
             return {resp};
         }
         (void)sa::put_record(found.front(), resp);
+        resp.attribute_offset = sa::attribute_offset_for(Record::size);
         return {resp};
     }
     resp.attribute_offset = sa::attribute_offset_for(Record::size);
@@ -233,10 +241,7 @@ std::vector<sa::SaMad> SaServer::respond_records(sa::SaMad& resp, std::uint8_t m
 
 std::vector<sa::SaMad> SaServer::on_rmpp_control(const sa::SaMad& mad, std::uint16_t requester_lid) {
     const auto it = transfers_.find({requester_lid, static_cast<std::uint32_t>(mad.header.transaction_id)});
-    if (it == transfers_.end()) {
-        ++counters_.malformed;  // an ACK of a transfer that is over or never was
-        return {};
-    }
+    if (it == transfers_.end()) return {};  // the ACK of a one-segment table, or of a transfer already over
     auto more = it->second.sender.on_ack(mad);
     if (!more) {
         // STOP/ABORT from the requester, or a broken ACK: the transfer ends.
@@ -316,7 +321,7 @@ std::uint16_t SaServer::create_group(const sa::McMemberRecord& req, std::uint64_
     g.rate_selector = Selector::exactly;
     g.rate = rate;
     g.packet_life_time_selector = Selector::exactly;
-    g.packet_life_time = config_.packet_life_time;
+    g.packet_life_time = req.packet_life_time;
     if (!(mask & mc::hop_limit)) g.hop_limit = 0;
     // An IPoIB group takes its partition's broadcast group's parameters;
     // asking for others is refused.
@@ -333,7 +338,6 @@ std::uint16_t SaServer::create_group(const sa::McMemberRecord& req, std::uint64_
             return sa::sa_status::err_req_invalid;
         g.mtu = b.mtu;
         g.rate = b.rate;
-        g.scope = static_cast<std::uint8_t>(req.mgid[1] & 0x0F);
     }
     if (zero_gid(req.mgid)) {
         // The SA names the group: ff1S:a01b:PPPP::N, as OpenSM does.
@@ -357,10 +361,17 @@ std::uint16_t SaServer::leave(const sa::McMemberRecord& req, std::uint64_t mask,
     if (it == groups_.end()) return sa::sa_status::err_req_invalid;
     McGroup& g = it->second;
     const auto m = g.members.find(requester.guid);
-    if (m == g.members.end() || !(m->second & req.join_state)) return sa::sa_status::err_req_invalid;
+    // o15-0.1.14: the JoinState to leave must share a bit with the stored
+    // one and hold no bit the stored one lacks.
+    if (m == g.members.end() || !(m->second & req.join_state) || (req.join_state & ~m->second))
+        return sa::sa_status::err_req_invalid;
     m->second = static_cast<std::uint8_t>(m->second & ~req.join_state);
-    out = req;  // OpenSM's DeleteResp echoes the request's record
-    out.join_state = req.join_state;
+    // OpenSM's DeleteResp: the request's record, selectors "exactly", the
+    // group's Scope and the JoinState the port keeps.
+    out = req;
+    out.mtu_selector = out.rate_selector = out.packet_life_time_selector = Selector::exactly;
+    out.scope = g.params.scope;
+    out.join_state = m->second;
     if (m->second == 0) g.members.erase(m);
     if (g.members.empty() && !g.predefined) {
         switch_.set_multicast_ports(g.params.mlid, {});

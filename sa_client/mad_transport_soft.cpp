@@ -32,7 +32,9 @@ expected<std::unique_ptr<SoftMadTransport>, MadTransportError> SoftMadTransport:
     std::unique_ptr<SoftMadTransport> t(new SoftMadTransport(port, std::move(gsi), config));
     for (std::uint64_t i = 0; i < t->buffers_.size(); ++i)
         if (!t->post_receive(i))
-            return unexpected(MadTransportError{MadTransportErrc::open_failed, "could not post receive buffers on QP1"});
+            return unexpected(MadTransportError{MadTransportErrc::open_failed,
+                                                "QP1 took " + std::to_string(i) + " of " + std::to_string(t->buffers_.size()) +
+                                                    " receive buffers (its receive queue is shallower)"});
     return t;
 }
 

@@ -115,10 +115,12 @@ public:
 
     std::size_t receive(const MadCallback& on_mad, std::size_t max) override {
         std::size_t n = 0;
-        while (n < max) {
-            int len = static_cast<int>(recv_buf_.size() - umad_size());
+        // Every MAD read counts against the bound, handed over or not.
+        for (std::size_t reads = 0; n < max && reads < 2 * max; ++reads) {
+            const std::size_t room = recv_buf_.size() - umad_size();
+            int len = static_cast<int>(room);
             const int r = umad_recv(portid_, recv_buf_.data(), &len, 0);
-            if (r == -ENOSPC && len > 0) {
+            if (r == -ENOSPC && len > 0 && static_cast<std::size_t>(len) > room) {
                 // Longer than a MAD (a kernel-reassembled transfer, which this
                 // agent did not ask for): read it off the queue and drop it.
                 recv_buf_.resize(umad_size() + static_cast<std::size_t>(len));

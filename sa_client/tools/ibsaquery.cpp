@@ -13,9 +13,12 @@
 //     client and the transport until its callback (the SaClient's timeouts
 //     and retries bound the wait)
 //  4. print each result in words or as one JSON object per line
+// SIGINT/SIGTERM end subscribe --listen early (it then unsubscribes);
+// every other wait is bounded by the SaClient's timeouts.
 // Exit status: 0 every request answered with status 0, 1 an SA error status,
 // no answer, or the port could not be opened, 2 usage.
 #include <poll.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
@@ -27,7 +30,6 @@
 #include "common/duration.h"
 #include "common/socket_address.h"
 #include "sa_client/mad_transport_soft.h"
-#include "sa_client/rmpp.h"
 #include "sa_client/sa_client.h"
 #include "sa_client/tools/sa_output.h"
 #include "sa_client/tools/sa_request.h"
@@ -237,127 +239,67 @@ expected<Connection, std::string> open_connection(const Options& o) {
 // ---------------------------------------------------------------------------
 // One request through the SaClient
 
+volatile sig_atomic_t g_stop = 0;
+void on_signal(int) { g_stop = 1; }
+
+// One turn of the loop: MADs out, a bounded wait, MADs in, timers.
+void pump(SaClient& client, MadTransport& t, std::chrono::milliseconds max_wait, std::string& last_send_error) {
+    for (const SaMad& m : client.take_outbound()) {
+        auto s = t.send(m);
+        if (!s && s.error().message() != last_send_error) {
+            last_send_error = s.error().message();
+            std::fprintf(stderr, "ibsaquery: %s\n", last_send_error.c_str());
+        }
+    }
+    auto wait = max_wait;
+    if (const auto deadline = client.next_deadline()) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now());
+        wait = std::clamp(left, std::chrono::milliseconds(0), max_wait);
+    }
+    t.wait(wait);
+    t.receive([&](bytes m) { client.on_mad(m, Clock::now()); });
+    client.tick(Clock::now());
+}
+
+// One request through the SaClient: its timeouts and retries end the wait.
 expected<SaResult, SaFailure> run_request(SaClient& client, MadTransport& t, const SaMad& mad) {
     std::optional<expected<SaResult, SaFailure>> result;
     auto handle = client.submit(mad, [&](const expected<SaResult, SaFailure>& r) { result = r; }, Clock::now());
     std::string last_send_error;
-    while (!result) {
-        for (const SaMad& m : client.take_outbound()) {
-            auto s = t.send(m);
-            if (!s && s.error().message() != last_send_error) {
-                last_send_error = s.error().message();
-                std::fprintf(stderr, "ibsaquery: %s\n", last_send_error.c_str());
-            }
-        }
-        if (result) break;
-        auto wait = kMaxWait;
-        if (const auto deadline = client.next_deadline()) {
-            const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now());
-            wait = std::clamp(left, std::chrono::milliseconds(0), kMaxWait);
-        }
-        t.wait(wait);
-        t.receive([&](bytes m) { client.on_mad(m, Clock::now()); });
-        client.tick(Clock::now());
-    }
+    while (!result) pump(client, t, kMaxWait, last_send_error);
+    // ACKs of a finished RMPP transfer, and the like, go out at once.
+    for (const SaMad& m : client.take_outbound()) (void)t.send(m);
     return *result;
 }
 
-// The records of a response. A table that came without RMPP (libumad2sim
-// hands OpenSM's table over in one MAD, valid up to valid_bytes) is cut to
-// the whole records that arrived; `truncated` says a record was cut.
-template <class Record>
-std::vector<Record> records_of(const SaResult& r, std::size_t valid_bytes, bool& truncated) {
-    truncated = false;
-    if (r.status() != 0) return {};
-    if (r.header.header.method != ib::method::get_table_resp) return {get_record<Record>(r.header)};
-    const std::size_t stride = std::size_t{r.header.attribute_offset} * 8;
-    if (stride < Record::size) return {};
-    bytes payload = r.payload;
-    const bool whole = r.header.rmpp.active();
-    if (!whole) payload = payload.first(std::min(payload.size(), valid_bytes - kSaHeaderSize));
-    std::vector<Record> out;
-    std::size_t at = 0;
-    for (; at + stride <= payload.size(); at += stride) {
-        const bytes rec = payload.subspan(at, stride);
-        if (!whole && std::all_of(rec.begin(), rec.end(), [](std::uint8_t b) { return b == 0; })) break;
-        out.push_back(Record::read_from(rec.data()));
+// subscribe --listen: the Reports that come in until `duration` passes or
+// a signal, each answered with ReportResp by the SaClient; then the
+// subscription is removed again.
+bool listen_then_unsubscribe(SaClient& client, MadTransport& t, const Request& subscribe, bool json) {
+    client.set_report_handler([json](const SaMad& report) { print_report(report, json); });
+    ::signal(SIGINT, on_signal);
+    ::signal(SIGTERM, on_signal);
+    const auto end = Clock::now() + subscribe.listen;
+    std::string last_send_error;
+    while (!g_stop && Clock::now() < end) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(end - Clock::now());
+        pump(client, t, std::clamp(left, std::chrono::milliseconds(0), kMaxWait), last_send_error);
     }
-    if (!whole && valid_bytes < kSaMadSize) {
-        const bytes rest = payload.subspan(std::min(at, payload.size()));
-        truncated = std::any_of(rest.begin(), rest.end(), [](std::uint8_t b) { return b != 0; }) ||
-                    payload.size() - std::min(at, payload.size()) < stride;
-        truncated = truncated && !out.empty() && at + stride > payload.size();
-    }
-    return out;
-}
-
-// ---------------------------------------------------------------------------
-// Output
-
-void print_port(const Request& req, const MadPortInfo& p, bool json) {
-    if (json) {
-        const std::string port = Json()
-                                     .str("name", p.name)
-                                     .num("lid", p.lid)
-                                     .num("sm_lid", p.sm_lid)
-                                     .num("sm_sl", p.sm_sl)
-                                     .str("gid", format_gid(p.gid))
-                                     .boolean("active", p.active)
-                                     .done();
-        std::printf("%s\n", Json().str("request", req.text).str("command", req.command).raw("port", port).done().c_str());
-        return;
-    }
-    std::printf("%s: LID 0x%04x SM LID 0x%04x SM SL %u GID %s%s\n", p.name.c_str(), p.lid, p.sm_lid, p.sm_sl,
-                format_gid(p.gid).c_str(), p.active ? "" : " (not ACTIVE)");
-}
-
-// Prints one result; returns whether it was a success (status 0).
-bool print_result(const Request& req, const SaMad& sent, const expected<SaResult, SaFailure>& result,
-                  std::size_t valid_bytes, bool json) {
-    const char* attribute = sa_attribute_name(sent.header.attribute_id);
-    Json j;
-    j.str("request", req.text)
-        .str("command", req.command)
-        .str("method", ib::method_name(sent.header.method))
-        .str("attribute", attribute)
-        .num("component_mask", sent.component_mask)
-        .num("sm_key", sent.sm_key);
-    if (!result) {
-        if (json) {
-            std::printf("%s\n", j.null("status").str("failure", to_string(result.error())).done().c_str());
-        } else {
-            std::printf("%s: SubnAdm%s(%s): %s\n", req.text.c_str(), ib::method_name(sent.header.method), attribute,
-                        to_string(result.error()));
-        }
-        return false;
-    }
-    const SaResult& r = *result;
-    bool truncated = false;
-    std::string records = "[";
-    std::vector<McMemberRecord> mc;
-    std::vector<PathRecord> paths;
-    if (sent.header.attribute_id == sa_attr::mc_member_record) mc = records_of<McMemberRecord>(r, valid_bytes, truncated);
-    if (sent.header.attribute_id == sa_attr::path_record) paths = records_of<PathRecord>(r, valid_bytes, truncated);
-    for (const auto& m : mc) records += (records.size() > 1 ? "," : "") + to_json(m);
-    for (const auto& p : paths) records += (records.size() > 1 ? "," : "") + to_json(p);
-    records += "]";
-    if (json) {
-        j.num("status", r.status())
-            .str("status_text", describe_sa_status(r.status()))
-            .str("response_method", ib::method_name(r.header.header.method))
-            .num("attribute_offset", r.header.attribute_offset)
-            .raw("records", records)
-            .boolean("truncated", truncated)
-            .null("failure");
-        std::printf("%s\n", j.done().c_str());
-    } else {
-        std::printf("%s: SubnAdm%s(%s) -> %s %s, %zu record(s)%s\n", req.text.c_str(), ib::method_name(sent.header.method),
-                    attribute, ib::method_name(r.header.header.method), describe_sa_status(r.status()).c_str(),
-                    mc.size() + paths.size(), truncated ? " (table cut: libumad2sim carries 224 bytes of a MAD)" : "");
-        for (const auto& m : mc) print_record(stdout, m);
-        for (const auto& p : paths) print_record(stdout, p);
-    }
-    return r.status() == 0;
+    for (const SaMad& m : client.take_outbound()) (void)t.send(m);
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    client.set_report_handler(nullptr);
+    Request unsubscribe = subscribe;
+    unsubscribe.command = "unsubscribe";
+    InformInfo& info = std::get<InformInfo>(unsubscribe.query);
+    info.subscribe = 0;
+    unsubscribe.text = "unsubscribe " + (info.trap_number_device_id == kInformAllTraps
+                                             ? std::string("all")
+                                             : std::to_string(info.trap_number_device_id));
+    unsubscribe.listen = {};
+    const auto mad = build_mad(unsubscribe, t.port_info());
+    if (!mad) return false;
+    return print_result(unsubscribe, *mad, run_request(client, t, *mad), t.valid_bytes(), json);
 }
 
 void print_counters(const SaClient& client, const MadTransport& t) {
@@ -408,7 +350,9 @@ int main(int argc, char** argv) {
             continue;
         }
         const auto result = run_request(client, transport, *mad);
-        all_ok = print_result(req, *mad, result, transport.valid_bytes(), o.json) && all_ok;
+        const bool ok = print_result(req, *mad, result, transport.valid_bytes(), o.json);
+        all_ok = ok && all_ok;
+        if (ok && req.listen.count() > 0) all_ok = listen_then_unsubscribe(client, transport, req, o.json) && all_ok;
     }
     if (o.verbose) print_counters(client, transport);
     return all_ok ? 0 : 1;

@@ -1,6 +1,9 @@
 #include "sa_client/tools/sa_output.h"
 
+#include <algorithm>
 #include <cinttypes>
+#include <functional>
+#include <vector>
 
 #include "transport/gid.h"
 
@@ -127,6 +130,75 @@ std::string to_json(const PathRecord& r) {
         .done();
 }
 
+std::string to_json(const InformInfo& r) {
+    return Json()
+        .str("gid", format_gid(r.gid))
+        .num("lid_range_begin", r.lid_range_begin)
+        .num("lid_range_end", r.lid_range_end)
+        .num("is_generic", r.is_generic)
+        .num("subscribe", r.subscribe)
+        .num("type", r.type)
+        .num("trap_number_device_id", r.trap_number_device_id)
+        .num("qpn", r.qpn)
+        .num("resp_time_value", r.resp_time_value)
+        .num("producer_type_vendor_id", r.producer_type_vendor_id)
+        .done();
+}
+
+std::string to_json(const InformInfoRecord& r) {
+    return Json()
+        .str("subscriber_gid", format_gid(r.subscriber_gid))
+        .num("enum", r.enum_)
+        .raw("inform_info", to_json(r.inform_info))
+        .done();
+}
+
+std::string to_json(const Notice& r) {
+    Json j;
+    j.boolean("is_generic", r.is_generic)
+        .num("type", r.type)
+        .num("producer_type_vendor_id", r.producer_type_vendor_id)
+        .num("trap_number_device_id", r.trap_number_device_id)
+        .num("issuer_lid", r.issuer_lid)
+        .boolean("notice_toggle", r.notice_toggle)
+        .num("notice_count", r.notice_count)
+        .str("issuer_gid", format_gid(r.issuer_gid));
+    if (const auto g = trap_gid(r)) j.str("gid", format_gid(*g));
+    return j.done();
+}
+
+void print_record(std::FILE* out, const InformInfo& r) {
+    std::fprintf(out, "InformInfo dump:\n");
+    line(out, "gid", format_gid(r.gid));
+    line(out, "lid_range_begin", hex(r.lid_range_begin, 4));
+    line(out, "lid_range_end", hex(r.lid_range_end, 4));
+    line(out, "is_generic", hex(r.is_generic, 2));
+    line(out, "subscribe", hex(r.subscribe, 2));
+    line(out, "type", hex(r.type, 4));
+    line(out, "trap_num_device_id", hex(r.trap_number_device_id, 4) + " (" + std::to_string(r.trap_number_device_id) + ")");
+    line(out, "qpn", hex(r.qpn, 6));
+    line(out, "resp_time_val", hex(r.resp_time_value, 2));
+    line(out, "producer_type", hex(r.producer_type_vendor_id, 6));
+}
+
+void print_record(std::FILE* out, const InformInfoRecord& r) {
+    std::fprintf(out, "InformInfoRecord dump:\n");
+    line(out, "subscriber_gid", format_gid(r.subscriber_gid));
+    line(out, "subscriber_enum", hex(r.enum_, 4));
+    print_record(out, r.inform_info);
+}
+
+void print_record(std::FILE* out, const Notice& r) {
+    std::fprintf(out, "Notice dump:\n");
+    line(out, "generic", r.is_generic ? "yes" : "no");
+    line(out, "type", hex(r.type, 2));
+    line(out, "producer_type", hex(r.producer_type_vendor_id, 6));
+    line(out, "trap_num", hex(r.trap_number_device_id, 4) + " (" + std::to_string(r.trap_number_device_id) + ")");
+    line(out, "issuer_lid", hex(r.issuer_lid, 4));
+    line(out, "issuer_gid", format_gid(r.issuer_gid));
+    if (const auto g = trap_gid(r)) line(out, "gid", format_gid(*g));
+}
+
 void print_record(std::FILE* out, const McMemberRecord& r) {
     std::fprintf(out, "MCMemberRecord dump:\n");
     line(out, "MGID", format_gid(r.mgid));
@@ -167,6 +239,127 @@ void print_record(std::FILE* out, const PathRecord& r) {
                           rate_name(r.rate) + ")");
     line(out, "pkt_life", hex(sel_byte(r.packet_life_time_selector, r.packet_life_time), 2));
     line(out, "preference", hex(r.preference));
+}
+
+namespace {
+
+// The records of a response. A table that came without RMPP (libumad2sim
+// hands OpenSM's table over in one MAD, valid up to valid_bytes) is cut to
+// the whole records that arrived, the zero padding after the last dropped;
+// `truncated` says a record was cut.
+template <class Record>
+std::vector<Record> records_of(const SaResult& r, std::size_t valid_bytes, bool& truncated) {
+    truncated = false;
+    if (r.status() != 0) return {};
+    if (r.header.header.method != ib::method::get_table_resp) return {get_record<Record>(r.header)};
+    const std::size_t stride = std::size_t{r.header.attribute_offset} * 8;
+    if (stride < Record::size) return {};
+    bytes payload = r.payload;
+    const bool whole = r.header.rmpp.active();
+    if (!whole) payload = payload.first(std::min(payload.size(), valid_bytes - kSaHeaderSize));
+    std::vector<Record> out;
+    std::size_t at = 0;
+    for (; at + stride <= payload.size(); at += stride) {
+        const bytes rec = payload.subspan(at, stride);
+        if (!whole && std::all_of(rec.begin(), rec.end(), [](std::uint8_t b) { return b == 0; })) return out;
+        out.push_back(Record::read_from(rec.data()));
+    }
+    // Under libumad2sim the table may go on past the valid bytes: it was
+    // cut if what is left holds part of a record, or if the records fill
+    // the valid bytes so that no zero padding shows where the table ended.
+    const bytes rest = payload.subspan(at);
+    truncated = !whole && valid_bytes < kSaMadSize && !out.empty() &&
+                (rest.empty() || std::any_of(rest.begin(), rest.end(), [](std::uint8_t b) { return b != 0; }));
+    return out;
+}
+
+struct Printable {
+    std::vector<std::string> json;
+    std::vector<std::function<void()>> words;
+    bool truncated = false;
+};
+
+template <class Record>
+void collect(const SaResult& r, std::size_t valid_bytes, Printable& p) {
+    for (const Record& rec : records_of<Record>(r, valid_bytes, p.truncated)) {
+        p.json.push_back(to_json(rec));
+        p.words.push_back([rec] { print_record(stdout, rec); });
+    }
+}
+
+}  // namespace
+
+bool print_result(const Request& req, const SaMad& sent, const expected<SaResult, SaFailure>& result,
+                  std::size_t valid_bytes, bool json) {
+    const char* attribute = sa_attribute_name(sent.header.attribute_id);
+    const char* method = ib::method_name(sent.header.method);
+    Json j;
+    j.str("request", req.text)
+        .str("command", req.command)
+        .str("method", method)
+        .str("attribute", attribute)
+        .num("component_mask", sent.component_mask)
+        .num("sm_key", sent.sm_key);
+    if (!result) {
+        if (json) std::printf("%s\n", j.null("status").str("failure", to_string(result.error())).done().c_str());
+        else std::printf("%s: SubnAdm%s(%s): %s\n", req.text.c_str(), method, attribute, to_string(result.error()));
+        return false;
+    }
+    const SaResult& r = *result;
+    Printable p;
+    switch (sent.header.attribute_id) {
+        case sa_attr::mc_member_record: collect<McMemberRecord>(r, valid_bytes, p); break;
+        case sa_attr::path_record: collect<PathRecord>(r, valid_bytes, p); break;
+        case sa_attr::inform_info: collect<InformInfo>(r, valid_bytes, p); break;
+        case sa_attr::inform_info_record: collect<InformInfoRecord>(r, valid_bytes, p); break;
+        default: break;
+    }
+    if (json) {
+        std::string records = "[";
+        for (const std::string& rec : p.json) records += (records.size() > 1 ? "," : "") + rec;
+        records += "]";
+        j.num("status", r.status())
+            .str("status_text", describe_sa_status(r.status()))
+            .str("response_method", ib::method_name(r.header.header.method))
+            .num("attribute_offset", r.header.attribute_offset)
+            .raw("records", records)
+            .boolean("truncated", p.truncated)
+            .null("failure");
+        std::printf("%s\n", j.done().c_str());
+    } else {
+        std::printf("%s: SubnAdm%s(%s) -> %s %s, %zu record(s)%s\n", req.text.c_str(), method, attribute,
+                    ib::method_name(r.header.header.method), describe_sa_status(r.status()).c_str(), p.words.size(),
+                    p.truncated ? " (table cut: libumad2sim carries 224 bytes of a MAD, no RMPP)" : "");
+        for (const auto& print : p.words) print();
+    }
+    return r.status() == 0;
+}
+
+void print_port(const Request& req, const MadPortInfo& p, bool json) {
+    if (json) {
+        const std::string port = Json()
+                                     .str("name", p.name)
+                                     .num("lid", p.lid)
+                                     .num("sm_lid", p.sm_lid)
+                                     .num("sm_sl", p.sm_sl)
+                                     .str("gid", format_gid(p.gid))
+                                     .boolean("active", p.active)
+                                     .done();
+        std::printf("%s\n", Json().str("request", req.text).str("command", req.command).raw("port", port).done().c_str());
+        return;
+    }
+    std::printf("%s: LID 0x%04x SM LID 0x%04x SM SL %u GID %s%s\n", p.name.c_str(), p.lid, p.sm_lid, p.sm_sl,
+                format_gid(p.gid).c_str(), p.active ? "" : " (not ACTIVE)");
+}
+
+void print_report(const SaMad& report, bool json) {
+    const Notice n = get_record<Notice>(report);
+    if (json) {
+        std::printf("%s\n", Json().str("command", "report").raw("notice", to_json(n)).done().c_str());
+        return;
+    }
+    std::printf("Report: trap %u from LID 0x%04x\n", n.trap_number_device_id, n.issuer_lid);
+    print_record(stdout, n);
 }
 
 }  // namespace ipoibd::sa::tools

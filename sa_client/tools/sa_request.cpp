@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/duration.h"
 #include "transport/gid.h"
 
 namespace po = boost::program_options;
@@ -26,6 +27,9 @@ const std::map<std::string, std::set<std::string>>& command_options() {
         {"path", {"sm-key", "sgid", "dgid", "slid", "dlid", "pkey", "table"}},
         {"join", {"sm-key", "join-state", "qkey", "pkey", "mtu", "rate", "sl", "tclass", "flow-label", "create"}},
         {"leave", {"sm-key", "join-state"}},
+        {"subscribe", {"sm-key", "listen"}},
+        {"unsubscribe", {"sm-key"}},
+        {"subscriptions", {"sm-key"}},
     };
     return table;
 }
@@ -48,7 +52,8 @@ po::options_description request_options() {
         ("dgid", po::value<std::string>(), "path: destination GID")
         ("slid", po::value<std::string>(), "path: source LID")
         ("dlid", po::value<std::string>(), "path: destination LID")
-        ("table", po::bool_switch(), "path: SubnAdmGetTable instead of SubnAdmGet");
+        ("table", po::bool_switch(), "path: SubnAdmGetTable instead of SubnAdmGet")
+        ("listen", po::value<std::string>(), "subscribe: print Reports for this long (e.g. 10s), then unsubscribe");
     return d;
 }
 
@@ -119,6 +124,9 @@ std::string request_usage() {
          "  join MGID [--join-state S] [--qkey Q] [--pkey P] [--mtu M] [--rate R] [--sl N]\n"
          "            [--tclass N] [--flow-label N] [--create]\n"
          "  leave MGID [--join-state S]\n"
+         "  subscribe TRAP [--listen D]   InformInfo subscription to trap 64..67 or all\n"
+         "  unsubscribe TRAP\n"
+         "  subscriptions                 InformInfoRecords (SM_Key 1 unless --sm-key)\n"
          "  batch FILE                    one command per line ('-': stdin; '#' comments)\n"
       << request_options();
     return s.str();
@@ -154,8 +162,12 @@ expected<Request, std::string> parse_request(const std::vector<std::string>& wor
     }
     const auto args = vm.count("args") ? vm["args"].as<std::vector<std::string>>() : std::vector<std::string>{};
     const bool wants_mgid = r.command == "group" || r.command == "members" || r.command == "join" || r.command == "leave";
-    if (args.size() != (wants_mgid ? 1u : 0u))
-        return fail(wants_mgid ? "give one MGID" : "takes no arguments, got '" + args.front() + "'");
+    const bool wants_trap = r.command == "subscribe" || r.command == "unsubscribe";
+    if (args.size() != (wants_mgid || wants_trap ? 1u : 0u)) {
+        if (wants_mgid) return fail("give one MGID");
+        if (wants_trap) return fail("give one trap number (64..67) or all");
+        return fail("takes no arguments, got '" + args.front() + "'");
+    }
     std::optional<Gid> mgid;
     if (wants_mgid) {
         mgid = parse_gid(args.front());
@@ -175,9 +187,36 @@ expected<Request, std::string> parse_request(const std::vector<std::string>& wor
 
     auto sm_key = num_opt("sm-key", ~0ULL);
     if (!sm_key) return unexpected(sm_key.error());
-    r.sm_key = sm_key->value_or(r.command == "members" ? kOpenSmDefaultSmKey : 0);
+    const bool trusted = r.command == "members" || r.command == "subscriptions";
+    r.sm_key = sm_key->value_or(trusted ? kOpenSmDefaultSmKey : 0);
 
     if (r.command == "port") return r;
+    if (wants_trap) {
+        std::uint16_t trap = kInformAllTraps;
+        if (args.front() != "all") {
+            const auto n = number(args.front(), 0xFFFF);
+            if (!n) return fail("'" + args.front() + "': expected a trap number (64..67) or all");
+            trap = static_cast<std::uint16_t>(*n);
+        }
+        r.method = ib::method::set;
+        // Reports go to the QP the subscription names: this tool's QP1.
+        // OpenSM stores the requester's QPN and removes a subscription only
+        // when the unsubscribing InformInfo names the same QPN.
+        InformInfo info = generic_trap_subscription(trap, r.command == "subscribe");
+        info.qpn = ib::kQp1;
+        r.query = info;
+        if (const auto s = opt("listen")) {
+            const auto d = parse_duration(*s);
+            if (!d) return fail("--listen '" + *s + "': " + d.error());
+            r.listen = *d;
+        }
+        return r;
+    }
+    if (r.command == "subscriptions") {
+        r.method = ib::method::get_table;
+        r.query = InformInfoRecordQuery{};
+        return r;
+    }
     if (r.command == "groups" || r.command == "group" || r.command == "members") {
         McMemberQuery q;
         if (mgid) q.set_mgid(*mgid);
@@ -263,6 +302,10 @@ expected<SaMad, std::string> build_mad(const Request& request, const MadPortInfo
         mad = q.request(request.method, 0);
     } else if (const auto* pq = std::get_if<PathQuery>(&request.query)) {
         mad = pq->request(request.method, 0);
+    } else if (const auto* ii = std::get_if<InformInfo>(&request.query)) {
+        mad = make_sa_request(request.method, 0, *ii);
+    } else if (const auto* iq = std::get_if<InformInfoRecordQuery>(&request.query)) {
+        mad = make_sa_request(request.method, 0, iq->record, iq->component_mask);
     } else {
         return unexpected(request.command + " sends nothing");
     }

@@ -14,6 +14,13 @@
 //                               port), JoinState, and each option given;
 //                               --create adds the creation components
 //   leave MGID [--join-state S] MCMemberRecord Delete
+//   subscribe TRAP [--listen D] InformInfo Set, Subscribe 1, for generic trap
+//                               TRAP (64..67, or all) from every producer;
+//                               --listen: print the Reports that come in for
+//                               D, then unsubscribe
+//   unsubscribe TRAP            InformInfo Set, Subscribe 0
+//   subscriptions               InformInfoRecord GetTable, SM_Key 1 unless
+//                               --sm-key
 //   port                        this port and its SM (nothing is sent)
 #pragma once
 
@@ -23,18 +30,27 @@
 #include <vector>
 
 #include "common/expected.h"
+#include <chrono>
+
 #include "sa_client/mad_transport.h"
+#include "sa_client/sa_notice.h"
 #include "sa_client/sa_records.h"
 
 namespace ipoibd::sa::tools {
+
+struct InformInfoRecordQuery {
+    InformInfoRecord record;
+    std::uint64_t component_mask = 0;
+};
 
 struct Request {
     std::string text;     // as the operator wrote it: "join ff12:401b:ffff::ffff:ffff --join-state full"
     std::string command;  // "join"
     std::uint8_t method = 0;
-    std::variant<std::monostate, McMemberQuery, PathQuery> query;
+    std::variant<std::monostate, McMemberQuery, PathQuery, InformInfo, InformInfoRecordQuery> query;
     bool with_port_gid = false;  // join/leave: PortGID is this port's, known once it is open
     std::uint64_t sm_key = 0;
+    std::chrono::milliseconds listen{0};  // subscribe --listen
 };
 
 // The command words and options, usage text for --help.

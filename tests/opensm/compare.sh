@@ -20,15 +20,19 @@ set -uo pipefail
 BIN=$(cd "${1:?usage: compare.sh BIN_DIR [-k]}" && pwd)
 KEEP=${2:-}
 HERE=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=lib.sh
+# shellcheck source=SCRIPTDIR/lib.sh
 . "$HERE/lib.sh"
-# shellcheck source=../scenario/lib.sh
+# shellcheck source=SCRIPTDIR/../scenario/lib.sh
 . "$HERE/../scenario/lib.sh"
 
 osmh_require_tools
 command -v python3 >/dev/null || { echo "compare: needs python3; skipped" >&2; exit 77; }
-[ -x "$BIN/ibsaquery" ] && [ -x "$BIN/ibfabricd" ] && [ -x "$BIN/ibudping" ] \
-  || { echo "compare: ibsaquery, ibfabricd and ibudping must be built in $BIN" >&2; exit 1; }
+for tool in ibsaquery ibfabricd ibudping; do
+  if [ ! -x "$BIN/$tool" ]; then
+    echo "compare: $tool is not built in $BIN" >&2
+    exit 1
+  fi
+done
 if [[ $("$BIN/ibsaquery" --version) != *umad* ]]; then
   echo "compare: ibsaquery was built without libibumad (libibumad-dev); skipped" >&2
   exit 77
@@ -52,8 +56,13 @@ ENV_FILE=$("$HERE/start.sh" -w 30 -l 600) || { ENV_FILE=""; fail "could not star
 osmh_load_env "$ENV_FILE"
 SELF_LID=$OSMH_LID_ca1 PEER_LID=$OSMH_LID_ca2
 SELF_GUID=$OSMH_GUID_ca1 PEER_GUID=$OSMH_GUID_ca2
-gid_of() { printf 'fe80::%x:%x\n' $(($1 >> 16 & 0xffff)) $(($1 & 0xffff)); }  # GUIDs < 2^32 here
-[ $((SELF_GUID >> 32)) -eq 0 ] && [ $((PEER_GUID >> 32)) -eq 0 ] || fail "unexpected ibsim GUIDs $SELF_GUID $PEER_GUID"
+# fe80:: + a GUID below 2^32 (ibsim's are 0x10000N), as ibsaquery prints GIDs.
+gid_of() {
+  if [ $(($1 >> 16)) -eq 0 ]; then printf 'fe80::%x\n' "$1"; else printf 'fe80::%x:%x\n' $(($1 >> 16)) $(($1 & 0xffff)); fi
+}
+if [ $((SELF_GUID >> 32)) -ne 0 ] || [ $((PEER_GUID >> 32)) -ne 0 ]; then
+  fail "unexpected ibsim GUIDs $SELF_GUID $PEER_GUID"
+fi
 SELF_GID=$(gid_of "$SELF_GUID") PEER_GID=$(gid_of "$PEER_GUID")
 sed -e "s/@SELF_GID@/$SELF_GID/g" -e "s/@PEER_GID@/$PEER_GID/g" \
     -e "s/@SELF_LID@/$SELF_LID/g" -e "s/@PEER_LID@/$PEER_LID/g" \

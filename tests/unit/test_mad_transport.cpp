@@ -1,0 +1,212 @@
+// The soft MAD transport over the in-memory fabric: port LID 1 plays the SM
+// with a fake SA on its QP1 (every in-memory port's SM LID is 1), port LID 2
+// is the SA client's. Checks the addressing (SM LID, QP1, the GSI Q_Key),
+// receive buffers that are posted again, padding of short MADs, the bounded
+// hand-over queue, and a whole SaClient transaction.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "sa_client/mad_transport_soft.h"
+#include "sa_client/sa_client.h"
+#include "sa_client/sa_records.h"
+#include "transport/memory/memory_fabric.h"
+
+namespace ipoibd::sa {
+namespace {
+
+using transport::Completion;
+using transport::CompletionKind;
+using transport::kGrhSlotSize;
+
+// QP1 of the SM's port, answering what arrives: each request comes back as
+// its response (R bit set), or as `reply_size` bytes when that is set.
+class FakeSa {
+public:
+    explicit FakeSa(transport::MemoryPort& port) : qp_(std::move(*port.create_gsi_qp(64, 64))) {
+        for (std::uint64_t i = 0; i < buffers_.size(); ++i) post(i);
+    }
+
+    // Answers every request received; returns how many.
+    std::size_t serve() {
+        Completion wc[16];
+        std::size_t answered = 0;
+        for (std::size_t n = qp_->poll(wc), i = 0; i < n; ++i) {
+            const Completion& c = wc[i];
+            if (c.kind == CompletionKind::send) continue;
+            last = c;
+            const bytes mad = bytes(buffers_[c.wr_id]).subspan(kGrhSlotSize, c.byte_len - kGrhSlotSize);
+            last_request = SaMad::read_from(mad.data());
+            SaMad resp = last_request;
+            resp.header.method = static_cast<std::uint8_t>(resp.header.method | ib::method::response_bit);
+            std::vector<std::uint8_t> wire(kSaMadSize);
+            resp.write_to(wire.data());
+            wire.resize(reply_size);
+            send_to(c.slid, wire);
+            post(c.wr_id);
+            ++answered;
+        }
+        return answered;
+    }
+
+    void send_to(std::uint16_t dlid, bytes payload) {
+        const transport::SendRequest s{.ah = {.dlid = dlid}, .remote_qpn = ib::kQp1, .remote_qkey = ib::kGsiQKey, .payload = payload};
+        ASSERT_EQ(*qp_->post_send({&s, 1}), 1u);
+    }
+
+    Completion last;
+    SaMad last_request;
+    std::size_t reply_size = kSaMadSize;
+
+private:
+    void post(std::uint64_t i) {
+        const transport::ReceiveBuffer b{i, buffers_[i]};
+        ASSERT_EQ(*qp_->post_receive({&b, 1}), 1u);
+    }
+    std::unique_ptr<transport::UdQp> qp_;
+    std::vector<std::vector<std::uint8_t>> buffers_ = std::vector<std::vector<std::uint8_t>>(64, std::vector<std::uint8_t>(kGrhSlotSize + kSaMadSize));
+};
+
+SaMad get_request(std::uint64_t tid) {
+    McMemberQuery q;
+    q.set_mgid(Gid{0xFF, 0x12, 0x40, 0x1B, 0xFF, 0xFF, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF});
+    return *q.request(ib::method::get, tid);
+}
+
+struct MadTransportTest : ::testing::Test {
+    transport::MemoryFabric fabric;
+    std::unique_ptr<transport::MemoryPort> sm_port = fabric.add_port();      // LID 1
+    std::unique_ptr<transport::MemoryPort> client_port = fabric.add_port();  // LID 2
+    FakeSa sa{*sm_port};
+    std::unique_ptr<SoftMadTransport> transport = open({});
+
+    std::unique_ptr<SoftMadTransport> open(SoftMadTransportConfig config) {
+        auto gsi = client_port->create_gsi_qp(16, 64);
+        EXPECT_TRUE(gsi.has_value());
+        auto t = SoftMadTransport::open(*client_port, std::move(*gsi), config);
+        EXPECT_TRUE(t.has_value());
+        return t ? std::move(*t) : nullptr;
+    }
+    std::vector<std::vector<std::uint8_t>> received;
+    std::size_t receive(std::size_t max = 64) {
+        return transport->receive([&](bytes m) { received.emplace_back(m.begin(), m.end()); }, max);
+    }
+};
+
+TEST_F(MadTransportTest, RequestGoesToTheSmQp1AndTheResponseComesBack) {
+    const auto info = transport->port_info();
+    EXPECT_EQ(info.lid, 2);
+    EXPECT_EQ(info.sm_lid, 1);
+    EXPECT_TRUE(info.active);
+    ASSERT_TRUE(transport->send(get_request(0x1234)).has_value());
+    fabric.run();
+    ASSERT_EQ(sa.serve(), 1u);
+    // From the client's QP1 and LID, a whole MAD, P_Key index 0 (0xffff).
+    EXPECT_EQ(sa.last.src_qp, ib::kQp1);
+    EXPECT_EQ(sa.last.slid, 2);
+    EXPECT_EQ(sa.last.byte_len, kGrhSlotSize + kSaMadSize);
+    EXPECT_EQ(sa.last.pkey_index, 0);
+    EXPECT_EQ(sa.last_request, get_request(0x1234));
+    fabric.run();
+    EXPECT_EQ(receive(), 1u);
+    ASSERT_EQ(received.size(), 1u);
+    ASSERT_EQ(received[0].size(), kSaMadSize);
+    const SaMad resp = SaMad::read_from(received[0].data());
+    EXPECT_EQ(resp.header.method, ib::method::get_resp);
+    EXPECT_EQ(resp.header.transaction_id, 0x1234u);
+    EXPECT_EQ(transport->counters().sent, 1u);
+    EXPECT_EQ(transport->counters().received, 1u);
+    EXPECT_EQ(receive(), 0u);  // nothing more
+}
+
+TEST_F(MadTransportTest, ReceiveBuffersArePostedAgain) {
+    transport = nullptr;
+    transport = open({.receive_buffers = 2});
+    for (std::uint64_t i = 0; i < 50; ++i) {
+        ASSERT_TRUE(transport->send(get_request(i)).has_value()) << i;
+        fabric.run();
+        ASSERT_EQ(sa.serve(), 1u);
+        fabric.run();
+        ASSERT_EQ(receive(), 1u) << i;
+    }
+    EXPECT_EQ(transport->counters().received, 50u);
+    EXPECT_EQ(transport->counters().receive_errors, 0u);
+    EXPECT_EQ(transport->counters().send_errors, 0u);
+}
+
+TEST_F(MadTransportTest, ShortMadsArePaddedTooShortOnesDropped) {
+    sa.reply_size = 112;  // what libumad2sim hands over for one MCMemberRecord
+    ASSERT_TRUE(transport->send(get_request(7)).has_value());
+    fabric.run();
+    sa.serve();
+    fabric.run();
+    ASSERT_EQ(receive(), 1u);
+    ASSERT_EQ(received[0].size(), kSaMadSize);
+    EXPECT_EQ(SaMad::read_from(received[0].data()).header.transaction_id, 7u);
+    EXPECT_TRUE(std::all_of(received[0].begin() + 112, received[0].end(), [](std::uint8_t b) { return b == 0; }));
+    EXPECT_EQ(transport->counters().short_received, 1u);
+
+    sa.reply_size = kSaHeaderSize - 1;  // not even the SA header
+    ASSERT_TRUE(transport->send(get_request(8)).has_value());
+    fabric.run();
+    sa.serve();
+    fabric.run();
+    EXPECT_EQ(receive(), 0u);
+    EXPECT_EQ(transport->counters().dropped, 1u);
+}
+
+TEST_F(MadTransportTest, HandOverIsBoundedPerCallAndInTotal) {
+    transport = nullptr;
+    transport = open({.receive_buffers = 8, .max_pending = 3});
+    std::vector<std::uint8_t> mad(kSaMadSize);
+    get_request(1).write_to(mad.data());
+    for (int i = 0; i < 5; ++i) sa.send_to(2, mad);
+    fabric.run();
+    EXPECT_EQ(receive(2), 2u);  // at most `max` per call
+    EXPECT_EQ(transport->counters().dropped, 2u);  // 5 arrived, 3 could wait
+    EXPECT_EQ(receive(), 1u);
+    EXPECT_EQ(transport->counters().received, 3u);
+}
+
+TEST_F(MadTransportTest, NoSmLidNoSend) {
+    auto a = client_port->attributes();
+    a.sm_lid = 0;
+    client_port->core().set_attributes(a);
+    const auto r = transport->send(get_request(1));
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().code, MadTransportErrc::no_sm);
+    EXPECT_EQ(transport->counters().send_errors, 1u);
+    EXPECT_EQ(transport->counters().sent, 0u);
+}
+
+TEST_F(MadTransportTest, OnlyQp1Accepted) {
+    auto qp = client_port->create_ud_qp({.qkey = 0x1234});
+    ASSERT_TRUE(qp.has_value());
+    const auto t = SoftMadTransport::open(*client_port, std::move(*qp));
+    ASSERT_FALSE(t.has_value());
+    EXPECT_EQ(t.error().code, MadTransportErrc::open_failed);
+}
+
+// The SaClient over the transport: submit, move MADs both ways, callback.
+TEST_F(MadTransportTest, SaClientTransaction) {
+    SaClient client;
+    std::optional<expected<SaResult, SaFailure>> result;
+    const auto now = Clock::now();
+    auto handle = client.submit(get_request(0), [&](const expected<SaResult, SaFailure>& r) { result = r; }, now);
+    for (int step = 0; step < 10 && !result; ++step) {
+        for (const SaMad& m : client.take_outbound()) ASSERT_TRUE(transport->send(m).has_value());
+        fabric.run();
+        sa.serve();
+        fabric.run();
+        transport->receive([&](bytes m) { client.on_mad(m, now); }, 64);
+    }
+    ASSERT_TRUE(result.has_value());
+    ASSERT_TRUE(result->has_value());
+    EXPECT_EQ((*result)->status(), 0);
+    EXPECT_EQ((*result)->header.header.method, ib::method::get_resp);
+    EXPECT_EQ(client.counters().responses, 1u);
+    EXPECT_EQ(client.counters().unmatched, 0u);
+}
+
+}  // namespace
+}  // namespace ipoibd::sa
