@@ -82,6 +82,35 @@ def tshark_fields(path):
     return rows
 
 
+def check_sa_join(path, mgid, mlid):
+    """tshark decodes the SA's MCMemberRecords in the capture: the join (a
+    SubnAdmSet, method 0x02) with the MGID, JoinState FullMember and Q_Key
+    0x1234, and the GetResp (0x81) with the MLID the SA gave."""
+    fields = ["infiniband.mad.method", "infiniband.mcmemberrecord.mgid", "infiniband.mcmemberrecord.joinstate",
+              "infiniband.mcmemberrecord.q_key", "infiniband.mcmemberrecord.mlid"]
+    cmd = ["tshark", "-n", "-r", path, "-Y", "infiniband.mcmemberrecord.mgid", "-T", "fields", "-E", "separator=|",
+           "-E", "occurrence=f"]
+    for f in fields:
+        cmd += ["-e", f]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    want = ipaddress.IPv6Address(mgid)
+    saw_set = saw_resp = False
+    for line in out.splitlines():
+        method, g, join_state, qkey, got_mlid = (line.split("|") + [""] * 5)[:5]
+        if not g or ipaddress.IPv6Address(g) != want:
+            continue
+        if num(method) == 0x02 and num(join_state) == 1 and num(qkey) == 0x1234:
+            saw_set = True
+        if num(method) == 0x81 and num(got_mlid) == mlid and num(join_state) == 1:
+            saw_resp = True
+    missing = []
+    if not saw_set:
+        missing.append(f"SA join (Set) of {mgid}, JoinState 1, Q_Key 0x1234, decoded by tshark")
+    if not saw_resp:
+        missing.append(f"SA GetResp for {mgid} with MLID {mlid:#x}, decoded by tshark")
+    return missing
+
+
 def num(text):
     return int(text, 0) if text else None
 
@@ -95,6 +124,8 @@ def main():
     ap.add_argument("--mlid")
     ap.add_argument("--mgid")
     ap.add_argument("--forger-lid", help="frames from this LID are forged on purpose: not checked")
+    ap.add_argument("--sa-join-mgid", help="an SA join for this MGID (Set, FullMember, Q_Key 0x1234) and its GetResp")
+    ap.add_argument("--sa-join-mlid", help="the MLID the SA gave that group")
     a = ap.parse_args()
 
     packets = read_pcap(a.pcap)
@@ -116,8 +147,11 @@ def main():
         # tshark shows the wire bytes as a big-endian number; ours are LSB first.
         shown_icrc = struct.unpack(">I", struct.pack("<I", want_icrc))[0]
         shown_vcrc = struct.unpack(">H", struct.pack("<H", want_vcrc))[0]
-        if (stored_icrc, stored_vcrc) != (want_icrc, want_vcrc) or num(row["icrc"]) != shown_icrc \
-                or num(row["vcrc"]) != shown_vcrc:
+        # tshark 4.0 shows no CRC fields for some MADs (SA class): then
+        # only the stored CRCs are checked against our recomputation.
+        shown_ok = (not row["icrc"] and not row["vcrc"] and num(row["destqp"]) in (0, 1)) or \
+            (num(row["icrc"]) == shown_icrc and num(row["vcrc"]) == shown_vcrc)
+        if (stored_icrc, stored_vcrc) != (want_icrc, want_vcrc) or not shown_ok:
             bad += 1
             print(f"frame {i + 1}: ICRC stored {stored_icrc:#x} computed {want_icrc:#x} tshark {row['icrc']}; "
                   f"VCRC stored {stored_vcrc:#x} computed {want_vcrc:#x} tshark {row['vcrc']}")
@@ -145,6 +179,8 @@ def main():
                 missing.append(f"UD from LID {l1:#x} QPN {q1:#x} to LID {l2:#x} QPN {q2:#x} with Q_Key {a.qkey}")
     if a.mlid and "multicast" not in seen:
         missing.append(f"multicast to MLID {a.mlid} DGID {a.mgid}")
+    if a.sa_join_mgid:
+        missing += check_sa_join(a.pcap, a.sa_join_mgid, int(a.sa_join_mlid, 0))
     for m in missing:
         print("missing:", m)
     print(f"check_capture: {len(packets)} frames ({forged} forged, not checked), {bad} bad, {len(missing)} missing")

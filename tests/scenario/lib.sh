@@ -33,7 +33,7 @@ scenario_cleanup() {
     echo "---- $SCENARIO failed (rc $rc); logs from $WORK:" >&2
     for f in "$WORK"/*.log; do [ -f "$f" ] && { echo "== $f" >&2; tail -n 40 "$f" >&2; }; done
   fi
-  rm -rf "$WORK"
+  if [ -n "${KEEP_WORK:-}" ]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi
   exit $rc
 }
 

@@ -11,6 +11,8 @@
 #    sender's own QP
 # 4. the capture decodes in tshark with the LIDs, QPNs and Q_Key used, and
 #    CRCs that check_capture.py recomputes on its own
+# 5a. the SA: a subscriber gets Reports for a group created and deleted
+#    and a port going away; the join's MADs are in the capture as sent
 # 5. forged packets are dropped and counted by reason (ibforge, and
 #    ibfabricd's statistics on SIGUSR1)
 # 6. a killed port is marked gone within the sweep interval
@@ -31,7 +33,10 @@ FABRIC=198.18.0.1:18516
 QKEY=0x00c0ffee
 MGID=ff12:401b:ffff::1234
 MLID=0xc001
-FABRIC_ARGS=(--listen "$FABRIC" --sweep-interval 500ms --link-timeout 1s --mcast-group "$MLID")
+# The forger gets a LID of its own, so its frames are told apart in the capture.
+FORGER_GUID=0x02000000000f0f0f
+FORGER=0x00f0
+FABRIC_ARGS=(--listen "$FABRIC" --sweep-interval 500ms --link-timeout 1s --mcast-group "$MLID" --lid "$FORGER_GUID=$FORGER")
 
 start "$A" "$WORK/fabric.log" "$BIN/ibfabricd" "${FABRIC_ARGS[@]}" --pcap "$WORK/fabric.pcap"
 FAB=$!
@@ -66,13 +71,29 @@ until [ "$(grep -c '^multicast seq' "$WORK/server.log")" -ge 5 ]; do
 done
 pass "multicast reached the server's QP and the sender's own port"
 
+# 5a. the SA: a subscriber sees Reports; an ibsaquery join and leave make
+#     group-created and group-deleted traps; the SA MADs are in the capture
+start "$B" "$WORK/subscriber.log" "$BIN/ibsaquery" --fabric "$FABRIC" --instance subscriber \
+  subscribe all --listen 60s
+wait_for 10 "$WORK/subscriber.log" "status|subscribed|0x0000"
+SA_MGID=ff12:e01b::5eed
+ip netns exec "$A" "$BIN/ibsaquery" --fabric "$FABRIC" --instance joiner -j join $SA_MGID --create --qkey 0x1234 \
+  >"$WORK/join.json" 2>&1 || fail "ibsaquery join: $(cat "$WORK/join.json")"
+SA_MLID=$(python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).readline()); print(r["records"][0]["mlid"])' "$WORK/join.json")
+wait_for 10 "$WORK/subscriber.log" "Report: trap 66 "
+# The joiner has exited; its port's link times out and the group goes with
+# its last member: trap 65 for the port, 67 for the group.
+wait_for 10 "$WORK/subscriber.log" "Report: trap 67 "
+wait_for 10 "$WORK/subscriber.log" "Report: trap 65 "
+pass "Reports for group created (66), deleted (67) and a port going away (65) reached the subscriber"
+
 # 5. forged packets
-ip netns exec "$B" "$BIN/ibforge" --fabric "$FABRIC" >"$WORK/forge.log" 2>&1 || fail "ibforge: $(cat "$WORK/forge.log")"
+ip netns exec "$B" "$BIN/ibforge" --fabric "$FABRIC" --guid "$FORGER_GUID" >"$WORK/forge.log" 2>&1 || fail "ibforge: $(cat "$WORK/forge.log")"
 kill -USR1 "$FAB"
 wait_for 5 "$WORK/fabric.log" "switch link_check bad_vcrc [1-9]"
 wait_for 5 "$WORK/fabric.log" "switch drop no_route [1-9]"
 wait_for 5 "$WORK/fabric.log" "switch link_check too_short [1-9]"
-FORGER=$(sed -n 's/^ibforge: LID \(0x[0-9a-f]*\).*/\1/p' "$WORK/forge.log")
+grep -q "^ibforge: LID $FORGER " "$WORK/forge.log" || fail "ibforge did not get LID $FORGER"
 pass "forged packets dropped and counted: $(grep -c ' ok' "$WORK/forge.log") port/switch cases"
 
 # 6. a killed port is noticed
@@ -92,7 +113,8 @@ for _ in $(seq 50); do kill -0 "$FAB" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$FAB" 2>/dev/null && fail "ibfabricd did not exit on SIGTERM"
 wait "$FAB" || fail "ibfabricd exited non-zero on SIGTERM"
 python3 "$HERE/check_capture.py" "$WORK/fabric.pcap" --lid "$SLID" --qpn "$SQPN" --lid "$CLID" --qpn "$CQPN" \
-  --qkey $QKEY --mlid $MLID --mgid $MGID --forger-lid "$FORGER" || fail "capture check"
+  --qkey $QKEY --mlid $MLID --mgid $MGID --forger-lid "$FORGER" \
+  --sa-join-mgid $SA_MGID --sa-join-mlid "$SA_MLID" || fail "capture check"
 pass "capture decoded by tshark; CRCs recomputed"
 
 # 7. SM restart: the server survives, is reprogrammed and told to re-register

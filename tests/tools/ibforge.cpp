@@ -1,7 +1,7 @@
 // ibforge: injects forged packets into a soft fabric and checks that each is
 // dropped and counted for the right reason. A test tool, not installed.
 //
-//   ibforge --fabric ADDR:PORT
+//   ibforge --fabric ADDR:PORT [--guid GUID]
 //
 // 1. plug in a soft port like any other and wait until the SM made it ACTIVE
 // 2. create QP A (receive buffers posted) and QP B (none)
@@ -61,8 +61,11 @@ void reseal(std::vector<std::uint8_t>& w) {
 
 int main(int argc, char** argv) {
     std::string fabric = "127.0.0.1:18516";
-    for (int i = 1; i + 1 < argc; i += 2)
+    std::uint64_t guid = stable_port_guid("ibforge");
+    for (int i = 1; i + 1 < argc; i += 2) {
         if (std::string(argv[i]) == "--fabric") fabric = argv[i + 1];
+        if (std::string(argv[i]) == "--guid") guid = std::stoull(argv[i + 1], nullptr, 0);
+    }
     auto addr = parse_socket_address(fabric);
     if (!addr) {
         std::fprintf(stderr, "ibforge: bad --fabric: %s\n", addr.error().c_str());
@@ -70,7 +73,7 @@ int main(int argc, char** argv) {
     }
     SoftPortConfig config;
     config.fabric = *addr;
-    config.port_guid = stable_port_guid("ibforge");
+    config.port_guid = guid;
     config.node_description = "ibforge";
     auto opened = SoftPort::open(config);
     if (!opened) {
