@@ -90,7 +90,7 @@ ArpPacket make_arp_request(const HwAddress& our_hw, const Ipv4Address& our_ip, c
 ArpPacket make_arp_reply(const ArpPacket& request, const HwAddress& our_hw);
 // Announcement of `our_ip` (start-up, address change, new QPN): a request
 // with sender and target protocol address both ours and the target hardware
-// address zero (RFC 5227 2.3; what Linux's arping -U and the kernel send).
+// address zero (RFC 5227 2.3; what the Linux kernel sends).
 ArpPacket make_gratuitous_arp(const HwAddress& our_hw, const Ipv4Address& our_ip);
 
 }  // namespace ipoibd::ipoib

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 #include "common/byte_io.h"
 #include "common/expected.h"
@@ -32,7 +33,9 @@ const char* to_string(EtherType t);
 // the encapsulation format ... but such use is outside of the scope of this
 // document": this daemon drops and counts them.
 constexpr bool is_ipoib_ether_type(std::uint16_t type) {
-    return type == 0x0800 || type == 0x0806 || type == 0x8035 || type == 0x86DD;
+    for (EtherType t : {EtherType::ipv4, EtherType::arp, EtherType::rarp, EtherType::ipv6})
+        if (type == static_cast<std::uint16_t>(t)) return true;
+    return false;
 }
 
 struct EncapHeader {

@@ -58,8 +58,8 @@ struct HwAddress {
     }
     bool operator==(const HwAddress&) const = default;
 
-    // Same QPN and GID: the reserved/connected-mode flags do not name a
-    // different endpoint (Linux keys its neighbours the same way).
+    // Same QPN and GID: the reserved/connected-mode flags advertise what a
+    // peer can do, they do not name a different endpoint.
     bool same_endpoint(const HwAddress& o) const { return qpn == o.qpn && gid == o.gid; }
     // A multicast link address: an MGID (first octet 0xFF), as Linux decides
     // it on transmit. Its QPN is 0xFFFFFF by construction (multicast_address).

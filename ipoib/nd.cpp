@@ -1,5 +1,6 @@
 #include "ipoib/nd.h"
 
+#include <cstdint>
 #include <cstring>
 
 namespace ipoibd::ipoib {
@@ -152,6 +153,42 @@ Ipv6Address read_ipv6(const std::uint8_t* p) {
     return a;
 }
 
+// The header fields and the fixed part of a located message.
+NdMessage read_fixed_part(const Located& loc, bytes msg) {
+    NdMessage m;
+    m.ip = loc.ip;
+    m.icmp_offset = loc.icmp_offset;
+    m.icmp_length = loc.icmp_length;
+    m.type = loc.type;
+    m.checksum = load_be16(msg.data() + kIcmpv6OffsetChecksum);
+    if (m.type == NdType::neighbor_solicitation || m.type == NdType::neighbor_advertisement ||
+        m.type == NdType::redirect)
+        m.target = read_ipv6(msg.data() + kNdOffsetTarget);
+    if (m.type == NdType::redirect) m.destination = read_ipv6(msg.data() + kNdOffsetRedirectDestination);
+    if (m.type == NdType::neighbor_advertisement) {
+        const std::uint8_t flags = msg[kNaOffsetFlags];
+        m.router = (flags & kNaFlagRouter) != 0;
+        m.solicited = (flags & kNaFlagSolicited) != 0;
+        m.override_flag = (flags & kNaFlagOverride) != 0;
+    }
+    return m;
+}
+
+// Step 5: the IPoIB option of `kind`, if there is one; other options are
+// only length-checked.
+expected<std::optional<HwAddress>, NdError> read_link_layer_option(bytes options, NdOptionType kind) {
+    std::optional<HwAddress> found;
+    const auto walked = walk_options(options, [&](std::uint8_t type, bytes opt) -> expected<void, NdError> {
+        if (type != static_cast<std::uint8_t>(kind)) return {};
+        if (opt.size() != LinkLayerAddressOption::size) return unexpected(NdError::wrong_link_layer_option_length);
+        if (found) return unexpected(NdError::duplicate_link_layer_option);
+        found = HwAddress::read_from(opt.data() + LinkLayerAddressOption::kOffsetAddress);
+        return {};
+    });
+    if (!walked) return unexpected(walked.error());
+    return found;
+}
+
 // IPv6 header of a built packet: no extension headers, ICMPv6, Hop Limit 255.
 void write_nd_ipv6_header(std::uint8_t* p, const Ipv6Address& source, const Ipv6Address& destination,
                           std::size_t icmp_length) {
@@ -273,42 +310,16 @@ expected<NdMessage, NdError> parse_nd(bytes packet) {
     if (loc->ip.hop_limit != kNdHopLimit) return unexpected(NdError::bad_hop_limit);
     if (msg[1] != 0) return unexpected(NdError::bad_code);
 
-    NdMessage m;
-    m.ip = loc->ip;
-    m.icmp_offset = loc->icmp_offset;
-    m.icmp_length = loc->icmp_length;
-    m.type = loc->type;
-    m.checksum = load_be16(msg.data() + kIcmpv6OffsetChecksum);
-    if (m.type == NdType::neighbor_solicitation || m.type == NdType::neighbor_advertisement ||
-        m.type == NdType::redirect)
-        m.target = read_ipv6(msg.data() + kNdOffsetTarget);
-    if (m.type == NdType::redirect) m.destination = read_ipv6(msg.data() + kNdOffsetRedirectDestination);
-    if (m.type == NdType::neighbor_advertisement) {
-        const std::uint8_t flags = msg[kNaOffsetFlags];
-        m.router = (flags & kNaFlagRouter) != 0;
-        m.solicited = (flags & kNaFlagSolicited) != 0;
-        m.override_flag = (flags & kNaFlagOverride) != 0;
-    }
-
+    NdMessage m = read_fixed_part(*loc, msg);
     // 5. options
-    const auto kind = static_cast<std::uint8_t>(link_layer_option_of(m.type));
-    std::optional<HwAddress> lla;
-    const auto walked = walk_options(msg.subspan(nd_fixed_size(m.type)), [&](std::uint8_t type, bytes opt) {
-        expected<void, NdError> ok;
-        if (type != kind) return ok;
-        if (opt.size() != LinkLayerAddressOption::size)
-            return expected<void, NdError>(unexpected(NdError::wrong_link_layer_option_length));
-        if (lla) return expected<void, NdError>(unexpected(NdError::duplicate_link_layer_option));
-        lla = HwAddress::read_from(opt.data() + LinkLayerAddressOption::kOffsetAddress);
-        return ok;
-    });
-    if (!walked) return unexpected(walked.error());
-    if (kind == static_cast<std::uint8_t>(NdOptionType::source_link_layer_address)) {
-        m.source_lla = lla;
+    const NdOptionType kind = link_layer_option_of(m.type);
+    auto lla = read_link_layer_option(msg.subspan(nd_fixed_size(m.type)), kind);
+    if (!lla) return unexpected(lla.error());
+    if (kind == NdOptionType::source_link_layer_address) {
+        m.source_lla = *lla;
     } else {
-        m.target_lla = lla;
+        m.target_lla = *lla;
     }
-
     // 6. rules
     if (auto r = check_rules(m); !r) return unexpected(r.error());
     return m;

@@ -6,6 +6,7 @@
 
 #include <deque>
 
+#include "fabric/management.h"
 #include "fabric/sm.h"
 #include "fabric/switch.h"
 #include "transport/managed_port.h"
@@ -196,6 +197,28 @@ TEST_F(FabricTest, UnknownDlidAndBadVcrcAreCountedBySwitch) {
     EXPECT_EQ(sw->counters().dropped_for(SwitchDrop::link_check), 1u);
     sw->on_datagram(addr(77), junk, now);
     EXPECT_EQ(sw->counters().dropped_for(SwitchDrop::unknown_peer), 1u);
+}
+
+TEST_F(FabricTest, TruncatedOrForeignMadsToTheSaAreCountedNotAnswered) {
+    SaServer sa(SaServerConfig{}, *sw, [] { return std::vector<SaPort>{}; });
+    FabricManagement m(*sw, *sm, sa);
+    std::vector<std::uint8_t> short_mad(100, 0);
+    ib::Packet p;
+    p.bth.dest_qp = ib::kQp1;
+    p.ext.deth = {ib::kGsiQKey, ib::kQp1};
+    p.payload = short_mad;
+    EXPECT_TRUE(m.on_packet(p, {}, 1));
+    std::vector<std::uint8_t> wrong_qkey(256, 0);
+    wrong_qkey[0] = 1;
+    wrong_qkey[1] = ib::mgmt_class::subn_adm;
+    p.payload = wrong_qkey;
+    p.ext.deth.qkey = 0x1234;
+    EXPECT_TRUE(m.on_packet(p, {}, 1));
+    EXPECT_EQ(m.sa_malformed(), 2u);
+    EXPECT_EQ(sa.counters().requests, 0u);
+    EXPECT_TRUE(net.down.empty()) << "nothing answered";
+    p.bth.dest_qp = 0x48;
+    EXPECT_FALSE(m.on_packet(p, {}, 1)) << "not the SA's: the switch counts it";
 }
 
 TEST_F(FabricTest, StaticLidFromConfig) {

@@ -212,6 +212,23 @@ TEST_F(SaServerTest, BadRequestsGetStatusesOrAreIgnored) {
     auto response = join_bcast(0xA).request(ib::method::get_resp, 4);
     EXPECT_TRUE(sa.handle(*response, 2).empty());
     EXPECT_EQ(sa.counters().malformed, 1u);
+    // Wrong method for the attribute: Delete of a PathRecord, Set of one,
+    // GetTable of an InformInfo.
+    sa::PathQuery pq;
+    pq.set_dlid(3);
+    EXPECT_EQ(sa.handle(*pq.request(ib::method::del, 5), 2).at(0).header.status, ib::mad_status::method_attr_not_supported);
+    EXPECT_EQ(sa.handle(*pq.request(ib::method::set, 6), 2).at(0).header.status, ib::mad_status::method_attr_not_supported);
+    auto inform = sa::make_sa_request(ib::method::get_table, 7, sa::generic_trap_subscription(64, true));
+    EXPECT_EQ(sa.handle(*inform, 2).at(0).header.status, ib::mad_status::method_attr_not_supported);
+    // A request whose AttributeOffset is nonsense is answered on its record
+    // all the same (the offset describes responses, not requests).
+    auto odd = join_bcast(0xA).request(ib::method::set, 8);
+    odd->attribute_offset = 0xFFFF;
+    EXPECT_EQ(sa.handle(*odd, 2).at(0).header.status, 0);
+    // Still serving.
+    McMemberQuery q;
+    q.set_mgid(kBroadcast);
+    EXPECT_EQ(ask(ib::method::get, q, 3).header.status, 0);
 }
 
 TEST_F(SaServerTest, LostPortLeavesItsGroups) {
