@@ -288,7 +288,7 @@ expected<std::size_t, Error> PortCore::send(Qp& qp, std::span<const SendRequest>
         spec.bth.psn = qp.psn;
         qp.psn = (qp.psn + 1) & ib::kPsnMask;
         // A Q_Key with the high bit set in a work request means "use the
-        // QP's own Q_Key" (IBA 10.2.4.2, controlled Q_Keys).
+        // QP's own Q_Key" (IBA 10.2.4, controlled Q_Keys).
         spec.ext.deth.qkey = (req.remote_qkey & ib::kQKeyControlledBit) ? qp.qkey : req.remote_qkey;
         spec.ext.deth.src_qp = qp.qpn;
         if (req.immediate) spec.ext.immdt.value = *req.immediate;

@@ -46,7 +46,7 @@ bool event_concerns_port(const ibv_async_event& event, std::uint8_t port_num);
 CompletionStatus status_from_verbs(ibv_wc_status s);
 
 // The Q_Key a UD send carries: a work request Q_Key with the high bit set
-// means "use the QP's own Q_Key" (IBA 10.2.4.2, controlled Q_Keys).
+// means "use the QP's own Q_Key" (IBA 10.2.4, controlled Q_Keys).
 std::uint32_t effective_qkey(std::uint32_t remote_qkey, std::uint32_t qp_qkey);
 
 // The ibv_ah_attr for an AddressHandle on port `port_num`: is_global and the

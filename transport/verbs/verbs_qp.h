@@ -77,7 +77,7 @@ public:
     // stops): port not ACTIVE, payload over the active MTU, multicast DLID
     // without a GRH or with a remote QPN other than 0xFFFFFF, QPN over 24
     // bits, ibv_create_ah failure. A remote Q_Key with the high bit set is
-    // replaced by the QP's own here, as the HCA would (IBA 10.2.4.2). One
+    // replaced by the QP's own here, as the HCA would (IBA 10.2.4, controlled Q_Keys). One
     // ibv_post_send() per call; if the driver refuses part of the chain, the
     // part before it counts as accepted.
     expected<std::size_t, Error> post_send(std::span<const SendRequest> requests) override;
