@@ -196,7 +196,7 @@ std::vector<sa::SaMad> SaServer::handle(const sa::SaMad& request, std::uint16_t 
             return reply(ib::mad_status::method_attr_not_supported);
         const auto rec = sa::get_record<sa::PathRecord>(request);
         if (method == ib::method::get && !(mask & (pc::dgid | pc::dlid))) return reply(sa::sa_status::err_req_insufficient_components);
-        return respond_records(resp, method, query_paths(rec, mask, *requester), to);
+        return respond_records(resp, method, query_paths(rec, mask, *requester, method == ib::method::get_table), to);
     }
     return reply(ib::mad_status::method_attr_not_supported);
 }
@@ -412,10 +412,16 @@ std::vector<sa::McMemberRecord> SaServer::query_groups(const sa::McMemberRecord&
     return out;
 }
 
-std::vector<sa::PathRecord> SaServer::query_paths(const sa::PathRecord& req, std::uint64_t mask, const SaPort& requester) const {
+std::vector<sa::PathRecord> SaServer::query_paths(const sa::PathRecord& req, std::uint64_t mask, const SaPort& requester,
+                                                  bool all_sources) const {
     std::vector<const SaPort*> sources, dests;
     for (const SaPort& p : port_list_) {
-        const bool src = (mask & pc::sgid) ? p.gid == req.sgid : (mask & pc::slid) ? p.lid == req.slid : p.lid == requester.lid;
+        // No source given: a Get asks from the requester; a GetTable with a
+        // destination asks from every port (as OpenSM answers it).
+        const bool any_source = all_sources && (mask & (pc::dgid | pc::dlid));
+        const bool src = (mask & pc::sgid)   ? p.gid == req.sgid
+                         : (mask & pc::slid) ? p.lid == req.slid
+                                             : (any_source || p.lid == requester.lid);
         const bool dst = (mask & pc::dgid) ? p.gid == req.dgid : (mask & pc::dlid) ? p.lid == req.dlid : true;
         if (src) sources.push_back(&p);
         if (dst) dests.push_back(&p);

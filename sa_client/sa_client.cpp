@@ -111,7 +111,9 @@ void SaClient::on_mad(bytes mad, Clock::time_point now) {
         return;
     }
     Transaction& t = it->second;
-    if (!decoded->rmpp.active()) {
+    // RMPPVersion 0 means RMPP is not in use, whatever the flags say (an
+    // unsegmented table from OpenSM arrives like that through libumad2sim).
+    if (!decoded->rmpp.active() || decoded->rmpp.rmpp_version == 0) {
         ++counters_.responses;
         SaResult r{*decoded, std::vector<std::uint8_t>(decoded->data.begin(), decoded->data.end())};
         finish(key, r);

@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   # toolchain
-  cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
+  cmake ninja-build g++ clang libclang-rt-14-dev pkg-config ccache
   # libraries
   zlib1g-dev libboost-program-options-dev
   # verbs backend (real HCAs) and the libibumad SA path

@@ -10,15 +10,22 @@ cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
 
+# ccache keeps object files between runs on the same machine (CI reuses the
+# session's machine); a cold cache costs nothing.
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+
 echo "== build (g++, -Werror)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}"
 cmake --build build
-ctest --test-dir build --output-on-failure --timeout 300
+ctest --test-dir build --output-on-failure --timeout 300 -j"$(nproc)"
 
 echo "== build-san (clang, ASan+UBSan, libFuzzer)"
 CC=clang CXX=clang++ cmake -S . -B build-san -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-  -DIPOIBD_SANITIZE=ON -DIPOIBD_FUZZ=ON
+  -DIPOIBD_SANITIZE=ON -DIPOIBD_FUZZ=ON "${launcher[@]}"
 cmake --build build-san
 export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-ctest --test-dir build-san --output-on-failure --timeout 300
+ctest --test-dir build-san --output-on-failure --timeout 300 -j"$(nproc)"

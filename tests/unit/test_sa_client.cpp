@@ -195,6 +195,19 @@ TEST_F(SaClientTest, ReportsAreAnsweredAndDeliveredOnce) {
     EXPECT_EQ(client.counters().report_duplicates, 1u);
 }
 
+TEST_F(SaClientTest, RmppVersionZeroIsNotRmpp) {
+    auto h = client.submit(request(sa_attr::mc_member_record, ib::method::get_table), record(), now);
+    const auto req = client.take_outbound().at(0);
+    SaMad resp = response_to(req);
+    resp.header.method = ib::method::get_table_resp;
+    resp.rmpp.rmpp_flags = rmpp_flag::active;  // Active set, version 0
+    resp.rmpp.rmpp_version = 0;
+    client.on_mad(bytes_of(resp), now);
+    ASSERT_EQ(results.size(), 1u);
+    ASSERT_TRUE(results[0].has_value());
+    EXPECT_EQ(results[0]->payload.at(0), 0xAB);
+}
+
 TEST_F(SaClientTest, GarbageIsCounted) {
     std::vector<std::uint8_t> junk(100, 0);
     client.on_mad(junk, now);

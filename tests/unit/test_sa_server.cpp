@@ -198,6 +198,15 @@ TEST_F(SaServerTest, PathRecordTableComesInRmppSegments) {
     auto records = sa::unpack_records<sa::PathRecord>(whole->payload, whole->header.attribute_offset);
     ASSERT_TRUE(records.has_value());
     EXPECT_EQ(records->size(), 2u) << "to itself and to LID 3; LID 4 shares no partition";
+
+    // A destination and no source: paths from every port to it.
+    sa::PathQuery to3;
+    to3.set_dlid(3);
+    auto whole3 = sa::reassemble(sa.handle(*to3.request(ib::method::get_table, 12), 2));
+    ASSERT_TRUE(whole3.has_value());
+    auto to3_records = sa::unpack_records<sa::PathRecord>(whole3->payload, whole3->header.attribute_offset);
+    ASSERT_TRUE(to3_records.has_value());
+    EXPECT_EQ(to3_records->size(), 2u) << "from LIDs 2 and 3; LID 4 shares no partition";
 }
 
 TEST_F(SaServerTest, BadRequestsGetStatusesOrAreIgnored) {
