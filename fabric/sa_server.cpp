@@ -191,6 +191,12 @@ std::vector<sa::SaMad> SaServer::handle(const sa::SaMad& request, std::uint16_t 
         if (status == kOk) resp.attribute_offset = sa::attribute_offset_for(sa::InformInfo::size);
         return reply(status);
     }
+    if (request.header.attribute_id == sa::sa_attr::inform_info_record) {
+        if (method != ib::method::get && method != ib::method::get_table)
+            return reply(ib::mad_status::method_attr_not_supported);
+        const auto rec = sa::get_record<sa::InformInfoRecord>(request);
+        return respond_records(resp, method, query_subscriptions(rec, mask), to);
+    }
     if (request.header.attribute_id == sa::sa_attr::path_record) {
         if (method != ib::method::get && method != ib::method::get_table)
             return reply(ib::mad_status::method_attr_not_supported);
@@ -520,6 +526,28 @@ void SaServer::port_gone(std::uint64_t guid, Clock::time_point now) {
             by_gid_[port_list_[i].gid] = i;
         }
     }
+}
+
+// Subscriptions as InformInfoRecords, selected by SubscriberGID and Enum.
+// Enum numbers a subscriber's subscriptions in the order they were made.
+std::vector<sa::InformInfoRecord> SaServer::query_subscriptions(const sa::InformInfoRecord& req, std::uint64_t mask) const {
+    namespace ic = sa::inform_info_record_comp;
+    std::vector<sa::InformInfoRecord> out;
+    std::map<std::uint64_t, std::uint16_t> next_enum;
+    for (const Subscription& sub : subscriptions_) {
+        sa::InformInfoRecord r;
+        store_be64(r.subscriber_gid.data(), config_.subnet_prefix);
+        store_be64(r.subscriber_gid.data() + 8, sub.guid);
+        r.enum_ = next_enum[sub.guid]++;
+        r.inform_info = sa::generic_trap_subscription(sub.trap, true);
+        r.inform_info.qpn = sub.qpn;
+        if ((mask & ic::subscriber_gid) && r.subscriber_gid != req.subscriber_gid) continue;
+        if ((mask & ic::enum_) && r.enum_ != req.enum_) continue;
+        if ((mask & ic::trap_number_device_id) && r.inform_info.trap_number_device_id != req.inform_info.trap_number_device_id)
+            continue;
+        out.push_back(r);
+    }
+    return out;
 }
 
 std::uint16_t SaServer::inform(const sa::InformInfo& info, const SaPort& requester, std::uint32_t qpn) {

@@ -11,6 +11,7 @@
 //    a partition.
 //  - The switch's multicast forwarding table follows membership: an MLID
 //    goes to the switch ports of its FullMember and NonMember ports.
+//  - InformInfoRecord Get/GetTable lists subscriptions.
 //  - InformInfo Set subscribes a port (its LID and the request's QPN) to
 //    generic traps 64/65 (GID in/out of service) and 66/67 (multicast
 //    group created/deleted); each event becomes a Report(Notice) to every
@@ -152,6 +153,7 @@ private:
     void create_predefined_groups();
     void update_forwarding(const McGroup& g);
     std::uint16_t inform(const sa::InformInfo& info, const SaPort& requester, std::uint32_t qpn);
+    std::vector<sa::InformInfoRecord> query_subscriptions(const sa::InformInfoRecord& req, std::uint64_t mask) const;
     void report(std::uint16_t trap, const ib::Gid& gid, std::uint16_t pkey_or_zero, std::optional<SaPort> about,
                 Clock::time_point now);
     void send_report(std::size_t index, Clock::time_point now);

@@ -337,6 +337,32 @@ TEST_F(SaTrapTest, UnacknowledgedReportsAreDroppedAfterRetries) {
     EXPECT_EQ(sa.counters().reports_dropped, 1u);
 }
 
+TEST_F(SaTrapTest, SubscriptionsAreListedAsInformInfoRecords) {
+    subscribe(3, sa::trap_number::gid_in_service, 0x48);
+    subscribe(3, sa::trap_number::mcast_group_created, 0x48);
+    subscribe(2, sa::kInformAllTraps, 1);
+    sa::InformInfoRecord q;
+    auto all = sa::make_sa_request(ib::method::get_table, 90, q);
+    auto whole = sa::reassemble(sa.handle(*all, 2, 1, now));
+    ASSERT_TRUE(whole.has_value());
+    auto records = sa::unpack_records<sa::InformInfoRecord>(whole->payload, whole->header.attribute_offset);
+    ASSERT_TRUE(records.has_value());
+    ASSERT_EQ(records->size(), 3u);
+    EXPECT_EQ((*records)[0].subscriber_gid, gid_of(0xB));
+    EXPECT_EQ((*records)[0].enum_, 0);
+    EXPECT_EQ((*records)[1].enum_, 1);
+    EXPECT_EQ((*records)[1].inform_info.trap_number_device_id, sa::trap_number::mcast_group_created);
+    EXPECT_EQ((*records)[0].inform_info.qpn, 0x48u);
+    q.subscriber_gid = gid_of(0xA);
+    auto mine = sa::make_sa_request(ib::method::get_table, 91, q, sa::inform_info_record_comp::subscriber_gid);
+    auto whole_a = sa::reassemble(sa.handle(*mine, 2, 1, now));
+    ASSERT_TRUE(whole_a.has_value());
+    auto a_records = sa::unpack_records<sa::InformInfoRecord>(whole_a->payload, whole_a->header.attribute_offset);
+    ASSERT_TRUE(a_records.has_value());
+    ASSERT_EQ(a_records->size(), 1u);
+    EXPECT_EQ((*a_records)[0].inform_info.trap_number_device_id, sa::kInformAllTraps);
+}
+
 TEST_F(SaTrapTest, UnsubscribeStopsReports) {
     subscribe(3, sa::trap_number::gid_in_service);
     subscribe(3, sa::trap_number::gid_in_service, 0x48, false);
