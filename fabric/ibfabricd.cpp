@@ -82,7 +82,7 @@ std::optional<Options> parse(int argc, char** argv) {
         ("subnet-prefix", po::value(&prefix), "GID prefix of the subnet, an IPv6 /64 (default fe80::)")
         ("lid", po::value(&lids), "fixed LID for a port: GUID=LID (repeatable)")
         ("partitions", po::value(&partitions), "partitions file (partitions.conf syntax; default: Default=0x7fff, ipoib : ALL=full)")
-        ("mcast-group", po::value(&groups), "MLID that every port receives, until the SA manages groups (repeatable)")
+        ("mcast-group", po::value(&groups), "MLID that every port receives without joining (a test aid beside the SA's groups; repeatable)")
         ("quiet,q", "log only errors");
     po::variables_map vm;
     auto fail = [](const std::string& what) -> std::optional<Options> {

@@ -8,9 +8,9 @@
 namespace ipoibd::fabric {
 
 Switch::Switch(const Config& config, SwitchOutput& output)
-    : config_(config), output_(output), ports_(std::size_t{config.num_ports} + 1) {
+    : config_(config), output_(output) {
     config_.num_ports = std::min(config.num_ports, kMaxPorts);
-    ports_.resize(std::size_t{config_.num_ports} + 1);
+    ports_.resize(std::size_t{config_.num_ports} + 1);  // index = port number; 0 is the management port
 }
 
 std::optional<std::uint8_t> Switch::port_of(const SocketAddress& peer) const {
