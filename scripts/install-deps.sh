@@ -8,11 +8,11 @@ packages=(
   # toolchain
   cmake ninja-build g++ clang libclang-rt-14-dev pkg-config ccache
   # libraries
-  zlib1g-dev libboost-program-options-dev
+  zlib1g-dev libboost-program-options-dev libmnl-dev libsystemd-dev libcap-dev
   # verbs backend (real HCAs) and the libibumad SA path
   libibverbs-dev libibumad-dev librdmacm-dev ibverbs-providers
   # tests
-  libgtest-dev libgmock-dev libbenchmark-dev tshark python3 iproute2
+  libgtest-dev libgmock-dev libbenchmark-dev tshark python3 iproute2 iperf3 systemd
   # OpenSM reference (tests/opensm)
   opensm ibsim-utils infiniband-diags
 )

@@ -1,5 +1,7 @@
 #include "transport/port_core.h"
 
+#include <random>
+
 #include <algorithm>
 #include <cstring>
 
@@ -100,7 +102,10 @@ bool pkeys_match(std::uint16_t a, std::uint16_t b) {
 }  // namespace
 
 PortCore::PortCore(PortAttributes initial, LinkSink& link)
-    : attributes_(std::move(initial)), link_(link), tx_buffer_(ib::kMaxPacketSize) {}
+    : attributes_(std::move(initial)), link_(link), tx_buffer_(ib::kMaxPacketSize) {
+    std::random_device random;
+    next_qpn_ = 0x48 + (random() & 0xFFFF);
+}
 
 PortCore::~PortCore() = default;
 

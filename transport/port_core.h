@@ -137,7 +137,10 @@ private:
     SmpHandler smp_handler_;
     std::map<std::uint32_t, std::unique_ptr<Qp>> qps_;
     std::vector<Attachment> attachments_;
-    std::uint32_t next_qpn_ = 0x48;  // first dynamic QPN, as mlx HCAs start low
+    // The first dynamic QPN: 0x48 plus a random offset, so that a process
+    // that restarts gets other QPNs, as on hardware where the kernel and
+    // other processes take QPNs too (RFC 4391 9.4: QPNs are not stable).
+    std::uint32_t next_qpn_ = 0x48;
     std::vector<std::uint8_t> tx_buffer_;
 };
 

@@ -8,7 +8,7 @@ MemoryFabric::~MemoryFabric() = default;
 
 std::unique_ptr<MemoryPort> MemoryFabric::add_port(const PortOptions& options) {
     PortAttributes a;
-    a.lid = next_lid_++;
+    a.lid = options.lid ? options.lid : next_lid_++;
     a.sm_lid = 1;
     a.port_guid = options.port_guid ? options.port_guid : 0x0002C90300000000ULL | a.lid;
     a.node_guid = a.port_guid;

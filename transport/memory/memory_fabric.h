@@ -25,6 +25,7 @@ public:
 
     struct PortOptions {
         std::uint64_t port_guid = 0;  // 0: a GUID derived from the LID
+        std::uint16_t lid = 0;        // 0: the next free LID (a port coming back may keep its old one)
         ib::Mtu mtu = ib::Mtu::mtu4096;
         std::vector<std::uint16_t> pkey_table{ib::kPKeyDefault};
     };

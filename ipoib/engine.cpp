@@ -1,0 +1,429 @@
+// Engine lifecycle: start, the broadcast join bringing the link up, port
+// events, addresses and DAD, timers. Egress is in engine_tx.cpp, ingress in
+// engine_rx.cpp; the flow is drawn in engine.h.
+#include "ipoib/engine.h"
+
+#include <algorithm>
+
+#include "ipoib/link.h"
+#include "sa_client/sa_mad.h"
+#include "transport/gid.h"
+
+namespace ipoibd::ipoib {
+
+namespace {
+constexpr std::size_t kMaxFrame = 65536 + EncapHeader::size;
+
+std::string hex16(std::uint16_t v) {
+    static const char* digits = "0123456789abcdef";
+    std::string s = "0x0000";
+    for (int i = 0; i < 4; ++i) s[static_cast<std::size_t>(5 - i)] = digits[(v >> (4 * i)) & 0xF];
+    return s;
+}
+}  // namespace
+
+bool InterfaceAddress::contains(const NeighbourIp& other) const {
+    if (other.family != ip.family) return false;
+    const std::size_t bits = prefix_length;
+    for (std::size_t i = 0; i < bits / 8; ++i)
+        if (ip.bytes[i] != other.bytes[i]) return false;
+    if (bits % 8 == 0) return true;
+    const auto mask = static_cast<std::uint8_t>(0xFF << (8 - bits % 8));
+    return (ip.bytes[bits / 8] & mask) == (other.bytes[bits / 8] & mask);
+}
+
+std::string format_interface_address(const InterfaceAddress& a) {
+    return format_neighbour_ip(a.ip) + "/" + std::to_string(a.prefix_length);
+}
+
+const char* to_string(EngineEventKind k) {
+    switch (k) {
+    case EngineEventKind::link_up: return "link_up";
+    case EngineEventKind::link_down: return "link_down";
+    case EngineEventKind::broadcast_join_failed: return "broadcast_join_failed";
+    case EngineEventKind::group_joined: return "group_joined";
+    case EngineEventKind::group_join_failed: return "group_join_failed";
+    case EngineEventKind::group_left: return "group_left";
+    case EngineEventKind::peer_changed: return "peer_changed";
+    case EngineEventKind::address_conflict: return "address_conflict";
+    case EngineEventKind::dad_failed: return "dad_failed";
+    case EngineEventKind::qp_opened: return "qp_opened";
+    case EngineEventKind::qp_open_failed: return "qp_open_failed";
+    case EngineEventKind::path_failed: return "path_failed";
+    }
+    return "?";
+}
+
+Engine::Engine(EngineConfig config, EngineIo& io, sa::SaClient::Config sa_config)
+    : config_(config),
+      io_(io),
+      sa_(sa_config),
+      neighbours_(config.neighbour),
+      paths_(sa_, *this, now_, config.path),
+      mcast_(sa_, *this, now_, config.mcast) {
+    tx_.resize(kMaxFrame);
+    scratch_.resize(kMaxFrame);
+}
+
+Engine::~Engine() = default;
+
+void Engine::emit(EngineEventKind kind, std::string message, std::vector<std::pair<std::string, std::string>> fields) {
+    fields.emplace_back("IB_PKEY", hex16(config_.pkey));
+    io_.event(EngineEvent{.kind = kind, .message = std::move(message), .fields = std::move(fields)});
+}
+
+void Engine::drain_sa() {
+    for (const sa::SaMad& mad : sa_.take_outbound()) io_.send_sa(mad);
+}
+
+void Engine::set_port(const transport::PortAttributes& port) {
+    port_ = port;
+    paths_.set_source(port.gid(), config_.pkey);
+    mcast_.set_port_gid(port.gid());
+    link_.hw.gid = port.gid();
+}
+
+void Engine::start(const transport::PortAttributes& port, Clock::time_point now) {
+    now_ = now;
+    started_ = true;
+    stopped_ = false;
+    set_port(port);
+    if (config_.link_local_address) {
+        Address a;
+        a.address = {.ip = NeighbourIp::v6(link_local_address(port.port_guid)), .prefix_length = 64};
+        a.implicit = true;
+        a.dad = config_.dad_transmits > 0 ? DadState::tentative : DadState::preferred;
+        addresses_.insert(addresses_.begin(), a);
+    }
+    // The groups every IPoIB host receives: all-hosts, all-nodes, and the
+    // solicited-node group of each IPv6 address (RFC 4861 7.2.1).
+    want_group(NeighbourIp::v4({224, 0, 0, 1}), true);
+    want_group(NeighbourIp::v6(kIpv6AllNodes), true);
+    for (const Address& a : addresses_)
+        if (a.address.ip.family == IpFamily::ipv6)
+            want_group(NeighbourIp::v6(solicited_node_multicast(a.address.ip.bytes)), true);
+    mcast_.start(broadcast_mgid(config_.pkey, config_.scope), port.gid(), config_.pkey);
+    drain_sa();
+}
+
+void Engine::stop(Clock::time_point now) {
+    now_ = now;
+    if (stopped_) return;
+    stopped_ = true;
+    mcast_.leave_all();
+    link_down("stopping");
+    paths_.flush();
+    process(neighbours_.flush());
+    drain_sa();
+}
+
+void Engine::link_down(const char* why) {
+    if (!link_.up) return;
+    link_.up = false;
+    ++counters_.link_downs;
+    io_.link_changed(link_);
+    emit(EngineEventKind::link_down, std::string("link down: ") + why, {{"IPOIB_REASON", why}});
+}
+
+void Engine::broadcast_joined(const LinkParameters& params, std::uint16_t mlid) {
+    if (stopped_) return;
+    const bool new_qp = qp_stale_ || link_.qpn == 0 || params.qkey != qp_qkey_;
+    if (new_qp) {
+        auto qpn = io_.open_qp(params.qkey, config_.pkey);
+        if (!qpn) {
+            ++counters_.qp_open_failures;
+            emit(EngineEventKind::qp_open_failed, "could not create the UD QP: " + qpn.error(),
+                 {{"IPOIB_REASON", qpn.error()}});
+            link_down("no QP");
+            return;
+        }
+        ++counters_.qp_opens;
+        qp_stale_ = false;
+        qp_qkey_ = params.qkey;
+        const std::uint32_t old = link_.qpn;
+        link_.qpn = *qpn;
+        emit(EngineEventKind::qp_opened, "UD QP " + std::to_string(*qpn) + " ready",
+             {{"IB_QPN", std::to_string(*qpn)}, {"IB_QPN_OLD", std::to_string(old)}});
+    }
+    link_.hw = HwAddress{.flags = 0, .qpn = link_.qpn, .gid = port_.gid()};
+    link_.params = params;
+    link_.broadcast_mlid = mlid;
+    link_.mtu = clamp_interface_mtu(config_.mtu, static_cast<ib::Mtu>(params.mtu));
+    const bool was_up = link_.up;
+    link_.up = true;
+    if (!was_up) ++counters_.link_ups;
+    io_.link_changed(link_);
+    if (!was_up)
+        emit(EngineEventKind::link_up, "link up: broadcast group joined",
+             {{"IB_MGID", ipoibd::format_gid(mcast_.broadcast_mgid())},
+              {"IB_MLID", hex16(mlid)},
+              {"IB_QKEY", std::to_string(params.qkey)},
+              {"IB_QPN", std::to_string(link_.qpn)},
+              {"IB_GID", ipoibd::format_gid(port_.gid())},
+              {"IPOIB_MTU", std::to_string(link_.mtu)}});
+    if (!was_up || new_qp) announce();
+}
+
+void Engine::announce() {
+    for (Address& a : addresses_) {
+        if (a.address.ip.family == IpFamily::ipv4) {
+            Ipv4Address ip{};
+            std::copy_n(a.address.ip.bytes.begin(), 4, ip.begin());
+            ++counters_.gratuitous_arp_tx;
+            send_arp(make_gratuitous_arp(link_.hw, ip), std::nullopt);
+        } else if (a.dad == DadState::tentative) {
+            a.dad_sent = 0;
+            a.dad_deadline = now_;  // dad_tick() sends the first probe
+        } else if (a.dad == DadState::preferred) {
+            const auto na = make_unsolicited_advertisement(a.address.ip.bytes, link_.hw, false);
+            if (auto n = build_neighbor_advertisement(na, scratch_)) {
+                ++counters_.na_tx;
+                send_nd(bytes(scratch_.data(), *n), na.destination, std::nullopt);
+            }
+        }
+    }
+    dad_tick();
+}
+
+void Engine::dad_tick() {
+    if (!link_.up) return;
+    for (Address& a : addresses_) {
+        if (a.address.ip.family != IpFamily::ipv6 || a.dad != DadState::tentative || now_ < a.dad_deadline) continue;
+        if (a.dad_sent >= config_.dad_transmits) {
+            // RFC 4862 5.4: no answer within RetransTimer of the last probe.
+            a.dad = DadState::preferred;
+            const auto na = make_unsolicited_advertisement(a.address.ip.bytes, link_.hw, false);
+            if (auto n = build_neighbor_advertisement(na, scratch_)) {
+                ++counters_.na_tx;
+                send_nd(bytes(scratch_.data(), *n), na.destination, std::nullopt);
+            }
+            continue;
+        }
+        const auto ns = make_dad_solicitation(a.address.ip.bytes);
+        if (auto n = build_neighbor_solicitation(ns, scratch_)) {
+            ++counters_.dad_ns_tx;
+            send_nd(bytes(scratch_.data(), *n), ns.destination, std::nullopt);
+        }
+        ++a.dad_sent;
+        a.dad_deadline = now_ + config_.dad_retrans;
+    }
+}
+
+std::optional<ib::Gid> Engine::group_mgid(const NeighbourIp& group) const {
+    if (group.family == IpFamily::ipv4) {
+        Ipv4Address a{};
+        std::copy_n(group.bytes.begin(), 4, a.begin());
+        auto m = ipv4_group_mgid(a, config_.pkey, config_.scope);
+        if (!m) return std::nullopt;
+        return *m;
+    }
+    auto m = ipv6_group_mgid(group.bytes, config_.pkey, config_.scope);
+    if (!m) return std::nullopt;
+    return *m;
+}
+
+void Engine::want_group(const NeighbourIp& group, bool join) {
+    const auto mgid = group_mgid(group);
+    if (!mgid) return;
+    if (join)
+        mcast_.add_full(*mgid);
+    else
+        mcast_.remove_full(*mgid);
+}
+
+Engine::Address* Engine::find_address(const NeighbourIp& ip) {
+    for (Address& a : addresses_)
+        if (a.address.ip == ip) return &a;
+    return nullptr;
+}
+
+bool Engine::is_ours(const NeighbourIp& ip) const {
+    return std::any_of(addresses_.begin(), addresses_.end(), [&](const Address& a) { return a.address.ip == ip; });
+}
+
+void Engine::add_address(const InterfaceAddress& address, Clock::time_point now) {
+    now_ = now;
+    if (Address* existing = find_address(address.ip)) {
+        existing->address.prefix_length = address.prefix_length;
+        return;
+    }
+    Address a;
+    a.address = address;
+    const bool v6 = address.ip.family == IpFamily::ipv6;
+    a.dad = v6 && config_.dad_transmits > 0 ? DadState::tentative : DadState::preferred;
+    addresses_.push_back(a);
+    if (v6 && started_) want_group(NeighbourIp::v6(solicited_node_multicast(address.ip.bytes)), true);
+    if (link_.up) {
+        Address& added = addresses_.back();
+        if (!v6) {
+            Ipv4Address ip{};
+            std::copy_n(address.ip.bytes.begin(), 4, ip.begin());
+            ++counters_.gratuitous_arp_tx;
+            send_arp(make_gratuitous_arp(link_.hw, ip), std::nullopt);
+        } else {
+            added.dad_deadline = now_;
+            dad_tick();
+        }
+    }
+    drain_sa();
+}
+
+void Engine::remove_address(const InterfaceAddress& address, Clock::time_point now) {
+    now_ = now;
+    auto it = std::find_if(addresses_.begin(), addresses_.end(),
+                           [&](const Address& a) { return a.address.ip == address.ip; });
+    if (it == addresses_.end()) return;
+    const bool v6 = it->address.ip.family == IpFamily::ipv6;
+    const NeighbourIp ip = it->address.ip;
+    addresses_.erase(it);
+    if (v6 && started_) {
+        // Another address may share the solicited-node group.
+        const auto group = solicited_node_multicast(ip.bytes);
+        const bool shared = std::any_of(addresses_.begin(), addresses_.end(), [&](const Address& a) {
+            return a.address.ip.family == IpFamily::ipv6 && solicited_node_multicast(a.address.ip.bytes) == group;
+        });
+        if (!shared) want_group(NeighbourIp::v6(group), false);
+    }
+    drain_sa();
+}
+
+std::vector<AddressView> Engine::addresses() const {
+    std::vector<AddressView> out;
+    for (const Address& a : addresses_) out.push_back({a.address, a.dad, a.implicit});
+    return out;
+}
+
+void Engine::on_sa_mad(bytes mad, Clock::time_point now) {
+    now_ = now;
+    sa_.on_mad(mad, now);
+    drain_sa();
+}
+
+void Engine::on_port_event(transport::PortEvent e, const transport::PortAttributes& port, Clock::time_point now) {
+    now_ = now;
+    ++counters_.port_events;
+    if (stopped_ || !started_) return;
+    const bool gid_changed = port.gid() != port_.gid();
+    set_port(port);
+    using transport::PortEvent;
+    switch (e) {
+    case PortEvent::client_reregister:
+    case PortEvent::sm_change:
+        mcast_.rejoin_all();
+        break;
+    case PortEvent::lid_change:
+        paths_.flush();
+        mcast_.rejoin_all();
+        break;
+    case PortEvent::port_down:
+        link_down("port down");
+        paths_.flush();
+        process(neighbours_.flush());
+        mcast_.port_down();
+        break;
+    case PortEvent::port_active:
+        paths_.flush();
+        mcast_.rejoin_all();
+        break;
+    case PortEvent::pkey_change: {
+        // The P_Key's index may have moved, or the key gone: a new QP on it
+        // (a new QPN, announced) once the broadcast group answers again.
+        const bool present = std::any_of(port.pkey_table.begin(), port.pkey_table.end(), [&](std::uint16_t k) {
+            return (k & 0x7FFF) == (config_.pkey & 0x7FFF);
+        });
+        qp_stale_ = true;
+        paths_.flush();
+        if (!present) {
+            link_down("P_Key not in the port's table");
+            mcast_.port_down();
+        } else {
+            mcast_.rejoin_all();
+        }
+        break;
+    }
+    }
+    if (gid_changed) {
+        link_.hw.gid = port.gid();
+        qp_stale_ = true;  // our 20-byte address changed: announce it again
+    }
+    drain_sa();
+}
+
+void Engine::join_failed(const ib::Gid& mgid, GroupRole role, std::uint16_t sa_status, unsigned failures,
+                         std::chrono::milliseconds retry_in, std::size_t dropped) {
+    const bool broadcast = role == GroupRole::broadcast;
+    if (broadcast) link_down("broadcast join failed");
+    emit(broadcast ? EngineEventKind::broadcast_join_failed : EngineEventKind::group_join_failed,
+         std::string(broadcast ? "broadcast group join failed" : "multicast join failed") + " (" +
+             (sa_status ? sa::describe_sa_status(sa_status) : std::string("no answer")) + "), retry in " +
+             std::to_string(retry_in.count()) + " ms",
+         {{"IB_MGID", ipoibd::format_gid(mgid)},
+          {"IPOIB_GROUP_ROLE", std::string(to_string(role))},
+          {"IPOIB_FAILURES", std::to_string(failures)},
+          {"IPOIB_DROPPED", std::to_string(dropped)}});
+}
+
+void Engine::group_joined(const ib::Gid& mgid, GroupRole role, std::uint16_t mlid, std::vector<Packet> frames) {
+    emit(EngineEventKind::group_joined, "joined multicast group",
+         {{"IB_MGID", ipoibd::format_gid(mgid)}, {"IB_MLID", hex16(mlid)}, {"IPOIB_GROUP_ROLE", std::string(to_string(role))}});
+    if (frames.empty()) return;
+    auto ah = mcast_.address_of(mgid);
+    if (!ah) return;
+    for (const Packet& f : frames) {
+        ++counters_.tx_multicast;
+        io_.send_datagram(*ah, ib::kQpnMulticast, f);
+    }
+}
+
+void Engine::group_left(const ib::Gid& mgid, GroupRole role) {
+    emit(EngineEventKind::group_left, "left multicast group",
+         {{"IB_MGID", ipoibd::format_gid(mgid)}, {"IPOIB_GROUP_ROLE", std::string(to_string(role))}});
+}
+
+void Engine::path_ready(const ib::Gid&, const PathInfo& path, std::vector<QueuedFrame> frames) {
+    for (const QueuedFrame& f : frames) {
+        ++counters_.tx_unicast;
+        io_.send_datagram(path.address_handle(), f.qpn, f.frame);
+    }
+}
+
+void Engine::path_failed(const ib::Gid& dgid, std::uint16_t sa_status, std::size_t dropped) {
+    emit(EngineEventKind::path_failed,
+         "path query failed (" + (sa_status ? sa::describe_sa_status(sa_status) : std::string("no answer")) + ")",
+         {{"IB_GID", ipoibd::format_gid(dgid)}, {"IPOIB_DROPPED", std::to_string(dropped)}});
+}
+
+void Engine::tick(Clock::time_point now) {
+    now_ = now;
+    sa_.tick(now);
+    process(neighbours_.tick(now));
+    mcast_.tick();
+    dad_tick();
+    drain_sa();
+}
+
+std::optional<Clock::time_point> Engine::next_deadline() const {
+    std::optional<Clock::time_point> next;
+    auto consider = [&](std::optional<Clock::time_point> t) {
+        if (t && (!next || *t < *next)) next = t;
+    };
+    consider(sa_.next_deadline());
+    consider(neighbours_.next_deadline());
+    consider(mcast_.next_deadline());
+    if (link_.up)
+        for (const Address& a : addresses_)
+            if (a.dad == DadState::tentative) consider(a.dad_deadline);
+    return next;
+}
+
+void Engine::flush_neighbours(Clock::time_point now) {
+    now_ = now;
+    process(neighbours_.flush());
+}
+
+void Engine::flush_paths(Clock::time_point now) {
+    now_ = now;
+    paths_.flush();
+}
+
+}  // namespace ipoibd::ipoib

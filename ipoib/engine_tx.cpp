@@ -1,0 +1,250 @@
+// Egress: IP datagrams from the host to IPoIB frames (engine.h, "Egress").
+#include <algorithm>
+#include <cstring>
+
+#include "ipoib/engine.h"
+
+namespace ipoibd::ipoib {
+
+namespace {
+
+bool wider_than_link_local(const NeighbourIp& group) {
+    if (group.family == IpFamily::ipv4) return !(group.bytes[0] == 224 && group.bytes[1] == 0 && group.bytes[2] == 0);
+    return (group.bytes[1] & 0x0F) > static_cast<std::uint8_t>(Scope::link_local);
+}
+
+Ipv4Address v4_of(const NeighbourIp& ip) {
+    Ipv4Address a{};
+    std::copy_n(ip.bytes.begin(), 4, a.begin());
+    return a;
+}
+
+bool is_nd_type(std::uint8_t t) { return t >= 133 && t <= 137; }
+
+}  // namespace
+
+bytes Engine::build_frame(EtherType type, bytes packet) {
+    const std::size_t n = std::min(packet.size(), tx_.size() - EncapHeader::size);
+    EncapHeader{.type = static_cast<std::uint16_t>(type), .reserved = 0}.write_to(tx_.data());
+    std::memmove(tx_.data() + EncapHeader::size, packet.data(), n);
+    return bytes(tx_.data(), n + EncapHeader::size);
+}
+
+bool Engine::is_broadcast_v4(const NeighbourIp& dst) const {
+    if (dst.family != IpFamily::ipv4) return false;
+    if (v4_of(dst) == kIpv4LimitedBroadcast) return true;
+    for (const Address& a : addresses_) {
+        const InterfaceAddress& ia = a.address;
+        if (ia.ip.family != IpFamily::ipv4 || ia.prefix_length >= 31 || !ia.contains(dst)) continue;
+        // All host bits set.
+        bool all_ones = true;
+        for (std::size_t bit = ia.prefix_length; bit < 32 && all_ones; ++bit)
+            all_ones = (dst.bytes[bit / 8] >> (7 - bit % 8)) & 1;
+        if (all_ones) return true;
+    }
+    return false;
+}
+
+void Engine::on_tun_packet(bytes packet, std::optional<NeighbourIp> next_hop, Clock::time_point now) {
+    now_ = now;
+    ++counters_.tun_packets;
+    auto info = inspect_ip_packet(packet);
+    if (!info) {
+        ++counters_.tun_ip_errors[static_cast<std::size_t>(info.error())];
+        return;
+    }
+    if (!link_.up) {
+        ++counters_.tun_drop_link_down;
+        return;
+    }
+    packet = packet.first(info->length);
+    if (packet.size() > link_.mtu) {
+        ++counters_.tun_drop_too_big;
+        return;
+    }
+    for (const GroupChange& c : host_group_changes(packet, *info)) {
+        ++(c.join ? counters_.host_group_joins : counters_.host_group_leaves);
+        want_group(c.group, c.join);
+    }
+    if (info->family == IpFamily::ipv6 && info->protocol == kNextHeaderIcmpv6 && info->upper_offset < packet.size() &&
+        is_nd_type(packet[info->upper_offset])) {
+        const std::uint8_t type = packet[info->upper_offset];
+        if (type == static_cast<std::uint8_t>(NdType::neighbor_solicitation) ||
+            type == static_cast<std::uint8_t>(NdType::neighbor_advertisement)) {
+            ++counters_.tun_drop_host_nd;
+            drain_sa();
+            return;
+        }
+        // RS, RA, Redirect from the host: carry our IPoIB address.
+        auto n = rewrite_link_layer_option(packet, link_.hw, scratch_);
+        if (!n) {
+            ++counters_.tun_drop_bad_nd;
+            return;
+        }
+        packet = bytes(scratch_.data(), *n);
+    }
+    send_ip(packet, *info, next_hop);
+    drain_sa();
+}
+
+void Engine::send_ip(bytes packet, const IpPacketInfo& info, const std::optional<NeighbourIp>& next_hop) {
+    const NeighbourIp& dst = info.destination;
+    const EtherType type = info.family == IpFamily::ipv4 ? EtherType::ipv4 : EtherType::ipv6;
+    if (is_broadcast_v4(dst)) {
+        send_broadcast(type, packet);
+        return;
+    }
+    const bool multicast = info.family == IpFamily::ipv4 ? (dst.bytes[0] & 0xF0) == 0xE0 : dst.bytes[0] == 0xFF;
+    if (multicast) {
+        const auto mgid = group_mgid(dst);
+        if (!mgid) {
+            ++counters_.tun_drop_bad_destination;
+            return;
+        }
+        send_multicast(*mgid, build_frame(type, packet), wider_than_link_local(dst), info.family);
+        return;
+    }
+    const NeighbourIp hop = next_hop.value_or(dst);
+    if (hop.bytes == NeighbourIp{}.bytes) {
+        ++counters_.tun_drop_bad_destination;
+        return;
+    }
+    send_ip_unicast(packet, type, hop);
+}
+
+void Engine::send_ip_unicast(bytes packet, EtherType type, const NeighbourIp& next_hop) {
+    Resolution r = neighbours_.lookup_or_resolve(next_hop, packet, now_);
+    if (r.send_to) send_to_neighbour(*r.send_to, type, packet);
+    process(std::move(r.actions));
+}
+
+void Engine::send_to_neighbour(const HwAddress& to, EtherType type, bytes packet) {
+    send_frame_unicast(to, build_frame(type, packet));
+}
+
+void Engine::send_frame_unicast(const HwAddress& to, bytes frame) {
+    if (auto path = paths_.lookup(to.gid, to.qpn, frame, now_)) {
+        ++counters_.tx_unicast;
+        io_.send_datagram(path->address_handle(), to.qpn, frame);
+    }
+}
+
+void Engine::send_broadcast(EtherType type, bytes packet) {
+    const bytes frame = build_frame(type, packet);
+    if (auto ah = mcast_.address_of(mcast_.broadcast_mgid())) {
+        ++counters_.tx_multicast;
+        io_.send_datagram(*ah, ib::kQpnMulticast, frame);
+    } else {
+        ++counters_.tun_drop_link_down;
+    }
+}
+
+void Engine::send_multicast(const ib::Gid& mgid, bytes frame, bool wider, IpFamily family) {
+    McastSendResult r = mcast_.send(mgid, frame);
+    if (r.outcome == McastSendResult::Outcome::send) {
+        ++counters_.tx_multicast;
+        io_.send_datagram(r.ah, ib::kQpnMulticast, frame);
+        return;
+    }
+    if (r.outcome != McastSendResult::Outcome::unavailable) return;  // queued, or dropped and counted
+    // RFC 4391 10: no such group. Beyond link-local scope the routers get it
+    // through the all-routers group, if that exists; else drop.
+    const NeighbourIp all_routers =
+        family == IpFamily::ipv4 ? NeighbourIp::v4({224, 0, 0, 2}) : NeighbourIp::v6(kIpv6AllRouters);
+    const auto routers = group_mgid(all_routers);
+    if (!wider || !routers || *routers == mgid) {
+        ++counters_.tun_drop_mcast_unavailable;
+        return;
+    }
+    McastSendResult rr = mcast_.send(*routers, frame);
+    if (rr.outcome == McastSendResult::Outcome::send || rr.outcome == McastSendResult::Outcome::queued)
+        ++counters_.tx_to_all_routers;
+    if (rr.outcome == McastSendResult::Outcome::send) {
+        io_.send_datagram(rr.ah, ib::kQpnMulticast, frame);
+    } else if (rr.outcome == McastSendResult::Outcome::unavailable) {
+        ++counters_.tun_drop_mcast_unavailable;
+    }
+}
+
+void Engine::process(NeighbourActions&& actions) {
+    for (FlushAction& f : actions.flushes) {
+        const EtherType type = f.ip.family == IpFamily::ipv4 ? EtherType::ipv4 : EtherType::ipv6;
+        for (const Packet& p : f.packets) send_to_neighbour(f.to, type, p);
+    }
+    for (const SolicitAction& s : actions.solicits) solicit(s);
+    // Drops are counted by the neighbour cache; nothing more to do.
+}
+
+std::optional<Ipv4Address> Engine::source_v4_for(const NeighbourIp& target) const {
+    std::optional<Ipv4Address> any;
+    for (const Address& a : addresses_) {
+        if (a.address.ip.family != IpFamily::ipv4) continue;
+        if (a.address.contains(target)) return v4_of(a.address.ip);
+        if (!any) any = v4_of(a.address.ip);
+    }
+    return any;
+}
+
+std::optional<Ipv6Address> Engine::source_v6_for(const NeighbourIp& target) const {
+    std::optional<Ipv6Address> link_local, any;
+    for (const Address& a : addresses_) {
+        if (a.address.ip.family != IpFamily::ipv6 || a.dad != DadState::preferred) continue;
+        if (is_ipv6_link_local(a.address.ip.bytes)) {
+            if (!link_local) link_local = a.address.ip.bytes;
+            continue;
+        }
+        if (a.address.contains(target) && !is_ipv6_link_local(target.bytes)) return a.address.ip.bytes;
+        if (!any) any = a.address.ip.bytes;
+    }
+    return link_local ? link_local : any;
+}
+
+void Engine::solicit(const SolicitAction& s) {
+    if (s.ip.family == IpFamily::ipv4) {
+        const auto source = source_v4_for(s.ip);
+        if (!source) {
+            ++counters_.tun_drop_no_source;
+            return;
+        }
+        ++counters_.arp_requests_tx;
+        send_arp(make_arp_request(link_.hw, *source, v4_of(s.ip)), s.unicast_to);
+        return;
+    }
+    const auto source = source_v6_for(s.ip);
+    if (!source) {
+        ++counters_.tun_drop_no_source;
+        return;
+    }
+    const NeighborSolicitation ns = s.unicast_to ? make_unicast_solicitation(*source, link_.hw, s.ip.bytes)
+                                                 : make_resolution_solicitation(*source, link_.hw, s.ip.bytes);
+    if (auto n = build_neighbor_solicitation(ns, scratch_)) {
+        ++counters_.ns_tx;
+        send_nd(bytes(scratch_.data(), *n), ns.destination, s.unicast_to);
+    }
+}
+
+void Engine::send_arp(const ArpPacket& p, const std::optional<HwAddress>& unicast_to) {
+    std::array<std::uint8_t, ArpPacket::size> buf{};
+    if (!encode_arp(p, buf)) return;
+    if (unicast_to) {
+        send_to_neighbour(*unicast_to, EtherType::arp, buf);
+        return;
+    }
+    send_broadcast(EtherType::arp, buf);
+}
+
+void Engine::send_nd(bytes ipv6_packet, const Ipv6Address& destination, const std::optional<HwAddress>& unicast_to) {
+    if (unicast_to) {
+        send_to_neighbour(*unicast_to, EtherType::ipv6, ipv6_packet);
+        return;
+    }
+    if (is_ipv6_multicast(destination)) {
+        if (auto mgid = ipv6_group_mgid(destination, config_.pkey, config_.scope))
+            send_multicast(*mgid, build_frame(EtherType::ipv6, ipv6_packet), false, IpFamily::ipv6);
+        return;
+    }
+    // Unicast without a known address: resolve like any datagram.
+    send_ip_unicast(ipv6_packet, EtherType::ipv6, NeighbourIp::v6(destination));
+}
+
+}  // namespace ipoibd::ipoib

@@ -1,0 +1,162 @@
+#include "ipoib/path_cache.h"
+
+#include <algorithm>
+
+#include "transport/wire/mad.h"
+
+namespace ipoibd::ipoib {
+
+std::string_view to_string(PathState s) {
+    switch (s) {
+    case PathState::resolving: return "RESOLVING";
+    case PathState::valid: return "VALID";
+    case PathState::failed: return "FAILED";
+    }
+    return "?";
+}
+
+std::optional<PathInfo> PathCache::lookup(const ib::Gid& dgid, std::uint32_t qpn, bytes frame,
+                                          Clock::time_point now) {
+    auto it = table_.find(dgid);
+    if (it == table_.end()) {
+        if (table_.size() >= config_.max_entries && !make_room()) {
+            ++counters_.drop_table_full;
+            return std::nullopt;
+        }
+        it = table_.emplace(dgid, Entry{}).first;
+        it->second.last_used = now;
+        it->second.queue.push_back({qpn, Packet(frame.begin(), frame.end())});
+        start_query(dgid, it->second, now);
+        return std::nullopt;
+    }
+    Entry& e = it->second;
+    e.last_used = now;
+    switch (e.state) {
+    case PathState::valid:
+        // Revalidate an old path in the background; keep using it meanwhile.
+        if (now - e.path->resolved_at >= config_.lifetime && !e.query.pending()) {
+            ++counters_.refreshed;
+            start_query(dgid, e, now);
+        }
+        return e.path;
+    case PathState::failed:
+        if (now < e.failed_until) {
+            ++counters_.drop_failed;
+            return std::nullopt;
+        }
+        e.state = PathState::resolving;
+        start_query(dgid, e, now);
+        [[fallthrough]];
+    case PathState::resolving:
+        if (e.queue.size() >= kMaxQueuedPerPath) {
+            ++counters_.drop_queue_full;
+            return std::nullopt;
+        }
+        e.queue.push_back({qpn, Packet(frame.begin(), frame.end())});
+        return std::nullopt;
+    }
+    return std::nullopt;
+}
+
+std::optional<PathInfo> PathCache::find(const ib::Gid& dgid) const {
+    auto it = table_.find(dgid);
+    if (it == table_.end() || it->second.state != PathState::valid) return std::nullopt;
+    return it->second.path;
+}
+
+bool PathCache::note_source(const ib::Gid& dgid, std::uint16_t slid, Clock::time_point now) {
+    auto it = table_.find(dgid);
+    if (it == table_.end() || it->second.state != PathState::valid) return false;
+    Entry& e = it->second;
+    if (e.path->dlid == slid || e.query.pending()) return false;
+    ++counters_.refreshed;
+    start_query(dgid, e, now);
+    return true;
+}
+
+void PathCache::start_query(const ib::Gid& dgid, Entry& e, Clock::time_point now) {
+    sa::PathQuery q;
+    q.set_dgid(dgid).set_sgid(sgid_).set_p_key(pkey_).set_numb_path(1).set_reversible(true);
+    auto mad = q.request(ib::method::get, 0);
+    if (!mad) {  // our own fields out of range: cannot happen with a 16-bit P_Key
+        on_answer(dgid, unexpected(sa::SaFailure::malformed_response));
+        return;
+    }
+    ++counters_.queries;
+    e.query = sa_.submit(*mad, [this, dgid](const expected<sa::SaResult, sa::SaFailure>& r) { on_answer(dgid, r); },
+                         now);
+}
+
+void PathCache::on_answer(const ib::Gid& dgid, const expected<sa::SaResult, sa::SaFailure>& result) {
+    auto it = table_.find(dgid);
+    if (it == table_.end()) return;
+    Entry& e = it->second;
+    std::uint16_t status = 0;
+    std::optional<PathInfo> path;
+    if (result) {
+        status = result->status();
+        if (status == 0) {
+            const auto rec = sa::get_record<sa::PathRecord>(result->header);
+            // A record for some other destination, or with no LID, is no path.
+            if (rec.dgid == dgid && rec.dlid != 0)
+                path = PathInfo{.dlid = rec.dlid, .sl = rec.sl, .mtu = rec.mtu, .rate = rec.rate, .resolved_at = now_};
+        }
+    }
+    if (!path) {
+        ++counters_.failures;
+        if (e.state == PathState::valid) {
+            // A failed refresh: the old path may be gone; resolve afresh next time.
+            table_.erase(it);
+            sink_.path_failed(dgid, status, 0);
+            return;
+        }
+        const std::size_t dropped = e.queue.size();
+        counters_.drop_failed += dropped;
+        e.queue.clear();
+        e.state = PathState::failed;
+        e.failed_until = now_ + config_.failed_hold;
+        sink_.path_failed(dgid, status, dropped);
+        return;
+    }
+    const bool was_valid = e.state == PathState::valid;
+    const bool changed = was_valid && (e.path->dlid != path->dlid || e.path->sl != path->sl || e.path->mtu != path->mtu);
+    if (changed) ++counters_.changed;
+    if (!was_valid) ++counters_.resolved;
+    e.state = PathState::valid;
+    e.path = path;
+    std::vector<QueuedFrame> frames = std::move(e.queue);
+    e.queue.clear();
+    if (!was_valid || changed || !frames.empty()) sink_.path_ready(dgid, *path, std::move(frames));
+}
+
+std::size_t PathCache::flush() {
+    std::size_t dropped = 0;
+    for (auto& [gid, e] : table_) dropped += e.queue.size();
+    counters_.drop_flushed += dropped;
+    ++counters_.flushes;
+    table_.clear();  // Handles cancel the queries in flight
+    return dropped;
+}
+
+bool PathCache::make_room() {
+    // Evict the least recently used entry that holds no frames.
+    auto victim = table_.end();
+    for (auto it = table_.begin(); it != table_.end(); ++it) {
+        if (!it->second.queue.empty()) continue;
+        if (victim == table_.end() || it->second.last_used < victim->second.last_used) victim = it;
+    }
+    if (victim == table_.end()) return false;
+    table_.erase(victim);
+    ++counters_.evicted;
+    return true;
+}
+
+std::vector<PathEntryView> PathCache::entries() const {
+    std::vector<PathEntryView> out;
+    out.reserve(table_.size());
+    for (const auto& [gid, e] : table_)
+        out.push_back({.dgid = gid, .state = e.state, .path = e.path, .queued = e.queue.size(), .last_used = e.last_used});
+    return out;
+}
+
+}  // namespace ipoibd::ipoib

@@ -1,0 +1,47 @@
+#include "netlink/tun.h"
+
+#include <fcntl.h>
+#include <linux/if_tun.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace ipoibd::netlink {
+namespace {
+
+constexpr const char* kTunControlPath = "/dev/net/tun";
+
+std::string describe(const std::string& name) { return name.empty() ? std::string("tun%d") : name; }
+
+}  // namespace
+
+expected<TunDevice, SysError> open_tun(const TunOptions& options) {
+    const std::string what = "TUN " + describe(options.name);
+    if (options.name.size() >= IFNAMSIZ) return unexpected(SysError{"create " + what, ENAMETOOLONG});
+
+    UniqueFd fd(::open(kTunControlPath, O_RDWR | O_NONBLOCK | O_CLOEXEC));
+    if (!fd) return unexpected(SysError{std::string("open ") + kTunControlPath, errno});
+
+    ifreq request{};
+    request.ifr_flags = static_cast<short>(IFF_TUN | IFF_NO_PI | (options.multi_queue ? IFF_MULTI_QUEUE : 0));
+    std::memcpy(request.ifr_name, options.name.data(), options.name.size());
+    if (::ioctl(fd.get(), TUNSETIFF, &request) < 0) return unexpected(SysError{"create " + what, errno});
+
+    // The kernel wrote back the final name (a pattern is now "ib0").
+    TunDevice device;
+    device.name.assign(request.ifr_name, strnlen(request.ifr_name, IFNAMSIZ));
+
+    // Always set, so a persistent device we attached to follows the option
+    // too (see tun.h). Multi-queue devices take it per fd the same way.
+    if (::ioctl(fd.get(), TUNSETPERSIST, options.persist ? 1UL : 0UL) < 0)
+        return unexpected(SysError{"set persist on TUN " + device.name, errno});
+
+    device.ifindex = ::if_nametoindex(device.name.c_str());
+    if (device.ifindex == 0) return unexpected(SysError{"look up the ifindex of TUN " + device.name, errno});
+    device.fd = std::move(fd);
+    return device;
+}
+
+}  // namespace ipoibd::netlink

@@ -1,0 +1,349 @@
+// Kernel tests: the TUN, the request socket and the monitor against a real
+// kernel. Each test forks a child that moves into a network namespace of its
+// own (unshare(CLONE_NEWNET)) and runs its checks there, so nothing touches
+// the host's interfaces, addresses or routes; the namespace dies with the
+// child. The child reports each failed check as a line on a pipe, and the
+// parent turns the lines into gtest failures. Skipped (not failed) when not
+// root, when unshare is refused (an unprivileged container) or when
+// /dev/net/tun is missing.
+//
+// Addresses: 198.18.0.0/15 and 2001:db8::/32 only (DESIGN.md, "Test
+// networks").
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <sstream>
+
+#include "netlink/monitor.h"
+#include "netlink/netlink_socket.h"
+#include "netlink/next_hop_cache.h"
+#include "netlink/tun.h"
+#include "test_netlink_util.h"
+
+namespace ipoibd::netlink {
+namespace {
+
+using namespace std::chrono_literals;
+using test::ip;
+using test::prefix;
+
+constexpr int kSkipStatus = 77;
+constexpr auto kChildTimeout = 30s;
+
+// The child's side: failed checks go to the parent as lines on a pipe.
+class ChildChecks {
+public:
+    explicit ChildChecks(int fd) : fd_(fd) {}
+    bool expect(bool ok, int line, const std::string& what) {
+        if (!ok) {
+            failed_ = true;
+            send("FAIL line " + std::to_string(line) + ": " + what);
+        }
+        return ok;
+    }
+    void skip(const std::string& why) { send("SKIP " + why); }
+    bool failed() const { return failed_; }
+
+private:
+    void send(std::string line) {
+        line += '\n';
+        for (std::size_t done = 0; done < line.size();) {
+            const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+            if (n <= 0) return;
+            done += static_cast<std::size_t>(n);
+        }
+    }
+    int fd_;
+    bool failed_ = false;
+};
+
+template <class Result>
+std::string error_text(const Result& r) {
+    return r ? std::string() : r.error().message();
+}
+
+#define NS_CHECK(checks, cond) (checks).expect(static_cast<bool>(cond), __LINE__, #cond)
+#define NS_OK(checks, result) \
+    (checks).expect(static_cast<bool>(result), __LINE__, std::string(#result) + ": " + error_text(result))
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// Reads the child's lines until it closes the pipe or the deadline passes.
+std::string read_child(int fd, pid_t pid) {
+    std::string out;
+    const auto deadline = std::chrono::steady_clock::now() + kChildTimeout;
+    char buffer[512];
+    while (std::chrono::steady_clock::now() < deadline) {
+        pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+        if (::poll(&p, 1, 100) <= 0) continue;
+        const ssize_t n = ::read(fd, buffer, sizeof buffer);
+        if (n <= 0) return out;
+        out.append(buffer, static_cast<std::size_t>(n));
+    }
+    ::kill(pid, SIGKILL);
+    return out + "FAIL the child did not finish within " + std::to_string(kChildTimeout.count()) + " s\n";
+}
+
+// Runs `body` in a child process inside a new network namespace.
+void run_in_own_netns(const std::function<void(ChildChecks&)>& body) {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root to create a network namespace";
+    int fds[2];
+    ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0) << std::strerror(errno);
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0) << std::strerror(errno);
+    if (pid == 0) {
+        ::close(fds[0]);
+        ChildChecks checks(fds[1]);
+        if (::unshare(CLONE_NEWNET) != 0) {
+            checks.skip(std::string("unshare(CLONE_NEWNET): ") + std::strerror(errno));
+            ::_exit(kSkipStatus);
+        }
+        if (::access("/dev/net/tun", R_OK | W_OK) != 0) {
+            checks.skip("no /dev/net/tun");
+            ::_exit(kSkipStatus);
+        }
+        body(checks);
+        ::_exit(checks.failed() ? 1 : 0);  // no atexit handlers, no gtest teardown in the child
+    }
+    ::close(fds[1]);
+    const std::string output = read_child(fds[0], pid);
+    ::close(fds[0]);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+
+    std::istringstream lines(output);
+    std::string line, skip_reason;
+    while (std::getline(lines, line)) {
+        if (line.rfind("SKIP ", 0) == 0)
+            skip_reason = line.substr(5);
+        else
+            ADD_FAILURE() << line;
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == kSkipStatus) GTEST_SKIP() << skip_reason;
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child wait status " << status;
+}
+
+// Drains the monitor until `done` holds for the events so far, or 2 s pass.
+std::vector<MonitorEvent> drain_until(RtnlMonitor& monitor, const std::function<bool(const std::vector<MonitorEvent>&)>& done) {
+    std::vector<MonitorEvent> events;
+    const auto deadline = std::chrono::steady_clock::now() + 2s;
+    while (!done(events) && std::chrono::steady_clock::now() < deadline) {
+        pollfd p{.fd = monitor.fd(), .events = POLLIN, .revents = 0};
+        if (::poll(&p, 1, 50) <= 0) continue;
+        for (auto& e : monitor.drain()) events.push_back(std::move(e));
+    }
+    return events;
+}
+
+bool has_address(const std::vector<AddressInfo>& list, const IpPrefix& p) {
+    return std::any_of(list.begin(), list.end(), [&](const AddressInfo& a) { return a.prefix == p; });
+}
+
+TEST(NetlinkKernel, TunIsCreatedNonBlockingAndGoesAwayWithItsFd) {
+    run_in_own_netns([](ChildChecks& c) {
+        auto tun = open_tun({.name = "nltest0"});
+        if (!NS_OK(c, tun)) return;
+        NS_CHECK(c, tun->name == "nltest0");
+        NS_CHECK(c, tun->ifindex != 0 && tun->ifindex == ::if_nametoindex("nltest0"));
+        NS_CHECK(c, (::fcntl(tun->fd.get(), F_GETFL) & O_NONBLOCK) != 0);
+        char packet[64];
+        NS_CHECK(c, ::read(tun->fd.get(), packet, sizeof packet) < 0 && errno == EAGAIN);
+
+        // A pattern gets the kernel's choice; the same name twice is busy.
+        auto pattern = open_tun({.name = "nlt%d"});
+        if (NS_OK(c, pattern)) NS_CHECK(c, pattern->name == "nlt0");
+        auto busy = open_tun({.name = "nlt0"});
+        NS_CHECK(c, !busy && busy.error().message() == "could not create TUN nlt0: Device or resource busy");
+        auto too_long = open_tun({.name = "nltest-name-too-long"});
+        NS_CHECK(c, !too_long && contains(too_long.error().message(), "could not create TUN nltest-name-too-long"));
+
+        // persist = false: closing the only fd removes the device.
+        tun->fd.reset();
+        NS_CHECK(c, ::if_nametoindex("nltest0") == 0);
+    });
+}
+
+TEST(NetlinkKernel, ConfiguresTheTunAndLooksUpNextHops) {
+    run_in_own_netns([](ChildChecks& c) {
+        auto tun = open_tun({.name = "nltest0"});
+        auto nl = NetlinkSocket::open();
+        if (!NS_OK(c, tun) || !NS_OK(c, nl)) return;
+        const std::uint32_t index = tun->ifindex;
+
+        auto mtu = nl->set_mtu(index, 2044);
+        NS_OK(c, mtu);
+        auto v4 = nl->add_address(index, prefix("198.18.5.1/24"));
+        NS_OK(c, v4);
+        auto v6 = nl->add_address(index, prefix("2001:db8:5::1/64"), {.nodad = true});
+        NS_OK(c, v6);
+        auto up = nl->set_link_up(index, true);
+        NS_OK(c, up);
+        auto link = nl->get_link(index);
+        if (NS_OK(c, link)) {
+            NS_CHECK(c, link->mtu == 2044);
+            NS_CHECK(c, link->up());
+            NS_CHECK(c, link->name == "nltest0");
+        }
+
+        auto route = nl->add_route({.destination = prefix("198.19.5.0/24"), .gateway = ip("198.18.5.2"), .oif = index});
+        NS_OK(c, route);
+        auto via = nl->lookup_next_hop(ip("198.19.5.7"));
+        if (NS_OK(c, via)) {
+            NS_CHECK(c, via->address == ip("198.18.5.2"));
+            NS_CHECK(c, via->via_gateway);
+            NS_CHECK(c, via->oif == index);
+        }
+        auto on_link = nl->lookup_next_hop(ip("198.18.5.9"));
+        if (NS_OK(c, on_link)) {
+            NS_CHECK(c, on_link->address == ip("198.18.5.9"));
+            NS_CHECK(c, !on_link->via_gateway);
+            NS_CHECK(c, on_link->oif == index);
+        }
+        auto route6 = nl->add_route({.destination = prefix("2001:db8:6::/64"), .gateway = ip("2001:db8:5::2"), .oif = index});
+        NS_OK(c, route6);
+        auto via6 = nl->lookup_next_hop(ip("2001:db8:6::7"));
+        if (NS_OK(c, via6)) NS_CHECK(c, via6->address == ip("2001:db8:5::2") && via6->oif == index);
+        auto on_link6 = nl->lookup_next_hop(ip("2001:db8:5::9"));
+        if (NS_OK(c, on_link6)) NS_CHECK(c, on_link6->address == ip("2001:db8:5::9") && !on_link6->via_gateway);
+
+        auto listed = nl->list_addresses(index);
+        if (NS_OK(c, listed)) {
+            NS_CHECK(c, has_address(*listed, prefix("198.18.5.1/24")));
+            NS_CHECK(c, has_address(*listed, prefix("2001:db8:5::1/64")));
+        }
+        auto only_v4 = nl->list_addresses(index, IpFamily::ipv4);
+        if (NS_OK(c, only_v4)) NS_CHECK(c, only_v4->size() == 1 && has_address(*only_v4, prefix("198.18.5.1/24")));
+
+        // The same address twice: EEXIST, named, with the kernel's words.
+        auto again = nl->add_address(index, prefix("198.18.5.1/24"));
+        if (NS_CHECK(c, !again)) {
+            const std::string text = again.error().message();
+            NS_CHECK(c, again.error().error == EEXIST);
+            NS_CHECK(c, contains(text, "RTM_NEWADDR 198.18.5.1/24 on nltest0: File exists"));
+            if (nl->extended_ack()) NS_CHECK(c, contains(text, "(kernel: ") && !again.error().kernel_message.empty());
+        }
+
+        // Removing the route makes the destination unreachable (the
+        // namespace has no default route).
+        auto removed = nl->remove_route({.destination = prefix("198.19.5.0/24"), .gateway = ip("198.18.5.2"), .oif = index});
+        NS_OK(c, removed);
+        auto gone = nl->lookup_next_hop(ip("198.19.5.7"));
+        NS_CHECK(c, !gone && gone.error().error == ENETUNREACH);
+        NS_CHECK(c, !gone && gone.error().message() == "RTM_GETROUTE 198.19.5.7: Network is unreachable");
+        auto unaddressed = nl->remove_address(index, prefix("198.18.5.1/24"));
+        NS_OK(c, unaddressed);
+        auto after = nl->list_addresses(index);
+        if (NS_OK(c, after)) NS_CHECK(c, !has_address(*after, prefix("198.18.5.1/24")));
+
+        auto down = nl->set_link_up(index, false);
+        NS_OK(c, down);
+        auto link_down = nl->get_link(index);
+        if (NS_OK(c, link_down)) NS_CHECK(c, !link_down->up());
+        auto no_link = nl->set_mtu(9999, 1500);
+        NS_CHECK(c, !no_link && contains(no_link.error().message(), "RTM_NEWLINK mtu 1500 on ifindex 9999: No such device"));
+    });
+}
+
+TEST(NetlinkKernel, MonitorSeesTheChangesAndInvalidatesNextHops) {
+    run_in_own_netns([](ChildChecks& c) {
+        auto monitor = RtnlMonitor::open();
+        auto nl = NetlinkSocket::open();
+        auto tun = open_tun({.name = "nltest0"});
+        if (!NS_OK(c, monitor) || !NS_OK(c, nl) || !NS_OK(c, tun)) return;
+        const std::uint32_t index = tun->ifindex;
+        NextHopCache cache([&nl](const IpAddress& d) { return nl->lookup_next_hop(d); });
+
+        auto mtu = nl->set_mtu(index, 2044);
+        auto v4 = nl->add_address(index, prefix("198.18.5.1/24"));
+        auto v6 = nl->add_address(index, prefix("2001:db8:5::1/64"), {.nodad = true});
+        auto up = nl->set_link_up(index, true);
+        if (!NS_OK(c, mtu) || !NS_OK(c, v4) || !NS_OK(c, v6) || !NS_OK(c, up)) return;
+
+        auto is_added = [index](const MonitorEvent& e, const char* p) {
+            const auto* a = std::get_if<AddressEvent>(&e);
+            return a && !a->removed && a->address.ifindex == index && a->address.prefix == prefix(p);
+        };
+        auto is_our_link = [index](const MonitorEvent& e, std::uint32_t mtu_wanted, bool up_wanted) {
+            const auto* l = std::get_if<LinkEvent>(&e);
+            return l && l->link.ifindex == index && l->link.mtu == mtu_wanted && l->link.up() == up_wanted;
+        };
+        auto events = drain_until(*monitor, [&](const std::vector<MonitorEvent>& seen) {
+            return std::any_of(seen.begin(), seen.end(), [&](auto& e) { return is_added(e, "198.18.5.1/24"); }) &&
+                   std::any_of(seen.begin(), seen.end(), [&](auto& e) { return is_added(e, "2001:db8:5::1/64"); }) &&
+                   std::any_of(seen.begin(), seen.end(), [&](auto& e) { return is_our_link(e, 2044, true); });
+        });
+        NS_CHECK(c, std::any_of(events.begin(), events.end(), [&](auto& e) { return is_added(e, "198.18.5.1/24"); }));
+        NS_CHECK(c, std::any_of(events.begin(), events.end(), [&](auto& e) { return is_added(e, "2001:db8:5::1/64"); }));
+        NS_CHECK(c, std::any_of(events.begin(), events.end(), [&](auto& e) { return is_our_link(e, 2044, true); }));
+        NS_CHECK(c, monitor->counters().malformed == 0);
+
+        // The next hop is cached until a route notification clears it.
+        auto route = nl->add_route({.destination = prefix("198.19.5.0/24"), .gateway = ip("198.18.5.2"), .oif = index});
+        if (!NS_OK(c, route)) return;
+        auto first = cache.resolve(ip("198.19.5.7"));
+        auto second = cache.resolve(ip("198.19.5.7"));
+        NS_CHECK(c, first && second && first->address == ip("198.18.5.2"));
+        NS_CHECK(c, cache.counters().misses == 1 && cache.counters().hits == 1);
+
+        auto replaced = nl->remove_route({.destination = prefix("198.19.5.0/24"), .gateway = ip("198.18.5.2"), .oif = index});
+        auto other = nl->add_route({.destination = prefix("198.19.5.0/24"), .gateway = ip("198.18.5.3"), .oif = index});
+        if (!NS_OK(c, replaced) || !NS_OK(c, other)) return;
+        auto route_events = drain_until(*monitor, [](const std::vector<MonitorEvent>& seen) {
+            return std::count_if(seen.begin(), seen.end(), [](auto& e) {
+                       const auto* r = std::get_if<RouteEvent>(&e);
+                       return r && r->route.destination == prefix("198.19.5.0/24");
+                   }) >= 2;
+        });
+        for (const MonitorEvent& e : route_events)
+            if (std::holds_alternative<RouteEvent>(e) || std::holds_alternative<ResyncNeeded>(e)) cache.invalidate();
+        NS_CHECK(c, cache.counters().invalidations >= 1);
+        auto fresh = cache.resolve(ip("198.19.5.7"));
+        NS_CHECK(c, fresh && fresh->address == ip("198.18.5.3"));
+    });
+}
+
+TEST(NetlinkKernel, MonitorOverrunIsReportedAsResyncNeeded) {
+    run_in_own_netns([](ChildChecks& c) {
+        // The smallest receive buffer the kernel allows, then far more
+        // notifications than it holds, unread.
+        auto monitor = RtnlMonitor::open({.receive_buffer = 1, .max_datagrams_per_drain = 1000});
+        auto nl = NetlinkSocket::open();
+        auto tun = open_tun({.name = "nltest0"});
+        if (!NS_OK(c, monitor) || !NS_OK(c, nl) || !NS_OK(c, tun)) return;
+        for (std::uint8_t i = 1; i <= 100; ++i) {
+            auto added = nl->add_address(tun->ifindex, IpPrefix{.address = IpAddress::v4({198, 18, 6, i}), .length = 32});
+            if (!NS_OK(c, added)) return;
+        }
+        auto events = monitor->drain();
+        NS_CHECK(c, std::any_of(events.begin(), events.end(),
+                                [](const MonitorEvent& e) { return std::holds_alternative<ResyncNeeded>(e); }));
+        NS_CHECK(c, monitor->counters().overruns >= 1);
+        // The socket keeps working after the overrun.
+        auto more = nl->add_address(tun->ifindex, prefix("198.18.7.1/32"));
+        NS_OK(c, more);
+        auto after = drain_until(*monitor, [](const std::vector<MonitorEvent>& seen) {
+            return std::any_of(seen.begin(), seen.end(), [](const MonitorEvent& e) {
+                const auto* a = std::get_if<AddressEvent>(&e);
+                return a && a->address.prefix == prefix("198.18.7.1/32");
+            });
+        });
+        NS_CHECK(c, std::any_of(after.begin(), after.end(), [](const MonitorEvent& e) {
+                        const auto* a = std::get_if<AddressEvent>(&e);
+                        return a && a->address.prefix == prefix("198.18.7.1/32");
+                    }));
+    });
+}
+
+}  // namespace
+}  // namespace ipoibd::netlink
