@@ -219,6 +219,12 @@ public:
     void tick(Clock::time_point now);
     std::optional<Clock::time_point> next_deadline() const;
 
+    // What a configuration reload may change live.
+    void reconfigure(const NeighbourCache::Config& neighbour, std::uint8_t send_only_join_state) {
+        neighbours_.set_config(neighbour);
+        mcast_.set_send_only_join_state(send_only_join_state);
+    }
+
     // Operator actions (ipoibctl flush).
     void flush_neighbours(Clock::time_point now);
     void flush_paths(Clock::time_point now);

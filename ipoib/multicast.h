@@ -161,6 +161,8 @@ public:
     void leave_all();
     // The port GID changed (a new subnet prefix or GUID): rejoin as it.
     void set_port_gid(const ib::Gid& gid) { port_gid_ = gid; }
+    // The join state of send-only joins from now on (SIGHUP).
+    void set_send_only_join_state(std::uint8_t state) { config_.send_only_join_state = state; }
 
     void tick();
     std::optional<Clock::time_point> next_deadline() const;

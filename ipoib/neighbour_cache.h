@@ -220,6 +220,8 @@ public:
     std::size_t size() const { return table_.size(); }
     const NeighbourCounters& counters() const { return counters_; }
     const Config& config() const { return config_; }
+    // New timers and limits (SIGHUP); entries keep their current deadlines.
+    void set_config(const Config& config) { config_ = config; }
 
 private:
     struct Entry {

@@ -12,7 +12,7 @@ packages=(
   # verbs backend (real HCAs) and the libibumad SA path
   libibverbs-dev libibumad-dev librdmacm-dev ibverbs-providers
   # tests
-  libgtest-dev libgmock-dev libbenchmark-dev tshark python3 iproute2 iperf3 systemd
+  libgtest-dev libgmock-dev libbenchmark-dev tshark python3 iproute2 iputils-ping iperf3 systemd
   # OpenSM reference (tests/opensm)
   opensm ibsim-utils infiniband-diags
 )

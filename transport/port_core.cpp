@@ -149,6 +149,7 @@ std::optional<std::size_t> PortCore::pkey_index_matching(std::uint16_t pkey) con
 }
 
 void PortCore::receive(bytes datagram) {
+    if (tap_) tap_(datagram, false);
     auto parsed = ib::parse_packet(datagram, {.pmtu = ib::mtu_bytes(attributes_.active_mtu)});
     if (!parsed) {
         ++counters_.malformed[static_cast<std::size_t>(parsed.error())];
@@ -248,6 +249,7 @@ bool PortCore::deliver(const ib::Packet& pkt, bytes datagram, Qp& qp) {
 }
 
 bool PortCore::transmit_raw(bytes packet) {
+    if (tap_) tap_(packet, true);
     if (!link_.transmit(packet)) return false;
     ++counters_.tx_packets;
     counters_.tx_bytes += packet.size();

@@ -101,6 +101,11 @@ public:
 
     void set_smp_handler(SmpHandler handler) { smp_handler_ = std::move(handler); }
 
+    // Sees every packet the port sends (outbound = true) and every datagram
+    // it receives, before validation (for captures); empty: none.
+    using PacketTap = std::function<void(bytes packet, bool outbound)>;
+    void set_tap(PacketTap tap) { tap_ = std::move(tap); }
+
     // One datagram from the link.
     void receive(bytes datagram);
 
@@ -135,6 +140,7 @@ private:
     PortCounters counters_;
     std::deque<PortEvent> events_;
     SmpHandler smp_handler_;
+    PacketTap tap_;
     std::map<std::uint32_t, std::unique_ptr<Qp>> qps_;
     std::vector<Attachment> attachments_;
     // The first dynamic QPN: 0x48 plus a random offset, so that a process

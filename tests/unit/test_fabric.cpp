@@ -1,15 +1,21 @@
 // The switch and SM engines with CA ports in memory and a fake clock: the SM
 // finds and programs ports with directed-route SMPs answered by real SMAs,
 // the switch forwards by the LIDs it assigned, and losses, restarts and
-// silent ports are handled.
+// silent ports are handled. Then FabricService on loopback UDP: its open()
+// errors, its stats, and a soft port brought to ACTIVE through it.
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <unistd.h>
 
 #include <deque>
+#include <filesystem>
 
+#include "fabric/fabric_service.h"
 #include "fabric/management.h"
 #include "fabric/sm.h"
 #include "fabric/switch.h"
 #include "transport/managed_port.h"
+#include "transport/soft/soft_port.h"
 #include "transport/wire/link.h"
 
 namespace ipoibd::fabric {
@@ -314,6 +320,118 @@ TEST_F(FabricTest, LinkFlapReprogramsThePort) {
     const auto ev = a.events();
     EXPECT_TRUE(has(ev, PortEvent::port_active));
     EXPECT_TRUE(has(ev, PortEvent::client_reregister));
+}
+
+// FabricService on loopback: no namespace, no root.
+FabricServiceOptions loopback_options() {
+    FabricServiceOptions o;
+    o.listen = *parse_socket_address("127.0.0.1:0");
+    o.sw.num_ports = 8;
+    return o;
+}
+
+TEST(FabricService, OpensOnLoopbackAndReportsTheSwitch) {
+    auto fabric = FabricService::open(loopback_options());
+    ASSERT_TRUE(fabric) << fabric.error();
+    EXPECT_GE((*fabric)->fd(), 0);
+    EXPECT_NE((*fabric)->local_address().port(), 0);
+    const std::string stats = (*fabric)->stats();
+    EXPECT_NE(stats.find("switch: lid 0x0001 forwarded 0 "), std::string::npos) << stats;
+    EXPECT_NE(stats.find("\nudp: rx 0 "), std::string::npos) << stats;
+    EXPECT_NE(stats.find("\nsm: smps 0 "), std::string::npos) << stats;
+    EXPECT_NE(stats.find("\nsa: requests 0 "), std::string::npos) << stats;
+    EXPECT_NE(stats.find("(partition broadcast group)\n"), std::string::npos) << stats;
+    EXPECT_EQ(stats.back(), '\n');
+}
+
+TEST(FabricService, OpenErrorsNameWhatFailed) {
+    auto bad_pcap = loopback_options();
+    bad_pcap.pcap = "/nonexistent-dir/x.pcap";
+    auto a = FabricService::open(bad_pcap);
+    ASSERT_FALSE(a);
+    EXPECT_EQ(a.error().rfind("could not open capture file /nonexistent-dir/x.pcap: ", 0), 0u) << a.error();
+
+    auto first = FabricService::open(loopback_options());
+    ASSERT_TRUE(first) << first.error();
+    auto taken = loopback_options();
+    taken.listen = (*first)->local_address();
+    auto b = FabricService::open(taken);
+    ASSERT_FALSE(b);
+    EXPECT_EQ(b.error(), "could not bind UDP socket to " + taken.listen.to_string() + ": Address already in use");
+
+    auto no_ports = loopback_options();
+    no_ports.sw.num_ports = 0;
+    auto c = FabricService::open(no_ports);
+    ASSERT_FALSE(c);
+    EXPECT_EQ(c.error(), "switch ports 0: must be 1..254");
+
+    auto roce = loopback_options();
+    roce.listen = *parse_socket_address("127.0.0.1:4791");
+    auto d = FabricService::open(roce);
+    ASSERT_FALSE(d);
+    EXPECT_NE(d.error().find("4791 is RoCEv2's"), std::string::npos) << d.error();
+}
+
+// The owner's contract from fabric_service.h, with a soft port as the peer:
+// the port comes up ACTIVE with the LID the SM gives it, the SM's log and
+// the capture file see it.
+TEST(FabricService, SoftPortBecomesActiveThroughTheService) {
+    const auto pcap = std::filesystem::path(::testing::TempDir()) /
+                      ("fabric_service_" + std::to_string(::getpid()) + ".pcap");
+    auto options = loopback_options();
+    options.pcap = pcap.string();
+    options.sm.static_lids[0x1234] = 0x0042;
+    std::vector<std::string> log;
+    options.log = [&](const std::string& line) { log.push_back(line); };
+    auto opened = FabricService::open(std::move(options));
+    ASSERT_TRUE(opened) << opened.error();
+    FabricService& fabric = **opened;
+
+    auto port = transport::SoftPort::open({.fabric = fabric.local_address(),
+                                           .bind_to = *parse_socket_address("127.0.0.1:0"),
+                                           .port_guid = 0x1234,
+                                           .node_description = "fabric service test",
+                                           .link_interval = std::chrono::milliseconds(10)});
+    ASSERT_TRUE(port) << port.error().message();
+
+    // The port is ACTIVE when it takes the last Set PortInfo; the SM when
+    // the response comes back.
+    const auto configured = [&] {
+        const auto& ports = fabric.subnet_manager().ports();
+        return (*port)->attributes().state == PortState::active && ports.contains(1) &&
+               ports.at(1).phase == SmPortPhase::active;
+    };
+    const auto give_up = Clock::now() + std::chrono::seconds(10);
+    auto next_tick = Clock::now();
+    while (!configured() && Clock::now() < give_up) {
+        pollfd fds[2] = {{.fd = fabric.fd(), .events = POLLIN}, {.fd = (*port)->fd(), .events = POLLIN}};
+        ASSERT_GE(::poll(fds, 2, 10), 0);
+        const auto now = Clock::now();
+        if (fds[0].revents & POLLIN) fabric.on_readable(now);
+        if (now >= next_tick) {
+            fabric.tick(now);
+            next_tick = now + FabricService::kTickInterval;
+        }
+        fabric.after_wakeup(now);
+        (*port)->process();
+    }
+    ASSERT_EQ((*port)->attributes().state, PortState::active) << fabric.stats();
+    EXPECT_EQ((*port)->attributes().lid, 0x0042);
+    EXPECT_EQ((*port)->attributes().sm_lid, 0x0001);
+
+    const auto& ports = fabric.subnet_manager().ports();
+    ASSERT_EQ(ports.size(), 1u);
+    EXPECT_EQ(ports.begin()->second.phase, SmPortPhase::active);
+    EXPECT_GE(fabric.udp_counters().rx_datagrams, 1u);
+    EXPECT_NE(fabric.stats().find("port 1: active lid 0x0042 guid 0x0000000000001234 peer 127.0.0.1:"),
+              std::string::npos)
+        << fabric.stats();
+    ASSERT_FALSE(log.empty());
+    EXPECT_NE(log.back().find("ACTIVE with LID 0x0042"), std::string::npos) << log.back();
+
+    fabric.flush();
+    EXPECT_GT(std::filesystem::file_size(pcap), 24u);  // the pcap header and some records
+    std::filesystem::remove(pcap);
 }
 
 }  // namespace

@@ -63,6 +63,8 @@ public:
     expected<std::unique_ptr<UdQp>, Error> create_gsi_qp(std::uint32_t send_depth, std::uint32_t receive_depth);
 
     bool link_up() const { return link_up_; }
+    // The packet engine, for a capture tap (PortCore::set_tap).
+    PortCore& core() { return port_.core(); }
     const PortCounters& counters() const { return port_.core().counters(); }
     const UdpCounters& udp_counters() const { return socket_.counters(); }
     const SoftLinkCounters& link_counters() const { return link_; }

@@ -1,0 +1,177 @@
+// ipoibd's configuration as the rest of the program sees it: one plain struct
+// of typed values. config/load.h fills it from /etc/ipoibd/<instance>.conf
+// and the command line; Boost.Program_options is used inside config/load.cpp
+// only, and no Boost type leaves config/ (DESIGN.md, "config/").
+//
+// Each member's initializer is the default of its key, except the two that
+// depend on the instance name ([interface] name, [daemon] control-socket),
+// which default_config() fills in. ipoibd.conf(5) (man/ipoibd.conf.5)
+// documents every key; describe() prints them all as a valid INI file.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "common/socket_address.h"
+#include "ipoib/ip_address.h"
+#include "ipoib/mgid.h"
+#include "ipoib/neighbour_cache.h"
+#include "sa_client/sa_records.h"
+
+namespace ipoibd::config {
+
+inline constexpr std::string_view kConfigDirectory = "/etc/ipoibd";  // <instance>.conf
+inline constexpr std::string_view kRunDirectory = "/run/ipoibd";     // <instance>.sock
+// ibfabricd's default --listen port (fabric/ibfabricd.cpp). Never 4791: that
+// is RoCEv2's, and the soft fabric is not RoCE framing.
+inline constexpr std::uint16_t kFabricUdpPort = 18516;
+inline constexpr std::uint16_t kRoceV2UdpPort = 4791;
+
+enum class Transport : std::uint8_t {
+    automatic,  // "auto": verbs when the host has an HCA, else soft
+    soft,       // the soft fabric over UDP (ibfabricd, or the embedded one)
+    verbs,      // a real HCA through libibverbs and libibumad
+};
+
+enum class InterfaceMode : std::uint8_t {
+    tun,  // IP packets; ipoibd resolves neighbours itself (tap: not yet)
+};
+
+// syslog's names, most verbose first.
+enum class LogLevel : std::uint8_t { debug, info, notice, warning, error };
+
+using IpAddress = std::variant<ipoib::Ipv4Address, ipoib::Ipv6Address>;
+
+// An address with its prefix length, "198.18.0.1/24" or "2001:db8::1/64".
+struct IpPrefix {
+    IpAddress address;
+    std::uint8_t length = 0;  // 0..32 for IPv4, 0..128 for IPv6
+
+    bool is_ipv6() const { return std::holds_alternative<ipoib::Ipv6Address>(address); }
+    bool operator==(const IpPrefix&) const = default;
+};
+
+// "198.19.0.0/24 via 198.18.0.2", or "198.19.0.0/24" for an on-link route.
+struct Route {
+    IpPrefix destination;              // host bits are zero
+    std::optional<IpAddress> gateway;  // same family; nullopt: on-link
+    bool operator==(const Route&) const = default;
+};
+
+SocketAddress default_fabric_address();   // 127.0.0.1:18516
+SocketAddress default_embedded_listen();  // 0.0.0.0:18516, as ibfabricd
+
+// [fabric]: how this daemon reaches InfiniBand.
+struct FabricSection {
+    Transport transport = Transport::automatic;
+    std::string device;                            // verbs: HCA name; empty = the first HCA
+    unsigned port = 1;                             // verbs: HCA port number, 1..254
+    SocketAddress address = default_fabric_address();  // soft: where ibfabricd listens
+    std::uint64_t port_guid = 0;                   // soft: 0 = stable GUID from host and instance
+    bool embedded = false;                         // host the switch, SM and SA in this process
+    SocketAddress embedded_listen = default_embedded_listen();
+    std::uint16_t pkey = 0xffff;                   // the default partition, full member
+    bool operator==(const FabricSection&) const = default;
+};
+
+// [interface]: the TUN device and what the kernel is told about it.
+struct InterfaceSection {
+    std::string name;  // default: the instance name
+    InterfaceMode mode = InterfaceMode::tun;
+    unsigned mtu = 0;  // 0: the broadcast group's IB MTU - 4
+    std::vector<IpPrefix> addresses;
+    std::vector<Route> routes;
+    bool operator==(const InterfaceSection&) const = default;
+};
+
+// [multicast]
+struct MulticastSection {
+    // The JoinState of the join ipoibd makes when it sends to a group it has
+    // not joined (sa::join_state): SendOnlyFullMember, as Linux.
+    std::uint8_t send_only_join = sa::join_state::send_only_full_member;
+    ipoib::Scope scope = ipoib::Scope::link_local;  // of every IPoIB MGID
+    std::size_t max_groups = 1024;
+    bool operator==(const MulticastSection&) const = default;
+};
+
+// [neighbour]: Linux's net.ipv4.neigh.* defaults (ipoib/neighbour_cache.h).
+struct NeighbourSection {
+    std::chrono::milliseconds reachable_time{30'000};
+    std::chrono::milliseconds retrans_time{1'000};
+    std::chrono::milliseconds delay_first_probe_time{5'000};
+    std::chrono::milliseconds gc_stale_time{60'000};
+    unsigned multicast_solicits = 3;
+    unsigned unicast_probes = 3;
+    std::size_t max_entries = 10'000;
+    std::size_t path_max_entries = 10'000;
+    bool operator==(const NeighbourSection&) const = default;
+};
+
+// [queues]: every queue is bounded (STYLE.md guideline 8).
+struct QueuesSection {
+    unsigned send_depth = 256;       // UD QP send work requests
+    unsigned receive_depth = 256;    // UD QP receive buffers posted
+    std::size_t sa_max_queued = 1024;  // SA requests waiting to be sent
+    unsigned tun_max_batch = 64;     // packets read from the TUN per wake-up
+    bool operator==(const QueuesSection&) const = default;
+};
+
+// [daemon]
+struct DaemonSection {
+    LogLevel log_level = LogLevel::info;
+    std::string control_socket;  // default: /run/ipoibd/<instance>.sock
+    std::string capture;         // pcap (ERF type 21) file; empty = no capture
+    bool watchdog = true;        // ping systemd's watchdog when WatchdogSec= asks
+    bool operator==(const DaemonSection&) const = default;
+};
+
+struct DaemonConfig {
+    FabricSection fabric;
+    InterfaceSection interface;
+    MulticastSection multicast;
+    NeighbourSection neighbour;
+    QueuesSection queues;
+    DaemonSection daemon;
+    bool operator==(const DaemonConfig&) const = default;
+};
+
+// Every key at its default, for instance `instance` (e.g. "ib0").
+DaemonConfig default_config(std::string_view instance);
+
+// The effective configuration as a valid ipoibd.conf: every key, defaults
+// included, each after a one-line comment; for `ipoibd --check-config`.
+// Parsing the text again gives an equal DaemonConfig.
+std::string describe(const DaemonConfig& config);
+
+// What a reload (SIGHUP) of a changed file would do. Keys are named
+// "section.key". `live` keys can be applied to the running daemon (neighbour
+// timers and probe counts, log level, addresses, routes, send-only join
+// state, capture); a change to any other key takes effect only after a
+// restart, and `restart` names those.
+struct ReloadPlan {
+    std::vector<std::string> live;
+    std::vector<std::string> restart;
+
+    bool changed() const { return !live.empty() || !restart.empty(); }
+    bool needs_restart() const { return !restart.empty(); }
+};
+ReloadPlan diff_for_reload(const DaemonConfig& running, const DaemonConfig& reloaded);
+
+// The neighbour cache engine's parameters from [neighbour].
+ipoib::NeighbourCache::Config neighbour_cache_config(const NeighbourSection& neighbour);
+
+// The words ipoibd.conf uses.
+std::string_view to_string(Transport transport);
+std::string_view to_string(InterfaceMode mode);
+std::string_view to_string(LogLevel level);
+std::string format_ip(const IpAddress& address);
+std::string format_prefix(const IpPrefix& prefix);  // "198.18.0.1/24"
+std::string format_route(const Route& route);       // "198.19.0.0/24 via 198.18.0.2"
+
+}  // namespace ipoibd::config

@@ -1,0 +1,327 @@
+#include "config/keys.h"
+
+#include <algorithm>
+
+namespace ipoibd::config {
+
+namespace {
+
+using std::chrono::milliseconds;
+using namespace std::chrono_literals;
+
+template <class T>
+struct Word {
+    std::string_view text;
+    T value;
+};
+
+constexpr Word<Transport> kTransports[] = {
+    {"auto", Transport::automatic}, {"soft", Transport::soft}, {"verbs", Transport::verbs}};
+constexpr Word<InterfaceMode> kModes[] = {{"tun", InterfaceMode::tun}};
+constexpr Word<std::uint8_t> kSendOnlyJoins[] = {
+    {"send-only-full-member", sa::join_state::send_only_full_member},
+    {"send-only-non-member", sa::join_state::send_only_non_member},
+    {"non-member", sa::join_state::non_member}};
+constexpr Word<ipoib::Scope> kScopes[] = {{"link-local", ipoib::Scope::link_local},
+                                          {"site-local", ipoib::Scope::site_local},
+                                          {"organization-local", ipoib::Scope::organization_local},
+                                          {"global", ipoib::Scope::global}};
+constexpr Word<LogLevel> kLogLevels[] = {{"debug", LogLevel::debug},
+                                         {"info", LogLevel::info},
+                                         {"notice", LogLevel::notice},
+                                         {"warning", LogLevel::warning},
+                                         {"error", LogLevel::error}};
+
+template <class T, std::size_t N>
+expected<T, Reason> parse_word(std::string_view text, const Word<T> (&words)[N]) {
+    for (const auto& w : words)
+        if (w.text == text) return w.value;
+    std::string list = "must be ";
+    for (std::size_t i = 0; i < N; ++i) {
+        if (i > 0) list += i + 1 == N ? " or " : ", ";
+        list += words[i].text;
+    }
+    return unexpected(list);
+}
+
+template <class T, std::size_t N>
+std::string_view word_of(T value, const Word<T> (&words)[N]) {
+    for (const auto& w : words)
+        if (w.value == value) return w.text;
+    return "(invalid)";
+}
+
+// Assigns a parsed value, or passes its reason on.
+template <class Field, class Value>
+expected<void, Reason> store(Field& field, expected<Value, Reason> parsed) {
+    if (!parsed) return unexpected(parsed.error());
+    field = static_cast<Field>(*parsed);
+    return {};
+}
+
+std::vector<std::string> one(std::string_view value) { return {std::string(value)}; }
+
+expected<void, Reason> set_mode(InterfaceMode& mode, std::string_view text) {
+    if (text == "tap") return unexpected(Reason("tap is not supported yet; the only mode is tun"));
+    return store(mode, parse_word(text, kModes));
+}
+
+expected<void, Reason> set_mtu(unsigned& mtu, std::string_view text) {
+    const auto v = parse_unsigned(text, 0, 65520);
+    if (!v || (*v != 0 && *v < 576))
+        return unexpected(Reason("must be between 576 and 65520, or 0 for the broadcast group's"));
+    mtu = static_cast<unsigned>(*v);
+    return {};
+}
+
+// An RDMA device name as the kernel names it (IBV_SYSFS_NAME_MAX 64); empty
+// picks the first HCA.
+expected<void, Reason> set_device(std::string& device, std::string_view text) {
+    if (text.size() > 63) return unexpected(Reason("is longer than 63 characters"));
+    if (text.find_first_of(" \t/") != std::string_view::npos)
+        return unexpected(Reason("cannot contain '/' or white space"));
+    device = std::string(text);
+    return {};
+}
+
+expected<void, Reason> add_address(std::vector<IpPrefix>& addresses, std::string_view text) {
+    auto prefix = parse_interface_address(text);
+    if (!prefix) return unexpected(prefix.error());
+    for (const IpPrefix& a : addresses)
+        if (a.address == prefix->address)
+            return unexpected(format_ip(a.address) + " is already an address of this interface");
+    addresses.push_back(*prefix);
+    return {};
+}
+
+expected<void, Reason> add_route(std::vector<Route>& routes, std::string_view text) {
+    auto route = parse_route(text);
+    if (!route) return unexpected(route.error());
+    for (const Route& r : routes)
+        if (r.destination == route->destination)
+            return unexpected("a route to " + format_prefix(r.destination) + " is already configured");
+    routes.push_back(*route);
+    return {};
+}
+
+// A socket path must fit sockaddr_un.sun_path (108 bytes with its NUL).
+constexpr std::size_t kMaxSocketPath = 107;
+constexpr std::size_t kMaxPath = 4095;  // PATH_MAX - 1
+
+const KeySpec kKeys[] = {
+    // [fabric]
+    {.section = "fabric", .name = "transport", .value_name = "auto|soft|verbs",
+     .help = "auto: verbs when the host has an HCA, else soft", .short_option = 't',
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.fabric.transport, parse_word(v, kTransports)); },
+     .get = [](const DaemonConfig& c) { return one(word_of(c.fabric.transport, kTransports)); }},
+    {.section = "fabric", .name = "device", .value_name = "HCA",
+     .help = "verbs: the HCA (as ibv_devices lists it); empty: the first one",
+     .set = [](DaemonConfig& c, std::string_view v) { return set_device(c.fabric.device, v); },
+     .get = [](const DaemonConfig& c) { return one(c.fabric.device); }},
+    {.section = "fabric", .name = "port", .value_name = "N", .help = "verbs: the HCA port number",
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.fabric.port, parse_unsigned(v, 1, 254)); },
+     .get = [](const DaemonConfig& c) { return one(std::to_string(c.fabric.port)); }},
+    {.section = "fabric", .name = "address", .value_name = "ADDR:PORT",
+     .help = "soft: the UDP address of the fabric (ibfabricd --listen)",
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.fabric.address, parse_fabric_address(v, false)); },
+     .get = [](const DaemonConfig& c) { return one(c.fabric.address.to_string()); }},
+    {.section = "fabric", .name = "port-guid", .value_name = "GUID",
+     .help = "soft: the port GUID; 0: a stable GUID derived from host and instance",
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.fabric.port_guid, parse_guid(v)); },
+     .get = [](const DaemonConfig& c) { return one(format_guid(c.fabric.port_guid)); }},
+    {.section = "fabric", .name = "embedded", .value_name = "yes|no",
+     .help = "host the soft fabric (switch, SM, SA) in this daemon",
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.fabric.embedded, parse_yes_no(v)); },
+     .get = [](const DaemonConfig& c) { return one(format_yes_no(c.fabric.embedded)); }},
+    {.section = "fabric", .name = "embedded-listen", .value_name = "ADDR:PORT",
+     .help = "the UDP address the embedded fabric listens on",
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.fabric.embedded_listen, parse_fabric_address(v, true)); },
+     .get = [](const DaemonConfig& c) { return one(c.fabric.embedded_listen.to_string()); }},
+    {.section = "fabric", .name = "pkey", .value_name = "0xPKEY",
+     .help = "the partition of the interface; 0xffff: the default partition",
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.fabric.pkey, parse_pkey(v)); },
+     .get = [](const DaemonConfig& c) { return one(format_pkey(c.fabric.pkey)); }},
+
+    // [interface]
+    {.section = "interface", .name = "name", .value_name = "IFNAME",
+     .help = "the TUN device's name; default: the instance name",
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.interface.name, parse_interface_name(v)); },
+     .get = [](const DaemonConfig& c) { return one(c.interface.name); }},
+    {.section = "interface", .name = "mode", .value_name = "tun",
+     .help = "tun: the interface carries IP packets (tap: not supported yet)",
+     .set = [](DaemonConfig& c, std::string_view v) { return set_mode(c.interface.mode, v); },
+     .get = [](const DaemonConfig& c) { return one(word_of(c.interface.mode, kModes)); }},
+    {.section = "interface", .name = "mtu", .value_name = "BYTES",
+     .help = "576..65520; 0: the broadcast group's IB MTU - 4",
+     .set = [](DaemonConfig& c, std::string_view v) { return set_mtu(c.interface.mtu, v); },
+     .get = [](const DaemonConfig& c) { return one(std::to_string(c.interface.mtu)); }},
+    {.section = "interface", .name = "address", .value_name = "ADDR/LEN",
+     .help = "an address of the interface, e.g. 198.18.0.1/24 (repeatable)",
+     .repeatable = true, .apply = Apply::live,
+     .set = [](DaemonConfig& c, std::string_view v) { return add_address(c.interface.addresses, v); },
+     .get = [](const DaemonConfig& c) {
+         std::vector<std::string> out;
+         for (const auto& a : c.interface.addresses) out.push_back(format_prefix(a));
+         return out;
+     },
+     .clear = [](DaemonConfig& c) { c.interface.addresses.clear(); }},
+    {.section = "interface", .name = "route", .value_name = "PREFIX[ via GW]",
+     .help = "a route through the interface, e.g. 198.19.0.0/24 via 198.18.0.2 (repeatable)",
+     .repeatable = true, .apply = Apply::live,
+     .set = [](DaemonConfig& c, std::string_view v) { return add_route(c.interface.routes, v); },
+     .get = [](const DaemonConfig& c) {
+         std::vector<std::string> out;
+         for (const auto& r : c.interface.routes) out.push_back(format_route(r));
+         return out;
+     },
+     .clear = [](DaemonConfig& c) { c.interface.routes.clear(); }},
+
+    // [multicast]
+    {.section = "multicast", .name = "send-only-join",
+     .value_name = "send-only-full-member|send-only-non-member|non-member",
+     .help = "the JoinState used for groups sent to but not joined", .apply = Apply::live,
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.multicast.send_only_join, parse_word(v, kSendOnlyJoins)); },
+     .get = [](const DaemonConfig& c) { return one(word_of(c.multicast.send_only_join, kSendOnlyJoins)); }},
+    {.section = "multicast", .name = "scope", .value_name = "link-local|site-local|organization-local|global",
+     .help = "the scope of every IPoIB multicast GID (the broadcast group's included)",
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.multicast.scope, parse_word(v, kScopes)); },
+     .get = [](const DaemonConfig& c) { return one(word_of(c.multicast.scope, kScopes)); }},
+    {.section = "multicast", .name = "max-groups", .value_name = "N",
+     .help = "multicast groups joined at once, at most",
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.multicast.max_groups, parse_unsigned(v, 16, 65536)); },
+     .get = [](const DaemonConfig& c) { return one(std::to_string(c.multicast.max_groups)); }},
+
+    // [neighbour]
+    {.section = "neighbour", .name = "reachable-time", .value_name = "DURATION",
+     .help = "a confirmed neighbour is REACHABLE this long", .apply = Apply::live,
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.neighbour.reachable_time, parse_duration_between(v, 1s, 1h)); },
+     .get = [](const DaemonConfig& c) { return one(format_duration(c.neighbour.reachable_time)); }},
+    {.section = "neighbour", .name = "retrans-time", .value_name = "DURATION",
+     .help = "the time between two ARP requests or neighbour solicitations", .apply = Apply::live,
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.neighbour.retrans_time, parse_duration_between(v, 100ms, 1min)); },
+     .get = [](const DaemonConfig& c) { return one(format_duration(c.neighbour.retrans_time)); }},
+    {.section = "neighbour", .name = "delay-first-probe-time", .value_name = "DURATION",
+     .help = "the wait in DELAY before the first unicast probe", .apply = Apply::live,
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.neighbour.delay_first_probe_time, parse_duration_between(v, 100ms, 1h)); },
+     .get = [](const DaemonConfig& c) { return one(format_duration(c.neighbour.delay_first_probe_time)); }},
+    {.section = "neighbour", .name = "gc-stale-time", .value_name = "DURATION",
+     .help = "an unused STALE or FAILED neighbour is removed after this", .apply = Apply::live,
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.neighbour.gc_stale_time, parse_duration_between(v, 1s, 24h)); },
+     .get = [](const DaemonConfig& c) { return one(format_duration(c.neighbour.gc_stale_time)); }},
+    {.section = "neighbour", .name = "multicast-solicits", .value_name = "N",
+     .help = "broadcast ARP requests or multicast solicitations before FAILED", .apply = Apply::live,
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.neighbour.multicast_solicits, parse_unsigned(v, 1, 32)); },
+     .get = [](const DaemonConfig& c) { return one(std::to_string(c.neighbour.multicast_solicits)); }},
+    {.section = "neighbour", .name = "unicast-probes", .value_name = "N",
+     .help = "unicast probes of a STALE neighbour before FAILED", .apply = Apply::live,
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.neighbour.unicast_probes, parse_unsigned(v, 1, 32)); },
+     .get = [](const DaemonConfig& c) { return one(std::to_string(c.neighbour.unicast_probes)); }},
+    {.section = "neighbour", .name = "max-entries", .value_name = "N",
+     .help = "neighbours (ARP and ND entries) kept, at most",
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.neighbour.max_entries, parse_unsigned(v, 16, 1'000'000)); },
+     .get = [](const DaemonConfig& c) { return one(std::to_string(c.neighbour.max_entries)); }},
+    {.section = "neighbour", .name = "path-max-entries", .value_name = "N",
+     .help = "PathRecords cached, at most",
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.neighbour.path_max_entries, parse_unsigned(v, 16, 1'000'000)); },
+     .get = [](const DaemonConfig& c) { return one(std::to_string(c.neighbour.path_max_entries)); }},
+
+    // [queues]
+    {.section = "queues", .name = "send-depth", .value_name = "N",
+     .help = "work requests the UD send queue holds",
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.queues.send_depth, parse_unsigned(v, 16, 16384)); },
+     .get = [](const DaemonConfig& c) { return one(std::to_string(c.queues.send_depth)); }},
+    {.section = "queues", .name = "receive-depth", .value_name = "N",
+     .help = "receive buffers posted to the UD QP",
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.queues.receive_depth, parse_unsigned(v, 16, 16384)); },
+     .get = [](const DaemonConfig& c) { return one(std::to_string(c.queues.receive_depth)); }},
+    {.section = "queues", .name = "sa-max-queued", .value_name = "N",
+     .help = "SA requests waiting to be sent, at most; more are refused and counted",
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.queues.sa_max_queued, parse_unsigned(v, 16, 65536)); },
+     .get = [](const DaemonConfig& c) { return one(std::to_string(c.queues.sa_max_queued)); }},
+    {.section = "queues", .name = "tun-max-batch", .value_name = "N",
+     .help = "packets read from the TUN device per wake-up, at most",
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.queues.tun_max_batch, parse_unsigned(v, 1, 1024)); },
+     .get = [](const DaemonConfig& c) { return one(std::to_string(c.queues.tun_max_batch)); }},
+
+    // [daemon]
+    {.section = "daemon", .name = "log-level", .value_name = "debug|info|notice|warning|error",
+     .help = "the least severe message logged", .apply = Apply::live, .short_option = 'l',
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.daemon.log_level, parse_word(v, kLogLevels)); },
+     .get = [](const DaemonConfig& c) { return one(word_of(c.daemon.log_level, kLogLevels)); }},
+    {.section = "daemon", .name = "control-socket", .value_name = "PATH",
+     .help = "ipoibctl's UNIX socket; default: /run/ipoibd/INSTANCE.sock",
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.daemon.control_socket, parse_absolute_path(v, kMaxSocketPath)); },
+     .get = [](const DaemonConfig& c) { return one(c.daemon.control_socket); }},
+    {.section = "daemon", .name = "capture", .value_name = "PATH",
+     .help = "write every packet sent and received to this pcap file; empty: off", .apply = Apply::live,
+     .set = [](DaemonConfig& c, std::string_view v) {
+         if (v.empty()) {
+             c.daemon.capture.clear();
+             return expected<void, Reason>();
+         }
+         return store(c.daemon.capture, parse_absolute_path(v, kMaxPath));
+     },
+     .get = [](const DaemonConfig& c) { return one(c.daemon.capture); }},
+    {.section = "daemon", .name = "watchdog", .value_name = "yes|no",
+     .help = "ping systemd's watchdog from the event loop (when WatchdogSec= is set)",
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.daemon.watchdog, parse_yes_no(v)); },
+     .get = [](const DaemonConfig& c) { return one(format_yes_no(c.daemon.watchdog)); }},
+};
+
+constexpr std::string_view kSections[] = {"fabric", "interface", "multicast", "neighbour", "queues", "daemon"};
+
+}  // namespace
+
+std::string KeySpec::full_name() const { return std::string(section) + "." + std::string(name); }
+
+std::span<const KeySpec> config_keys() { return kKeys; }
+
+std::span<const std::string_view> config_sections() { return kSections; }
+
+const KeySpec* find_key(std::string_view section, std::string_view name) {
+    const auto it = std::find_if(std::begin(kKeys), std::end(kKeys),
+                                 [&](const KeySpec& k) { return k.section == section && k.name == name; });
+    return it == std::end(kKeys) ? nullptr : &*it;
+}
+
+std::optional<Inconsistency> check_consistency(const DaemonConfig& c) {
+    const KeySpec* embedded = find_key("fabric", "embedded");
+    if (c.fabric.embedded && c.fabric.transport == Transport::verbs)
+        return Inconsistency{embedded, "the embedded fabric is soft: it needs transport = soft or auto, not verbs"};
+    // This daemon's own port reaches the embedded fabric like any other
+    // port, through [fabric] address; with a wildcard listen address only
+    // the port number can be checked.
+    if (c.fabric.embedded) {
+        const SocketAddress& listen = c.fabric.embedded_listen;
+        const bool reaches = is_wildcard(listen) ? c.fabric.address.port() == listen.port() : c.fabric.address == listen;
+        if (!reaches)
+            return Inconsistency{embedded, "this daemon's port connects to address = " + c.fabric.address.to_string() +
+                                               ", which is not embedded-listen = " + listen.to_string()};
+    }
+    return std::nullopt;
+}
+
+DaemonConfig default_config(std::string_view instance) {
+    DaemonConfig c;
+    c.interface.name = std::string(instance);
+    c.daemon.control_socket = std::string(kRunDirectory) + "/" + std::string(instance) + ".sock";
+    return c;
+}
+
+std::string_view to_string(Transport transport) { return word_of(transport, kTransports); }
+std::string_view to_string(InterfaceMode mode) { return word_of(mode, kModes); }
+std::string_view to_string(LogLevel level) { return word_of(level, kLogLevels); }
+
+ipoib::NeighbourCache::Config neighbour_cache_config(const NeighbourSection& n) {
+    ipoib::NeighbourCache::Config out;
+    out.max_entries = n.max_entries;
+    out.multicast_solicits = n.multicast_solicits;
+    out.unicast_probes = n.unicast_probes;
+    out.retrans_time = n.retrans_time;
+    out.reachable_time = n.reachable_time;
+    out.delay_first_probe_time = n.delay_first_probe_time;
+    out.gc_stale_time = n.gc_stale_time;
+    return out;
+}
+
+}  // namespace ipoibd::config

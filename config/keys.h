@@ -1,0 +1,53 @@
+// The one table of ipoibd.conf keys. Everything else is driven from it: the
+// Boost option descriptions (file and command line), the value parsers,
+// describe(), diff_for_reload(), and the tests that hold the man page to it.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/expected.h"
+#include "config/daemon_config.h"
+#include "config/values.h"
+
+namespace ipoibd::config {
+
+// When a changed value takes effect on reload.
+enum class Apply : std::uint8_t { live, restart };
+
+struct KeySpec {
+    std::string_view section;     // "interface"
+    std::string_view name;        // "mtu"
+    std::string_view value_name;  // for --help: "BYTES", "auto|soft|verbs"
+    std::string_view help;        // one line, for --help and describe()
+    bool repeatable = false;      // a list: each occurrence adds one entry
+    Apply apply = Apply::restart;
+    char short_option = '\0';     // command-line short form, or '\0'
+
+    // Parses `value` into `config` (repeatable keys: appends one entry).
+    expected<void, Reason> (*set)(DaemonConfig& config, std::string_view value) = nullptr;
+    // The value(s) as ipoibd.conf writes them; set() reads them back.
+    std::vector<std::string> (*get)(const DaemonConfig& config) = nullptr;
+    // Repeatable keys: empties the list (a command-line list replaces the file's).
+    void (*clear)(DaemonConfig& config) = nullptr;
+
+    std::string full_name() const;  // "interface.mtu"
+};
+
+// Every key, grouped by section in the order the sections are documented.
+std::span<const KeySpec> config_keys();
+// "fabric", "interface", "multicast", "neighbour", "queues", "daemon".
+std::span<const std::string_view> config_sections();
+const KeySpec* find_key(std::string_view section, std::string_view name);
+
+// A rule between keys that no single value breaks: names the key to blame.
+struct Inconsistency {
+    const KeySpec* key;
+    Reason reason;
+};
+std::optional<Inconsistency> check_consistency(const DaemonConfig& config);
+
+}  // namespace ipoibd::config

@@ -1,0 +1,48 @@
+#include "daemon/control_protocol.h"
+
+#include <algorithm>
+
+namespace ipoibd::daemon::control {
+
+namespace {
+
+bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+// Words of `text` joined by single spaces.
+std::string normalise(std::string_view text) {
+    std::string out;
+    std::size_t i = 0;
+    while (i < text.size()) {
+        while (i < text.size() && is_blank(text[i])) ++i;
+        const std::size_t start = i;
+        while (i < text.size() && !is_blank(text[i])) ++i;
+        if (i == start) break;
+        if (!out.empty()) out += ' ';
+        out.append(text.substr(start, i - start));
+    }
+    return out;
+}
+
+}  // namespace
+
+std::optional<std::string_view> find_command(std::string_view request) {
+    if (request.size() > kMaxRequestLine) return std::nullopt;
+    const std::string words = normalise(request);
+    auto it = std::find(kCommands.begin(), kCommands.end(), std::string_view(words));
+    if (it == kCommands.end()) return std::nullopt;
+    return *it;
+}
+
+std::string socket_path(std::string_view instance) {
+    return std::string(kSocketDir) + "/" + std::string(instance) + ".sock";
+}
+
+bool valid_instance_name(std::string_view instance) {
+    if (instance.empty() || instance.size() > 64 || instance.front() == '.') return false;
+    return std::all_of(instance.begin(), instance.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+               c == ':' || c == '@' || c == '-';
+    });
+}
+
+}  // namespace ipoibd::daemon::control

@@ -1,0 +1,161 @@
+#include "fabric/fabric_service.h"
+
+#include <cstdarg>
+#include <cstdio>
+
+#include "transport/gid.h"
+
+namespace ipoibd::fabric {
+namespace {
+
+// The SoftRoCE port; a soft fabric listening there would take RoCEv2 frames.
+constexpr std::uint16_t kRoceV2Port = 4791;
+// The SM's LinkEvent batch per poll; the switch keeps the rest for the next.
+constexpr std::size_t kLinkEventBatch = 16;
+
+[[gnu::format(printf, 2, 3)]] void append(std::string& out, const char* format, ...) {
+    std::va_list args;
+    va_start(args, format);
+    std::va_list again;
+    va_copy(again, args);
+    const int n = std::vsnprintf(nullptr, 0, format, args);
+    va_end(args);
+    if (n > 0) {
+        const std::size_t old = out.size();
+        out.resize(old + static_cast<std::size_t>(n) + 1);
+        std::vsnprintf(out.data() + old, static_cast<std::size_t>(n) + 1, format, again);
+        out.resize(old + static_cast<std::size_t>(n));
+    }
+    va_end(again);
+}
+
+unsigned long long ull(std::uint64_t v) { return static_cast<unsigned long long>(v); }
+
+SaServerConfig sa_config(const FabricServiceOptions& o) {
+    SaServerConfig c;
+    c.partitions = o.sm.partitions;
+    c.subnet_prefix = o.sm.subnet_prefix;
+    c.sm_lid = o.sw.lid;
+    return c;
+}
+
+}  // namespace
+
+expected<std::unique_ptr<FabricService>, std::string> FabricService::open(FabricServiceOptions options) {
+    if (options.sw.num_ports < 1 || options.sw.num_ports > Switch::kMaxPorts)
+        return unexpected("switch ports " + std::to_string(options.sw.num_ports) + ": must be 1..254");
+    if (options.listen.port() == kRoceV2Port)
+        return unexpected(std::string("listen port 4791 is RoCEv2's; the soft fabric must not use it"));
+    auto socket = transport::UdpBatchSocket::open(options.listen, nullptr);
+    if (!socket) return unexpected(socket.error().message());
+    std::optional<capture::ErfPcapWriter> pcap;
+    if (!options.pcap.empty()) {
+        auto writer = capture::ErfPcapWriter::open(options.pcap);
+        if (!writer) return unexpected(writer.error().message());
+        pcap.emplace(std::move(*writer));
+    }
+    return std::unique_ptr<FabricService>(new FabricService(std::move(options), std::move(*socket), std::move(pcap)));
+}
+
+FabricService::FabricService(FabricServiceOptions options, transport::UdpBatchSocket socket,
+                             std::optional<capture::ErfPcapWriter> pcap)
+    : options_(std::move(options)),
+      socket_(std::move(socket)),
+      pcap_(std::move(pcap)),
+      output_(socket_),
+      switch_(options_.sw, output_),
+      sm_(options_.sm, switch_, options_.log),
+      sa_(sa_config(options_), switch_,
+          [this] { return FabricManagement::sa_ports(sm_, options_.sm.subnet_prefix, options_.sm.partitions); }),
+      management_(switch_, sm_, sa_) {
+    // The SM's hooks carry no time; the SA's Report deadlines start now.
+    sm_.set_hooks({.port_active =
+                       [this](const SmPort& p) {
+                           sa_.port_active(p.port_guid, Clock::now());
+                           management_.flush();
+                       },
+                   .port_lost =
+                       [this](const SmPort& p) {
+                           sa_.port_gone(p.port_guid, Clock::now());
+                           management_.flush();
+                       }});
+    switch_.set_management(&management_);
+    for (std::uint16_t mlid : options_.flood_groups) switch_.set_multicast_flood(mlid, true);
+    if (pcap_)
+        switch_.set_tap([this](bytes packet, bool from_management) {
+            pcap_->write(packet, std::chrono::system_clock::now(),
+                         from_management ? capture::Direction::sent : capture::Direction::received);
+        });
+}
+
+void FabricService::on_readable(Clock::time_point now) {
+    socket_.receive([&](bytes d, const SocketAddress& from) { switch_.on_datagram(from, d, now); }, kReceiveBatches);
+}
+
+void FabricService::tick(Clock::time_point now) {
+    switch_.tick(now);
+    handle_link_events(now);
+    sm_.tick(now);
+    management_.tick(now);
+}
+
+void FabricService::after_wakeup(Clock::time_point now) {
+    // Link events from packets (a new port) are handled at once, not at
+    // the next tick.
+    handle_link_events(now);
+    flush();
+}
+
+void FabricService::flush() {
+    socket_.flush();
+    if (pcap_) pcap_->flush();
+}
+
+void FabricService::handle_link_events(Clock::time_point now) {
+    LinkEvent events[kLinkEventBatch];
+    const std::size_t n = switch_.poll_link_events(events);
+    for (std::size_t i = 0; i < n; ++i) sm_.on_link_event(events[i], now);
+}
+
+std::string FabricService::stats() const {
+    std::string out;
+    const auto& c = switch_.counters();
+    append(out, "switch: lid 0x%04x forwarded %llu to_management %llu link_packets in %llu out %llu\n", switch_.lid(),
+           ull(c.forwarded), ull(c.to_management), ull(c.link_packets_in), ull(c.link_packets_out));
+    for (std::size_t i = 0; i < kSwitchDropCount; ++i)
+        if (c.dropped[i]) append(out, "switch drop %s %llu\n", to_string(static_cast<SwitchDrop>(i)), ull(c.dropped[i]));
+    for (std::size_t i = 0; i < ib::kDropReasonCount; ++i)
+        if (c.link_drops[i])
+            append(out, "switch link_check %s %llu\n", ib::to_string(static_cast<ib::DropReason>(i)), ull(c.link_drops[i]));
+    const auto& u = socket_.counters();
+    append(out, "udp: rx %llu oversized %llu errors %llu tx %llu queue_full %llu tx_errors %llu\n",
+           ull(u.rx_datagrams), ull(u.rx_oversized), ull(u.rx_errors), ull(u.tx_datagrams), ull(u.tx_queue_full),
+           ull(u.tx_errors));
+    const auto& s = sm_.counters();
+    append(out, "sm: smps %llu responses %llu errors %llu timeouts %llu unexpected %llu configured %llu lost %llu\n",
+           ull(s.smps_sent), ull(s.responses), ull(s.error_responses), ull(s.timeouts), ull(s.unexpected_responses),
+           ull(s.ports_configured), ull(s.ports_lost));
+    for (const auto& [switch_port, p] : sm_.ports()) {
+        const auto peer = switch_.peer_of(switch_port);
+        append(out, "port %u: %s lid 0x%04x guid 0x%016llx peer %s \"%s\"\n", switch_port, to_string(p.phase), p.lid,
+               ull(p.port_guid), peer ? peer->to_string().c_str() : "-", p.description.c_str());
+    }
+    return out + sa_stats();
+}
+
+std::string FabricService::sa_stats() const {
+    std::string out;
+    const auto& c = sa_.counters();
+    append(out,
+           "sa: requests %llu errors %llu malformed %llu groups_created %llu groups_deleted %llu "
+           "reports_sent %llu reports_acked %llu reports_dropped %llu subscriptions %zu\n",
+           ull(c.requests), ull(c.errors), ull(c.malformed), ull(c.groups_created), ull(c.groups_deleted),
+           ull(c.reports_sent), ull(c.reports_acked), ull(c.reports_dropped), sa_.subscriptions().size());
+    for (const auto& [mgid, g] : sa_.groups())
+        append(out, "group %s mlid 0x%04x qkey 0x%08x pkey 0x%04x mtu %u members %zu%s\n", format_gid(mgid).c_str(),
+               g.params.mlid, g.params.q_key, g.params.p_key, g.params.mtu, g.members.size(),
+               g.predefined ? " (partition broadcast group)" : "");
+    return out;
+}
+
+}  // namespace ipoibd::fabric
