@@ -60,7 +60,9 @@ po::options_description generic_options() {
         ("config,c", po::value<std::string>()->value_name("FILE"),
          "the configuration file; default /etc/ipoibd/INSTANCE.conf")
         ("check-config", "check the configuration, print it with every default, and exit")
-        ("foreground,f", "run in the foreground and log to stderr");
+        ("foreground,f", "run in the foreground and log to stderr")
+        ("log-target", po::value<std::string>()->value_name("auto|journal|stderr"),
+         "where log lines go: auto (the journal when started by systemd), journal, stderr");
     return options;
 }
 
@@ -336,7 +338,7 @@ expected<CommandLine, ConfigError> parse_command_line(int argc, const char* cons
         return unexpected(ConfigError{"command line: " + std::string(e.what())});
     }
 
-    std::vector<std::string> known{"help", "version", "instance", "config", "check-config", "foreground"};
+    std::vector<std::string> known{"help", "version", "instance", "config", "check-config", "foreground", "log-target"};
     for (const KeySpec& k : config_keys()) known.push_back(k.full_name());
 
     CommandLine line;
@@ -358,6 +360,10 @@ expected<CommandLine, ConfigError> parse_command_line(int argc, const char* cons
             line.check_config = true;
         } else if (key == "foreground") {
             line.foreground = true;
+        } else if (key == "log-target") {
+            if (value != "auto" && value != "journal" && value != "stderr")
+                return unexpected(ConfigError{where + "expected auto, journal or stderr"});
+            line.log_target = value;
         } else if (key == "instance") {
             if (instance_given) return unexpected(ConfigError{where + "the instance is given twice"});
             auto name = parse_interface_name(value);

@@ -50,6 +50,7 @@ struct CommandLine {
     bool version = false;
     bool check_config = false;  // print describe() and exit
     bool foreground = false;
+    std::string log_target = "auto";  // --log-target: auto, journal, stderr (--foreground: stderr)
     std::vector<ConfigOverride> overrides;  // in command-line order
 };
 

@@ -52,7 +52,11 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "ipoibd: %s\n", r.error().message().c_str());
         return 1;
     }
-    daemon::Logger log({.min_level = static_cast<daemon::LogLevel>(config->daemon.log_level)});
+    const daemon::LogTarget target = command_line->foreground || command_line->log_target == "stderr"
+                                         ? daemon::LogTarget::stderr_lines
+                                     : command_line->log_target == "journal" ? daemon::LogTarget::journal
+                                                                             : daemon::LogTarget::automatic;
+    daemon::Logger log({.target = target, .min_level = static_cast<daemon::LogLevel>(config->daemon.log_level)});
     daemon::Notifier notify;
     auto loop = daemon::EventLoop::create();
     if (!loop) return fail(log, "could not create the event loop: " + loop.error().message());

@@ -119,6 +119,16 @@ void SubnetManager::on_response(SmPort& port, const ib::Smp& smp) {
             port.node_guid = ni.node_guid;
             port.port_guid = ni.port_guid;
             port.local_port_num = ni.local_port_num;
+            // A GUID is in one place at a time: the same port plugged in
+            // again (a soft port's process restarted before its old link
+            // timed out) replaces the old attachment at once, so that the
+            // SA's paths and the LID (kept by GUID) follow it.
+            {
+                std::vector<std::uint8_t> stale;
+                for (const auto& [sp, other] : ports_)
+                    if (sp != port.switch_port && other.port_guid == port.port_guid) stale.push_back(sp);
+                for (std::uint8_t sp : stale) lose(sp, "its GUID reappeared on another switch port");
+            }
             port.phase = SmPortPhase::node_description;
             send(port, ib::method::get, ib::smp_attr::node_description, 0, {});
             return;

@@ -42,5 +42,23 @@ expect 2 "bad --fabric 'x'" "$BIN/ibudping" --fabric x server
 expect 2 "--transport is soft or verbs" "$BIN/ibudping" --transport rdma server
 expect 1 "could not open port" "$BIN/ibudping" --transport verbs --wait-active 1 server
 
-echo "$((19 - failures)) passed, $failures failed"
+# ipoibd: configuration errors name file:line, key and value; exit 2.
+CONF=$(mktemp -d /tmp/ipoibd-cli.XXXXXX)
+trap 'rm -rf "$CONF"' EXIT
+printf '[interface]\nmtu = 70000\n' >"$CONF/mtu.conf"
+printf '[fabric]\ntransport = soft\n\n[interface]\nadress = 198.18.0.1/24\n' >"$CONF/typo.conf"
+printf '[interface]\naddress = 198.18.0.300/24\n' >"$CONF/addr.conf"
+printf '[bogus]\nkey = 1\n' >"$CONF/section.conf"
+printf '[interface]\nname = ib0\n' >"$CONF/ok.conf"
+expect 2 "$CONF/mtu.conf:2: \\[interface\\] mtu = 70000: must be between 576 and 65520" "$BIN/ipoibd" -c "$CONF/mtu.conf"
+expect 2 "$CONF/typo.conf:5: .*adress.*did you mean address" "$BIN/ipoibd" -c "$CONF/typo.conf"
+expect 2 "$CONF/addr.conf:2: \\[interface\\] address = 198.18.0.300/24" "$BIN/ipoibd" -c "$CONF/addr.conf"
+expect 2 "$CONF/section.conf:1: .*bogus" "$BIN/ipoibd" -c "$CONF/section.conf"
+expect 2 "cannot be read|No such file" "$BIN/ipoibd" -c "$CONF/absent.conf"
+expect 2 "command line: --interface.mtu=1: " "$BIN/ipoibd" -c "$CONF/ok.conf" --interface.mtu=1
+expect 2 "log-target.*expected auto, journal or stderr" "$BIN/ipoibd" -c "$CONF/ok.conf" --log-target=syslog
+expect 2 "unrecognised option '--bogus'" "$BIN/ipoibctl" --bogus status
+expect 3 "ipoibd is not running \\(no control socket at $CONF/none.sock\\)" "$BIN/ipoibctl" -s "$CONF/none.sock" status
+
+echo "$((28 - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -15,6 +15,7 @@ scenario_init() {
   WORK=$(mktemp -d "/tmp/ipoibd-$SCENARIO.XXXXXX")
   NAMESPACES=()
   PIDS=()
+  CLEANUP_HOOKS=()  # commands eval'd after processes and namespaces are gone
   trap scenario_cleanup EXIT
   trap 'exit 130' INT TERM
 }
@@ -29,6 +30,7 @@ scenario_cleanup() {
     kill -KILL "$pid" 2>/dev/null || true
   done
   for ns in "${NAMESPACES[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
+  for hook in "${CLEANUP_HOOKS[@]}"; do eval "$hook" || true; done
   if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then
     echo "---- $SCENARIO failed (rc $rc); logs from $WORK:" >&2
     for f in "$WORK"/*.log; do [ -f "$f" ] && { echo "== $f" >&2; tail -n 40 "$f" >&2; }; done
