@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# ipoibd with the embedded fabric service: host A's ipoibd also runs the
+# switch, SM and SA ([fabric] embedded = yes); host B's ipoibd plugs into it.
+# No ibfabricd process at all: ping and ping6 cross, and ipoibctl says so.
+#
+# scenario/embedded_fabric.sh BIN_DIR
+set -euo pipefail
+BIN=$(cd "$1" && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
+scenario_init embedded_fabric
+
+A=efa$$; B=efb$$
+netns_pair "$A" "$B" 198.18.101.1 198.18.101.2
+cat >"$WORK/a.conf" <<EOF2
+[fabric]
+transport = soft
+embedded = yes
+embedded-listen = 198.18.101.1:18516
+address = 198.18.101.1:18516
+port-guid = 0x0002c90300b0000a
+[interface]
+address = 198.18.1.1/24
+address = 2001:db8:1::1/64
+[daemon]
+control-socket = $WORK/a.sock
+EOF2
+cat >"$WORK/b.conf" <<EOF2
+[fabric]
+transport = soft
+address = 198.18.101.1:18516
+port-guid = 0x0002c90300b0000b
+[interface]
+address = 198.18.1.2/24
+address = 2001:db8:1::2/64
+[daemon]
+control-socket = $WORK/b.sock
+EOF2
+start "$A" "$WORK/a.log" "$BIN/ipoibd" -i ib0 -c "$WORK/a.conf" --log-target stderr
+start "$B" "$WORK/b.log" "$BIN/ipoibd" -i ib0 -c "$WORK/b.conf" --log-target stderr
+wait_for 15 "$WORK/a.log" "link up" || fail "A's link did not come up"
+wait_for 15 "$WORK/b.log" "link up" || fail "B's link did not come up"
+grep -q "embedded fabric service" "$WORK/a.log" || fail "A did not start the embedded fabric"
+ip netns exec "$A" "$BIN/ipoibctl" -s "$WORK/a.sock" -j status | grep -q '"embedded_fabric":true' \
+  || fail "ipoibctl status does not show the embedded fabric"
+ip netns exec "$B" ping -c 3 -i 0.2 -W 2 198.18.1.1 >/dev/null || fail "ping B -> A"
+ip netns exec "$A" ping -6 -c 3 -i 0.2 -W 2 2001:db8:1::2 >/dev/null || fail "ping6 A -> B"
+pass "embedded fabric: A hosts switch, SM and SA; ping and ping6 between A and B"
