@@ -173,6 +173,8 @@ expected<void, std::string> Daemon::open_fabric() {
                                              outbound ? capture::Direction::sent : capture::Direction::received))
                 ++tun_counters_.capture_errors;
         });
+        sp.set_deferred_flush(true);
+        soft_port_ = &sp;
         port_ = std::move(*soft);
         auto mad = sa::SoftMadTransport::open(*port_, std::move(*gsi));
         if (!mad) return unexpected("could not open the SA MAD path: " + mad.error().message());
@@ -336,12 +338,25 @@ void Daemon::handle_port_events(Clock::time_point now) {
     start_engine_if_ready(now);
 }
 
+void Daemon::flush_sends() {
+    if (soft_port_)
+        soft_port_->flush();
+    else
+        port_->process();
+}
+
 void Daemon::on_port_ready() {
     const Clock::time_point now = Clock::now();
+    const auto deliver = [&](const ipoib::ReceivedDatagram& d) { engine_->on_datagram(d, now); };
+    // Reap before every process(): each one may deliver a receive queue's
+    // worth of datagrams, and a QP without posted buffers drops them.
+    link_->poll(deliver, 1024);
     port_->process();
     handle_port_events(now);
-    link_->poll([&](const ipoib::ReceivedDatagram& d) { engine_->on_datagram(d, now); }, 256);
-    mad_->receive([&](bytes mad) { engine_->on_sa_mad(mad, now); }, 64);
+    link_->poll(deliver, 1024);
+    mad_->receive([&](bytes mad) { engine_->on_sa_mad(mad, now); }, 64);  // soft: process()es again
+    link_->poll(deliver, 1024);
+    flush_sends();
 }
 
 void Daemon::on_tun_readable() {
@@ -368,8 +383,10 @@ void Daemon::on_tun_readable() {
         }
         engine_->on_tun_packet(packet, next_hop, Clock::now());
     }
-    // The engine's sends: hand them to the wire now.
-    port_->process();
+    // The engine's sends leave in one batch. Completions are reaped by the
+    // port handler; a full send queue drops (counted), never blocks.
+    flush_sends();
+    link_->poll([&](const ipoib::ReceivedDatagram& d) { engine_->on_datagram(d, Clock::now()); }, 256);
 }
 
 void Daemon::on_monitor_readable() {
@@ -396,7 +413,7 @@ void Daemon::on_monitor_readable() {
                                              Clock::now());
         }
     }
-    port_->process();
+    flush_sends();
 }
 
 void Daemon::housekeeping() {

@@ -48,6 +48,7 @@
 #include "sa_client/mad_transport.h"
 #include "transport/capture/erf_pcap.h"
 #include "transport/port.h"
+#include "transport/soft/soft_port.h"
 
 namespace ipoibd::fabric {
 class FabricService;
@@ -104,6 +105,8 @@ private:
     expected<void, std::string> apply_routes(const std::vector<config::Route>& routes, bool add);
     expected<void, std::string> apply_addresses(const std::vector<config::IpPrefix>& addresses, bool add);
     void set_carrier(bool on);
+    // Sends what this loop turn queued (soft port: one sendmmsg batch).
+    void flush_sends();
     expected<void, std::string> open_capture(const std::string& path);
 
     // answers.cpp: the control socket's JSON
@@ -124,6 +127,7 @@ private:
 
     std::unique_ptr<fabric::FabricService> fabric_service_;
     std::unique_ptr<transport::Port> port_;
+    transport::SoftPort* soft_port_ = nullptr;  // port_ when it is the soft backend
     std::string port_name_;  // "soft 0x...", "mlx5_0 port 1"
     bool soft_ = false;
     std::unique_ptr<sa::MadTransport> mad_;

@@ -135,3 +135,25 @@ TEST(Crc, VcrcCoversEveryByteIncludingVl) {
 
 }  // namespace
 }  // namespace ipoibd::ib
+
+namespace {
+// The VCRC bit by bit, straight from the polynomial (0x100B, reflected).
+std::uint16_t vcrc_bitwise(ipoibd::bytes data) {
+    std::uint16_t c = 0xFFFF;
+    for (std::uint8_t b : data) {
+        c ^= b;
+        for (int k = 0; k < 8; ++k) c = (c & 1) ? static_cast<std::uint16_t>(0xD008 ^ (c >> 1)) : static_cast<std::uint16_t>(c >> 1);
+    }
+    return static_cast<std::uint16_t>(c ^ 0xFFFF);
+}
+}  // namespace
+
+TEST(Vcrc, SlicedTableMatchesTheBitwiseDefinitionAtEveryLength) {
+    std::vector<std::uint8_t> data(300);
+    std::uint32_t x = 12345;
+    for (auto& b : data) b = static_cast<std::uint8_t>((x = x * 1103515245u + 12345u) >> 16);
+    for (std::size_t len = 0; len <= data.size(); ++len) {
+        const ipoibd::bytes d(data.data(), len);
+        ASSERT_EQ(ipoibd::ib::crc16_vcrc(d), vcrc_bitwise(d)) << "length " << len;
+    }
+}

@@ -13,7 +13,10 @@ class SoftPort::Link final : public LinkSink {
 public:
     explicit Link(UdpBatchSocket& socket) : socket_(socket) {}
     bool transmit(bytes packet) override { return socket_.queue(packet); }
-    void flush() override { socket_.flush(); }
+    void flush() override {
+        if (!deferred) socket_.flush();
+    }
+    bool deferred = false;
 
 private:
     UdpBatchSocket& socket_;
@@ -77,6 +80,10 @@ bool SoftPort::send_raw(bytes packet) {
     socket_.flush();
     return ok;
 }
+
+void SoftPort::set_deferred_flush(bool deferred) { link_sink_->deferred = deferred; }
+
+void SoftPort::flush() { socket_.flush(); }
 
 void SoftPort::process() {
     std::uint64_t expirations = 0;

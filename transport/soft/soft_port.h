@@ -63,6 +63,13 @@ public:
     expected<std::unique_ptr<UdQp>, Error> create_gsi_qp(std::uint32_t send_depth, std::uint32_t receive_depth);
 
     bool link_up() const { return link_up_; }
+
+    // Batching for an owner with its own loop: with deferred flush, packets
+    // posted by post_send() wait in the send ring (256 datagrams; a full
+    // ring is flushed) until flush() or process(), so that a loop turn's
+    // sends leave in sendmmsg batches instead of one syscall per packet.
+    void set_deferred_flush(bool deferred);
+    void flush();
     // The packet engine, for a capture tap (PortCore::set_tap).
     PortCore& core() { return port_.core(); }
     const PortCounters& counters() const { return port_.core().counters(); }

@@ -10,14 +10,21 @@ namespace {
 
 constexpr std::uint16_t kVcrcPolyReflected = 0xD008;  // 0x100B bit-reversed
 
-constexpr std::array<std::uint16_t, 256> kVcrcTable = [] {
-    std::array<std::uint16_t, 256> t{};
+// Slicing-by-8: kVcrc[k][n] is the register after byte n followed by k zero
+// bytes, so eight bytes cost eight lookups and no loop-carried shifts per
+// byte (the VCRC is computed on every hop: sender, switch, receiver).
+using VcrcTables = std::array<std::array<std::uint16_t, 256>, 8>;
+constexpr VcrcTables kVcrc = [] {
+    VcrcTables t{};
     for (unsigned n = 0; n < 256; ++n) {
         std::uint16_t c = static_cast<std::uint16_t>(n);
         for (int k = 0; k < 8; ++k)
             c = (c & 1) ? static_cast<std::uint16_t>(kVcrcPolyReflected ^ (c >> 1)) : static_cast<std::uint16_t>(c >> 1);
-        t[n] = c;
+        t[0][n] = c;
     }
+    for (std::size_t k = 1; k < t.size(); ++k)
+        for (unsigned n = 0; n < 256; ++n)
+            t[k][n] = static_cast<std::uint16_t>((t[k - 1][n] >> 8) ^ t[0][t[k - 1][n] & 0xFF]);
     return t;
 }();
 
@@ -25,7 +32,14 @@ constexpr std::array<std::uint16_t, 256> kVcrcTable = [] {
 
 std::uint16_t crc16_vcrc(bytes data) {
     std::uint16_t c = 0xFFFF;
-    for (std::uint8_t b : data) c = static_cast<std::uint16_t>(kVcrcTable[(c ^ b) & 0xFF] ^ (c >> 8));
+    const std::uint8_t* p = data.data();
+    std::size_t n = data.size();
+    for (; n >= 8; n -= 8, p += 8) {
+        const std::uint16_t x = static_cast<std::uint16_t>(c ^ (p[0] | (p[1] << 8)));
+        c = static_cast<std::uint16_t>(kVcrc[7][x & 0xFF] ^ kVcrc[6][x >> 8] ^ kVcrc[5][p[2]] ^ kVcrc[4][p[3]] ^
+                                       kVcrc[3][p[4]] ^ kVcrc[2][p[5]] ^ kVcrc[1][p[6]] ^ kVcrc[0][p[7]]);
+    }
+    for (; n > 0; --n, ++p) c = static_cast<std::uint16_t>(kVcrc[0][(c ^ *p) & 0xFF] ^ (c >> 8));
     return static_cast<std::uint16_t>(c ^ 0xFFFF);
 }
 
