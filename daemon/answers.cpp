@@ -6,6 +6,7 @@
 #include "daemon/journal_fields.h"
 #include "daemon/json.h"
 #include "ipoib/hw_address.h"
+#include "netlink/tun_offload.h"
 #include "sa_client/sa_records.h"
 #include "transport/gid.h"
 #include "transport/soft/soft_port.h"
@@ -250,6 +251,9 @@ std::string Daemon::answer_stats() const {
         const auto& u = sp.udp_counters();
         j.field("udp_rx", u.rx_datagrams).field("udp_rx_errors", u.rx_errors).field("udp_tx", u.tx_datagrams);
         j.field("udp_tx_queue_full", u.tx_queue_full).field("udp_tx_errors", u.tx_errors);
+        const auto& ct = sp.cut_through_counters();
+        j.field("route_hints", ct.hints).field("route_hints_bad", ct.hints_bad);
+        j.field("direct_tx", ct.direct_tx).field("direct_rx", ct.direct_rx).field("via_switch_tx", ct.via_switch_tx);
         j.end_object();
     }
 
@@ -264,6 +268,10 @@ std::string Daemon::answer_stats() const {
     j.field("netlink_events", mc.link_events + mc.address_events + mc.route_events);
     j.field("netlink_malformed", mc.malformed).field("netlink_overruns", mc.overruns);
     j.field("capture_errors", tun_counters_.capture_errors);
+    j.field("rx_segmented", tun_counters_.rx_segmented);
+    counter_array(j, tun_counters_.offload_errors, [](std::size_t i) {
+        return std::string("offload_") + netlink::to_string(static_cast<netlink::OffloadError>(i));
+    });
     j.end_object();
 
     if (control_) {

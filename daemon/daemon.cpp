@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/if_tun.h>
 #include <sys/ioctl.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,6 +19,7 @@
 #include "daemon/message_ids.h"
 #include "fabric/fabric_service.h"
 #include "ipoib/link.h"
+#include "netlink/tun_offload.h"
 #include "sa_client/mad_transport_soft.h"
 #include "transport/gid.h"
 #include "transport/soft/guid.h"
@@ -30,7 +32,7 @@ namespace {
 
 constexpr std::chrono::milliseconds kHousekeeping{50};
 constexpr std::chrono::milliseconds kLeaveGrace{1000};
-constexpr std::size_t kMaxIpPacket = 65535;
+constexpr std::size_t kMaxIpPacket = 65535 + netlink::VirtioNetHeader::size;
 
 netlink::IpAddress to_netlink(const config::IpAddress& a) {
     if (const auto* v4 = std::get_if<ipoib::Ipv4Address>(&a)) return netlink::IpAddress::v4(*v4);
@@ -72,8 +74,9 @@ std::optional<MessageId> message_id_of(ipoib::EngineEventKind k) {
 LogLevel level_of(ipoib::EngineEventKind k) {
     using K = ipoib::EngineEventKind;
     switch (k) {
-    case K::link_up:
     case K::peer_changed: return LogLevel::notice;
+    case K::group_joined:
+    case K::group_left: return LogLevel::debug;
     case K::link_down:
     case K::broadcast_join_failed:
     case K::group_join_failed:
@@ -251,7 +254,8 @@ expected<void, std::string> Daemon::create_interface() {
     auto nl = netlink::NetlinkSocket::open();
     if (!nl) return unexpected("could not open rtnetlink: " + nl.error().message());
     nl_.emplace(std::move(*nl));
-    auto tun = netlink::open_tun({.name = config_.interface.name, .multi_queue = false, .persist = false});
+    auto tun = netlink::open_tun(
+        {.name = config_.interface.name, .multi_queue = false, .persist = false, .offload = true});
     if (!tun) return unexpected(tun.error().message());
     tun_.emplace(std::move(*tun));
     set_carrier(false);  // no carrier until the broadcast group is joined
@@ -359,8 +363,25 @@ void Daemon::on_port_ready() {
     flush_sends();
 }
 
+void Daemon::on_tun_datagram(bytes packet, Clock::time_point now) {
+    std::optional<ipoib::NeighbourIp> next_hop;
+    if (auto info = ipoib::inspect_ip_packet(packet)) {
+        const ipoib::NeighbourIp& dst = info->destination;
+        const bool group = dst.family == ipoib::IpFamily::ipv4 ? (dst.bytes[0] & 0xF0) >= 0xE0 : dst.bytes[0] == 0xFF;
+        if (!group) {
+            auto hop = next_hops_->resolve(to_netlink(dst));
+            if (hop && hop->via_gateway)
+                next_hop = to_engine(hop->address);
+            else if (!hop)
+                ++tun_counters_.next_hop_failures;
+        }
+    }
+    engine_->on_tun_packet(packet, next_hop, now);
+}
+
 void Daemon::on_tun_readable() {
     const std::size_t batch = config_.queues.tun_max_batch;
+    const Clock::time_point now = Clock::now();
     for (std::size_t i = 0; i < batch; ++i) {
         const ssize_t n = ::read(tun_->fd.get(), tun_buffer_.data(), tun_buffer_.size());
         if (n < 0) {
@@ -368,20 +389,25 @@ void Daemon::on_tun_readable() {
             break;
         }
         ++tun_counters_.rx_packets;
-        const bytes packet(tun_buffer_.data(), static_cast<std::size_t>(n));
-        std::optional<ipoib::NeighbourIp> next_hop;
-        if (auto info = ipoib::inspect_ip_packet(packet)) {
-            const ipoib::NeighbourIp& dst = info->destination;
-            const bool group = dst.family == ipoib::IpFamily::ipv4 ? (dst.bytes[0] & 0xF0) >= 0xE0 : dst.bytes[0] == 0xFF;
-            if (!group) {
-                auto hop = next_hops_->resolve(to_netlink(dst));
-                if (hop && hop->via_gateway)
-                    next_hop = to_engine(hop->address);
-                else if (!hop)
-                    ++tun_counters_.next_hop_failures;
-            }
+        const mutable_bytes read(tun_buffer_.data(), static_cast<std::size_t>(n));
+        if (!tun_->offload) {
+            on_tun_datagram(read, now);
+            continue;
         }
-        engine_->on_tun_packet(packet, next_hop, Clock::now());
+        // A TSO super-packet becomes datagrams of the link MTU here.
+        auto segments = netlink::segment_tun_packet(read, segment_buffer_,
+                                                    [&](bytes datagram) { on_tun_datagram(datagram, now); });
+        if (!segments) {
+            ++tun_counters_.offload_errors[static_cast<std::size_t>(segments.error())];
+            continue;
+        }
+        if (*segments > 1) tun_counters_.rx_segmented += *segments;
+        // A super-packet is up to 45 datagrams: hand them to the wire and
+        // reap their send completions before the send queue fills.
+        if (*segments > 8 || i % 4 == 3) {
+            flush_sends();
+            link_->poll([&](const ipoib::ReceivedDatagram& d) { engine_->on_datagram(d, now); }, 1024);
+        }
     }
     // The engine's sends leave in one batch. Completions are reaped by the
     // port handler; a full send queue drops (counted), never blocks.
@@ -554,7 +580,13 @@ void Daemon::send_datagram(const transport::AddressHandle& ah, std::uint32_t rem
 }
 
 void Daemon::write_tun(bytes ip_packet) {
-    if (::write(tun_->fd.get(), ip_packet.data(), ip_packet.size()) < 0) {
+    // With offloads on, every write starts with a virtio header; all zero
+    // says "a plain packet, checksums complete".
+    static const std::uint8_t kPlain[netlink::VirtioNetHeader::size] = {};
+    iovec iov[2] = {{const_cast<std::uint8_t*>(kPlain), sizeof kPlain},
+                    {const_cast<std::uint8_t*>(ip_packet.data()), ip_packet.size()}};
+    const int parts = tun_->offload ? 2 : 1;
+    if (::writev(tun_->fd.get(), tun_->offload ? iov : iov + 1, parts) < 0) {
         ++tun_counters_.tx_errors;
         drops_log_->log("tun_write", std::string("could not write to the TUN: ") + std::strerror(errno), {},
                         Clock::now());
@@ -575,6 +607,11 @@ expected<std::uint32_t, std::string> Daemon::open_qp(std::uint32_t qkey, std::ui
 }
 
 void Daemon::link_changed(const ipoib::LinkStatus& s) {
+    if (s.up && config_.interface.mtu > s.mtu)
+        log_.warning("[interface] mtu = " + std::to_string(config_.interface.mtu) +
+                         " is more than the broadcast group carries; using " + std::to_string(s.mtu) +
+                         " (the fabric's partition sets the group MTU)",
+                     {{field::kIfname, tun_->name}, {field::kMtu, std::to_string(s.mtu)}});
     if (s.up) {
         if (auto r = nl_->set_mtu(tun_->ifindex, s.mtu); !r)
             log_.warning("could not set the MTU of " + tun_->name + ": " + r.error().message());

@@ -25,6 +25,7 @@
 // flush). The watchdog is pinged from the loop's iteration hook.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -45,6 +46,7 @@
 #include "netlink/netlink_socket.h"
 #include "netlink/next_hop_cache.h"
 #include "netlink/tun.h"
+#include "netlink/tun_offload.h"
 #include "sa_client/mad_transport.h"
 #include "transport/capture/erf_pcap.h"
 #include "transport/port.h"
@@ -64,6 +66,8 @@ struct TunCounters {
     std::uint64_t next_hop_failures = 0;  // RTM_GETROUTE failed: sent as on-link
     std::uint64_t sa_send_errors = 0;
     std::uint64_t capture_errors = 0;
+    std::uint64_t rx_segmented = 0;       // datagrams cut from TSO super-packets
+    std::array<std::uint64_t, netlink::kOffloadErrorCount> offload_errors{};
 };
 
 class Daemon final : public ipoib::EngineIo {
@@ -96,6 +100,7 @@ private:
     void on_port_ready();
     void handle_port_events(Clock::time_point now);
     void on_tun_readable();
+    void on_tun_datagram(bytes packet, Clock::time_point now);
     void on_monitor_readable();
     void housekeeping();
     void start_engine_if_ready(Clock::time_point now);
@@ -144,6 +149,7 @@ private:
     std::unique_ptr<netlink::RtnlMonitor> monitor_;
     std::unique_ptr<netlink::NextHopCache> next_hops_;
     std::vector<std::uint8_t> tun_buffer_;
+    std::vector<std::uint8_t> segment_buffer_;
     std::unique_ptr<ControlServer> control_;
     std::optional<capture::ErfPcapWriter> capture_;
     std::unique_ptr<RateLimitedLog> drops_log_;

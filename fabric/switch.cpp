@@ -1,5 +1,7 @@
 #include "fabric/switch.h"
 
+#include "transport/soft/route_hint.h"
+
 #include <algorithm>
 
 #include "transport/wire/link.h"
@@ -49,7 +51,7 @@ void Switch::on_datagram(const SocketAddress& from, bytes datagram, Clock::time_
         to_management(datagram, *port);
         return;
     }
-    forward(datagram, *lrh, *port);
+    forward(datagram, *lrh, *port, now);
 }
 
 void Switch::on_link_packet(const SocketAddress& from, bytes datagram, Clock::time_point now) {
@@ -86,6 +88,7 @@ void Switch::tick(Clock::time_point now) {
 
 void Switch::unplug(std::uint8_t port) {
     ports_[port] = PortSlot{};
+    forget_hints(port);
     link_events_.push_back({port, false});
 }
 
@@ -113,20 +116,26 @@ void Switch::send_to_port(std::uint8_t port, bytes datagram) {
     ++counters_.forwarded;
 }
 
-void Switch::forward(bytes datagram, const ib::Lrh& lrh, std::uint8_t /*in_port*/) {
+void Switch::forward(bytes datagram, const ib::Lrh& lrh, std::uint8_t in_port, Clock::time_point now) {
     if (ib::is_multicast_lid(lrh.dlid)) {
-        std::set<std::uint8_t> members;
-        if (auto it = mft_.find(lrh.dlid); it != mft_.end()) members = it->second;
-        if (flooded_.count(lrh.dlid))
+        // The ingress port is a member like any other: the sender's own
+        // port receives its multicast, as DESIGN.md asks.
+        if (flooded_.count(lrh.dlid)) {
+            bool any = false;
             for (std::size_t p = 1; p < ports_.size(); ++p)
-                if (ports_[p].plugged) members.insert(static_cast<std::uint8_t>(p));
-        if (members.empty()) {
+                if (ports_[p].plugged) {
+                    send_to_port(static_cast<std::uint8_t>(p), datagram);
+                    any = true;
+                }
+            if (!any) count(SwitchDrop::no_multicast_members);
+            return;
+        }
+        const auto it = mft_.find(lrh.dlid);
+        if (it == mft_.end() || it->second.empty()) {
             count(SwitchDrop::no_multicast_members);
             return;
         }
-        // The ingress port is a member like any other: the sender's own
-        // port receives its multicast, as DESIGN.md asks.
-        for (std::uint8_t p : members) send_to_port(p, datagram);
+        for (std::uint8_t p : it->second) send_to_port(p, datagram);
         return;
     }
     const auto it = lft_.find(lrh.dlid);
@@ -135,6 +144,26 @@ void Switch::forward(bytes datagram, const ib::Lrh& lrh, std::uint8_t /*in_port*
         return;
     }
     send_to_port(it->second, datagram);
+    if (config_.cut_through && !tap_ && now != Clock::time_point{}) maybe_send_hint(in_port, it->second, lrh.dlid, now);
+}
+
+void Switch::maybe_send_hint(std::uint8_t in_port, std::uint8_t out_port, std::uint16_t dlid, Clock::time_point now) {
+    if (in_port == out_port || !port_up(in_port) || !port_up(out_port)) return;
+    auto& last = hints_sent_[{in_port, dlid}];
+    if (last != Clock::time_point{} && now - last < config_.hint_ttl / 2) return;
+    last = now;
+    transport::RouteHint hint;
+    hint.dlid = dlid;
+    hint.ttl_ms = static_cast<std::uint16_t>(std::min<std::int64_t>(config_.hint_ttl.count(), 60'000));
+    hint.peer = ports_[out_port].peer;
+    std::array<std::uint8_t, transport::RouteHint::size> buf;
+    if (!transport::encode_route_hint(hint, buf)) return;
+    output_.send(ports_[in_port].peer, buf);
+    ++counters_.route_hints;
+}
+
+void Switch::forget_hints(std::uint8_t port) {
+    std::erase_if(hints_sent_, [port](const auto& kv) { return kv.first.first == port; });
 }
 
 void Switch::to_management(bytes datagram, std::uint8_t in_port) {
@@ -207,8 +236,14 @@ void Switch::send_from_management(bytes packet, std::uint8_t port) {
     forward(packet, ib::Lrh::read_from(packet.data()), 0);
 }
 
-void Switch::set_unicast_route(std::uint16_t lid, std::uint8_t port) { lft_[lid] = port; }
-void Switch::clear_unicast_route(std::uint16_t lid) { lft_.erase(lid); }
+void Switch::set_unicast_route(std::uint16_t lid, std::uint8_t port) {
+    lft_[lid] = port;
+    std::erase_if(hints_sent_, [lid](const auto& kv) { return kv.first.second == lid; });
+}
+void Switch::clear_unicast_route(std::uint16_t lid) {
+    lft_.erase(lid);
+    std::erase_if(hints_sent_, [lid](const auto& kv) { return kv.first.second == lid; });
+}
 std::optional<std::uint8_t> Switch::unicast_route(std::uint16_t lid) const {
     const auto it = lft_.find(lid);
     if (it == lft_.end()) return std::nullopt;

@@ -54,6 +54,7 @@ struct SwitchCounters {
     std::array<std::uint64_t, kSwitchDropCount> dropped{};
     std::array<std::uint64_t, ib::kDropReasonCount> link_drops{};  // by reason, within link_check
     std::uint64_t forwarded = 0;       // packets sent out of a port
+    std::uint64_t route_hints = 0;     // cut-through hints sent to ports
     std::uint64_t to_management = 0;   // packets handed to port 0
     std::uint64_t link_packets_in = 0;
     std::uint64_t link_packets_out = 0;
@@ -93,6 +94,10 @@ public:
         std::uint16_t lid = 1;  // the switch's (management port's) LID
         std::uint8_t num_ports = 64;
         std::chrono::milliseconds link_timeout{1000};
+        // Cut-through (transport/soft/route_hint.h): tell the ingress port
+        // of a forwarded unicast packet where its DLID's port listens.
+        bool cut_through = true;
+        std::chrono::milliseconds hint_ttl{2000};
     };
 
     Switch(const Config& config, SwitchOutput& output);
@@ -139,7 +144,12 @@ private:
 
     std::optional<std::uint8_t> port_of(const SocketAddress& peer) const;
     void on_link_packet(const SocketAddress& from, bytes datagram, Clock::time_point now);
-    void forward(bytes datagram, const ib::Lrh& lrh, std::uint8_t in_port);
+    // `now` unset: a management packet (no cut-through hint).
+    void forward(bytes datagram, const ib::Lrh& lrh, std::uint8_t in_port, Clock::time_point now = {});
+    void maybe_send_hint(std::uint8_t in_port, std::uint8_t out_port, std::uint16_t dlid, Clock::time_point now);
+    void forget_hints(std::uint8_t port);
+    // Last hint sent to (ingress port, DLID).
+    std::map<std::pair<std::uint8_t, std::uint16_t>, Clock::time_point> hints_sent_;
     void to_management(bytes datagram, std::uint8_t in_port);
     void handle_dr_smp(ib::Smp smp, const ib::Packet& pkt, std::uint8_t in_port);
     void send_to_port(std::uint8_t port, bytes datagram);

@@ -4,6 +4,7 @@
 #include "ipoib/engine.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "ipoib/link.h"
 #include "sa_client/sa_mad.h"
@@ -14,13 +15,19 @@ namespace ipoibd::ipoib {
 namespace {
 constexpr std::size_t kMaxFrame = 65536 + EncapHeader::size;
 
-std::string hex16(std::uint16_t v) {
-    static const char* digits = "0123456789abcdef";
-    std::string s = "0x0000";
-    for (int i = 0; i < 4; ++i) s[static_cast<std::size_t>(5 - i)] = digits[(v >> (4 * i)) & 0xF];
-    return s;
-}
 }  // namespace
+
+// The journal's spellings (docs/journal.md): 0x + 4 or 6 hex digits.
+std::string hex16(std::uint16_t v) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "0x%04x", static_cast<unsigned>(v));
+    return buf;
+}
+std::string hex_qpn(std::uint32_t v) {
+    char buf[12];
+    std::snprintf(buf, sizeof buf, "0x%06x", static_cast<unsigned>(v & 0xFFFFFF));
+    return buf;
+}
 
 bool InterfaceAddress::contains(const NeighbourIp& other) const {
     if (other.family != ip.family) return false;
@@ -142,8 +149,8 @@ void Engine::broadcast_joined(const LinkParameters& params, std::uint16_t mlid) 
         qp_qkey_ = params.qkey;
         const std::uint32_t old = link_.qpn;
         link_.qpn = *qpn;
-        emit(EngineEventKind::qp_opened, "UD QP " + std::to_string(*qpn) + " ready",
-             {{"IB_QPN", std::to_string(*qpn)}, {"IB_QPN_OLD", std::to_string(old)}});
+        emit(EngineEventKind::qp_opened, "UD QP " + hex_qpn(*qpn) + " ready",
+             {{"IB_QPN", hex_qpn(*qpn)}, {"IB_QPN_OLD", hex_qpn(old)}});
     }
     link_.hw = HwAddress{.flags = 0, .qpn = link_.qpn, .gid = port_.gid()};
     link_.params = params;
@@ -157,8 +164,13 @@ void Engine::broadcast_joined(const LinkParameters& params, std::uint16_t mlid) 
         emit(EngineEventKind::link_up, "link up: broadcast group joined",
              {{"IB_MGID", ipoibd::format_gid(mcast_.broadcast_mgid())},
               {"IB_MLID", hex16(mlid)},
-              {"IB_QKEY", std::to_string(params.qkey)},
-              {"IB_QPN", std::to_string(link_.qpn)},
+              {"IB_QKEY", [&] {
+                   char b[16];
+                   std::snprintf(b, sizeof b, "0x%08x", static_cast<unsigned>(params.qkey));
+                   return std::string(b);
+               }()},
+              {"IB_QPN", hex_qpn(link_.qpn)},
+              {"IB_LID", hex16(port_.lid)},
               {"IB_GID", ipoibd::format_gid(port_.gid())},
               {"IPOIB_MTU", std::to_string(link_.mtu)}});
     if (!was_up || new_qp) announce();
@@ -357,15 +369,25 @@ void Engine::join_failed(const ib::Gid& mgid, GroupRole role, std::uint16_t sa_s
          std::string(broadcast ? "broadcast group join failed" : "multicast join failed") + " (" +
              (sa_status ? sa::describe_sa_status(sa_status) : std::string("no answer")) + "), retry in " +
              std::to_string(retry_in.count()) + " ms",
-         {{"IB_MGID", ipoibd::format_gid(mgid)},
-          {"IPOIB_GROUP_ROLE", std::string(to_string(role))},
-          {"IPOIB_FAILURES", std::to_string(failures)},
-          {"IPOIB_DROPPED", std::to_string(dropped)}});
+         [&] {
+             std::vector<std::pair<std::string, std::string>> f{
+                 {"IB_MGID", ipoibd::format_gid(mgid)},
+                 {"IB_JOIN_STATE", role == GroupRole::send_only ? "send_only" : "full"},
+                 {"IPOIB_REASON", sa_status ? "sa_status" : "join_timeout"},
+                 {"IPOIB_GROUP_ROLE", std::string(to_string(role))},
+                 {"IPOIB_FAILURES", std::to_string(failures)},
+                 {"IPOIB_DROPPED", std::to_string(dropped)}};
+             if (sa_status) f.emplace_back("IB_SA_STATUS", hex16(sa_status));
+             return f;
+         }());
 }
 
 void Engine::group_joined(const ib::Gid& mgid, GroupRole role, std::uint16_t mlid, std::vector<Packet> frames) {
-    emit(EngineEventKind::group_joined, "joined multicast group",
-         {{"IB_MGID", ipoibd::format_gid(mgid)}, {"IB_MLID", hex16(mlid)}, {"IPOIB_GROUP_ROLE", std::string(to_string(role))}});
+    emit(EngineEventKind::group_joined, "joined multicast group " + ipoibd::format_gid(mgid),
+         {{"IB_MGID", ipoibd::format_gid(mgid)},
+          {"IB_MLID", hex16(mlid)},
+          {"IB_JOIN_STATE", role == GroupRole::send_only ? "send_only" : "full"},
+          {"IPOIB_GROUP_ROLE", std::string(to_string(role))}});
     if (frames.empty()) return;
     auto ah = mcast_.address_of(mgid);
     if (!ah) return;
@@ -376,7 +398,7 @@ void Engine::group_joined(const ib::Gid& mgid, GroupRole role, std::uint16_t mli
 }
 
 void Engine::group_left(const ib::Gid& mgid, GroupRole role) {
-    emit(EngineEventKind::group_left, "left multicast group",
+    emit(EngineEventKind::group_left, "left multicast group " + ipoibd::format_gid(mgid),
          {{"IB_MGID", ipoibd::format_gid(mgid)}, {"IPOIB_GROUP_ROLE", std::string(to_string(role))}});
 }
 

@@ -109,6 +109,9 @@ enum class EngineEventKind : std::uint8_t {
     path_failed,
 };
 const char* to_string(EngineEventKind k);
+// Field spellings of docs/journal.md: "0x0012", "0x000048".
+std::string hex16(std::uint16_t v);
+std::string hex_qpn(std::uint32_t qpn);
 
 struct EngineEvent {
     EngineEventKind kind = EngineEventKind::link_up;

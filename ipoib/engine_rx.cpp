@@ -66,9 +66,9 @@ void Engine::learn(const NeighbourIp& ip, const HwAddress& hw, LearnKind kind, s
         emit(EngineEventKind::peer_changed, "neighbour " + format_neighbour_ip(ip) + " changed its link address",
              {{"IPOIB_PEER_IP", format_neighbour_ip(ip)},
               {"IPOIB_PEER_HW", format_hw_address(hw)},
-              {"IPOIB_PEER_HW_OLD", format_hw_address(*before->hw)},
+              {"IPOIB_PEER_OLD_HW", format_hw_address(*before->hw)},
               {"IB_GID", ipoibd::format_gid(hw.gid)},
-              {"IB_QPN", std::to_string(hw.qpn)}});
+              {"IB_QPN", hex_qpn(hw.qpn)}});
     }
     paths_.note_source(hw.gid, slid, now_);
     process(std::move(actions));

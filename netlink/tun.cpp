@@ -25,7 +25,8 @@ expected<TunDevice, SysError> open_tun(const TunOptions& options) {
     if (!fd) return unexpected(SysError{std::string("open ") + kTunControlPath, errno});
 
     ifreq request{};
-    request.ifr_flags = static_cast<short>(IFF_TUN | IFF_NO_PI | (options.multi_queue ? IFF_MULTI_QUEUE : 0));
+    request.ifr_flags = static_cast<short>(IFF_TUN | IFF_NO_PI | (options.multi_queue ? IFF_MULTI_QUEUE : 0) |
+                                           (options.offload ? IFF_VNET_HDR : 0));
     std::memcpy(request.ifr_name, options.name.data(), options.name.size());
     if (::ioctl(fd.get(), TUNSETIFF, &request) < 0) return unexpected(SysError{"create " + what, errno});
 
@@ -37,6 +38,17 @@ expected<TunDevice, SysError> open_tun(const TunOptions& options) {
     // too (see tun.h). Multi-queue devices take it per fd the same way.
     if (::ioctl(fd.get(), TUNSETPERSIST, options.persist ? 1UL : 0UL) < 0)
         return unexpected(SysError{"set persist on TUN " + device.name, errno});
+
+    if (options.offload) {
+        // tun_offload.h: a 10-byte virtio_net_hdr on every read and write;
+        // checksum offload and TSO for IPv4 and IPv6 (the daemon segments).
+        int hdr = 10;
+        if (::ioctl(fd.get(), TUNSETVNETHDRSZ, &hdr) < 0)
+            return unexpected(SysError{"set the vnet header size of TUN " + device.name, errno});
+        if (::ioctl(fd.get(), TUNSETOFFLOAD, TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6) < 0)
+            return unexpected(SysError{"set offloads on TUN " + device.name, errno});
+        device.offload = true;
+    }
 
     device.ifindex = ::if_nametoindex(device.name.c_str());
     if (device.ifindex == 0) return unexpected(SysError{"look up the ifindex of TUN " + device.name, errno});

@@ -38,12 +38,14 @@ struct TunOptions {
     std::string name;
     bool multi_queue = false;  // IFF_MULTI_QUEUE: this fd is one of several queues
     bool persist = false;      // TUNSETPERSIST: keep the device after the fd closes
+    bool offload = false;      // IFF_VNET_HDR + checksum/TSO offloads (tun_offload.h)
 };
 
 struct TunDevice {
     UniqueFd fd;             // O_NONBLOCK, O_CLOEXEC; one IP packet per read/write
     std::string name;        // the name the kernel gave ("ib0")
     std::uint32_t ifindex = 0;
+    bool offload = false;    // reads and writes carry a virtio_net_hdr
 };
 
 // Creates (or attaches to) the TUN device. Errors name the step and the

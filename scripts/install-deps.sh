@@ -13,6 +13,10 @@ packages=(
   libibverbs-dev libibumad-dev librdmacm-dev ibverbs-providers
   # tests
   libgtest-dev libgmock-dev libbenchmark-dev tshark python3 iproute2 iputils-ping iperf3 systemd
+  # booted Debian containers (tests/systemd/nspawn.sh)
+  systemd-container debootstrap
+  # the Debian package and its check (packaging/build-deb.sh, packaging/test-deb.sh)
+  dpkg-dev binutils lintian man-db groff-base
   # OpenSM reference (tests/opensm)
   opensm ibsim-utils infiniband-diags
 )

@@ -5,6 +5,8 @@
 #   build/      g++, warnings as errors: the binaries users run (build/bin/)
 #   build-san/  clang, AddressSanitizer + UBSan: every unit test again, and
 #               the libFuzzer targets for a bounded time
+#   build-pkg/  the Debian package, installed, checked and purged
+#               (packaging/test-deb.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,3 +31,12 @@ cmake --build build-san
 export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ctest --test-dir build-san --output-on-failure --timeout 300 -j"$(nproc)"
+
+echo "== package (build, dpkg -i, verify, lintian, purge)"
+rc=0
+packaging/test-deb.sh || rc=$?
+if [ "$rc" -eq 77 ]; then
+  echo "package check skipped (not root)"
+elif [ "$rc" -ne 0 ]; then
+  exit "$rc"
+fi

@@ -1,4 +1,5 @@
 #include "transport/port_core.h"
+#include "transport/ring.h"
 
 #include <random>
 
@@ -16,8 +17,10 @@ struct PortCore::Qp {
     std::uint32_t receive_depth = 0;
     std::uint32_t sends_outstanding = 0;  // accepted, completion not yet polled
     std::uint32_t psn = 0;
-    std::deque<ReceiveBuffer> receive_queue;
-    std::deque<Completion> completions;
+    // Sized at creation: receive_depth buffers; one completion per
+    // accepted send (at most send_depth outstanding) or consumed buffer.
+    Ring<ReceiveBuffer> receive_queue;
+    Ring<Completion> completions;
 };
 
 class PortCore::QpHandle final : public UdQp {
@@ -220,7 +223,7 @@ bool PortCore::deliver(const ib::Packet& pkt, bytes datagram, Qp& qp) {
         count(DeliveryDrop::qkey_mismatch);
         return false;
     }
-    if (qp.receive_queue.empty()) {
+    if (qp.receive_queue.empty() || qp.completions.full()) {  // no buffer, or a CQ the owner does not poll
         count(DeliveryDrop::no_receive_buffer);
         return false;
     }
@@ -328,6 +331,10 @@ expected<std::unique_ptr<UdQp>, Error> PortCore::make_qp(std::uint32_t qpn, cons
     qp->gsi = gsi;
     qp->send_depth = config.send_depth;
     qp->receive_depth = config.receive_depth;
+    qp->receive_queue.reset(config.receive_depth);
+    // A CQ entry per outstanding send and per consumed buffer; buffers may
+    // be reposted before their completions are polled, hence twice.
+    qp->completions.reset(static_cast<std::size_t>(config.send_depth) + 2 * static_cast<std::size_t>(config.receive_depth));
     Qp* raw = qp.get();
     qps_.emplace(qpn, std::move(qp));
     return std::unique_ptr<UdQp>(std::make_unique<QpHandle>(*this, raw));

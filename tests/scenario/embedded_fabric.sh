@@ -45,4 +45,7 @@ ip netns exec "$A" "$BIN/ipoibctl" -s "$WORK/a.sock" -j status | grep -q '"embed
   || fail "ipoibctl status does not show the embedded fabric"
 ip netns exec "$B" ping -c 3 -i 0.2 -W 2 198.18.1.1 >/dev/null || fail "ping B -> A"
 ip netns exec "$A" ping -6 -c 3 -i 0.2 -W 2 2001:db8:1::2 >/dev/null || fail "ping6 A -> B"
-pass "embedded fabric: A hosts switch, SM and SA; ping and ping6 between A and B"
+# Unicast took the cut-through path (route hints from the switch), not the switch.
+direct=$(ip netns exec "$B" "$BIN/ipoibctl" -s "$WORK/b.sock" -j stats | python3 -c "import json,sys; print(json.load(sys.stdin)['port']['direct_tx'])")
+[ "$direct" -gt 0 ] || fail "no unicast went straight to the peer (direct_tx $direct)"
+pass "embedded fabric: A hosts switch, SM and SA; ping and ping6 between A and B ($direct packets cut through)"

@@ -125,9 +125,13 @@ Host::Host(World& w, EngineConfig config, transport::MemoryFabric::PortOptions o
 }
 
 void Host::send_datagram(const transport::AddressHandle& ah, std::uint32_t remote_qpn, bytes frame) {
-    SentFrame f{ah, remote_qpn, Packet(frame.begin(), frame.end())};
-    if (drop_outgoing && drop_outgoing(f)) return;
-    if (record_frames) sent.push_back(std::move(f));
+    // The copy is made only when someone looks at it (record_frames false
+    // and no drop_outgoing: nothing allocated here per frame).
+    if (record_frames || drop_outgoing) {
+        SentFrame f{ah, remote_qpn, Packet(frame.begin(), frame.end())};
+        if (drop_outgoing && drop_outgoing(f)) return;
+        if (record_frames) sent.push_back(std::move(f));
+    }
     link.send(ah, remote_qpn, frame);
 }
 

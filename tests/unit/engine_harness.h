@@ -81,7 +81,10 @@ public:
 
     // EngineIo
     void send_datagram(const transport::AddressHandle& ah, std::uint32_t remote_qpn, bytes frame) override;
-    void write_tun(bytes ip_packet) override { tun.emplace_back(ip_packet.begin(), ip_packet.end()); }
+    void write_tun(bytes ip_packet) override {
+        ++tun_packets;
+        if (record_tun) tun.emplace_back(ip_packet.begin(), ip_packet.end());
+    }
     void send_sa(const sa::SaMad& mad) override;
     expected<std::uint32_t, std::string> open_qp(std::uint32_t qkey, std::uint16_t pkey) override {
         return link.open_qp(qkey, pkey);
@@ -106,6 +109,10 @@ public:
     std::vector<LinkStatus> link_changes;
     std::vector<SentFrame> sent;
     bool record_frames = true;
+    // False: packets written to the TUN are counted (tun_packets) but not
+    // kept in `tun` (no copy, no allocation: the data-path allocation test).
+    bool record_tun = true;
+    std::size_t tun_packets = 0;
     // When set and true for a frame, the frame is not sent (lost on the wire).
     std::function<bool(const SentFrame&)> drop_outgoing;
 };

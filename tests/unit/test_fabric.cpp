@@ -15,6 +15,7 @@
 #include "fabric/sm.h"
 #include "fabric/switch.h"
 #include "transport/managed_port.h"
+#include "transport/soft/route_hint.h"
 #include "transport/soft/soft_port.h"
 #include "transport/wire/link.h"
 
@@ -434,5 +435,87 @@ TEST(FabricService, SoftPortBecomesActiveThroughTheService) {
     std::filesystem::remove(pcap);
 }
 
+
+// ---------------------------------------------------------------------------
+// Cut-through route hints (transport/soft/route_hint.h).
+
+TEST(RouteHint, RoundTripsAndRefusesWhatIsNotOne) {
+    transport::RouteHint h;
+    h.dlid = 0x0042;
+    h.ttl_ms = 2000;
+    h.peer = *parse_socket_address("198.18.100.2:40000");
+    std::array<std::uint8_t, transport::RouteHint::size> buf;
+    ASSERT_TRUE(transport::encode_route_hint(h, buf));
+    EXPECT_TRUE(transport::is_soft_control(buf));
+    auto back = transport::decode_route_hint(buf);
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back->dlid, 0x42);
+    EXPECT_EQ(back->ttl_ms, 2000);
+    EXPECT_EQ(back->peer, h.peer);
+
+    h.peer = *parse_socket_address("[2001:db8::2]:40001");
+    ASSERT_TRUE(transport::encode_route_hint(h, buf));
+    back = transport::decode_route_hint(buf);
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back->peer, h.peer);
+
+    auto bad = buf;
+    bad[4] = 2;  // version
+    EXPECT_FALSE(transport::decode_route_hint(bad));
+    bad = buf;
+    bad[10] = 5;  // family
+    EXPECT_FALSE(transport::decode_route_hint(bad));
+    bad = buf;
+    store_be16(bad.data() + 6, 0xC001);  // a multicast DLID
+    EXPECT_FALSE(transport::decode_route_hint(bad));
+    EXPECT_FALSE(transport::decode_route_hint(bytes(buf).first(29)));
+    EXPECT_FALSE(transport::is_soft_control(link_packet()));
+}
+
+std::size_t hints_to(const Net& net, const SocketAddress& to) {
+    std::size_t n = 0;
+    for (const auto& [peer, d] : net.down) n += peer == to && transport::is_soft_control(d);
+    return n;
+}
+
+TEST_F(FabricTest, ForwardedUnicastEarnsTheSenderARouteHint) {
+    Ca a(net, 1, 0xA1), b(net, 2, 0xB2);
+    plug(a);
+    plug(b);
+    const std::uint16_t lid_b = b.port.core().attributes().lid;
+    auto qa = *a.port.core().create_ud_qp({.qkey = 7});
+    Wire payload(10, 0x42);
+    transport::SendRequest r{.wr_id = 1, .ah = {.dlid = lid_b}, .remote_qpn = 0x99, .remote_qkey = 7, .payload = payload};
+    auto send_once = [&] {
+        ASSERT_EQ(*qa->post_send({&r, 1}), 1u);
+        auto [from, d] = std::move(net.up.back());
+        net.up.pop_back();
+        net.down.clear();
+        sw->on_datagram(from, d, now);
+    };
+    send_once();
+    ASSERT_EQ(hints_to(net, a.address), 1u);
+    for (const auto& [peer, d] : net.down)
+        if (transport::is_soft_control(d)) {
+            const auto h = transport::decode_route_hint(d);
+            ASSERT_TRUE(h);
+            EXPECT_EQ(h->dlid, lid_b);
+            EXPECT_EQ(h->peer, b.address);
+            EXPECT_EQ(h->ttl_ms, 2000);
+        }
+    // Within half the TTL no second hint; after it, one again.
+    now += std::chrono::milliseconds(500);
+    send_once();
+    EXPECT_EQ(hints_to(net, a.address), 0u);
+    now += std::chrono::milliseconds(600);
+    send_once();
+    EXPECT_EQ(hints_to(net, a.address), 1u);
+    EXPECT_EQ(sw->counters().route_hints, 2u);
+    // A capturing switch sends none: every packet must pass it.
+    sw->set_tap([](bytes, bool) {});
+    now += std::chrono::milliseconds(2000);
+    send_once();
+    EXPECT_EQ(hints_to(net, a.address), 0u);
+}
 }  // namespace
 }  // namespace ipoibd::fabric

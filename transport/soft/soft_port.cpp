@@ -5,20 +5,22 @@
 
 #include <cerrno>
 
+#include "transport/soft/route_hint.h"
 #include "transport/wire/link.h"
 
 namespace ipoibd::transport {
 
 class SoftPort::Link final : public LinkSink {
 public:
-    explicit Link(UdpBatchSocket& socket) : socket_(socket) {}
-    bool transmit(bytes packet) override { return socket_.queue(packet); }
+    Link(SoftPort& port, UdpBatchSocket& socket) : port_(port), socket_(socket) {}
+    bool transmit(bytes packet) override { return port_.transmit(packet); }
     void flush() override {
         if (!deferred) socket_.flush();
     }
     bool deferred = false;
 
 private:
+    SoftPort& port_;
     UdpBatchSocket& socket_;
 };
 
@@ -39,7 +41,8 @@ expected<std::unique_ptr<SoftPort>, Error> SoftPort::open(const SoftPortConfig& 
         auto any = parse_socket_address(config.fabric.family() == AF_INET6 ? "[::]:0" : "0.0.0.0:0");
         bind_to = *any;
     }
-    auto socket = UdpBatchSocket::open(bind_to, &config.fabric);
+    // Not connected: cut-through packets come from other ports' addresses.
+    auto socket = UdpBatchSocket::open(bind_to, nullptr);
     if (!socket) return unexpected(sys_error(socket.error().operation, socket.error().error));
 
     UniqueFd timer(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
@@ -89,7 +92,7 @@ void SoftPort::process() {
     std::uint64_t expirations = 0;
     if (::read(timer_.get(), &expirations, sizeof expirations) == sizeof expirations && expirations > 0)
         on_timer(expirations);
-    socket_.receive([this](bytes d, const SocketAddress&) { on_datagram(d); });
+    socket_.receive([this](bytes d, const SocketAddress& from) { on_datagram(d, from); });
     socket_.flush();
 }
 
@@ -104,10 +107,46 @@ void SoftPort::send_link_packet() {
     ib::LinkPacket lp;
     lp.op = link_up_ ? ib::LinkPacket::kOpNormal : ib::LinkPacket::kOpInit;
     lp.write_to(buf.data());
-    if (socket_.queue(buf)) ++link_.link_packets_sent;
+    if (socket_.queue(buf, &config_.fabric)) ++link_.link_packets_sent;
 }
 
-void SoftPort::on_datagram(bytes datagram) {
+bool SoftPort::transmit(bytes packet) {
+    if (!direct_.empty() && packet.size() >= ib::Lrh::size) {
+        const std::uint16_t dlid = load_be16(packet.data() + 2);
+        if (auto it = direct_.find(dlid); it != direct_.end()) {
+            if (std::chrono::steady_clock::now() < it->second.expires) {
+                ++cut_.direct_tx;
+                return socket_.queue(packet, &it->second.peer);
+            }
+            direct_.erase(it);  // expired: this packet fetches a fresh hint
+        }
+    }
+    ++cut_.via_switch_tx;
+    return socket_.queue(packet, &config_.fabric);
+}
+
+void SoftPort::on_datagram(bytes datagram, const SocketAddress& from) {
+    const bool from_fabric = from == config_.fabric;
+    if (!from_fabric) {
+        // Only IBA packets come straight from peers; PortCore validates them.
+        if (datagram.size() == ib::LinkPacket::size || is_soft_control(datagram) || !link_up_) {
+            ++cut_.hints_bad;
+            return;
+        }
+        ++cut_.direct_rx;
+        port_.core().receive(datagram);
+        return;
+    }
+    if (is_soft_control(datagram)) {
+        const auto hint = decode_route_hint(datagram);
+        if (!hint || !link_up_) {
+            ++cut_.hints_bad;
+            return;
+        }
+        ++cut_.hints;
+        direct_[hint->dlid] = Direct{hint->peer, std::chrono::steady_clock::now() + std::chrono::milliseconds(hint->ttl_ms)};
+        return;
+    }
     if (datagram.size() == ib::LinkPacket::size) {
         if (!ib::parse_link_packet(datagram)) {
             ++link_.link_packets_bad;
@@ -130,7 +169,7 @@ SoftPort::SoftPort(const SoftPortConfig& config, UdpBatchSocket socket, UniqueFd
       socket_(std::move(socket)),
       timer_(std::move(timer)),
       epoll_(std::move(epoll)),
-      link_sink_(std::make_unique<Link>(socket_)),
+      link_sink_(std::make_unique<Link>(*this, socket_)),
       port_(SmaIdentity{
                 .node_guid = config.node_guid ? config.node_guid : config.port_guid,
                 .port_guid = config.port_guid,
@@ -141,6 +180,7 @@ SoftPort::SoftPort(const SoftPortConfig& config, UdpBatchSocket socket, UniqueFd
 
 void SoftPort::set_link(bool up) {
     link_up_ = up;
+    direct_.clear();  // the SM will program the port anew
     ++(up ? link_.link_ups : link_.link_downs);
     if (up)
         port_.link_up();

@@ -11,11 +11,17 @@
 // 4. Everything else is PortCore: IBA packets in, validated, delivered to
 //    QPs; sends built into IBA packets and queued on the socket, flushed in
 //    sendmmsg batches at the end of every post_send and process().
+// 5. Cut-through (route_hint.h): the switch's route hints let unicast go
+//    straight to the destination port's UDP address until they expire.
+//    The socket is therefore not connected: IBA packets are taken from any
+//    sender (PortCore validates them), link packets and hints only from the
+//    fabric.
 #pragma once
 
 #include <chrono>
 #include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "common/socket_address.h"
 #include "common/unique_fd.h"
@@ -33,6 +39,14 @@ struct SoftPortConfig {
     ib::Mtu mtu = ib::Mtu::mtu4096;        // the port's MTU capability
     std::chrono::milliseconds link_interval{100};
     unsigned link_timeout_intervals = 10;
+};
+
+struct SoftCutThroughCounters {
+    std::uint64_t hints = 0;          // route hints accepted
+    std::uint64_t hints_bad = 0;      // malformed, or not from the fabric: ignored
+    std::uint64_t direct_tx = 0;      // unicast packets sent straight to a peer
+    std::uint64_t direct_rx = 0;      // packets received from a peer, not the switch
+    std::uint64_t via_switch_tx = 0;  // packets sent to the switch
 };
 
 struct SoftLinkCounters {
@@ -75,13 +89,15 @@ public:
     const PortCounters& counters() const { return port_.core().counters(); }
     const UdpCounters& udp_counters() const { return socket_.counters(); }
     const SoftLinkCounters& link_counters() const { return link_; }
+    const SoftCutThroughCounters& cut_through_counters() const { return cut_; }
     const SmaCounters& sma_counters() const { return port_.sma().counters(); }
     SocketAddress local_address() const { return socket_.local_address(); }
 
 private:
     class Link;
     SoftPort(const SoftPortConfig& config, UdpBatchSocket socket, UniqueFd timer, UniqueFd epoll);
-    void on_datagram(bytes datagram);
+    void on_datagram(bytes datagram, const SocketAddress& from);
+    bool transmit(bytes packet);
     void on_timer(std::uint64_t expirations);
     void send_link_packet();
     void set_link(bool up);
@@ -95,6 +111,12 @@ private:
     bool link_up_ = false;
     std::uint64_t intervals_silent_ = 0;
     SoftLinkCounters link_;
+    struct Direct {
+        SocketAddress peer;
+        std::chrono::steady_clock::time_point expires{};
+    };
+    std::unordered_map<std::uint16_t, Direct> direct_;  // by DLID; bounded by the unicast LID space
+    SoftCutThroughCounters cut_;
 };
 
 }  // namespace ipoibd::transport

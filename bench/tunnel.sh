@@ -1,0 +1,569 @@
+#!/usr/bin/env bash
+# bench/tunnel.sh - ipoibd against bare veth and userspace TUN tunnels, in one
+# run, in the same pair of network namespaces; then ipoibd's resident memory
+# idle and with many neighbours and multicast groups. A benchmark: it prints
+# figures and asserts nothing (STYLE.md guideline 11); not part of the tests.
+#
+# Network (DESIGN.md "Test networks": 198.18.0.0/15 only, namespaces made
+# here, nothing leaves them):
+#
+#   tbfab   bridge br0 198.18.100.100/24 (MTU 9000), ibfabricd on :18516
+#   tba     veth tbua 198.18.100.1/24 to the bridge      (host A)
+#   tbb     veth tbub 198.18.100.2/24 to the bridge      (host B)
+#
+# Every row runs between tba and tbb over that same underlay (veth, bridge,
+# veth; MTU 9000 so that no carrier packet is fragmented). ibfabricd, the
+# soft fabric's switch and SM, is a process of its own in tbfab: the path of
+# an ipoibd packet is A's ipoibd -> UDP -> ibfabricd -> UDP -> B's ipoibd.
+#
+# Rows (ROWS= selects a subset, in this order):
+#   veth          the underlay itself, kernel only        198.18.100.2  MTU 9000
+#   ipoibd-2044   ipoibd pair, broadcast group MTU 2048   198.18.0.2    MTU 2044
+#                 (ibfabricd's default partition)
+#   ipoibd-4092   ipoibd pair, broadcast group MTU 4096   198.18.0.2    MTU 4092
+#                 (ibfabricd --partitions: Default=0x7fff, ipoib, mtu=5 : ALL=full)
+#   openvpn-2044  OpenVPN p2p UDP, no crypto, mssfix 0    198.19.1.2    MTU 2044
+#   openvpn-4092  same                                    198.19.1.2    MTU 4092
+#   socat-4092    socat TUN <-> UDP-DATAGRAM              198.19.3.2    MTU 4092
+# (the OpenVPN and socat invocations are those of ../shared/bench/peers.sh)
+#
+# Per row, from A to B:
+#   ping   NPING echo requests every PING_INT s; average and p99 of the
+#          individual RTTs (us)
+#   TCP    iperf3, one stream, T seconds; Gbit/s received; retransmits
+#   UDP    iperf3 -u -b 0 -l 1400, T seconds: datagrams received per second
+#          (receiver side) and the loss
+#   CPU    utime+stime of the tunnel's processes (ipoibd x2 + ibfabricd;
+#          openvpn x2; socat x2) over the TCP test, per GB received
+# The rows are measured REPEAT times (default 3), round-robin so that a
+# change of load on the machine hits every row alike; the table shows the
+# median of each figure and the TCP figure of every run. Then the ratios of
+# ipoibd to each peer (same MTU; veth against 4092), and issue 8's targets.
+#
+# Memory: a fresh ibfabricd and one ipoibd (198.19.0.1/16 on tba): VmRSS
+# idle; then bench_arp_fill (in tbb, a soft port of its own) sends
+# NEIGHBOURS ARP requests for 198.19.0.1 from as many sender addresses
+# (198.19.1.0 on; with DISTINCT_GIDS=1 each claims a GID of its own, so
+# ipoibd also holds as many path entries, failed ones since no such ports
+# exist), and a process in tba joins MCAST_GROUPS IPv4 groups on ib0 with
+# real sockets (the kernel's IGMPv3 reports reach ipoibd through the TUN);
+# `ipoibctl -j stats` / `mcast` confirm both before VmRSS is read again.
+#
+# Usage (root; ~5 min with REPEAT=3):  bench/tunnel.sh
+# Env: BIN=build/bin  T=5  NPING=200  PING_INT=0.005  ROWS="..."  REPEAT=3
+#      MEMORY=1  NEIGHBOURS=10000  MCAST_GROUPS=1000  DISTINCT_GIDS=1
+#      SKIP_INSTALL=1  RESULTS=DIR (keep raw output: runs.tsv, logs, iperf3
+#      JSON, ping output, configurations)
+# Needs: ipoibd ibfabricd ipoibctl bench_arp_fill in BIN
+#   (cmake -S . -B build -G Ninja && ninja -C build ipoibd ibfabricd ipoibctl bench_arp_fill)
+set -u -o pipefail
+
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+BIN=$(cd "${BIN:-$REPO/build/bin}" 2>/dev/null && pwd) || { echo "tunnel.sh: BIN directory not found" >&2; exit 2; }
+T=${T:-5}
+NPING=${NPING:-200}
+PING_INT=${PING_INT:-0.005}
+UDP_LEN=1400
+LIFE=${LIFE:-180}       # upper bound on the lifetime of any process started here (s)
+ALL_ROWS="veth ipoibd-2044 ipoibd-4092 openvpn-2044 openvpn-4092 socat-4092"
+ROWS=${ROWS-$ALL_ROWS}   # ROWS="" runs no row (memory only)
+REPEAT=${REPEAT:-3}      # rounds over ROWS, interleaved; the table shows medians
+MEMORY=${MEMORY:-1}
+NEIGHBOURS=${NEIGHBOURS:-10000}
+MCAST_GROUPS=${MCAST_GROUPS:-1000}
+DISTINCT_GIDS=${DISTINCT_GIDS:-1}   # 1: every neighbour a GID (and a path) of its own
+NSF=tbfab NSA=tba NSB=tbb
+UF=198.18.100.100 UA=198.18.100.1 UB=198.18.100.2
+FABRIC=$UF:18516
+UL_MTU=9000
+LOCK=/run/lock/ipoibd-tunnel-bench.lock
+PIDFILE=/run/ipoibd-tunnel-bench.pids   # PIDs of the last run (stale cleanup)
+CLK=$(getconf CLK_TCK)
+
+log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+die() { log "tunnel.sh: $*"; exit 1; }
+
+[ "$(id -u)" = 0 ] || { echo "tunnel.sh: must run as root (network namespaces)" >&2; exit 1; }
+for b in ipoibd ibfabricd ipoibctl bench_arp_fill; do
+  [ -x "$BIN/$b" ] || die "$BIN/$b missing: ninja -C build ipoibd ibfabricd ipoibctl bench_arp_fill"
+done
+
+# ---------------------------------------------------------------- results
+if [ -n "${RESULTS:-}" ]; then
+  RES=$RESULTS; mkdir -p "$RES"; KEEP=1
+else
+  RES=$(mktemp -d /tmp/ipoibd-tunnel.XXXXXX); KEEP=0
+fi
+RAW=$RES/raw
+RUN=$(mktemp -d /tmp/tb.XXXXXX)   # configurations and control sockets (short paths)
+mkdir -p "$RAW"
+
+# ---------------------------------------------------------------- install
+install_deps() {
+  local need=()
+  command -v iperf3  >/dev/null || need+=(iperf3)
+  command -v openvpn >/dev/null || need+=(openvpn)
+  command -v socat   >/dev/null || need+=(socat)
+  command -v jq      >/dev/null || need+=(jq)
+  command -v ping    >/dev/null || need+=(iputils-ping)
+  command -v ip      >/dev/null || need+=(iproute2)
+  command -v column  >/dev/null || need+=(bsdextrautils)
+  command -v python3 >/dev/null || need+=(python3)
+  [ ${#need[@]} -eq 0 ] && return 0
+  log "installing: ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  timeout 600 apt-get -o DPkg::Lock::Timeout=300 update -qq || true
+  timeout 900 apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends "${need[@]}" >&2 \
+    || die "apt-get install ${need[*]} failed"
+}
+
+# ---------------------------------------------------------------- processes
+# Every process runs as `ip netns exec NS timeout -k 3 LIFE CMD`: ip execs
+# timeout, so $! is timeout's PID and the command is its only child.
+PIDS=()
+bg() {  # bg NAME NS CMD...: start CMD in namespace NS, output to $RAW/NAME.log; sets LASTPID
+  local name=$1 ns=$2; shift 2
+  ip netns exec "$ns" timeout -k 3 "$LIFE" "$@" >"$RAW/$name${TAG:-}.log" 2>&1 &
+  LASTPID=$!
+  PIDS+=("$LASTPID"); echo "$LASTPID" >>"$PIDFILE"
+}
+child_of() {  # the command under a timeout wrapper (waits up to 2 s for the fork)
+  local i c
+  for i in $(seq 20); do
+    c=$(awk '{print $1}' "/proc/$1/task/$1/children" 2>/dev/null)
+    [ -n "$c" ] && { echo "$c"; return 0; }
+    sleep 0.1
+  done
+  return 1
+}
+stop_pid() {  # stop one wrapper we started, and its command; reap it
+  local p=$1 c i
+  kill -0 "$p" 2>/dev/null || { wait "$p" 2>/dev/null; return 0; }
+  c=$(awk '{print $1}' "/proc/$p/task/$p/children" 2>/dev/null)
+  kill -TERM "$p" 2>/dev/null
+  for i in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$p" 2>/dev/null; then
+    [ -n "$c" ] && kill -KILL "$c" 2>/dev/null
+    kill -KILL "$p" 2>/dev/null
+  fi
+  wait "$p" 2>/dev/null
+  return 0
+}
+stop_all() {
+  local p
+  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && stop_pid "$p"; done
+  PIDS=()
+}
+kill_ns_pids() {  # whatever still lives in our own namespaces (only what we started can be there)
+  local ns p
+  for ns in $NSF $NSA $NSB; do
+    ip netns list 2>/dev/null | grep -qw "^$ns" || continue
+    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -TERM "$p" 2>/dev/null; done
+    sleep 0.5
+    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+  done
+}
+cleanup() {
+  stop_all
+  kill_ns_pids
+  local ns
+  for ns in $NSF $NSA $NSB; do ip netns del "$ns" 2>/dev/null; done
+  rm -f "$PIDFILE"
+  rm -rf "$RUN"
+  [ "${KEEP:-1}" = 1 ] || rm -rf "$RES"
+}
+stale_cleanup() {  # a previous run that crashed: its wrappers (by their exact command line), its namespaces
+  if [ -f "$PIDFILE" ]; then
+    local p
+    while read -r p; do
+      [ -n "$p" ] && [ -r "/proc/$p/cmdline" ] || continue
+      tr '\0' ' ' <"/proc/$p/cmdline" | grep -q "^timeout -k 3 [0-9]* " && kill -TERM "$p" 2>/dev/null
+    done <"$PIDFILE"
+  fi
+  kill_ns_pids
+  local ns
+  for ns in $NSF $NSA $NSB; do ip netns del "$ns" 2>/dev/null; done
+  : >"$PIDFILE"
+}
+
+# ---------------------------------------------------------------- underlay
+setup_underlay() {
+  local ns h
+  for ns in $NSF $NSA $NSB; do ip netns add "$ns" || die "ip netns add $ns"; ip -n "$ns" link set lo up; done
+  ip -n $NSF link add br0 type bridge
+  ip -n $NSF link set br0 mtu $UL_MTU
+  ip -n $NSF addr add $UF/24 dev br0
+  ip -n $NSF link set br0 up
+  for h in a b; do
+    ip link add "tbu$h" netns "tb$h" mtu $UL_MTU type veth peer name "tbp$h" netns $NSF mtu $UL_MTU
+    ip -n $NSF link set "tbp$h" master br0 up
+    ip -n "tb$h" link set "tbu$h" up
+  done
+  ip -n $NSA addr add $UA/24 dev tbua
+  ip -n $NSB addr add $UB/24 dev tbub
+  ip netns exec $NSA ping -n -c 1 -W 2 $UB >/dev/null 2>&1 || die "underlay: $UA cannot reach $UB"
+}
+
+# ---------------------------------------------------------------- measurement
+ticks() {  # utime+stime (clock ticks) of the given PIDs, all threads
+  local s=0 p v
+  for p in "$@"; do
+    v=$(sed 's/^.*) //' "/proc/$p/stat" 2>/dev/null | awk '{print $12 + $13}')
+    s=$((s + ${v:-0}))
+  done
+  echo "$s"
+}
+wait_up() {  # wait_up ADDR: until ADDR answers a ping from A (<= 15 s)
+  local i
+  for i in $(seq 30); do
+    ip netns exec $NSA ping -n -c 1 -W 0.5 "$1" >/dev/null 2>&1 && return 0
+    sleep 0.5
+  done
+  return 1
+}
+bigping() {  # bigping ADDR MTU: "ok" when a DF ping filling MTU crosses
+  ip netns exec $NSA timeout 10 ping -n -c 2 -i 0.2 -W 2 -M do -s $(($2 - 28)) "$1" >/dev/null 2>&1 && echo ok || echo FAIL
+}
+
+# measure ROW ADDR MTU NOTE PIDS...: one line of $RES/runs.tsv
+#   row mtu tcp_gbps retr udp_rx_kpps udp_loss rtt_avg_us rtt_p99_us cpu_s_per_gb note
+measure() {
+  local row=$1 addr=$2 mtu=$3 note=$4; shift 4
+  local pids=("$@") r=$RAW/$row${TAG:-}
+  local tcp=- retr=- kpps=- loss=- avg=- p99=- cpugb=-
+  if ! wait_up "$addr"; then
+    log "$row: no connectivity to $addr"
+    printf '%s\t%s\tFAIL\t-\t-\t-\t-\t-\t-\t%s\n' "$row" "$mtu" "no connectivity; $note" >>"$RES/runs.tsv"
+    return 1
+  fi
+  note="$note; DF ping at MTU $(bigping "$addr" "$mtu")"
+  bg "$row.iperf3-server" $NSB iperf3 -s -B "$addr"
+  local srv=$LASTPID
+  sleep 0.5
+  # 1) ping: every RTT, average and p99 (us)
+  ip netns exec $NSA timeout 60 ping -n -c "$NPING" -i "$PING_INT" -W 1 "$addr" >"$r.ping.txt" 2>&1
+  read -r avg p99 < <(grep -o 'time=[0-9.]*' "$r.ping.txt" | cut -d= -f2 | sort -n |
+    awk '{a[NR]=$1; s+=$1} END { if (NR == 0) { print "- -"; exit }
+         i = int(NR * 0.99 + 0.999999); if (i < 1) i = 1; if (i > NR) i = NR;
+         printf "%.0f %.0f\n", s / NR * 1000, a[i] * 1000 }')
+  # 2) TCP, one stream; CPU of the tunnel processes over the test
+  local t0 t1
+  t0=$(ticks "${pids[@]}")
+  ip netns exec $NSA timeout $((T + 20)) iperf3 -c "$addr" -t "$T" -J >"$r.tcp.json" 2>"$r.tcp.err"
+  t1=$(ticks "${pids[@]}")
+  if jq -e '.end.sum_received.bytes' "$r.tcp.json" >/dev/null 2>&1; then
+    tcp=$(jq -r '.end.sum_received.bits_per_second / 1e9 | . * 100 | round / 100' "$r.tcp.json")
+    retr=$(jq -r '.end.sum_sent.retransmits // "-"' "$r.tcp.json")
+    if [ ${#pids[@]} -gt 0 ]; then
+      cpugb=$(awk -v a="$t0" -v b="$t1" -v k="$CLK" -v n="$(jq -r '.end.sum_received.bytes' "$r.tcp.json")" \
+        'BEGIN { if (n > 0) printf "%.2f", (b - a) / k / (n / 1e9); else print "-" }')
+    fi
+  else
+    tcp=ERR; note="$note; tcp: $(jq -r '.error // empty' "$r.tcp.json" 2>/dev/null | head -c 60)"
+  fi
+  # 3) UDP, 1400-byte datagrams as fast as iperf3 sends them; receiver's rate
+  ip netns exec $NSA timeout $((T + 20)) iperf3 -c "$addr" -u -b 0 -l $UDP_LEN -t "$T" -J >"$r.udp.json" 2>"$r.udp.err"
+  if jq -e '.end.sum_received.bytes' "$r.udp.json" >/dev/null 2>&1; then
+    kpps=$(jq -r --argjson l $UDP_LEN '.end.sum_received.bytes / $l / .end.sum_received.seconds / 1000 | . * 10 | round / 10' "$r.udp.json")
+    loss=$(jq -r '.end.sum_received.lost_percent // .end.sum.lost_percent | . * 10 | round / 10' "$r.udp.json")
+  else
+    kpps=ERR; note="$note; udp: $(jq -r '.error // empty' "$r.udp.json" 2>/dev/null | head -c 60)"
+  fi
+  stop_pid "$srv"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
+    "$row" "$mtu" "$tcp" "$retr" "$kpps" "$loss" "$avg" "$p99" "$cpugb" "$note" >>"$RES/runs.tsv"
+  log "$row${TAG:-}: TCP ${tcp} Gbit/s, UDP ${kpps} kpps received (loss ${loss}%), RTT ${avg}/${p99} us, CPU ${cpugb} s/GB"
+}
+
+# ---------------------------------------------------------------- ipoibd helpers
+GUID_A=0x0002c90300c00001 GUID_B=0x0002c90300c00002
+write_ipoibd_config() {  # FILE GUID CIDR MTU SOCKET [extra lines]
+  {
+    echo "[fabric]"; echo "transport = soft"; echo "address = $FABRIC"; echo "port-guid = $2"
+    echo "[interface]"; echo "address = $3"; echo "mtu = $4"
+    echo "[daemon]"; echo "control-socket = $5"; echo "log-level = warning"
+    [ $# -gt 5 ] && printf '%s\n' "${@:6}"
+  } >"$1"
+}
+ctl() {  # NS SOCKET ARGS...
+  local ns=$1 sock=$2; shift 2
+  ip netns exec "$ns" timeout 10 "$BIN/ipoibctl" -s "$sock" "$@"
+}
+wait_link_up() {  # NS SOCKET SECONDS
+  local deadline=$((SECONDS + $3))
+  until ctl "$1" "$2" -j status 2>/dev/null | grep -q '"link":"up"'; do
+    [ $SECONDS -lt $deadline ] || return 1
+    sleep 0.2
+  done
+}
+start_fabric() {  # NAME [ibfabricd args]
+  local name=$1; shift
+  bg "$name" $NSF "$BIN/ibfabricd" --listen "$FABRIC" -q "$@"
+  FAB_WRAP=$LASTPID
+  FAB_PID=$(child_of "$FAB_WRAP") || die "$name: ibfabricd did not start"
+}
+
+# ---------------------------------------------------------------- rows
+row_veth() {
+  measure veth $UB $UL_MTU "kernel only (veth, bridge, veth); no tunnel process"
+}
+
+row_ipoibd() {  # row_ipoibd MTU
+  local mtu=$1 name=ipoibd-$1 fabargs=(--mtu 4096)
+  if [ "$mtu" -gt 2044 ]; then
+    # The broadcast group's MTU is the partition's (OpenSM's default 2048):
+    # a 4096-byte group gives the 4092-byte interface MTU.
+    echo "Default=0x7fff, ipoib, mtu=5 : ALL=full ;" >"$RUN/partitions-4096.conf"
+    cp "$RUN/partitions-4096.conf" "$RAW/"
+    fabargs+=(--partitions "$RUN/partitions-4096.conf")
+  fi
+  start_fabric "$name.ibfabricd" "${fabargs[@]}"
+  write_ipoibd_config "$RUN/$name-a.conf" $GUID_A 198.18.0.1/24 "$mtu" "$RUN/a.sock"
+  write_ipoibd_config "$RUN/$name-b.conf" $GUID_B 198.18.0.2/24 "$mtu" "$RUN/b.sock"
+  cp "$RUN/$name-a.conf" "$RUN/$name-b.conf" "$RAW/"
+  bg "$name.ipoibd-a" $NSA "$BIN/ipoibd" -i ib0 -c "$RUN/$name-a.conf" --log-target stderr; local wa=$LASTPID
+  bg "$name.ipoibd-b" $NSB "$BIN/ipoibd" -i ib0 -c "$RUN/$name-b.conf" --log-target stderr; local wb=$LASTPID
+  local pa pb
+  pa=$(child_of $wa); pb=$(child_of $wb)
+  if ! wait_link_up $NSA "$RUN/a.sock" 20 || ! wait_link_up $NSB "$RUN/b.sock" 20; then
+    log "$name: link not up after 20 s"
+    printf '%s\t%s\tFAIL\t-\t-\t-\t-\t-\t-\t%s\n' "$name" "$mtu" "link not up" >>"$RES/runs.tsv"
+  else
+    local got; got=$(ip -n $NSA -j link show ib0 | jq -r '.[0].mtu')
+    ctl $NSA "$RUN/a.sock" -j status >"$RAW/$name$TAG.status-a.json" 2>&1
+    local mnote="ipoibd x2 + ibfabricd"
+    [ "$got" = "$mtu" ] || mnote="$mnote; WARNING: ib0 MTU $got, not $mtu"
+    measure "$name" 198.18.0.2 "$got" "$mnote" "$pa" "$pb" "$FAB_PID"
+    ctl $NSA "$RUN/a.sock" -j stats >"$RAW/$name$TAG.stats-a.json" 2>&1
+    ctl $NSB "$RUN/b.sock" -j stats >"$RAW/$name$TAG.stats-b.json" 2>&1
+  fi
+  stop_pid $wa; stop_pid $wb; stop_pid $FAB_WRAP
+}
+
+row_openvpn() {  # row_openvpn MTU
+  local mtu=$1 name=openvpn-$1
+  local common=(--dev-type tun --proto udp --lport 1194 --rport 1194 --cipher none --auth none
+                --tun-mtu "$mtu" --mssfix 0 --disable-dco --verb 3)
+  bg "$name.a" $NSA openvpn --dev tbovpa --local $UA --remote $UB --ifconfig 198.19.1.1 198.19.1.2 "${common[@]}"
+  local wa=$LASTPID
+  bg "$name.b" $NSB openvpn --dev tbovpb --local $UB --remote $UA --ifconfig 198.19.1.2 198.19.1.1 "${common[@]}"
+  local wb=$LASTPID
+  local pa pb i
+  pa=$(child_of $wa); pb=$(child_of $wb)
+  for i in $(seq 100); do
+    grep -q 'Initialization Sequence Completed' "$RAW/$name.a.log" 2>/dev/null && break; sleep 0.1; done
+  measure "$name" 198.19.1.2 "$mtu" "no crypto (--cipher none --auth none), mssfix 0; openvpn x2" $pa $pb
+  stop_pid $wa; stop_pid $wb
+}
+
+row_socat() {  # row_socat MTU
+  local mtu=$1 name=socat-$1
+  # UDP-DATAGRAM (unconnected): an early ICMP port unreachable does not end socat.
+  bg "$name.a" $NSA socat -b 65536 TUN:198.19.3.1/24,tun-type=tun,tun-name=tbsoca,iff-no-pi,iff-up \
+    UDP-DATAGRAM:$UB:5555,bind=$UA:5555
+  local wa=$LASTPID
+  bg "$name.b" $NSB socat -b 65536 TUN:198.19.3.2/24,tun-type=tun,tun-name=tbsocb,iff-no-pi,iff-up \
+    UDP-DATAGRAM:$UA:5555,bind=$UB:5555
+  local wb=$LASTPID
+  local pa pb i
+  pa=$(child_of $wa); pb=$(child_of $wb)
+  for i in $(seq 50); do
+    ip -n $NSA link show tbsoca >/dev/null 2>&1 && ip -n $NSB link show tbsocb >/dev/null 2>&1 && break; sleep 0.1; done
+  ip -n $NSA link set tbsoca mtu "$mtu"; ip -n $NSB link set tbsocb mtu "$mtu"
+  measure "$name" 198.19.3.2 "$mtu" "one-thread TUN <-> UDP copy; socat x2" $pa $pb
+  stop_pid $wa; stop_pid $wb
+}
+
+run_row() {
+  case $1 in
+    veth)         row_veth ;;
+    ipoibd-2044)  row_ipoibd 2044 ;;
+    ipoibd-4092)  row_ipoibd 4092 ;;
+    openvpn-2044) row_openvpn 2044 ;;
+    openvpn-4092) row_openvpn 4092 ;;
+    socat-4092)   row_socat 4092 ;;
+    *) log "unknown row $1 (rows: $ALL_ROWS)" ;;
+  esac
+}
+
+# ---------------------------------------------------------------- memory
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null; }
+hwm_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status" 2>/dev/null; }
+mib() { awk -v k="$1" 'BEGIN { if (k == "") print "-"; else printf "%.1f", k / 1024 }'; }
+stat_field() {  # NS SOCKET SECTION KEY
+  ctl "$1" "$2" -j stats 2>/dev/null | jq -r --arg s "$3" --arg k "$4" '.[$s][$k] // 0'
+}
+
+memory() {
+  local sock=$RUN/m.sock conf=$RUN/memory.conf
+  start_fabric memory.ibfabricd
+  write_ipoibd_config "$conf" $GUID_A 198.19.0.1/16 2044 "$sock"
+  cp "$conf" "$RAW/"
+  bg memory.ipoibd $NSA "$BIN/ipoibd" -i ib0 -c "$conf" --log-target stderr
+  local w=$LASTPID p
+  p=$(child_of $w) || { log "memory: ipoibd did not start"; return 1; }
+  wait_link_up $NSA "$sock" 20 || { log "memory: link not up"; stop_pid $w; stop_pid $FAB_WRAP; return 1; }
+  sleep 3   # joins, DAD and the first announcements done
+  MEM_IDLE=$(rss_kib "$p")
+  ctl $NSA "$sock" -j stats >"$RAW/memory.stats-idle.json" 2>&1
+  local base_groups; base_groups=$(stat_field $NSA "$sock" multicast groups)
+  log "memory: idle VmRSS $(mib "$MEM_IDLE") MiB; $base_groups groups of its own"
+
+  # NEIGHBOURS requesters.
+  local status lid qpn
+  status=$(ctl $NSA "$sock" -j status)
+  lid=$(jq -r .lid <<<"$status"); qpn=$(jq -r .qpn <<<"$status")
+  ip netns exec $NSB timeout 120 "$BIN/bench_arp_fill" --fabric "$FABRIC" --dlid "$lid" --dqpn "$qpn" \
+    --target 198.19.0.1 --first 198.19.1.0 --count "$NEIGHBOURS" --distinct-gids "$DISTINCT_GIDS" \
+    >"$RAW/memory.arp_fill.log" 2>&1 \
+    || log "memory: bench_arp_fill: $(tail -n 1 "$RAW/memory.arp_fill.log")"
+
+  # MCAST_GROUPS groups joined by sockets on ib0.
+  ip netns exec $NSA sysctl -qw net.ipv4.igmp_max_memberships=$((MCAST_GROUPS + 64))
+  cat >"$RUN/joiner.py" <<'PY'
+import os, socket, struct, sys, time
+n, stop = int(sys.argv[1]), sys.argv[2]
+idx = socket.if_nametoindex("ib0")
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(n):
+    group = socket.inet_aton("239.2.%d.%d" % (i // 250, 1 + i % 250))   # 239.2.0.1 ...
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, group + struct.pack("=4xi", idx))  # struct ip_mreqn
+print("joined", n, flush=True)
+end = time.time() + 150
+while time.time() < end and not os.path.exists(stop):
+    time.sleep(0.2)
+PY
+  bg memory.joiner $NSA python3 "$RUN/joiner.py" "$MCAST_GROUPS" "$RUN/joiner.stop"
+  local wj=$LASTPID
+  local deadline=$((SECONDS + 40)) joined=0 groups=0 neigh=0
+  while [ $SECONDS -lt $deadline ]; do
+    neigh=$(stat_field $NSA "$sock" neighbour entries)
+    joined=$(ctl $NSA "$sock" -j mcast 2>/dev/null | jq '[.[] | select(.state == "JOINED")] | length')
+    [ "${joined:-0}" -ge $((MCAST_GROUPS + base_groups)) ] && break
+    sleep 1
+  done
+  groups=$(stat_field $NSA "$sock" multicast groups)
+  neigh=$(stat_field $NSA "$sock" neighbour entries)
+  MEM_PATHS=$(stat_field $NSA "$sock" path entries)
+  ctl $NSA "$sock" -j stats >"$RAW/memory.stats-full.json" 2>&1
+  sleep 1
+  MEM_FULL=$(rss_kib "$p"); MEM_HWM=$(hwm_kib "$p")
+  MEM_NEIGH=$neigh; MEM_GROUPS=$groups; MEM_JOINED=$joined; MEM_BASE=$base_groups
+  log "memory: $neigh neighbours, $groups groups ($joined JOINED): VmRSS $(mib "$MEM_FULL") MiB, VmHWM $(mib "$MEM_HWM") MiB"
+  touch "$RUN/joiner.stop"
+  stop_pid $wj; stop_pid $w; stop_pid $FAB_WRAP
+}
+
+# ---------------------------------------------------------------- report
+# summary.tsv: per row (in ROWS order), the median of each figure over the
+# REPEAT runs (ignoring failed ones), the TCP figure of every run, the notes.
+aggregate() {
+  python3 - "$RES/runs.tsv" "$RES/summary.tsv" $ROWS <<'PY'
+import statistics, sys
+src, dst, order = sys.argv[1], sys.argv[2], sys.argv[3:]
+runs = {}
+for line in open(src):
+    f = line.rstrip("\n").split("\t")
+    runs.setdefault(f[0], []).append(f)
+def num(v):
+    try: return float(v)
+    except ValueError: return None
+def fmt(c, x):
+    return str(round(x)) if c in (3, 6, 7) else ("%.2f" % x if c in (2, 8) else "%.1f" % x)
+with open(dst, "w") as out:
+    for row in order:
+        rs = runs.get(row)
+        if not rs: continue
+        cols = [row, rs[0][1]]
+        for c in range(2, 9):
+            vals = [num(r[c]) for r in rs if num(r[c]) is not None]
+            cols.append(fmt(c, statistics.median(vals)) if vals else rs[0][c])
+        each = "/".join(r[2] for r in rs)
+        notes = rs[0][9] + ("; median of %d runs" % len(rs) if len(rs) > 1 else "")
+        out.write("\t".join(cols + [each, notes]) + "\n")
+PY
+}
+ratio() {  # ratio A B: A/B with one decimal, or "-"
+  awk -v a="$1" -v b="$2" 'BEGIN { if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b > 0) printf "%.2fx", a / b; else print "-" }'
+}
+field_of() {  # ROW COLUMN(1-based) from summary.tsv
+  awk -F'\t' -v r="$1" -v c="$2" '$1 == r { print $c }' "$RES/summary.tsv"
+}
+report() {
+  local hdr=$'row\tMTU\tTCP Gbit/s\tTCP retr\tUDP rx kpps\tUDP loss %\tRTT avg us\tRTT p99 us\tCPU s/GB\tTCP each run'
+  {
+    cat "$RES/versions.txt"; echo
+    { echo "$hdr"; cut -f1-10 "$RES/summary.tsv"; } | column -t -s $'\t'
+    echo
+    echo "notes:"; awk -F'\t' '{ printf "  %-13s %s\n", $1, $11 }' "$RES/summary.tsv"
+    echo
+    echo "ipoibd / peer (TCP and UDP: higher is better; RTT: lower is better):"
+    local peer me
+    for peer in veth openvpn-2044 openvpn-4092 socat-4092; do
+      [ -n "$(field_of $peer 1)" ] || continue
+      case $peer in *-2044) me=ipoibd-2044 ;; *) me=ipoibd-4092 ;; esac
+      [ -n "$(field_of $me 1)" ] || continue
+      printf '  %-12s / %-13s TCP %-7s UDP pps %-7s RTT avg %-7s RTT p99 %s\n' "$me" "$peer" \
+        "$(ratio "$(field_of $me 3)" "$(field_of $peer 3)")" "$(ratio "$(field_of $me 5)" "$(field_of $peer 5)")" \
+        "$(ratio "$(field_of $me 7)" "$(field_of $peer 7)")" "$(ratio "$(field_of $me 8)" "$(field_of $peer 8)")"
+    done
+    if [ "$MEMORY" = 1 ]; then
+      echo
+      echo "ipoibd resident memory (VmRSS):"
+      echo "  idle:                                   $(mib "${MEM_IDLE:-}") MiB"
+      echo "  ${MEM_NEIGH:--} neighbours (${MEM_PATHS:--} path entries), ${MEM_GROUPS:--} multicast groups" \
+           "(${MEM_JOINED:--} JOINED, ${MEM_BASE:--} its own): $(mib "${MEM_FULL:-}") MiB (peak VmHWM $(mib "${MEM_HWM:-}") MiB)"
+    fi
+    echo
+    echo "issue 8's targets, for this run (figures, not a verdict on the code: rerun to see the spread):"
+    target() {  # LABEL VALUE OP LIMIT
+      awk -v l="$1" -v v="$2" -v op="$3" -v lim="$4" 'BEGIN {
+        if (v !~ /^[0-9.]+x?$/) { printf "  %-44s %8s   (no figure)\n", l, v; exit }
+        x = v; sub(/x$/, "", x); ok = (op == ">=") ? (x + 0 >= lim + 0) : (x + 0 <= lim + 0)
+        printf "  %-44s %8s   %s %s: %s\n", l, v, op, lim, ok ? "met" : "not met" }'
+    }
+    local m
+    for m in 2044 4092; do
+      target "TCP ipoibd-$m / openvpn-$m" "$(ratio "$(field_of ipoibd-$m 3)" "$(field_of openvpn-$m 3)")" ">=" 2
+      target "UDP pps ipoibd-$m / openvpn-$m" "$(ratio "$(field_of ipoibd-$m 5)" "$(field_of openvpn-$m 5)")" ">=" 2
+      target "RTT avg ipoibd-$m / openvpn-$m" "$(ratio "$(field_of ipoibd-$m 7)" "$(field_of openvpn-$m 7)")" "<=" 0.5
+    done
+    if [ "$MEMORY" = 1 ]; then
+      target "VmRSS idle, MiB" "$(mib "${MEM_IDLE:-}")" "<=" 16
+      target "VmRSS ${MEM_NEIGH:--} neighbours ${MEM_GROUPS:--} groups, MiB" "$(mib "${MEM_FULL:-}")" "<=" 64
+    fi
+  } | tee "$RES/table.txt"
+}
+
+# ---------------------------------------------------------------- main
+exec 9>"$LOCK"
+flock -w 600 9 || die "another tunnel.sh holds $LOCK"
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+[ "${SKIP_INSTALL:-0}" = 1 ] || install_deps
+stale_cleanup
+setup_underlay
+{
+  echo "date: $(date -Is)   host: $(uname -n)   kernel: $(uname -r)"
+  echo "cpus: $(nproc) x$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)   loadavg at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "ipoibd: $("$BIN/ipoibd" --version 2>&1 | head -1) ($BIN, git $(git -C "$REPO" describe --always --dirty 2>/dev/null || echo '?'))"
+  echo "$(iperf3 --version | head -1); $(openvpn --version | head -1 | cut -d' ' -f1-2); $(socat -V | grep -m1 'socat version' | cut -d' ' -f2-3)"
+  echo "params: T=$T s, UDP -b 0 -l $UDP_LEN, ping n=$NPING i=$PING_INT s, underlay MTU $UL_MTU"
+} >"$RES/versions.txt"
+: >"$RES/runs.tsv"
+for rep in $(seq "$REPEAT"); do
+  TAG=.r$rep
+  for row in $ROWS; do
+    log "== $row (run $rep of $REPEAT)"
+    run_row "$row"
+  done
+done
+TAG=
+aggregate
+if [ "$MEMORY" = 1 ]; then
+  log "== memory"
+  memory
+fi
+report
+[ "$KEEP" = 1 ] && log "raw results: $RES"
+exit 0

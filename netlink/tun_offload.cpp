@@ -1,0 +1,151 @@
+#include "netlink/tun_offload.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace ipoibd::netlink {
+
+namespace {
+
+constexpr std::uint8_t kProtoTcp = 6;
+constexpr std::uint8_t kTcpFin = 0x01;
+constexpr std::uint8_t kTcpPsh = 0x08;
+constexpr std::uint8_t kTcpCwr = 0x80;
+
+// The pseudo-header sum of RFC 793 / RFC 8200 8.1 for a TCP segment.
+std::uint32_t pseudo_header_sum(bytes ip, bool v6, std::size_t tcp_length) {
+    std::uint32_t sum = 0;
+    if (v6) {
+        sum = checksum_add(sum, ip.subspan(8, 32));
+    } else {
+        sum = checksum_add(sum, ip.subspan(12, 8));
+    }
+    sum += kProtoTcp;
+    sum += static_cast<std::uint32_t>(tcp_length >> 16) + static_cast<std::uint32_t>(tcp_length & 0xFFFF);
+    return sum;
+}
+
+}  // namespace
+
+VirtioNetHeader VirtioNetHeader::read_from(const std::uint8_t* p) {
+    return {p[0], p[1], load_le16(p + 2), load_le16(p + 4), load_le16(p + 6), load_le16(p + 8)};
+}
+
+void VirtioNetHeader::write_to(std::uint8_t* p) const {
+    p[0] = flags;
+    p[1] = gso_type;
+    store_le16(p + 2, hdr_len);
+    store_le16(p + 4, gso_size);
+    store_le16(p + 6, csum_start);
+    store_le16(p + 8, csum_offset);
+}
+
+const char* to_string(OffloadError e) {
+    switch (e) {
+    case OffloadError::truncated: return "truncated";
+    case OffloadError::bad_csum_offsets: return "bad_csum_offsets";
+    case OffloadError::unsupported_gso: return "unsupported_gso";
+    case OffloadError::bad_headers: return "bad_headers";
+    case OffloadError::count_: break;
+    }
+    return "?";
+}
+
+std::uint32_t checksum_add(std::uint32_t sum, bytes data) {
+    std::uint64_t s = sum;
+    std::size_t i = 0;
+    for (; i + 8 <= data.size(); i += 8) {
+        s += load_be16(data.data() + i);
+        s += load_be16(data.data() + i + 2);
+        s += load_be16(data.data() + i + 4);
+        s += load_be16(data.data() + i + 6);
+    }
+    for (; i + 1 < data.size(); i += 2) s += load_be16(data.data() + i);
+    if (i < data.size()) s += static_cast<std::uint64_t>(data[i]) << 8;
+    while (s >> 32) s = (s & 0xFFFFFFFF) + (s >> 32);
+    while (s >> 16) s = (s & 0xFFFF) + (s >> 16);
+    return static_cast<std::uint32_t>(s);
+}
+
+std::uint16_t checksum_fold(std::uint32_t sum) {
+    while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+    return static_cast<std::uint16_t>(~sum);
+}
+
+expected<std::size_t, OffloadError> segment_tun_packet(mutable_bytes read, std::vector<std::uint8_t>& scratch,
+                                                       const std::function<void(bytes)>& emit) {
+    if (read.size() < VirtioNetHeader::size) return unexpected(OffloadError::truncated);
+    const VirtioNetHeader h = VirtioNetHeader::read_from(read.data());
+    const mutable_bytes pkt = read.subspan(VirtioNetHeader::size);
+    const std::uint8_t gso = static_cast<std::uint8_t>(h.gso_type & ~VirtioNetHeader::kGsoEcn);
+
+    if (gso == VirtioNetHeader::kGsoNone) {
+        if (h.flags & VirtioNetHeader::kFlagNeedsCsum) {
+            const std::size_t field = static_cast<std::size_t>(h.csum_start) + h.csum_offset;
+            if (h.csum_start > pkt.size() || field + 2 > pkt.size()) return unexpected(OffloadError::bad_csum_offsets);
+            // The field holds the pseudo-header sum: summing over it completes it.
+            const std::uint16_t c = checksum_fold(checksum_add(0, pkt.subspan(h.csum_start)));
+            store_be16(pkt.data() + field, c == 0 ? 0xFFFF : c);  // UDP's "no checksum" would be 0
+        }
+        emit(pkt);
+        return 1;
+    }
+    if (gso != VirtioNetHeader::kGsoTcpV4 && gso != VirtioNetHeader::kGsoTcpV6)
+        return unexpected(OffloadError::unsupported_gso);
+    const bool v6 = gso == VirtioNetHeader::kGsoTcpV6;
+    if (pkt.empty() || (pkt[0] >> 4) != (v6 ? 6 : 4)) return unexpected(OffloadError::bad_headers);
+    std::size_t ip_len = 0;
+    if (v6) {
+        ip_len = 40;
+        if (pkt.size() < ip_len || pkt[6] != kProtoTcp) return unexpected(OffloadError::bad_headers);
+    } else {
+        ip_len = static_cast<std::size_t>(pkt[0] & 0x0F) * 4;
+        if (ip_len < 20 || pkt.size() < ip_len || pkt[9] != kProtoTcp) return unexpected(OffloadError::bad_headers);
+    }
+    if (pkt.size() < ip_len + 20) return unexpected(OffloadError::truncated);
+    const std::size_t tcp_len = static_cast<std::size_t>(pkt[ip_len + 12] >> 4) * 4;
+    if (tcp_len < 20 || pkt.size() < ip_len + tcp_len) return unexpected(OffloadError::bad_headers);
+    const std::size_t headers = ip_len + tcp_len;
+    const std::size_t mss = h.gso_size;
+    if (mss == 0) return unexpected(OffloadError::bad_headers);
+    const bytes payload = pkt.subspan(headers);
+    const std::uint32_t seq0 = load_be32(pkt.data() + ip_len + 4);
+    const std::uint16_t id0 = v6 ? 0 : load_be16(pkt.data() + 4);
+    const std::uint8_t flags0 = pkt[ip_len + 13];
+
+    scratch.resize(headers + mss);
+    std::size_t count = 0;
+    for (std::size_t off = 0; off < payload.size() || (payload.empty() && count == 0); off += mss) {
+        const std::size_t n = std::min(mss, payload.size() - off);
+        const bool first = off == 0, last = off + n >= payload.size();
+        std::uint8_t* s = scratch.data();
+        std::memcpy(s, pkt.data(), headers);
+        std::memcpy(s + headers, payload.data() + off, n);
+        const std::size_t total = headers + n;
+        if (v6) {
+            store_be16(s + 4, static_cast<std::uint16_t>(total - 40));
+        } else {
+            store_be16(s + 2, static_cast<std::uint16_t>(total));
+            store_be16(s + 4, static_cast<std::uint16_t>(id0 + count));
+            store_be16(s + 10, 0);
+            store_be16(s + 10, checksum_fold(checksum_add(0, bytes(s, ip_len))));
+        }
+        std::uint8_t* tcp = s + ip_len;
+        store_be32(tcp + 4, seq0 + static_cast<std::uint32_t>(off));
+        std::uint8_t fl = flags0;
+        if (!last) fl = static_cast<std::uint8_t>(fl & ~(kTcpFin | kTcpPsh));
+        if (!first) fl = static_cast<std::uint8_t>(fl & ~kTcpCwr);
+        tcp[13] = fl;
+        store_be16(tcp + 16, 0);
+        const std::size_t seg_tcp = tcp_len + n;
+        std::uint32_t sum = pseudo_header_sum(bytes(s, ip_len), v6, seg_tcp);
+        sum = checksum_add(sum, bytes(tcp, seg_tcp));
+        store_be16(tcp + 16, checksum_fold(sum));
+        emit(bytes(s, total));
+        ++count;
+        if (payload.empty()) break;
+    }
+    return count;
+}
+
+}  // namespace ipoibd::netlink

@@ -1,0 +1,53 @@
+// Cut-through unicast on the soft fabric: the switch tells a port where a
+// LID's port listens, so that unicast need not pass through the switch
+// process (one UDP hop and one process less per packet).
+//
+// The switch sends a route hint to the ingress port of a unicast packet it
+// forwards: "DLID d is at UDP address A for the next ttl_ms". The port then
+// sends packets to d straight to A until the hint expires, and one packet
+// through the switch after that fetches a fresh hint (the switch re-sends a
+// hint at most every ttl/2 per port and DLID). What the switch would do
+// still holds: hints exist only for routes the SM programmed; they expire,
+// and a port forgets them when its link goes down; the receiving port
+// validates every packet (VCRC, ICRC, P_Key, Q_Key) whoever sent it.
+// Multicast, SMPs and SA MADs always go through the switch. A switch that
+// captures (ibfabricd --pcap) sends no hints, so the capture sees all.
+//
+// Wire format (30 bytes; not an IBA packet: no LRH starts with 'I', LVer 9):
+//   0-3   magic "IBSF"
+//   4     version (1)          5     type (1: unicast route)
+//   6-7   DLID                 8-9   TTL in milliseconds
+//   10    address family (4, 6)    11  reserved (0)
+//   12-13 UDP port             14-29 address (IPv4 in 14-17, rest zero)
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "common/byte_io.h"
+#include "common/socket_address.h"
+
+namespace ipoibd::transport {
+
+struct RouteHint {
+    static constexpr std::size_t size = 30;
+    static constexpr std::array<std::uint8_t, 4> kMagic{'I', 'B', 'S', 'F'};
+    static constexpr std::uint8_t kVersion = 1;
+    static constexpr std::uint8_t kTypeUnicast = 1;
+
+    std::uint16_t dlid = 0;
+    std::uint16_t ttl_ms = 0;
+    SocketAddress peer;
+};
+
+// Whether a datagram claims to be a soft-fabric control datagram (magic);
+// decode_route_hint() then says whether it is a valid one.
+bool is_soft_control(bytes datagram);
+// nullopt: wrong size, version, type, family, a multicast or zero DLID.
+std::optional<RouteHint> decode_route_hint(bytes datagram);
+// Writes the 30 bytes; false for a peer that is neither IPv4 nor IPv6.
+bool encode_route_hint(const RouteHint& hint, std::array<std::uint8_t, RouteHint::size>& out);
+
+}  // namespace ipoibd::transport
