@@ -269,6 +269,7 @@ std::string Daemon::answer_stats() const {
     j.field("netlink_malformed", mc.malformed).field("netlink_overruns", mc.overruns);
     j.field("capture_errors", tun_counters_.capture_errors);
     j.field("rx_segmented", tun_counters_.rx_segmented);
+    if (coalescer_) j.field("tx_coalesced_in", coalescer_->packets_in()).field("tx_coalesced_out", coalescer_->packets_out());
     counter_array(j, tun_counters_.offload_errors, [](std::size_t i) {
         return std::string("offload_") + netlink::to_string(static_cast<netlink::OffloadError>(i));
     });

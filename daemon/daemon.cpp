@@ -259,6 +259,8 @@ expected<void, std::string> Daemon::create_interface() {
     if (!tun) return unexpected(tun.error().message());
     tun_.emplace(std::move(*tun));
     set_carrier(false);  // no carrier until the broadcast group is joined
+    if (tun_->offload)
+        coalescer_ = std::make_unique<netlink::TunCoalescer>([this](bytes d) { write_tun_raw(d); });
 
     // The link-local address is RFC 4391's (port GUID as EUI-64), not one
     // the kernel would invent for a device without a link layer.
@@ -361,6 +363,7 @@ void Daemon::on_port_ready() {
     mad_->receive([&](bytes mad) { engine_->on_sa_mad(mad, now); }, 64);  // soft: process()es again
     link_->poll(deliver, 1024);
     flush_sends();
+    flush_tun();
 }
 
 void Daemon::on_tun_datagram(bytes packet, Clock::time_point now) {
@@ -413,6 +416,7 @@ void Daemon::on_tun_readable() {
     // port handler; a full send queue drops (counted), never blocks.
     flush_sends();
     link_->poll([&](const ipoib::ReceivedDatagram& d) { engine_->on_datagram(d, Clock::now()); }, 256);
+    flush_tun();
 }
 
 void Daemon::on_monitor_readable() {
@@ -453,6 +457,7 @@ void Daemon::housekeeping() {
     handle_port_events(now);
     engine_->tick(now);
     port_->process();
+    flush_tun();
     if (capture_) capture_->flush();
     drops_log_->flush(now);
     if (stopping_ && (engine_->sa_idle() || now >= stop_deadline_)) {
@@ -580,19 +585,25 @@ void Daemon::send_datagram(const transport::AddressHandle& ah, std::uint32_t rem
 }
 
 void Daemon::write_tun(bytes ip_packet) {
-    // With offloads on, every write starts with a virtio header; all zero
-    // says "a plain packet, checksums complete".
-    static const std::uint8_t kPlain[netlink::VirtioNetHeader::size] = {};
-    iovec iov[2] = {{const_cast<std::uint8_t*>(kPlain), sizeof kPlain},
-                    {const_cast<std::uint8_t*>(ip_packet.data()), ip_packet.size()}};
-    const int parts = tun_->offload ? 2 : 1;
-    if (::writev(tun_->fd.get(), tun_->offload ? iov : iov + 1, parts) < 0) {
+    if (coalescer_) {
+        coalescer_->add(ip_packet);  // written at the end of this loop turn
+        return;
+    }
+    write_tun_raw(ip_packet);
+}
+
+void Daemon::write_tun_raw(bytes data) {
+    if (::write(tun_->fd.get(), data.data(), data.size()) < 0) {
         ++tun_counters_.tx_errors;
         drops_log_->log("tun_write", std::string("could not write to the TUN: ") + std::strerror(errno), {},
                         Clock::now());
         return;
     }
     ++tun_counters_.tx_packets;
+}
+
+void Daemon::flush_tun() {
+    if (coalescer_) coalescer_->flush();
 }
 
 void Daemon::send_sa(const sa::SaMad& mad) {

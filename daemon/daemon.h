@@ -112,6 +112,9 @@ private:
     void set_carrier(bool on);
     // Sends what this loop turn queued (soft port: one sendmmsg batch).
     void flush_sends();
+    // Writes what the TUN coalescer holds (every handler ends with it).
+    void flush_tun();
+    void write_tun_raw(bytes data);
     expected<void, std::string> open_capture(const std::string& path);
 
     // answers.cpp: the control socket's JSON
@@ -150,6 +153,7 @@ private:
     std::unique_ptr<netlink::NextHopCache> next_hops_;
     std::vector<std::uint8_t> tun_buffer_;
     std::vector<std::uint8_t> segment_buffer_;
+    std::unique_ptr<netlink::TunCoalescer> coalescer_;  // offload TUNs: GRO-like writes
     std::unique_ptr<ControlServer> control_;
     std::optional<capture::ErfPcapWriter> capture_;
     std::unique_ptr<RateLimitedLog> drops_log_;

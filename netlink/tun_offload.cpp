@@ -148,4 +148,143 @@ expected<std::size_t, OffloadError> segment_tun_packet(mutable_bytes read, std::
     return count;
 }
 
+// ---------------------------------------------------------------------------
+// TunCoalescer
+
+namespace {
+
+constexpr std::size_t kMaxSuperPacket = 65535;
+constexpr std::uint8_t kTcpAck = 0x10;
+
+// The fields of a TCP/IP packet that decide whether segments can merge.
+struct TcpView {
+    bool v6 = false;
+    std::size_t ip_len = 0, tcp_len = 0, payload = 0;
+    std::uint32_t seq = 0;
+    std::uint8_t flags = 0;
+};
+
+std::optional<TcpView> tcp_view(bytes p) {
+    TcpView v;
+    if (p.size() < 20) return std::nullopt;
+    if ((p[0] >> 4) == 4) {
+        if ((p[0] & 0x0F) != 5 || p[9] != kProtoTcp) return std::nullopt;     // no IPv4 options
+        if ((load_be16(p.data() + 6) & 0x3FFF) != 0) return std::nullopt;      // no fragments
+        if (load_be16(p.data() + 2) != p.size()) return std::nullopt;
+        v.ip_len = 20;
+    } else if ((p[0] >> 4) == 6) {
+        if (p.size() < 40 || p[6] != kProtoTcp) return std::nullopt;            // no extension headers
+        if (load_be16(p.data() + 4) + 40u != p.size()) return std::nullopt;
+        v.v6 = true;
+        v.ip_len = 40;
+    } else {
+        return std::nullopt;
+    }
+    if (p.size() < v.ip_len + 20) return std::nullopt;
+    v.tcp_len = static_cast<std::size_t>(p[v.ip_len + 12] >> 4) * 4;
+    if (v.tcp_len < 20 || p.size() < v.ip_len + v.tcp_len) return std::nullopt;
+    v.payload = p.size() - v.ip_len - v.tcp_len;
+    v.seq = load_be32(p.data() + v.ip_len + 4);
+    v.flags = p[v.ip_len + 13];
+    // Only plain data: ACK, and PSH (which ends a run); no SYN/FIN/RST/URG/ECE/CWR.
+    if ((v.flags & ~(kTcpAck | kTcpPsh)) != 0 || !(v.flags & kTcpAck) || v.payload == 0) return std::nullopt;
+    return v;
+}
+
+}  // namespace
+
+TunCoalescer::TunCoalescer(Writer write) : write_(std::move(write)), buf_(VirtioNetHeader::size + kMaxSuperPacket) {}
+
+bool TunCoalescer::continues(bytes p) const {
+    if (!flow_ || flow_->closed) return false;
+    const auto v = tcp_view(p);
+    if (!v || v->v6 != flow_->v6 || v->tcp_len != flow_->tcp_len || v->payload > flow_->mss) return false;
+    if (v->seq != flow_->next_seq || used_ + v->payload > buf_.size()) return false;
+    const std::uint8_t* run = buf_.data() + VirtioNetHeader::size;
+    if (flow_->v6) {
+        // Version, traffic class, flow label; next header, hop limit; addresses.
+        if (std::memcmp(run, p.data(), 4) != 0 || std::memcmp(run + 6, p.data() + 6, 34) != 0) return false;
+    } else {
+        // TOS; flags; TTL, protocol; addresses (not length, ID, checksum).
+        if (run[1] != p[1] || run[6] != p[6] || run[8] != p[8] || run[9] != p[9] ||
+            std::memcmp(run + 12, p.data() + 12, 8) != 0)
+            return false;
+    }
+    const std::uint8_t* rt = run + flow_->ip_len;
+    const std::uint8_t* pt = p.data() + flow_->ip_len;
+    // Ports; ACK number; data offset; window; options, byte for byte.
+    return std::memcmp(rt, pt, 4) == 0 && std::memcmp(rt + 8, pt + 8, 5) == 0 && std::memcmp(rt + 14, pt + 14, 2) == 0 &&
+           std::memcmp(rt + 20, pt + 20, flow_->tcp_len - 20) == 0;
+}
+
+void TunCoalescer::start(bytes p) {
+    std::memset(buf_.data(), 0, VirtioNetHeader::size);
+    std::memcpy(buf_.data() + VirtioNetHeader::size, p.data(), p.size());
+    used_ = VirtioNetHeader::size + p.size();
+    flow_.reset();
+    if (const auto v = tcp_view(p)) {
+        flow_ = Flow{.v6 = v->v6,
+                     .ip_len = v->ip_len,
+                     .tcp_len = v->tcp_len,
+                     .mss = v->payload,
+                     .next_seq = v->seq + static_cast<std::uint32_t>(v->payload),
+                     .segments = 1,
+                     .closed = (v->flags & kTcpPsh) != 0};
+    }
+}
+
+void TunCoalescer::append(bytes p) {
+    const auto v = tcp_view(p);
+    const std::size_t headers = flow_->ip_len + flow_->tcp_len;
+    std::memcpy(buf_.data() + used_, p.data() + headers, v->payload);
+    used_ += v->payload;
+    // The run takes the newest segment's flags (PSH).
+    buf_[VirtioNetHeader::size + flow_->ip_len + 13] = v->flags;
+    flow_->next_seq += static_cast<std::uint32_t>(v->payload);
+    ++flow_->segments;
+    if (v->payload < flow_->mss || (v->flags & kTcpPsh)) flow_->closed = true;
+}
+
+void TunCoalescer::add(bytes ip_packet) {
+    ++packets_in_;
+    if (used_ > 0 && continues(ip_packet)) {
+        append(ip_packet);
+        return;
+    }
+    flush();
+    if (ip_packet.size() > kMaxSuperPacket) return;  // cannot be: the TUN's MTU is smaller
+    start(ip_packet);
+}
+
+void TunCoalescer::flush() {
+    if (used_ == 0) return;
+    std::uint8_t* pkt = buf_.data() + VirtioNetHeader::size;
+    const std::size_t len = used_ - VirtioNetHeader::size;
+    if (flow_ && flow_->segments > 1) {
+        const std::size_t ip_len = flow_->ip_len, tcp_len = flow_->tcp_len;
+        if (flow_->v6) {
+            store_be16(pkt + 4, static_cast<std::uint16_t>(len - 40));
+        } else {
+            store_be16(pkt + 2, static_cast<std::uint16_t>(len));
+            store_be16(pkt + 10, 0);
+            store_be16(pkt + 10, checksum_fold(checksum_add(0, bytes(pkt, ip_len))));
+        }
+        // NEEDS_CSUM: the field holds the pseudo-header sum, not complemented.
+        const std::uint32_t pseudo = pseudo_header_sum(bytes(pkt, ip_len), flow_->v6, len - ip_len);
+        store_be16(pkt + ip_len + 16, static_cast<std::uint16_t>(~checksum_fold(pseudo)));
+        VirtioNetHeader h;
+        h.flags = VirtioNetHeader::kFlagNeedsCsum;
+        h.gso_type = flow_->v6 ? VirtioNetHeader::kGsoTcpV6 : VirtioNetHeader::kGsoTcpV4;
+        h.hdr_len = static_cast<std::uint16_t>(ip_len + tcp_len);
+        h.gso_size = static_cast<std::uint16_t>(flow_->mss);
+        h.csum_start = static_cast<std::uint16_t>(ip_len);
+        h.csum_offset = 16;
+        h.write_to(buf_.data());
+    }
+    write_(bytes(buf_.data(), used_));
+    ++packets_out_;
+    used_ = 0;
+    flow_.reset();
+}
+
 }  // namespace ipoibd::netlink

@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "common/byte_io.h"
@@ -76,5 +77,55 @@ std::uint16_t checksum_fold(std::uint32_t sum);
 // Returns the number of datagrams emitted.
 expected<std::size_t, OffloadError> segment_tun_packet(mutable_bytes read, std::vector<std::uint8_t>& scratch,
                                                        const std::function<void(bytes ip_packet)>& emit);
+
+// The other direction: TCP segments the daemon is about to write to the
+// TUN, coalesced into super-packets the host's TCP stack takes in one go
+// (what GRO does for a NIC). Only runs of consecutive packets are merged,
+// so the order of everything written is kept:
+//  1. add() copies a packet; if it continues the open run (same addresses,
+//     ports, TTL/Hop Limit, TOS, ACK number, window, TCP options; sequence
+//     number where the run ends; ACK with at most PSH; no IPv4 options or
+//     fragments; every earlier segment full size, this one no larger) it
+//     joins it, otherwise the open run is written first;
+//  2. a run ends after a short segment or PSH, or at 64 KiB;
+//  3. flush() writes what is open. A run of one is written as it came (a
+//     zero virtio header); a longer run as one packet with gso_type TCPv4/6,
+//     gso_size the segment size, NEEDS_CSUM over the TCP part and the
+//     pseudo-header sum in the checksum field, IPv4 length and header
+//     checksum recomputed.
+// The owner calls flush() before it waits for input again, so nothing
+// waits longer than one loop turn.
+class TunCoalescer {
+public:
+    using Writer = std::function<void(bytes vnet_header_and_packet)>;
+
+    explicit TunCoalescer(Writer write);
+    void add(bytes ip_packet);
+    void flush();
+
+    std::uint64_t packets_in() const { return packets_in_; }
+    std::uint64_t packets_out() const { return packets_out_; }
+
+private:
+    struct Flow {
+        bool v6 = false;
+        std::size_t ip_len = 0;
+        std::size_t tcp_len = 0;
+        std::size_t mss = 0;       // payload of the first segment
+        std::uint32_t next_seq = 0;
+        std::size_t segments = 0;
+        bool closed = false;       // a short segment or PSH ended it
+    };
+    bool continues(bytes p) const;
+    void start(bytes p);
+    void append(bytes p);
+
+    Writer write_;
+    std::vector<std::uint8_t> buf_;  // virtio header + the run's packet
+    std::size_t used_ = 0;           // bytes of buf_ in use (0: no run)
+    std::optional<Flow> flow_;       // the run is mergeable TCP
+    std::uint64_t packets_in_ = 0;
+    std::uint64_t packets_out_ = 0;
+};
 
 }  // namespace ipoibd::netlink

@@ -165,3 +165,75 @@ TEST(TunOffload, RefusesWhatItCannotCut) {
 
 }  // namespace
 }  // namespace ipoibd::netlink
+
+namespace ipoibd::netlink {
+namespace {
+
+// Plain TCP/IP segments (no virtio header) as the engine hands them over.
+std::vector<Bytes> segments_of(bool v6, std::size_t payload, std::uint16_t mss, std::uint8_t flags) {
+    Bytes p = super_packet(v6, payload, mss, flags);
+    std::vector<Bytes> out;
+    std::vector<std::uint8_t> scratch;
+    (void)segment_tun_packet(p, scratch, [&](bytes d) { out.emplace_back(d.begin(), d.end()); });
+    return out;
+}
+
+TEST(TunCoalescer, MergesARunIntoOneSuperPacketThatSegmentsBack) {
+    for (bool v6 : {false, true}) {
+        const auto segs = segments_of(v6, 4500, 1000, 0x18);  // ACK, PSH on the last
+        ASSERT_EQ(segs.size(), 5u);
+        std::vector<Bytes> written;
+        TunCoalescer c([&](bytes d) { written.emplace_back(d.begin(), d.end()); });
+        for (const Bytes& s : segs) c.add(s);
+        c.flush();
+        ASSERT_EQ(written.size(), 1u) << "v6 " << v6;
+        const VirtioNetHeader h = VirtioNetHeader::read_from(written[0].data());
+        EXPECT_EQ(h.gso_type, v6 ? VirtioNetHeader::kGsoTcpV6 : VirtioNetHeader::kGsoTcpV4);
+        EXPECT_EQ(h.gso_size, 1000);
+        EXPECT_EQ(h.flags, VirtioNetHeader::kFlagNeedsCsum);
+        // What the kernel would do with it: cut it again; the segments match.
+        std::vector<Bytes> again;
+        std::vector<std::uint8_t> scratch;
+        Bytes copy = written[0];
+        ASSERT_TRUE(segment_tun_packet(copy, scratch, [&](bytes d) { again.emplace_back(d.begin(), d.end()); }));
+        ASSERT_EQ(again.size(), segs.size());
+        for (std::size_t i = 0; i < segs.size(); ++i) {
+            const std::size_t ip_len = v6 ? 40 : 20;
+            EXPECT_EQ(Bytes(again[i].begin() + static_cast<std::ptrdiff_t>(ip_len), again[i].end()),
+                      Bytes(segs[i].begin() + static_cast<std::ptrdiff_t>(ip_len), segs[i].end()))
+                << "segment " << i;
+            EXPECT_TRUE(tcp_checksum_ok(again[i], v6));
+        }
+        EXPECT_EQ(c.packets_in(), 5u);
+        EXPECT_EQ(c.packets_out(), 1u);
+    }
+}
+
+TEST(TunCoalescer, KeepsOrderAndLeavesWhatCannotMergeAlone) {
+    auto segs = segments_of(false, 3000, 1000, 0x10);
+    ASSERT_EQ(segs.size(), 3u);
+    Bytes gap = segs[2];  // a sequence gap: not the continuation
+    store_be32(gap.data() + 20 + 4, load_be32(gap.data() + 20 + 4) + 1);
+    Bytes syn = segs[0];
+    syn[20 + 13] = 0x02;
+    Bytes udp(28, 0);
+    udp[0] = 0x45, udp[9] = 17;
+    store_be16(udp.data() + 2, 28);
+    std::vector<Bytes> written;
+    TunCoalescer c([&](bytes d) { written.emplace_back(d.begin(), d.end()); });
+    c.add(segs[0]);
+    c.add(segs[1]);  // merges
+    c.add(gap);      // new run
+    c.add(udp);      // alone
+    c.add(syn);      // alone
+    c.flush();
+    ASSERT_EQ(written.size(), 4u);
+    EXPECT_EQ(VirtioNetHeader::read_from(written[0].data()).gso_type, VirtioNetHeader::kGsoTcpV4);
+    for (std::size_t i = 1; i < 4; ++i) EXPECT_EQ(VirtioNetHeader::read_from(written[i].data()).gso_type, 0) << i;
+    EXPECT_EQ(Bytes(written[1].begin() + VirtioNetHeader::size, written[1].end()), gap);
+    EXPECT_EQ(Bytes(written[2].begin() + VirtioNetHeader::size, written[2].end()), udp);
+    EXPECT_EQ(Bytes(written[3].begin() + VirtioNetHeader::size, written[3].end()), syn);
+}
+
+}  // namespace
+}  // namespace ipoibd::netlink
