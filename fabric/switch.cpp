@@ -40,6 +40,18 @@ void Switch::on_datagram(const SocketAddress& from, bytes datagram, Clock::time_
     }
     ports_[*port].last_heard = now;
     ++ports_[*port].rx_packets;
+    if (transport::is_soft_control(datagram)) {
+        // A port asks to keep its cut-through route (route_hint.h).
+        const auto dlid = transport::decode_route_request(datagram);
+        const auto route = dlid ? lft_.find(*dlid) : lft_.end();
+        if (!dlid || route == lft_.end() || !config_.cut_through || tap_) {
+            count(SwitchDrop::link_check);
+            return;
+        }
+        hints_sent_.erase({*port, *dlid});
+        maybe_send_hint(*port, route->second, *dlid, now);
+        return;
+    }
     if (tap_) tap_(datagram, false);
     const auto lrh = ib::link_check(datagram);
     if (!lrh) {

@@ -517,5 +517,34 @@ TEST_F(FabricTest, ForwardedUnicastEarnsTheSenderARouteHint) {
     send_once();
     EXPECT_EQ(hints_to(net, a.address), 0u);
 }
+
+TEST(RouteHint, RequestsRoundTrip) {
+    std::array<std::uint8_t, transport::RouteHint::size> buf;
+    transport::encode_route_request(0x0042, buf);
+    EXPECT_TRUE(transport::is_soft_control(buf));
+    EXPECT_EQ(transport::decode_route_request(buf), std::optional<std::uint16_t>(0x42));
+    EXPECT_FALSE(transport::decode_route_hint(buf));  // a request is not a hint
+    transport::encode_route_request(0xC000, buf);
+    EXPECT_FALSE(transport::decode_route_request(buf));
+}
+
+TEST_F(FabricTest, RouteRequestRenewsTheHintWithoutData) {
+    Ca a(net, 1, 0xA1), b(net, 2, 0xB2);
+    plug(a);
+    plug(b);
+    const std::uint16_t lid_b = b.port.core().attributes().lid;
+    std::array<std::uint8_t, transport::RouteHint::size> req;
+    transport::encode_route_request(lid_b, req);
+    net.down.clear();
+    sw->on_datagram(a.address, req, now);
+    ASSERT_EQ(hints_to(net, a.address), 1u);
+    // A request for a LID with no route is dropped and counted.
+    net.down.clear();
+    transport::encode_route_request(0x0999, req);
+    const auto before = sw->counters().dropped_for(SwitchDrop::link_check);
+    sw->on_datagram(a.address, req, now);
+    EXPECT_EQ(hints_to(net, a.address), 0u);
+    EXPECT_EQ(sw->counters().dropped_for(SwitchDrop::link_check), before + 1);
+}
 }  // namespace
 }  // namespace ipoibd::fabric

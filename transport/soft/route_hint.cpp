@@ -66,4 +66,20 @@ bool encode_route_hint(const RouteHint& h, std::array<std::uint8_t, RouteHint::s
     return false;
 }
 
+void encode_route_request(std::uint16_t dlid, std::array<std::uint8_t, RouteHint::size>& out) {
+    out.fill(0);
+    std::copy(RouteHint::kMagic.begin(), RouteHint::kMagic.end(), out.begin());
+    out[4] = RouteHint::kVersion;
+    out[5] = RouteHint::kTypeRequest;
+    store_be16(out.data() + 6, dlid);
+}
+
+std::optional<std::uint16_t> decode_route_request(bytes d) {
+    if (d.size() != RouteHint::size || !is_soft_control(d)) return std::nullopt;
+    if (d[4] != RouteHint::kVersion || d[5] != RouteHint::kTypeRequest) return std::nullopt;
+    const std::uint16_t dlid = load_be16(d.data() + 6);
+    if (!ib::is_unicast_lid(dlid)) return std::nullopt;
+    return dlid;
+}
+
 }  // namespace ipoibd::transport

@@ -10,7 +10,11 @@
 // still holds: hints exist only for routes the SM programmed; they expire,
 // and a port forgets them when its link goes down; the receiving port
 // validates every packet (VCRC, ICRC, P_Key, Q_Key) whoever sent it.
-// Multicast, SMPs and SA MADs always go through the switch. A switch that
+// To keep using a route without a gap (a packet through the switch in the
+// middle of a direct stream would arrive late and look like loss to TCP),
+// a port asks for a fresh hint with a route request (type 2, the DLID, no
+// address) once half of a hint's TTL has passed, and keeps sending
+// directly meanwhile. Multicast, SMPs and SA MADs always go through the switch. A switch that
 // captures (ibfabricd --pcap) sends no hints, so the capture sees all.
 //
 // Wire format (30 bytes; not an IBA packet: no LRH starts with 'I', LVer 9):
@@ -36,6 +40,7 @@ struct RouteHint {
     static constexpr std::array<std::uint8_t, 4> kMagic{'I', 'B', 'S', 'F'};
     static constexpr std::uint8_t kVersion = 1;
     static constexpr std::uint8_t kTypeUnicast = 1;
+    static constexpr std::uint8_t kTypeRequest = 2;
 
     std::uint16_t dlid = 0;
     std::uint16_t ttl_ms = 0;
@@ -49,5 +54,9 @@ bool is_soft_control(bytes datagram);
 std::optional<RouteHint> decode_route_hint(bytes datagram);
 // Writes the 30 bytes; false for a peer that is neither IPv4 nor IPv6.
 bool encode_route_hint(const RouteHint& hint, std::array<std::uint8_t, RouteHint::size>& out);
+// A port's request for a fresh hint for `dlid` (type 2; address fields zero).
+void encode_route_request(std::uint16_t dlid, std::array<std::uint8_t, RouteHint::size>& out);
+// The DLID of a valid route request, else nullopt.
+std::optional<std::uint16_t> decode_route_request(bytes datagram);
 
 }  // namespace ipoibd::transport

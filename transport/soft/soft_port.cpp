@@ -114,7 +114,14 @@ bool SoftPort::transmit(bytes packet) {
     if (!direct_.empty() && packet.size() >= ib::Lrh::size) {
         const std::uint16_t dlid = load_be16(packet.data() + 2);
         if (auto it = direct_.find(dlid); it != direct_.end()) {
-            if (std::chrono::steady_clock::now() < it->second.expires) {
+            const auto now = std::chrono::steady_clock::now();
+            if (now < it->second.expires) {
+                if (now >= it->second.refresh_at && !it->second.refresh_asked) {
+                    std::array<std::uint8_t, RouteHint::size> req;
+                    encode_route_request(dlid, req);
+                    if (socket_.queue(req, &config_.fabric)) ++cut_.refresh_requests;
+                    it->second.refresh_asked = true;
+                }
                 ++cut_.direct_tx;
                 return socket_.queue(packet, &it->second.peer);
             }
@@ -144,7 +151,9 @@ void SoftPort::on_datagram(bytes datagram, const SocketAddress& from) {
             return;
         }
         ++cut_.hints;
-        direct_[hint->dlid] = Direct{hint->peer, std::chrono::steady_clock::now() + std::chrono::milliseconds(hint->ttl_ms)};
+        const auto now = std::chrono::steady_clock::now();
+        const auto ttl = std::chrono::milliseconds(hint->ttl_ms);
+        direct_[hint->dlid] = Direct{.peer = hint->peer, .expires = now + ttl, .refresh_at = now + ttl / 2, .refresh_asked = false};
         return;
     }
     if (datagram.size() == ib::LinkPacket::size) {

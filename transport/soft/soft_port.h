@@ -47,6 +47,7 @@ struct SoftCutThroughCounters {
     std::uint64_t direct_tx = 0;      // unicast packets sent straight to a peer
     std::uint64_t direct_rx = 0;      // packets received from a peer, not the switch
     std::uint64_t via_switch_tx = 0;  // packets sent to the switch
+    std::uint64_t refresh_requests = 0;  // route requests sent before a hint expired
 };
 
 struct SoftLinkCounters {
@@ -114,6 +115,8 @@ private:
     struct Direct {
         SocketAddress peer;
         std::chrono::steady_clock::time_point expires{};
+        std::chrono::steady_clock::time_point refresh_at{};  // ask for a fresh hint from here on
+        bool refresh_asked = false;
     };
     std::unordered_map<std::uint16_t, Direct> direct_;  // by DLID; bounded by the unicast LID space
     SoftCutThroughCounters cut_;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 
 #include <cerrno>
 #include <cstring>
@@ -52,23 +53,68 @@ bool UdpBatchSocket::queue(bytes datagram, const SocketAddress* to) {
 }
 
 void UdpBatchSocket::flush() {
+    // One message per run of datagrams to the same peer with the same size
+    // (the last of a run may be shorter): with UDP GSO the kernel cuts a run
+    // into its datagrams, so a run costs one trip through the stack.
+    constexpr std::size_t kMaxRun = 64;           // UDP_MAX_SEGMENTS
+    constexpr std::size_t kMaxRunBytes = 65000;   // below the 64 KiB of one IP datagram
+    union Control {
+        char buf[CMSG_SPACE(sizeof(std::uint16_t))];
+        cmsghdr align;
+    };
     while (tx_count_ > 0) {
         std::array<mmsghdr, kBatch> msgs{};
-        std::array<iovec, kBatch> iov{};
-        std::size_t n = 0;
-        for (; n < kBatch && n < tx_count_; ++n) {
-            Slot& s = tx_ring_[(tx_head_ + n) % kSendRing];
-            iov[n] = {s.data.data(), s.length};
-            msgs[n].msg_hdr.msg_iov = &iov[n];
-            msgs[n].msg_hdr.msg_iovlen = 1;
-            if (s.has_to) {
-                msgs[n].msg_hdr.msg_name = s.to.get();
-                msgs[n].msg_hdr.msg_namelen = s.to.length;
+        std::array<iovec, kSendRing> iov{};
+        std::array<Control, kBatch> control{};
+        std::array<std::size_t, kBatch> run_length{};
+        std::size_t n = 0, slot = 0;
+        for (; n < kBatch && slot < tx_count_; ++n) {
+            const Slot& first = tx_ring_[(tx_head_ + slot) % kSendRing];
+            std::size_t run = 1, bytes_in_run = first.length;
+            iov[slot] = {const_cast<std::uint8_t*>(first.data.data()), first.length};
+            if (gso_) {
+                while (slot + run < tx_count_ && run < kMaxRun) {
+                    const Slot& next = tx_ring_[(tx_head_ + slot + run) % kSendRing];
+                    const Slot& prev = tx_ring_[(tx_head_ + slot + run - 1) % kSendRing];
+                    if (next.has_to != first.has_to || (first.has_to && !(next.to == first.to)) ||
+                        next.length > first.length || prev.length != first.length ||
+                        bytes_in_run + next.length > kMaxRunBytes)
+                        break;
+                    iov[slot + run] = {const_cast<std::uint8_t*>(next.data.data()), next.length};
+                    bytes_in_run += next.length;
+                    ++run;
+                }
             }
+            msghdr& h = msgs[n].msg_hdr;
+            h.msg_iov = &iov[slot];
+            h.msg_iovlen = run;
+            if (first.has_to) {
+                h.msg_name = const_cast<sockaddr*>(first.to.get());
+                h.msg_namelen = first.to.length;
+            }
+            if (run > 1) {
+                h.msg_control = control[n].buf;
+                h.msg_controllen = sizeof control[n].buf;
+                cmsghdr* c = CMSG_FIRSTHDR(&h);
+                c->cmsg_level = SOL_UDP;
+                c->cmsg_type = UDP_SEGMENT;
+                c->cmsg_len = CMSG_LEN(sizeof(std::uint16_t));
+                const auto size = static_cast<std::uint16_t>(first.length);
+                std::memcpy(CMSG_DATA(c), &size, sizeof size);
+            }
+            run_length[n] = run;
+            slot += run;
         }
         const int sent = ::sendmmsg(fd_.get(), msgs.data(), static_cast<unsigned>(n), MSG_DONTWAIT);
         if (sent < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+            if (run_length[0] > 1 && (errno == EINVAL || errno == EIO || errno == EMSGSIZE || errno == ENOPROTOOPT)) {
+                // No UDP GSO here (old kernel, or datagrams over the path
+                // MTU): datagram by datagram from now on.
+                gso_ = false;
+                ++counters_.gso_disabled;
+                continue;
+            }
             // The first datagram was refused (e.g. ECONNREFUSED from an
             // ICMP error of an earlier one): drop it and go on.
             ++counters_.tx_errors;
@@ -76,9 +122,12 @@ void UdpBatchSocket::flush() {
             --tx_count_;
             continue;
         }
-        counters_.tx_datagrams += static_cast<std::uint64_t>(sent);
-        tx_head_ = (tx_head_ + static_cast<std::size_t>(sent)) % kSendRing;
-        tx_count_ -= static_cast<std::size_t>(sent);
+        std::size_t done = 0;
+        for (int i = 0; i < sent; ++i) done += run_length[static_cast<std::size_t>(i)];
+        counters_.tx_datagrams += done;
+        if (done > static_cast<std::size_t>(sent)) counters_.tx_gso_runs += static_cast<std::uint64_t>(sent);
+        tx_head_ = (tx_head_ + done) % kSendRing;
+        tx_count_ -= done;
         if (static_cast<std::size_t>(sent) < n) return;  // kernel full for now
     }
 }

@@ -31,6 +31,8 @@ struct UdpCounters {
     std::uint64_t tx_datagrams = 0;
     std::uint64_t tx_queue_full = 0;  // dropped: ring full, kernel busy
     std::uint64_t tx_errors = 0;      // dropped: sendmmsg refused it (ECONNREFUSED, ...)
+    std::uint64_t tx_gso_runs = 0;    // messages that carried several datagrams (UDP GSO)
+    std::uint64_t gso_disabled = 0;   // 1 when the kernel refused UDP GSO (then one by one)
 };
 
 class UdpBatchSocket {
@@ -74,6 +76,7 @@ private:
     std::size_t tx_head_ = 0;    // oldest queued
     std::size_t tx_count_ = 0;
     std::vector<std::uint8_t> rx_buffers_;  // kBatch * (kSlotSize + 1)
+    bool gso_ = true;                       // send runs with UDP_SEGMENT until the kernel refuses
     UdpCounters counters_;
 };
 
