@@ -472,7 +472,10 @@ int Daemon::run() {
     loop_.on_signal(SIGINT, [this](const SignalInfo&) { stop("SIGINT"); });
     loop_.on_signal(SIGHUP, [this](const SignalInfo&) { reload(); });
     loop_.on_signal(SIGUSR1, [this](const SignalInfo&) { log_counters(); });
-    loop_.set_on_iteration([this] { (void)notify_.watchdog(Clock::now()); }, notify_.watchdog_ping_interval());
+    // [daemon] watchdog = no: no pings (a unit with WatchdogSec= would then
+    // restart the daemon; drop WatchdogSec= along with it).
+    if (config_.daemon.watchdog)
+        loop_.set_on_iteration([this] { (void)notify_.watchdog(Clock::now()); }, notify_.watchdog_ping_interval());
     (void)notify_.status("waiting for the port to become ACTIVE");
     log_.info("ipoibd " IPOIBD_VERSION " started on " + port_name_,
               {{field::kIfname, tun_->name}, {field::kVersion, IPOIBD_VERSION}, {field::kConfigFile, config_file_}},

@@ -133,6 +133,10 @@ for h in A B C; do
 done
 
 # --- journald: the running one, or our own for the duration of the demo ----------
+# A socket nobody listens on (a journald that was killed) counts as none.
+if [ -S /run/systemd/journal/socket ] && ! python3 -c "import socket; socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).connect('/run/systemd/journal/socket')" 2>/dev/null; then
+  rm -f /run/systemd/journal/socket
+fi
 if [ ! -S /run/systemd/journal/socket ]; then
   JD=$(command -v systemd-journald || echo /lib/systemd/systemd-journald)
   [ -x "$JD" ] || die "systemd-journald not found (Debian package systemd)"

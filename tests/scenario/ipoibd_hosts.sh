@@ -23,7 +23,7 @@
 #  8. malformed frames injected into the fabric and malformed packets
 #     written to A's TUN are dropped and counted in `ipoibctl stats`, and
 #     traffic keeps flowing;
-#  9. the capture shows IPoIB ARP (hardware type 32, length 20) and ND
+#  9. (checked right after 2) the capture shows IPoIB ARP (hardware type 32, length 20) and ND
 #     options of length 3, decoded by tshark;
 # 10. SIGTERM: the daemon leaves its groups (ibsaquery) and exits 0.
 #
@@ -71,6 +71,14 @@ ip netns exec "$B" sysctl -qw net.ipv4.ip_forward=1
 
 # --- journald: use the running one, or start our own ---------------------------
 JOURNALD_OURS=""
+# A socket nobody listens on (left by a journald that was killed) counts as none.
+journal_alive() {
+  python3 -c "import socket,sys; s=socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.connect('/run/systemd/journal/socket')" 2>/dev/null
+}
+if [ -S /run/systemd/journal/socket ] && ! journal_alive; then
+  echo "removing a stale journald socket (no journald listens on it)" >&2
+  rm -f /run/systemd/journal/socket
+fi
 if [ ! -S /run/systemd/journal/socket ]; then
   JD=$(command -v systemd-journald || echo /lib/systemd/systemd-journald)
   [ -x "$JD" ] || fail "systemd-journald not found (Debian package systemd)"
@@ -177,6 +185,15 @@ ctl a paths | grep -q "VALID" || { ctl a paths; fail "ipoibctl paths"; }
 ctl a mcast | grep -q "ff12:401b:ffff::ffff:ffff.*broadcast.*JOINED" || { ctl a mcast; fail "ipoibctl mcast"; }
 ctl a stats | grep -q "tx_unicast" || fail "ipoibctl stats"
 pass "ipoibctl status, neigh, paths, mcast, stats"
+
+# --- 2b. the capture (early: the iperf3 run below makes it hundreds of MB) ---------------
+sleep 0.3  # ibfabricd flushes the capture at the end of each wake-up
+tshark -n -c 50000 -r "$WORK/fabric.pcap" -Y arp -T fields -e arp.hw.type -e arp.hw.size 2>/dev/null | sort -u >"$WORK/arp.txt"
+grep -qx "32	20" "$WORK/arp.txt" || { cat "$WORK/arp.txt" >&2; fail "no IPoIB ARP (hardware type 32, length 20) in the capture"; }
+tshark -n -c 50000 -r "$WORK/fabric.pcap" -Y "icmpv6.type == 135 || icmpv6.type == 136" -T fields -e icmpv6.opt.length \
+  2>/dev/null | tr ',' '\n' | sort -u >"$WORK/nd.txt"
+grep -qx "3" "$WORK/nd.txt" || { cat "$WORK/nd.txt" >&2; fail "no ND option of length 3 in the capture"; }
+pass "capture: ARP hardware type 32 length 20; ND link-layer options of length 3 (tshark)"
 
 # --- 3. routing through B --------------------------------------------------------
 ip -n "$A" route add 198.19.5.0/24 via 198.18.0.2 dev ib0
@@ -301,15 +318,6 @@ until journalctl --no-pager _PID="${PID[a]}" 2>/dev/null | grep -q "configuratio
   sleep 0.2
 done
 pass "SIGHUP: RELOADING=1, 198.18.0.11 added live (B reaches it), queues.send-depth reported as needing a restart"
-
-# --- 9. the capture ---------------------------------------------------------------------------
-kill -USR1 "$FAB_PID"; sleep 0.3   # flushes nothing but proves it lives; the file is flushed per wake-up
-tshark -n -r "$WORK/fabric.pcap" -Y arp -T fields -e arp.hw.type -e arp.hw.size 2>/dev/null | sort -u >"$WORK/arp.txt"
-grep -qx "32	20" "$WORK/arp.txt" || { cat "$WORK/arp.txt" >&2; fail "no IPoIB ARP (hardware type 32, length 20) in the capture"; }
-tshark -n -r "$WORK/fabric.pcap" -Y "icmpv6.type == 135 || icmpv6.type == 136" -T fields -e icmpv6.opt.length \
-  2>/dev/null | tr ',' '\n' | sort -u >"$WORK/nd.txt"
-grep -qx "3" "$WORK/nd.txt" || { cat "$WORK/nd.txt" >&2; fail "no ND option of length 3 in the capture"; }
-pass "capture: ARP hardware type 32 length 20; ND link-layer options of length 3 (tshark)"
 
 # --- 10. SIGTERM leaves the groups ---------------------------------------------------------------
 BCAST=ff12:401b:ffff::ffff:ffff
