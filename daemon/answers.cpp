@@ -236,8 +236,8 @@ std::string Daemon::answer_stats() const {
     j.field("rx_repost_failures", lc.rx_repost_failures).field("attach_failures", lc.attach_failures);
     j.end_object();
 
-    if (soft_) {
-        auto& sp = static_cast<transport::SoftPort&>(*port_);
+    if (soft_port_) {
+        const transport::SoftPort& sp = *soft_port_;
         const transport::PortCounters& pc = sp.counters();
         j.key("port").begin_object();
         j.field("rx_packets", pc.rx_packets).field("rx_bytes", pc.rx_bytes);

@@ -182,7 +182,6 @@ expected<void, std::string> Daemon::open_fabric() {
         auto mad = sa::SoftMadTransport::open(*port_, std::move(*gsi));
         if (!mad) return unexpected("could not open the SA MAD path: " + mad.error().message());
         mad_ = std::move(*mad);
-        soft_ = true;
         char guid[32];
         std::snprintf(guid, sizeof guid, "0x%016llx", static_cast<unsigned long long>(sc.port_guid));
         port_name_ = std::string("soft ") + guid + " via " + config_.fabric.address.to_string();
@@ -207,7 +206,7 @@ expected<void, std::string> Daemon::open_fabric() {
     if (mad_pollable_ && ws.fd != port_->fd())
         if (auto r = loop_.add_fd(ws.fd, [this] { on_port_ready(); }); !r)
             return unexpected("could not watch the MAD path: " + r.error().message());
-    log_.info("port " + port_name_ + " opened", {{field::kDevice, soft_ ? "soft" : config_.fabric.device}});
+    log_.info("port " + port_name_ + " opened", {{field::kDevice, soft_port_ ? "soft" : config_.fabric.device}});
     return {};
 }
 
@@ -453,7 +452,7 @@ void Daemon::housekeeping() {
         fabric_service_->after_wakeup(now);
     }
     if (!mad_pollable_) mad_->receive([&](bytes mad) { engine_->on_sa_mad(mad, now); }, 64);
-    if (port_->fd() < 0 || !soft_) on_port_ready();
+    if (port_->fd() < 0 || !soft_port_) on_port_ready();
     handle_port_events(now);
     engine_->tick(now);
     port_->process();
@@ -545,7 +544,7 @@ void Daemon::reload() {
     if (next.daemon.capture != config_.daemon.capture) {
         capture_.reset();
         if (!next.daemon.capture.empty()) {
-            if (!soft_)
+            if (!soft_port_)
                 failed += " capture needs the soft fabric;";
             else if (auto r = open_capture(next.daemon.capture); !r)
                 failed += " " + r.error();

@@ -137,7 +137,6 @@ private:
     std::unique_ptr<transport::Port> port_;
     transport::SoftPort* soft_port_ = nullptr;  // port_ when it is the soft backend
     std::string port_name_;  // "soft 0x...", "mlx5_0 port 1"
-    bool soft_ = false;
     std::unique_ptr<sa::MadTransport> mad_;
     bool mad_pollable_ = true;
     std::unique_ptr<ipoib::PortLink> link_;

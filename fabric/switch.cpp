@@ -45,7 +45,7 @@ void Switch::on_datagram(const SocketAddress& from, bytes datagram, Clock::time_
         const auto dlid = transport::decode_route_request(datagram);
         const auto route = dlid ? lft_.find(*dlid) : lft_.end();
         if (!dlid || route == lft_.end() || !config_.cut_through || tap_) {
-            count(SwitchDrop::link_check);
+            count(SwitchDrop::bad_route_request);
             return;
         }
         hints_sent_.erase({*port, *dlid});
@@ -288,6 +288,7 @@ const char* to_string(SwitchDrop d) {
         case SwitchDrop::management_malformed: return "management_malformed";
         case SwitchDrop::management_no_agent: return "management_no_agent";
         case SwitchDrop::dr_discarded: return "dr_discarded";
+        case SwitchDrop::bad_route_request: return "bad_route_request";
         case SwitchDrop::count_: break;
     }
     return "unknown";

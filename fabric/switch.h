@@ -45,6 +45,7 @@ enum class SwitchDrop : std::uint8_t {
     management_malformed,  // packet for the switch that fails the full parse
     management_no_agent,   // nobody on port 0 serves that QP
     dr_discarded,        // the directed-route hop rules refused it
+    bad_route_request,   // a cut-through route request that is malformed, for no route, or refused
     count_
 };
 inline constexpr std::size_t kSwitchDropCount = static_cast<std::size_t>(SwitchDrop::count_);

@@ -541,10 +541,10 @@ TEST_F(FabricTest, RouteRequestRenewsTheHintWithoutData) {
     // A request for a LID with no route is dropped and counted.
     net.down.clear();
     transport::encode_route_request(0x0999, req);
-    const auto before = sw->counters().dropped_for(SwitchDrop::link_check);
+    const auto before = sw->counters().dropped_for(SwitchDrop::bad_route_request);
     sw->on_datagram(a.address, req, now);
     EXPECT_EQ(hints_to(net, a.address), 0u);
-    EXPECT_EQ(sw->counters().dropped_for(SwitchDrop::link_check), before + 1);
+    EXPECT_EQ(sw->counters().dropped_for(SwitchDrop::bad_route_request), before + 1);
 }
 }  // namespace
 }  // namespace ipoibd::fabric
