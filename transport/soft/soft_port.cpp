@@ -111,6 +111,13 @@ void SoftPort::send_link_packet() {
 }
 
 bool SoftPort::transmit(bytes packet) {
+    // Hints belong to one programming of the port by one SM: a port that is
+    // not ACTIVE, or whose LID or SM changed (a restarted fabric re-sweeps
+    // without the link going down), forgets them.
+    if (!direct_.empty()) {
+        const PortAttributes& a = port_.core().attributes();
+        if (a.state != PortState::active || a.lid != hints_lid_ || a.sm_lid != hints_sm_lid_) direct_.clear();
+    }
     if (!direct_.empty() && packet.size() >= ib::Lrh::size) {
         const std::uint16_t dlid = load_be16(packet.data() + 2);
         if (auto it = direct_.find(dlid); it != direct_.end()) {
@@ -150,6 +157,14 @@ void SoftPort::on_datagram(bytes datagram, const SocketAddress& from) {
             ++cut_.hints_bad;
             return;
         }
+        const PortAttributes& a = port_.core().attributes();
+        if (a.state != PortState::active) {
+            ++cut_.hints_bad;
+            return;
+        }
+        if (a.lid != hints_lid_ || a.sm_lid != hints_sm_lid_) direct_.clear();
+        hints_lid_ = a.lid;
+        hints_sm_lid_ = a.sm_lid;
         ++cut_.hints;
         const auto now = std::chrono::steady_clock::now();
         const auto ttl = std::chrono::milliseconds(hint->ttl_ms);

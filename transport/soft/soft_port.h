@@ -119,6 +119,8 @@ private:
         bool refresh_asked = false;
     };
     std::unordered_map<std::uint16_t, Direct> direct_;  // by DLID; bounded by the unicast LID space
+    std::uint16_t hints_lid_ = 0;     // the port's LID and SM LID when the hints came
+    std::uint16_t hints_sm_lid_ = 0;
     SoftCutThroughCounters cut_;
 };
 
