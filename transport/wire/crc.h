@@ -2,7 +2,7 @@
 //
 // ICRC, invariant CRC, 4 bytes after the payload and pad: the Ethernet CRC-32
 // (polynomial 0x04C11DB7 reflected, init 0xFFFFFFFF, final complement;
-// zlib's crc32()) over LRH..pad with the variant fields replaced by ones:
+// zlib's crc32(); computed with ISA-L's crc32_gzip_refl) over LRH..pad with the variant fields replaced by ones:
 //   - always BTH Resv8a;
 //   - LNH = IBA local: the LRH VL nibble;
 //   - LNH = IBA global: the whole LRH, and the GRH TClass, FlowLabel, HopLmt.
@@ -27,7 +27,11 @@ inline constexpr std::size_t kVcrcSize = 2;
 
 // CRC-16/IBA-VCRC of arbitrary bytes (the raw algorithm; check value over
 // "123456789" is documented in the tests).
+// Folds with PCLMULQDQ where the CPU has it (64 bytes and more), else
+// slicing-by-8 tables.
 std::uint16_t crc16_vcrc(bytes data);
+// The table path alone, whatever the CPU (tests compare the two).
+std::uint16_t crc16_vcrc_portable(bytes data);
 
 // ICRC of an IBA transport packet. `covered` spans LRH through the end of the
 // pad (everything before the ICRC field) and must hold at least the LRH, the
