@@ -52,6 +52,7 @@
 # Usage (root; ~5 min with REPEAT=3):  bench/tunnel.sh
 # Env: BIN=build/bin  T=5  NPING=200  PING_INT=0.005  ROWS="..."  REPEAT=3
 #      MEMORY=1  NEIGHBOURS=10000  MCAST_GROUPS=1000  DISTINCT_GIDS=1
+#      BUSY_POLL=0 (ipoibd's [daemon] busy-poll, e.g. 20ms; shown in the notes)
 #      SKIP_INSTALL=1  RESULTS=DIR (keep raw output: runs.tsv, logs, iperf3
 #      JSON, ping output, configurations)
 # Needs: ipoibd ibfabricd ipoibctl bench_arp_fill in BIN
@@ -72,6 +73,7 @@ MEMORY=${MEMORY:-1}
 NEIGHBOURS=${NEIGHBOURS:-10000}
 MCAST_GROUPS=${MCAST_GROUPS:-1000}
 DISTINCT_GIDS=${DISTINCT_GIDS:-1}   # 1: every neighbour a GID (and a path) of its own
+BUSY_POLL=${BUSY_POLL:-0}   # ipoibd's [daemon] busy-poll (0: off, as shipped)
 NSF=tbfab NSA=tba NSB=tbb
 UF=198.18.100.100 UA=198.18.100.1 UB=198.18.100.2
 FABRIC=$UF:18516
@@ -281,7 +283,7 @@ write_ipoibd_config() {  # FILE GUID CIDR MTU SOCKET [extra lines]
   {
     echo "[fabric]"; echo "transport = soft"; echo "address = $FABRIC"; echo "port-guid = $2"
     echo "[interface]"; echo "address = $3"; echo "mtu = $4"
-    echo "[daemon]"; echo "control-socket = $5"; echo "log-level = warning"
+    echo "[daemon]"; echo "control-socket = $5"; echo "log-level = warning"; echo "busy-poll = $BUSY_POLL"
     [ $# -gt 5 ] && printf '%s\n' "${@:6}"
   } >"$1"
 }
@@ -332,6 +334,7 @@ row_ipoibd() {  # row_ipoibd MTU
     local got; got=$(ip -n $NSA -j link show ib0 | jq -r '.[0].mtu')
     ctl $NSA "$RUN/a.sock" -j status >"$RAW/$name$TAG.status-a.json" 2>&1
     local mnote="ipoibd x2 + ibfabricd"
+    [ "$BUSY_POLL" = 0 ] || mnote="$mnote; busy-poll = $BUSY_POLL"
     [ "$got" = "$mtu" ] || mnote="$mnote; WARNING: ib0 MTU $got, not $mtu"
     measure "$name" 198.18.0.2 "$got" "$mnote" "$pa" "$pb" "$FAB_PID"
     ctl $NSA "$RUN/a.sock" -j stats >"$RAW/$name$TAG.stats-a.json" 2>&1

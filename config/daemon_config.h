@@ -128,6 +128,7 @@ struct DaemonSection {
     std::string control_socket;  // default: /run/ipoibd/<instance>.sock
     std::string capture;         // pcap (ERF type 21) file; empty = no capture
     bool watchdog = true;        // ping systemd's watchdog when WatchdogSec= asks
+    std::chrono::milliseconds busy_poll{0};  // poll without sleeping this long after traffic; 0 = off
     bool operator==(const DaemonSection&) const = default;
 };
 

@@ -266,6 +266,11 @@ const KeySpec kKeys[] = {
      .help = "ping systemd's watchdog from the event loop (when WatchdogSec= is set)",
      .set = [](DaemonConfig& c, std::string_view v) { return store(c.daemon.watchdog, parse_yes_no(v)); },
      .get = [](const DaemonConfig& c) { return one(format_yes_no(c.daemon.watchdog)); }},
+    {.section = "daemon", .name = "busy-poll", .value_name = "DURATION",
+     .help = "after moving packets, poll without sleeping this long (lower latency, a CPU busy meanwhile); 0: off",
+     .apply = Apply::live,
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.daemon.busy_poll, parse_duration_between(v, 0ms, 1s)); },
+     .get = [](const DaemonConfig& c) { return one(format_duration(c.daemon.busy_poll)); }},
 };
 
 constexpr std::string_view kSections[] = {"fabric", "interface", "multicast", "neighbour", "queues", "daemon"};

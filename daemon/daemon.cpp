@@ -355,14 +355,15 @@ void Daemon::on_port_ready() {
     const auto deliver = [&](const ipoib::ReceivedDatagram& d) { engine_->on_datagram(d, now); };
     // Reap before every process(): each one may deliver a receive queue's
     // worth of datagrams, and a QP without posted buffers drops them.
-    link_->poll(deliver, 1024);
+    std::size_t moved = link_->poll(deliver, 1024);
     port_->process();
     handle_port_events(now);
-    link_->poll(deliver, 1024);
+    moved += link_->poll(deliver, 1024);
     mad_->receive([&](bytes mad) { engine_->on_sa_mad(mad, now); }, 64);  // soft: process()es again
-    link_->poll(deliver, 1024);
+    moved += link_->poll(deliver, 1024);
     flush_sends();
     flush_tun();
+    if (moved > 0) loop_.keep_polling();  // IPoIB traffic (not link heartbeats or SA MADs)
 }
 
 void Daemon::on_tun_datagram(bytes packet, Clock::time_point now) {
@@ -384,6 +385,7 @@ void Daemon::on_tun_datagram(bytes packet, Clock::time_point now) {
 void Daemon::on_tun_readable() {
     const std::size_t batch = config_.queues.tun_max_batch;
     const Clock::time_point now = Clock::now();
+    const std::uint64_t rx_before = tun_counters_.rx_packets;
     for (std::size_t i = 0; i < batch; ++i) {
         const ssize_t n = ::read(tun_->fd.get(), tun_buffer_.data(), tun_buffer_.size());
         if (n < 0) {
@@ -413,6 +415,7 @@ void Daemon::on_tun_readable() {
     }
     // The engine's sends leave in one batch. Completions are reaped by the
     // port handler; a full send queue drops (counted), never blocks.
+    if (tun_counters_.rx_packets != rx_before) loop_.keep_polling();
     flush_sends();
     link_->poll([&](const ipoib::ReceivedDatagram& d) { engine_->on_datagram(d, Clock::now()); }, 256);
     flush_tun();
@@ -473,6 +476,7 @@ int Daemon::run() {
     loop_.on_signal(SIGUSR1, [this](const SignalInfo&) { log_counters(); });
     // [daemon] watchdog = no: no pings (a unit with WatchdogSec= would then
     // restart the daemon; drop WatchdogSec= along with it).
+    loop_.set_busy_poll(config_.daemon.busy_poll);
     if (config_.daemon.watchdog)
         loop_.set_on_iteration([this] { (void)notify_.watchdog(Clock::now()); }, notify_.watchdog_ping_interval());
     (void)notify_.status("waiting for the port to become ACTIVE");
@@ -541,6 +545,7 @@ void Daemon::reload() {
         if (auto r = apply_routes(added, true); !r) failed += " " + r.error();
     }
     engine_->reconfigure(config::neighbour_cache_config(next.neighbour), next.multicast.send_only_join);
+    loop_.set_busy_poll(next.daemon.busy_poll);
     if (next.daemon.capture != config_.daemon.capture) {
         capture_.reset();
         if (!next.daemon.capture.empty()) {

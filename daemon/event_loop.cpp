@@ -1,6 +1,7 @@
 #include "daemon/event_loop.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
@@ -216,6 +217,11 @@ void EventLoop::set_on_iteration(IterationHook hook, std::optional<Clock::durati
     iteration_period_ = at_least_every;
 }
 
+void EventLoop::set_busy_poll(Clock::duration window) {
+    busy_window_ = std::max(window, Clock::duration::zero());
+    if (busy_window_ == Clock::duration::zero()) busy_until_ = {};
+}
+
 void EventLoop::stop() {
     stop_requested_.store(true);
     const std::uint64_t one = 1;
@@ -263,9 +269,19 @@ expected<std::size_t, SysError> EventLoop::run_once(std::optional<Clock::duratio
 
 expected<void, SysError> EventLoop::run() {
     while (!stop_requested_.load()) {
-        if (auto r = run_once(std::nullopt); !r) {
+        const bool poll = polling(Clock::now());
+        auto r = run_once(poll ? std::optional(Clock::duration::zero()) : std::nullopt);
+        if (!r) {
             stop_requested_.store(false);
             return unexpected(r.error());
+        }
+        if (poll && *r == 0) {
+            // Nothing was ready: let other work run first. A yield that took
+            // long means the CPU was wanted by others (a busy machine, where
+            // polling would take CPU from them): sleep until the next traffic.
+            const Clock::time_point before = Clock::now();
+            ::sched_yield();
+            if (Clock::now() - before > kYieldedAway) busy_until_ = {};
         }
     }
     stop_requested_.store(false);

@@ -270,6 +270,7 @@ const BadFile kBadFiles[] = {
     {"capture_relative", "[daemon]\ncapture = ib0.pcap\n",
      "FILE:2: [daemon] capture = ib0.pcap: must be an absolute path"},
     {"watchdog_not_bool", "[daemon]\nwatchdog = 1\n", "FILE:2: [daemon] watchdog = 1: must be yes or no"},
+    {"busy_poll_too_long", "[daemon]\nbusy-poll = 2s\n", "FILE:2: [daemon] busy-poll = 2s: must be between 0s and 1s"},
 };
 
 class BadFileTest : public testing::TestWithParam<BadFile> {};
@@ -395,6 +396,7 @@ log-level = debug
 control-socket = /run/ipoibd/test.sock
 capture = /var/tmp/ib0.pcap
 watchdog = no
+busy-poll = 20ms
 )";
     auto parsed = parse_config(text, "ib0.conf", "ib0");
     ASSERT_TRUE(parsed.has_value()) << parsed.error().message;
@@ -436,6 +438,7 @@ watchdog = no
     EXPECT_EQ(c.daemon.control_socket, "/run/ipoibd/test.sock");
     EXPECT_EQ(c.daemon.capture, "/var/tmp/ib0.pcap");
     EXPECT_FALSE(c.daemon.watchdog);
+    EXPECT_EQ(c.daemon.busy_poll, 20ms);
 }
 
 TEST(ConfigDefaults, WordsAndBooleansAccepted) {
@@ -650,7 +653,7 @@ DaemonConfig everything_changed() {
                    .max_entries = 20'000, .path_max_entries = 300};
     c.queues = {.send_depth = 512, .receive_depth = 1024, .sa_max_queued = 4096, .tun_max_batch = 16};
     c.daemon = {.log_level = LogLevel::warning, .control_socket = "/run/ipoibd-test.sock",
-                .capture = "/var/log/ipoibd/ib0 capture.pcap", .watchdog = false};
+                .capture = "/var/log/ipoibd/ib0 capture.pcap", .watchdog = false, .busy_poll = 5ms};
     return c;
 }
 

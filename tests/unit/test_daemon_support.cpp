@@ -349,6 +349,46 @@ TEST(EventLoop, IterationHookRunsWhenIdle) {
     EXPECT_EQ(hooks, 2);
 }
 
+// Busy polling: with nothing ready and a timer 60 ms away, a sleeping loop
+// turns once (the timer); after keep_polling() it turns again and again
+// for the window without sleeping, then sleeps until the timer.
+TEST(EventLoop, BusyPollTurnsWithoutSleepingForTheWindowThenSleeps) {
+    auto loop = make_loop();
+    int polling_turns = 0, sleeping_turns = 0;
+    loop->set_on_iteration([&] { ++(loop->polling(Clock::now()) ? polling_turns : sleeping_turns); });
+    loop->set_busy_poll(30ms);
+    EXPECT_EQ(loop->busy_poll(), 30ms);
+    EXPECT_FALSE(loop->polling(Clock::now()));  // nothing moved yet
+    loop->keep_polling();
+    EXPECT_TRUE(loop->polling(Clock::now()));
+    EXPECT_FALSE(loop->polling(Clock::now() + 31ms));
+    bool fired = false;
+    loop->add_timer_after(60ms, [&] {
+        fired = true;
+        loop->stop();
+    });
+    ASSERT_TRUE(loop->run().has_value());
+    EXPECT_TRUE(fired);
+    EXPECT_GE(polling_turns, 1);  // a turn with nothing ready, before the timer: no sleep
+    EXPECT_LE(sleeping_turns, 2);  // the timer's wake-up, and the turn the window ended in
+}
+
+TEST(EventLoop, BusyPollOffByDefaultAndWhenSetToZero) {
+    auto loop = make_loop();
+    loop->keep_polling();
+    EXPECT_FALSE(loop->polling(Clock::now()));
+    loop->set_busy_poll(10ms);
+    loop->keep_polling();
+    EXPECT_TRUE(loop->polling(Clock::now()));
+    loop->set_busy_poll(0ms);
+    EXPECT_FALSE(loop->polling(Clock::now()));
+    int turns = 0;
+    loop->set_on_iteration([&] { ++turns; });
+    loop->add_timer_after(20ms, [&] { loop->stop(); });
+    ASSERT_TRUE(loop->run().has_value());
+    EXPECT_EQ(turns, 1);  // slept until the timer
+}
+
 // ---- logger ----
 
 TEST(Log, StderrLineFormat) {
