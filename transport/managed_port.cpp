@@ -9,7 +9,10 @@ ManagedPort::ManagedPort(const SmaIdentity& identity, LinkSink& link)
 
 void ManagedPort::apply(const SmaResult& result) {
     core_.replace_attributes(sma_.attributes());
-    for (PortEvent e : result.events) core_.raise(e);
+    for (PortEvent e : result.events) {
+        if (e == PortEvent::client_reregister) ++reregistrations_;
+        core_.raise(e);
+    }
 }
 
 bool ManagedPort::handle_smp(const ib::Packet& packet) {

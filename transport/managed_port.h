@@ -28,6 +28,11 @@ public:
     void link_up() { apply(sma_.link_up()); }
     void link_down() { apply(sma_.link_down()); }
 
+    // How many times an SM asked for a client re-register (PortInfo
+    // ClientReregister): a new or restarted SM, whose subnet state may
+    // differ from what the port learnt before.
+    std::uint64_t reregistrations() const { return reregistrations_; }
+
 private:
     bool handle_smp(const ib::Packet& packet);
     void apply(const SmaResult& result);
@@ -35,6 +40,7 @@ private:
     LinkSink& link_;
     Sma sma_;  // before core_: the core starts from the SMA's attributes
     PortCore core_;
+    std::uint64_t reregistrations_ = 0;
 };
 
 }  // namespace ipoibd::transport

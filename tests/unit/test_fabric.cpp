@@ -292,6 +292,7 @@ TEST_F(FabricTest, SmRestartKeepsLidsAndAsksForReregistration) {
     plug(b);  // b first: LID 2
     plug(a);  // a: LID 3
     a.events();
+    const std::uint64_t reregistrations = a.port.reregistrations();
     start_fabric();  // a new switch and SM; the ports keep their state
     plug(a);         // a now comes first, but keeps LID 3
     plug(b);
@@ -299,6 +300,9 @@ TEST_F(FabricTest, SmRestartKeepsLidsAndAsksForReregistration) {
     EXPECT_EQ(b.port.core().attributes().lid, 2);
     EXPECT_EQ(a.port.core().attributes().state, PortState::active);
     EXPECT_TRUE(has(a.events(), PortEvent::client_reregister));
+    // What a soft port's cut-through hints are checked against: they came
+    // from the old SM's fabric and are forgotten.
+    EXPECT_EQ(a.port.reregistrations(), reregistrations + 1);
     EXPECT_EQ(sw->unicast_route(3), std::optional<std::uint8_t>(1));
 }
 

@@ -110,14 +110,18 @@ void SoftPort::send_link_packet() {
     if (socket_.queue(buf, &config_.fabric)) ++link_.link_packets_sent;
 }
 
+bool SoftPort::hints_current() const {
+    const PortAttributes& a = port_.core().attributes();
+    return a.state == PortState::active && a.lid == hints_lid_ && a.sm_lid == hints_sm_lid_ &&
+           port_.reregistrations() == hints_reregistrations_;
+}
+
 bool SoftPort::transmit(bytes packet) {
     // Hints belong to one programming of the port by one SM: a port that is
-    // not ACTIVE, or whose LID or SM changed (a restarted fabric re-sweeps
-    // without the link going down), forgets them.
-    if (!direct_.empty()) {
-        const PortAttributes& a = port_.core().attributes();
-        if (a.state != PortState::active || a.lid != hints_lid_ || a.sm_lid != hints_sm_lid_) direct_.clear();
-    }
+    // not ACTIVE, whose LID or SM changed, or that an SM asked to
+    // re-register (a restarted fabric re-sweeps without the link going down
+    // and may give a LID to a port at another address) forgets them.
+    if (!direct_.empty() && !hints_current()) direct_.clear();
     if (!direct_.empty() && packet.size() >= ib::Lrh::size) {
         const std::uint16_t dlid = load_be16(packet.data() + 2);
         if (auto it = direct_.find(dlid); it != direct_.end()) {
@@ -162,9 +166,10 @@ void SoftPort::on_datagram(bytes datagram, const SocketAddress& from) {
             ++cut_.hints_bad;
             return;
         }
-        if (a.lid != hints_lid_ || a.sm_lid != hints_sm_lid_) direct_.clear();
+        if (!hints_current()) direct_.clear();
         hints_lid_ = a.lid;
         hints_sm_lid_ = a.sm_lid;
+        hints_reregistrations_ = port_.reregistrations();
         ++cut_.hints;
         const auto now = std::chrono::steady_clock::now();
         const auto ttl = std::chrono::milliseconds(hint->ttl_ms);

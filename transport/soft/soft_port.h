@@ -99,6 +99,7 @@ private:
     SoftPort(const SoftPortConfig& config, UdpBatchSocket socket, UniqueFd timer, UniqueFd epoll);
     void on_datagram(bytes datagram, const SocketAddress& from);
     bool transmit(bytes packet);
+    bool hints_current() const;  // the route hints still belong to this programming of the port
     void on_timer(std::uint64_t expirations);
     void send_link_packet();
     void set_link(bool up);
@@ -121,6 +122,7 @@ private:
     std::unordered_map<std::uint16_t, Direct> direct_;  // by DLID; bounded by the unicast LID space
     std::uint16_t hints_lid_ = 0;     // the port's LID and SM LID when the hints came
     std::uint16_t hints_sm_lid_ = 0;
+    std::uint64_t hints_reregistrations_ = 0;  // ManagedPort::reregistrations() then
     SoftCutThroughCounters cut_;
 };
 
