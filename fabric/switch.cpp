@@ -42,14 +42,16 @@ void Switch::on_datagram(const SocketAddress& from, bytes datagram, Clock::time_
     ++ports_[*port].rx_packets;
     if (transport::is_soft_control(datagram)) {
         // A port asks to keep its cut-through route (route_hint.h).
-        const auto dlid = transport::decode_route_request(datagram);
-        const auto route = dlid ? lft_.find(*dlid) : lft_.end();
-        if (!dlid || route == lft_.end() || !config_.cut_through || tap_) {
+        const auto request = transport::decode_route_request(datagram);
+        const auto route = request ? lft_.find(request->dlid) : lft_.end();
+        if (!request || route == lft_.end() || !config_.cut_through || tap_) {
             count(SwitchDrop::bad_route_request);
             return;
         }
-        hints_sent_.erase({*port, *dlid});
-        maybe_send_hint(*port, route->second, *dlid, now);
+        // Answered in the order of the port's datagrams: everything it sent
+        // before the request has been forwarded by now (the marker, route_hint.h).
+        hints_sent_.erase({*port, request->dlid});
+        maybe_send_hint(*port, route->second, request->dlid, now, request->marker);
         return;
     }
     if (tap_) tap_(datagram, false);
@@ -159,7 +161,8 @@ void Switch::forward(bytes datagram, const ib::Lrh& lrh, std::uint8_t in_port, C
     if (config_.cut_through && !tap_ && now != Clock::time_point{}) maybe_send_hint(in_port, it->second, lrh.dlid, now);
 }
 
-void Switch::maybe_send_hint(std::uint8_t in_port, std::uint8_t out_port, std::uint16_t dlid, Clock::time_point now) {
+void Switch::maybe_send_hint(std::uint8_t in_port, std::uint8_t out_port, std::uint16_t dlid, Clock::time_point now,
+                             std::uint8_t marker) {
     if (in_port == out_port || !port_up(in_port) || !port_up(out_port)) return;
     auto& last = hints_sent_[{in_port, dlid}];
     if (last != Clock::time_point{} && now - last < config_.hint_ttl / 2) return;
@@ -168,6 +171,7 @@ void Switch::maybe_send_hint(std::uint8_t in_port, std::uint8_t out_port, std::u
     hint.dlid = dlid;
     hint.ttl_ms = static_cast<std::uint16_t>(std::min<std::int64_t>(config_.hint_ttl.count(), 60'000));
     hint.peer = ports_[out_port].peer;
+    hint.marker = marker;
     std::array<std::uint8_t, transport::RouteHint::size> buf;
     if (!transport::encode_route_hint(hint, buf)) return;
     output_.send(ports_[in_port].peer, buf);

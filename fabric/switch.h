@@ -147,7 +147,8 @@ private:
     void on_link_packet(const SocketAddress& from, bytes datagram, Clock::time_point now);
     // `now` unset: a management packet (no cut-through hint).
     void forward(bytes datagram, const ib::Lrh& lrh, std::uint8_t in_port, Clock::time_point now = {});
-    void maybe_send_hint(std::uint8_t in_port, std::uint8_t out_port, std::uint16_t dlid, Clock::time_point now);
+    void maybe_send_hint(std::uint8_t in_port, std::uint8_t out_port, std::uint16_t dlid, Clock::time_point now,
+                         std::uint8_t marker = 0);
     void forget_hints(std::uint8_t port);
     // Last hint sent to (ingress port, DLID).
     std::map<std::pair<std::uint8_t, std::uint16_t>, Clock::time_point> hints_sent_;

@@ -506,6 +506,7 @@ TEST_F(FabricTest, ForwardedUnicastEarnsTheSenderARouteHint) {
             EXPECT_EQ(h->dlid, lid_b);
             EXPECT_EQ(h->peer, b.address);
             EXPECT_EQ(h->ttl_ms, 2000);
+            EXPECT_EQ(h->marker, 0);
         }
     // Within half the TTL no second hint; after it, one again.
     now += std::chrono::milliseconds(500);
@@ -522,14 +523,31 @@ TEST_F(FabricTest, ForwardedUnicastEarnsTheSenderARouteHint) {
     EXPECT_EQ(hints_to(net, a.address), 0u);
 }
 
-TEST(RouteHint, RequestsRoundTrip) {
+TEST(RouteHint, RequestsRoundTripWithTheirMarker) {
     std::array<std::uint8_t, transport::RouteHint::size> buf;
-    transport::encode_route_request(0x0042, buf);
+    transport::encode_route_request({.dlid = 0x0042, .marker = 7}, buf);
     EXPECT_TRUE(transport::is_soft_control(buf));
-    EXPECT_EQ(transport::decode_route_request(buf), std::optional<std::uint16_t>(0x42));
+    const auto r = transport::decode_route_request(buf);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->dlid, 0x42);
+    EXPECT_EQ(r->marker, 7);
     EXPECT_FALSE(transport::decode_route_hint(buf));  // a request is not a hint
-    transport::encode_route_request(0xC000, buf);
+    transport::encode_route_request({.dlid = 0xC000, .marker = 0}, buf);
     EXPECT_FALSE(transport::decode_route_request(buf));
+}
+
+TEST(RouteHint, MarkerRoundTrips) {
+    transport::RouteHint h;
+    h.dlid = 0x0042;
+    h.ttl_ms = 2000;
+    h.peer = *parse_socket_address("198.18.100.2:40000");
+    h.marker = 200;
+    std::array<std::uint8_t, transport::RouteHint::size> buf;
+    ASSERT_TRUE(transport::encode_route_hint(h, buf));
+    EXPECT_EQ(buf[11], 200);
+    const auto back = transport::decode_route_hint(buf);
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back->marker, 200);
 }
 
 TEST_F(FabricTest, RouteRequestRenewsTheHintWithoutData) {
@@ -538,13 +556,20 @@ TEST_F(FabricTest, RouteRequestRenewsTheHintWithoutData) {
     plug(b);
     const std::uint16_t lid_b = b.port.core().attributes().lid;
     std::array<std::uint8_t, transport::RouteHint::size> req;
-    transport::encode_route_request(lid_b, req);
+    transport::encode_route_request({.dlid = lid_b, .marker = 9}, req);
     net.down.clear();
     sw->on_datagram(a.address, req, now);
     ASSERT_EQ(hints_to(net, a.address), 1u);
+    // The answer echoes the request's marker (what a port switching a route
+    // to direct waits for, route_hint.h); unsolicited hints carry 0.
+    for (const auto& [peer, d] : net.down) {
+        if (transport::is_soft_control(d)) {
+            EXPECT_EQ(transport::decode_route_hint(d)->marker, 9);
+        }
+    }
     // A request for a LID with no route is dropped and counted.
     net.down.clear();
-    transport::encode_route_request(0x0999, req);
+    transport::encode_route_request({.dlid = 0x0999, .marker = 1}, req);
     const auto before = sw->counters().dropped_for(SwitchDrop::bad_route_request);
     sw->on_datagram(a.address, req, now);
     EXPECT_EQ(hints_to(net, a.address), 0u);

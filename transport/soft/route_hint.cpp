@@ -15,8 +15,9 @@ bool is_soft_control(bytes d) {
 
 std::optional<RouteHint> decode_route_hint(bytes d) {
     if (d.size() != RouteHint::size || !is_soft_control(d)) return std::nullopt;
-    if (d[4] != RouteHint::kVersion || d[5] != RouteHint::kTypeUnicast || d[11] != 0) return std::nullopt;
+    if (d[4] != RouteHint::kVersion || d[5] != RouteHint::kTypeUnicast) return std::nullopt;
     RouteHint h;
+    h.marker = d[11];
     h.dlid = load_be16(d.data() + 6);
     h.ttl_ms = load_be16(d.data() + 8);
     if (!ib::is_unicast_lid(h.dlid)) return std::nullopt;
@@ -48,6 +49,7 @@ bool encode_route_hint(const RouteHint& h, std::array<std::uint8_t, RouteHint::s
     out[5] = RouteHint::kTypeUnicast;
     store_be16(out.data() + 6, h.dlid);
     store_be16(out.data() + 8, h.ttl_ms);
+    out[11] = h.marker;
     store_be16(out.data() + 12, h.peer.port());
     if (h.peer.family() == AF_INET) {
         sockaddr_in a{};
@@ -66,20 +68,21 @@ bool encode_route_hint(const RouteHint& h, std::array<std::uint8_t, RouteHint::s
     return false;
 }
 
-void encode_route_request(std::uint16_t dlid, std::array<std::uint8_t, RouteHint::size>& out) {
+void encode_route_request(const RouteRequest& request, std::array<std::uint8_t, RouteHint::size>& out) {
     out.fill(0);
     std::copy(RouteHint::kMagic.begin(), RouteHint::kMagic.end(), out.begin());
     out[4] = RouteHint::kVersion;
     out[5] = RouteHint::kTypeRequest;
-    store_be16(out.data() + 6, dlid);
+    store_be16(out.data() + 6, request.dlid);
+    out[11] = request.marker;
 }
 
-std::optional<std::uint16_t> decode_route_request(bytes d) {
+std::optional<RouteRequest> decode_route_request(bytes d) {
     if (d.size() != RouteHint::size || !is_soft_control(d)) return std::nullopt;
     if (d[4] != RouteHint::kVersion || d[5] != RouteHint::kTypeRequest) return std::nullopt;
-    const std::uint16_t dlid = load_be16(d.data() + 6);
-    if (!ib::is_unicast_lid(dlid)) return std::nullopt;
-    return dlid;
+    const RouteRequest r{.dlid = load_be16(d.data() + 6), .marker = d[11]};
+    if (!ib::is_unicast_lid(r.dlid)) return std::nullopt;
+    return r;
 }
 
 }  // namespace ipoibd::transport

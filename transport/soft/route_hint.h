@@ -14,14 +14,30 @@
 // middle of a direct stream would arrive late and look like loss to TCP),
 // a port asks for a fresh hint with a route request (type 2, the DLID, no
 // address) once half of a hint's TTL has passed, and keeps sending
-// directly meanwhile. Multicast, SMPs and SA MADs always go through the switch. A switch that
+// directly meanwhile.
+//
+// Switching a route from the switch to direct must not reorder it either
+// (IBA delivers a path's packets in order, and TCP and ibudping notice):
+// packets the port sent through the switch just before a hint came may
+// still be in the switch's socket, and a direct packet would overtake them.
+// So a port does not use a new hint at once: it sends a route request
+// carrying a marker (1-255) behind its packets, holds its packets to that
+// DLID (at most 64, at most 20 ms), and starts sending directly, held
+// packets first, when the hint answering that marker comes back: the
+// switch reads its socket in order, so by then it has forwarded everything
+// the port sent before the request. Unsolicited hints carry marker 0. When
+// the answer does not come in time, the held packets go through the switch,
+// in order, and a later hint tries again.
+//
+// Multicast, SMPs and SA MADs always go through the switch. A switch that
 // captures (ibfabricd --pcap) sends no hints, so the capture sees all.
 //
 // Wire format (30 bytes; not an IBA packet: no LRH starts with 'I', LVer 9):
 //   0-3   magic "IBSF"
 //   4     version (1)          5     type (1: unicast route)
 //   6-7   DLID                 8-9   TTL in milliseconds
-//   10    address family (4, 6)    11  reserved (0)
+//   10    address family (4, 6)    11  marker (request: the port's;
+//                                      hint: the request's echoed, 0 unsolicited)
 //   12-13 UDP port             14-29 address (IPv4 in 14-17, rest zero)
 #pragma once
 
@@ -45,6 +61,12 @@ struct RouteHint {
     std::uint16_t dlid = 0;
     std::uint16_t ttl_ms = 0;
     SocketAddress peer;
+    std::uint8_t marker = 0;  // the route request this answers; 0: unsolicited
+};
+
+struct RouteRequest {
+    std::uint16_t dlid = 0;
+    std::uint8_t marker = 0;
 };
 
 // Whether a datagram claims to be a soft-fabric control datagram (magic);
@@ -54,9 +76,10 @@ bool is_soft_control(bytes datagram);
 std::optional<RouteHint> decode_route_hint(bytes datagram);
 // Writes the 30 bytes; false for a peer that is neither IPv4 nor IPv6.
 bool encode_route_hint(const RouteHint& hint, std::array<std::uint8_t, RouteHint::size>& out);
-// A port's request for a fresh hint for `dlid` (type 2; address fields zero).
-void encode_route_request(std::uint16_t dlid, std::array<std::uint8_t, RouteHint::size>& out);
-// The DLID of a valid route request, else nullopt.
-std::optional<std::uint16_t> decode_route_request(bytes datagram);
+// A port's request for a fresh hint for `dlid` (type 2; address fields zero),
+// answered by a hint carrying the same marker.
+void encode_route_request(const RouteRequest& request, std::array<std::uint8_t, RouteHint::size>& out);
+// A valid route request, else nullopt.
+std::optional<RouteRequest> decode_route_request(bytes datagram);
 
 }  // namespace ipoibd::transport

@@ -93,6 +93,7 @@ void SoftPort::process() {
     if (::read(timer_.get(), &expirations, sizeof expirations) == sizeof expirations && expirations > 0)
         on_timer(expirations);
     socket_.receive([this](bytes d, const SocketAddress& from) { on_datagram(d, from); });
+    if (!held_.empty()) expire_drains(std::chrono::steady_clock::now());
     socket_.flush();
 }
 
@@ -121,26 +122,101 @@ bool SoftPort::transmit(bytes packet) {
     // not ACTIVE, whose LID or SM changed, or that an SM asked to
     // re-register (a restarted fabric re-sweeps without the link going down
     // and may give a LID to a port at another address) forgets them.
-    if (!direct_.empty() && !hints_current()) direct_.clear();
+    if (!direct_.empty() && !hints_current()) forget_hints();
     if (!direct_.empty() && packet.size() >= ib::Lrh::size) {
         const std::uint16_t dlid = load_be16(packet.data() + 2);
         if (auto it = direct_.find(dlid); it != direct_.end()) {
             const auto now = std::chrono::steady_clock::now();
-            if (now < it->second.expires) {
-                if (now >= it->second.refresh_at && !it->second.refresh_asked) {
+            Direct& d = it->second;
+            if (d.draining) {
+                if (now < d.drain_deadline && held_.size() < kMaxHeld) {
+                    held_.push_back(Held{dlid, std::vector<std::uint8_t>(packet.begin(), packet.end())});
+                    ++cut_.held;
+                    return true;
+                }
+                // No answer in time, or too much held: through the switch,
+                // after what is held, and a later hint tries again.
+                ++cut_.drain_timeouts;
+                release_held(dlid, config_.fabric, false);
+                direct_.erase(it);
+            } else if (now < d.expires) {
+                if (now >= d.refresh_at && !d.refresh_asked) {
                     std::array<std::uint8_t, RouteHint::size> req;
-                    encode_route_request(dlid, req);
+                    encode_route_request({.dlid = dlid, .marker = 0}, req);
                     if (socket_.queue(req, &config_.fabric)) ++cut_.refresh_requests;
-                    it->second.refresh_asked = true;
+                    d.refresh_asked = true;
                 }
                 ++cut_.direct_tx;
-                return socket_.queue(packet, &it->second.peer);
+                return socket_.queue(packet, &d.peer);
+            } else {
+                direct_.erase(it);  // expired: this packet fetches a fresh hint
             }
-            direct_.erase(it);  // expired: this packet fetches a fresh hint
         }
     }
     ++cut_.via_switch_tx;
     return socket_.queue(packet, &config_.fabric);
+}
+
+void SoftPort::on_route_hint(const RouteHint& hint) {
+    const PortAttributes& a = port_.core().attributes();
+    if (!hints_current()) forget_hints();
+    hints_lid_ = a.lid;
+    hints_sm_lid_ = a.sm_lid;
+    hints_reregistrations_ = port_.reregistrations();
+    ++cut_.hints;
+    const auto now = std::chrono::steady_clock::now();
+    const auto ttl = std::chrono::milliseconds(hint.ttl_ms);
+    auto it = direct_.find(hint.dlid);
+    if (it == direct_.end()) {
+        // A new route. Packets sent through the switch may still be in it:
+        // a marker behind them, and packets held until its answer.
+        last_marker_ = static_cast<std::uint8_t>(last_marker_ == 255 ? 1 : last_marker_ + 1);
+        std::array<std::uint8_t, RouteHint::size> req;
+        encode_route_request({.dlid = hint.dlid, .marker = last_marker_}, req);
+        if (!socket_.queue(req, &config_.fabric)) return;  // no marker, no route: try with a later hint
+        ++cut_.markers;
+        direct_[hint.dlid] = Direct{.peer = hint.peer, .expires = now + ttl, .refresh_at = now + ttl / 2,
+                                    .refresh_asked = false, .draining = true, .marker = last_marker_,
+                                    .drain_deadline = now + kDrainTimeout};
+        return;
+    }
+    Direct& d = it->second;
+    if (d.draining && (hint.marker == 0 || hint.marker != d.marker)) return;  // not the marker's answer
+    const bool was_draining = d.draining;
+    d = Direct{.peer = hint.peer, .expires = now + ttl, .refresh_at = now + ttl / 2, .refresh_asked = false};
+    if (was_draining) release_held(hint.dlid, d.peer, true);
+}
+
+void SoftPort::release_held(std::uint16_t dlid, const SocketAddress& to, bool direct) {
+    if (held_.empty()) return;
+    std::size_t kept = 0;
+    for (Held& h : held_) {
+        if (dlid != 0 && h.dlid != dlid) {
+            if (&held_[kept] != &h) held_[kept] = std::move(h);
+            ++kept;
+            continue;
+        }
+        ++(direct ? cut_.direct_tx : cut_.via_switch_tx);
+        socket_.queue(h.packet, &to);  // a full socket queue counts its own drop
+    }
+    held_.resize(kept);
+}
+
+void SoftPort::forget_hints() {
+    release_held(0, config_.fabric, false);
+    direct_.clear();
+}
+
+void SoftPort::expire_drains(std::chrono::steady_clock::time_point now) {
+    for (auto it = direct_.begin(); it != direct_.end();) {
+        if (it->second.draining && now >= it->second.drain_deadline) {
+            ++cut_.drain_timeouts;
+            release_held(it->first, config_.fabric, false);
+            it = direct_.erase(it);
+        } else {
+            ++it;
+        }
+    }
 }
 
 void SoftPort::on_datagram(bytes datagram, const SocketAddress& from) {
@@ -157,23 +233,11 @@ void SoftPort::on_datagram(bytes datagram, const SocketAddress& from) {
     }
     if (is_soft_control(datagram)) {
         const auto hint = decode_route_hint(datagram);
-        if (!hint || !link_up_) {
+        if (!hint || !link_up_ || port_.core().attributes().state != PortState::active) {
             ++cut_.hints_bad;
             return;
         }
-        const PortAttributes& a = port_.core().attributes();
-        if (a.state != PortState::active) {
-            ++cut_.hints_bad;
-            return;
-        }
-        if (!hints_current()) direct_.clear();
-        hints_lid_ = a.lid;
-        hints_sm_lid_ = a.sm_lid;
-        hints_reregistrations_ = port_.reregistrations();
-        ++cut_.hints;
-        const auto now = std::chrono::steady_clock::now();
-        const auto ttl = std::chrono::milliseconds(hint->ttl_ms);
-        direct_[hint->dlid] = Direct{.peer = hint->peer, .expires = now + ttl, .refresh_at = now + ttl / 2, .refresh_asked = false};
+        on_route_hint(*hint);
         return;
     }
     if (datagram.size() == ib::LinkPacket::size) {
@@ -209,7 +273,7 @@ SoftPort::SoftPort(const SoftPortConfig& config, UdpBatchSocket socket, UniqueFd
 
 void SoftPort::set_link(bool up) {
     link_up_ = up;
-    direct_.clear();  // the SM will program the port anew
+    forget_hints();  // the SM will program the port anew
     ++(up ? link_.link_ups : link_.link_downs);
     if (up)
         port_.link_up();

@@ -22,10 +22,12 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "common/socket_address.h"
 #include "common/unique_fd.h"
 #include "transport/managed_port.h"
+#include "transport/soft/route_hint.h"
 #include "transport/soft/udp_batch.h"
 
 namespace ipoibd::transport {
@@ -48,6 +50,9 @@ struct SoftCutThroughCounters {
     std::uint64_t direct_rx = 0;      // packets received from a peer, not the switch
     std::uint64_t via_switch_tx = 0;  // packets sent to the switch
     std::uint64_t refresh_requests = 0;  // route requests sent before a hint expired
+    std::uint64_t markers = 0;        // route requests sent to switch a new route to direct
+    std::uint64_t held = 0;           // packets held until the marker's answer
+    std::uint64_t drain_timeouts = 0; // answers that did not come in time (held packets went via the switch)
 };
 
 struct SoftLinkCounters {
@@ -100,6 +105,11 @@ private:
     void on_datagram(bytes datagram, const SocketAddress& from);
     bool transmit(bytes packet);
     bool hints_current() const;  // the route hints still belong to this programming of the port
+    void forget_hints();         // held packets go through the switch, in order
+    void on_route_hint(const RouteHint& hint);
+    // Sends the held packets for `dlid` (all DLIDs when 0) to `to`, in order.
+    void release_held(std::uint16_t dlid, const SocketAddress& to, bool direct);
+    void expire_drains(std::chrono::steady_clock::time_point now);
     void on_timer(std::uint64_t expirations);
     void send_link_packet();
     void set_link(bool up);
@@ -118,7 +128,20 @@ private:
         std::chrono::steady_clock::time_point expires{};
         std::chrono::steady_clock::time_point refresh_at{};  // ask for a fresh hint from here on
         bool refresh_asked = false;
+        // A new route: packets held until the hint answering `marker`
+        // comes back, or until drain_deadline (route_hint.h).
+        bool draining = false;
+        std::uint8_t marker = 0;
+        std::chrono::steady_clock::time_point drain_deadline{};
     };
+    static constexpr std::size_t kMaxHeld = 64;
+    static constexpr std::chrono::milliseconds kDrainTimeout{20};
+    struct Held {
+        std::uint16_t dlid;
+        std::vector<std::uint8_t> packet;
+    };
+    std::vector<Held> held_;  // in the order sent; at most kMaxHeld
+    std::uint8_t last_marker_ = 0;
     std::unordered_map<std::uint16_t, Direct> direct_;  // by DLID; bounded by the unicast LID space
     std::uint16_t hints_lid_ = 0;     // the port's LID and SM LID when the hints came
     std::uint16_t hints_sm_lid_ = 0;

@@ -110,6 +110,12 @@ void print_port_counters(Port& port) {
     if (!soft) return;
     const PortCounters& c = soft->counters();
     std::printf("port: rx %llu tx %llu\n", static_cast<unsigned long long>(c.rx_packets), static_cast<unsigned long long>(c.tx_packets));
+    const SoftCutThroughCounters& ct = soft->cut_through_counters();
+    std::printf("cut-through: hints %llu direct_tx %llu via_switch_tx %llu direct_rx %llu refresh_requests %llu markers %llu held %llu drain_timeouts %llu\n",
+                static_cast<unsigned long long>(ct.hints), static_cast<unsigned long long>(ct.direct_tx),
+                static_cast<unsigned long long>(ct.via_switch_tx), static_cast<unsigned long long>(ct.direct_rx),
+                static_cast<unsigned long long>(ct.refresh_requests), static_cast<unsigned long long>(ct.markers),
+                static_cast<unsigned long long>(ct.held), static_cast<unsigned long long>(ct.drain_timeouts));
     for (std::size_t i = 0; i < ib::kDropReasonCount; ++i)
         if (c.malformed[i]) std::printf("port malformed %s %llu\n", ib::to_string(static_cast<ib::DropReason>(i)), static_cast<unsigned long long>(c.malformed[i]));
     for (std::size_t i = 0; i < kDeliveryDropCount; ++i)
