@@ -259,7 +259,8 @@ expected<void, std::string> Daemon::create_interface() {
     tun_.emplace(std::move(*tun));
     set_carrier(false);  // no carrier until the broadcast group is joined
     if (tun_->offload)
-        coalescer_ = std::make_unique<netlink::TunCoalescer>([this](bytes d) { write_tun_raw(d); });
+        coalescer_ = std::make_unique<netlink::TunCoalescer>([this](bytes d) { write_tun_raw(d); },
+                                                             tun_->udp_segmentation);
 
     // The link-local address is RFC 4391's (port GUID as EUI-64), not one
     // the kernel would invent for a device without a link layer.

@@ -45,8 +45,15 @@ expected<TunDevice, SysError> open_tun(const TunOptions& options) {
         int hdr = 10;
         if (::ioctl(fd.get(), TUNSETVNETHDRSZ, &hdr) < 0)
             return unexpected(SysError{"set the vnet header size of TUN " + device.name, errno});
-        if (::ioctl(fd.get(), TUNSETOFFLOAD, TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6) < 0)
+        // UDP segmentation offload too where the kernel has it (6.2 on;
+        // EINVAL before): the coalescer then merges UDP runs as well.
+        constexpr unsigned long kTso = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
+        constexpr unsigned long kUso = 0x20 | 0x40;  // TUN_F_USO4 | TUN_F_USO6 (<linux/if_tun.h> of 6.2)
+        if (::ioctl(fd.get(), TUNSETOFFLOAD, kTso | kUso) == 0) {
+            device.udp_segmentation = true;
+        } else if (errno != EINVAL || ::ioctl(fd.get(), TUNSETOFFLOAD, kTso) < 0) {
             return unexpected(SysError{"set offloads on TUN " + device.name, errno});
+        }
         device.offload = true;
     }
 

@@ -46,6 +46,7 @@ struct TunDevice {
     std::string name;        // the name the kernel gave ("ib0")
     std::uint32_t ifindex = 0;
     bool offload = false;    // reads and writes carry a virtio_net_hdr
+    bool udp_segmentation = false;  // and UDP GSO (USO, kernel >= 6.2) both ways
 };
 
 // Creates (or attaches to) the TUN device. Errors name the step and the

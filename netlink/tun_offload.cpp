@@ -2,27 +2,86 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 namespace ipoibd::netlink {
 
 namespace {
 
 constexpr std::uint8_t kProtoTcp = 6;
+constexpr std::uint8_t kProtoUdp = 17;
 constexpr std::uint8_t kTcpFin = 0x01;
 constexpr std::uint8_t kTcpPsh = 0x08;
 constexpr std::uint8_t kTcpCwr = 0x80;
 
-// The pseudo-header sum of RFC 793 / RFC 8200 8.1 for a TCP segment.
-std::uint32_t pseudo_header_sum(bytes ip, bool v6, std::size_t tcp_length) {
+// The pseudo-header sum of RFC 793 / RFC 768 / RFC 8200 8.1 for a TCP
+// segment or UDP datagram of `l4_length` bytes.
+std::uint32_t pseudo_header_sum(bytes ip, bool v6, std::size_t l4_length, std::uint8_t proto = kProtoTcp) {
     std::uint32_t sum = 0;
     if (v6) {
         sum = checksum_add(sum, ip.subspan(8, 32));
     } else {
         sum = checksum_add(sum, ip.subspan(12, 8));
     }
-    sum += kProtoTcp;
-    sum += static_cast<std::uint32_t>(tcp_length >> 16) + static_cast<std::uint32_t>(tcp_length & 0xFFFF);
+    sum += proto;
+    sum += static_cast<std::uint32_t>(l4_length >> 16) + static_cast<std::uint32_t>(l4_length & 0xFFFF);
     return sum;
+}
+
+// A segment's IP header after its copy: length, and for IPv4 the
+// Identification (the super-packet's + index) and header checksum.
+void fix_segment_ip_header(std::uint8_t* s, bool v6, std::size_t ip_len, std::size_t total, std::uint16_t id) {
+    if (v6) {
+        store_be16(s + 4, static_cast<std::uint16_t>(total - 40));
+        return;
+    }
+    store_be16(s + 2, static_cast<std::uint16_t>(total));
+    store_be16(s + 4, id);
+    store_be16(s + 10, 0);
+    store_be16(s + 10, checksum_fold(checksum_add(0, bytes(s, ip_len))));
+}
+
+// UDP GSO (UDP_L4) from the TUN: one datagram per gso_size of payload.
+expected<std::size_t, OffloadError> segment_udp(const VirtioNetHeader& h, mutable_bytes pkt, std::vector<std::uint8_t>& scratch,
+                                                const std::function<void(bytes)>& emit) {
+    if (pkt.empty()) return unexpected(OffloadError::truncated);
+    const bool v6 = (pkt[0] >> 4) == 6;
+    std::size_t ip_len = 0;
+    if (v6) {
+        ip_len = 40;
+        if (pkt.size() < ip_len || pkt[6] != kProtoUdp) return unexpected(OffloadError::bad_headers);
+    } else if ((pkt[0] >> 4) == 4) {
+        ip_len = static_cast<std::size_t>(pkt[0] & 0x0F) * 4;
+        if (ip_len < 20 || pkt.size() < ip_len || pkt[9] != kProtoUdp) return unexpected(OffloadError::bad_headers);
+    } else {
+        return unexpected(OffloadError::bad_headers);
+    }
+    if (pkt.size() < ip_len + 8) return unexpected(OffloadError::truncated);
+    const std::size_t headers = ip_len + 8;
+    const std::size_t mss = h.gso_size;
+    if (mss == 0) return unexpected(OffloadError::bad_headers);
+    const bytes payload = pkt.subspan(headers);
+    const std::uint16_t id0 = v6 ? 0 : load_be16(pkt.data() + 4);
+    scratch.resize(headers + mss);
+    std::size_t count = 0;
+    for (std::size_t off = 0; off < payload.size() || (payload.empty() && count == 0); off += mss) {
+        const std::size_t n = std::min(mss, payload.size() - off);
+        std::uint8_t* s = scratch.data();
+        std::memcpy(s, pkt.data(), headers);
+        std::memcpy(s + headers, payload.data() + off, n);
+        const std::size_t total = headers + n;
+        fix_segment_ip_header(s, v6, ip_len, total, static_cast<std::uint16_t>(id0 + count));
+        std::uint8_t* udp = s + ip_len;
+        store_be16(udp + 4, static_cast<std::uint16_t>(8 + n));
+        store_be16(udp + 6, 0);
+        std::uint32_t sum = pseudo_header_sum(bytes(s, ip_len), v6, 8 + n, kProtoUdp);
+        const std::uint16_t c = checksum_fold(checksum_add(sum, bytes(udp, 8 + n)));
+        store_be16(udp + 6, c == 0 ? 0xFFFF : c);
+        emit(bytes(s, total));
+        ++count;
+        if (payload.empty()) break;
+    }
+    return count;
 }
 
 }  // namespace
@@ -90,6 +149,7 @@ expected<std::size_t, OffloadError> segment_tun_packet(mutable_bytes read, std::
         emit(pkt);
         return 1;
     }
+    if (gso == VirtioNetHeader::kGsoUdpL4) return segment_udp(h, pkt, scratch, emit);
     if (gso != VirtioNetHeader::kGsoTcpV4 && gso != VirtioNetHeader::kGsoTcpV6)
         return unexpected(OffloadError::unsupported_gso);
     const bool v6 = gso == VirtioNetHeader::kGsoTcpV6;
@@ -122,14 +182,7 @@ expected<std::size_t, OffloadError> segment_tun_packet(mutable_bytes read, std::
         std::memcpy(s, pkt.data(), headers);
         std::memcpy(s + headers, payload.data() + off, n);
         const std::size_t total = headers + n;
-        if (v6) {
-            store_be16(s + 4, static_cast<std::uint16_t>(total - 40));
-        } else {
-            store_be16(s + 2, static_cast<std::uint16_t>(total));
-            store_be16(s + 4, static_cast<std::uint16_t>(id0 + count));
-            store_be16(s + 10, 0);
-            store_be16(s + 10, checksum_fold(checksum_add(0, bytes(s, ip_len))));
-        }
+        fix_segment_ip_header(s, v6, ip_len, total, static_cast<std::uint16_t>(id0 + count));
         std::uint8_t* tcp = s + ip_len;
         store_be32(tcp + 4, seq0 + static_cast<std::uint32_t>(off));
         std::uint8_t fl = flags0;
@@ -164,22 +217,31 @@ struct TcpView {
     std::uint8_t flags = 0;
 };
 
-std::optional<TcpView> tcp_view(bytes p) {
-    TcpView v;
+// A datagram's IP header as the coalescer takes it: IPv4 without options
+// or fragments, IPv6 without extension headers, `proto` next, lengths
+// matching the datagram. Returns {v6, header length}.
+std::optional<std::pair<bool, std::size_t>> mergeable_ip(bytes p, std::uint8_t proto) {
     if (p.size() < 20) return std::nullopt;
     if ((p[0] >> 4) == 4) {
-        if ((p[0] & 0x0F) != 5 || p[9] != kProtoTcp) return std::nullopt;     // no IPv4 options
+        if ((p[0] & 0x0F) != 5 || p[9] != proto) return std::nullopt;          // no IPv4 options
         if ((load_be16(p.data() + 6) & 0x3FFF) != 0) return std::nullopt;      // no fragments
         if (load_be16(p.data() + 2) != p.size()) return std::nullopt;
-        v.ip_len = 20;
-    } else if ((p[0] >> 4) == 6) {
-        if (p.size() < 40 || p[6] != kProtoTcp) return std::nullopt;            // no extension headers
-        if (load_be16(p.data() + 4) + 40u != p.size()) return std::nullopt;
-        v.v6 = true;
-        v.ip_len = 40;
-    } else {
-        return std::nullopt;
+        return std::pair{false, std::size_t{20}};
     }
+    if ((p[0] >> 4) == 6) {
+        if (p.size() < 40 || p[6] != proto) return std::nullopt;               // no extension headers
+        if (load_be16(p.data() + 4) + 40u != p.size()) return std::nullopt;
+        return std::pair{true, std::size_t{40}};
+    }
+    return std::nullopt;
+}
+
+std::optional<TcpView> tcp_view(bytes p) {
+    TcpView v;
+    const auto ip = mergeable_ip(p, kProtoTcp);
+    if (!ip) return std::nullopt;
+    v.v6 = ip->first;
+    v.ip_len = ip->second;
     if (p.size() < v.ip_len + 20) return std::nullopt;
     v.tcp_len = static_cast<std::size_t>(p[v.ip_len + 12] >> 4) * 4;
     if (v.tcp_len < 20 || p.size() < v.ip_len + v.tcp_len) return std::nullopt;
@@ -191,12 +253,44 @@ std::optional<TcpView> tcp_view(bytes p) {
     return v;
 }
 
+constexpr std::size_t kMaxUdpSegments = 64;  // the kernel's UDP_MAX_SEGMENTS is 64 or more
+
+// The fields of a UDP/IP datagram that decide whether datagrams can merge.
+struct UdpView {
+    bool v6 = false;
+    std::size_t ip_len = 0, payload = 0;
+};
+
+std::optional<UdpView> udp_view(bytes p) {
+    UdpView v;
+    const auto ip = mergeable_ip(p, kProtoUdp);
+    if (!ip || p.size() < ip->second + 8) return std::nullopt;
+    v.v6 = ip->first;
+    v.ip_len = ip->second;
+    if (load_be16(p.data() + v.ip_len + 4) != p.size() - v.ip_len) return std::nullopt;  // UDP Length
+    v.payload = p.size() - v.ip_len - 8;
+    if (v.payload == 0) return std::nullopt;
+    return v;
+}
+
 }  // namespace
 
-TunCoalescer::TunCoalescer(Writer write) : write_(std::move(write)), buf_(VirtioNetHeader::size + kMaxSuperPacket) {}
+TunCoalescer::TunCoalescer(Writer write, bool udp)
+    : write_(std::move(write)), udp_(udp), buf_(VirtioNetHeader::size + kMaxSuperPacket) {}
 
 bool TunCoalescer::continues(bytes p) const {
     if (!flow_ || flow_->closed) return false;
+    if (flow_->udp) {
+        const auto u = udp_view(p);
+        if (!u || u->v6 != flow_->v6 || u->payload > flow_->mss || used_ + u->payload > buf_.size()) return false;
+        const std::uint8_t* run = buf_.data() + VirtioNetHeader::size;
+        if (flow_->v6) {
+            if (std::memcmp(run, p.data(), 4) != 0 || std::memcmp(run + 6, p.data() + 6, 34) != 0) return false;
+        } else if (run[1] != p[1] || run[6] != p[6] || run[8] != p[8] || std::memcmp(run + 12, p.data() + 12, 8) != 0) {
+            return false;
+        }
+        return std::memcmp(run + flow_->ip_len, p.data() + flow_->ip_len, 4) == 0;  // ports
+    }
     const auto v = tcp_view(p);
     if (!v || v->v6 != flow_->v6 || v->tcp_len != flow_->tcp_len || v->payload > flow_->mss) return false;
     if (v->seq != flow_->next_seq || used_ + v->payload > buf_.size()) return false;
@@ -222,6 +316,10 @@ void TunCoalescer::start(bytes p) {
     std::memcpy(buf_.data() + VirtioNetHeader::size, p.data(), p.size());
     used_ = VirtioNetHeader::size + p.size();
     flow_.reset();
+    if (const auto u = udp_ ? udp_view(p) : std::nullopt) {
+        flow_ = Flow{.udp = true, .v6 = u->v6, .ip_len = u->ip_len, .tcp_len = 8, .mss = u->payload, .segments = 1};
+        return;
+    }
     if (const auto v = tcp_view(p)) {
         flow_ = Flow{.v6 = v->v6,
                      .ip_len = v->ip_len,
@@ -234,6 +332,14 @@ void TunCoalescer::start(bytes p) {
 }
 
 void TunCoalescer::append(bytes p) {
+    if (flow_->udp) {
+        const std::size_t payload = p.size() - flow_->ip_len - 8;
+        std::memcpy(buf_.data() + used_, p.data() + flow_->ip_len + 8, payload);
+        used_ += payload;
+        ++flow_->segments;
+        if (payload < flow_->mss || flow_->segments == kMaxUdpSegments) flow_->closed = true;
+        return;
+    }
     const auto v = tcp_view(p);
     const std::size_t headers = flow_->ip_len + flow_->tcp_len;
     std::memcpy(buf_.data() + used_, p.data() + headers, v->payload);
@@ -270,15 +376,20 @@ void TunCoalescer::flush() {
             store_be16(pkt + 10, checksum_fold(checksum_add(0, bytes(pkt, ip_len))));
         }
         // NEEDS_CSUM: the field holds the pseudo-header sum, not complemented.
-        const std::uint32_t pseudo = pseudo_header_sum(bytes(pkt, ip_len), flow_->v6, len - ip_len);
-        store_be16(pkt + ip_len + 16, static_cast<std::uint16_t>(~checksum_fold(pseudo)));
+        const std::uint8_t proto = flow_->udp ? kProtoUdp : kProtoTcp;
+        const std::uint32_t pseudo = pseudo_header_sum(bytes(pkt, ip_len), flow_->v6, len - ip_len, proto);
+        const std::size_t csum_offset = flow_->udp ? 6 : 16;
+        if (flow_->udp) store_be16(pkt + ip_len + 4, static_cast<std::uint16_t>(len - ip_len));  // UDP Length: the whole
+        store_be16(pkt + ip_len + csum_offset, static_cast<std::uint16_t>(~checksum_fold(pseudo)));
         VirtioNetHeader h;
         h.flags = VirtioNetHeader::kFlagNeedsCsum;
-        h.gso_type = flow_->v6 ? VirtioNetHeader::kGsoTcpV6 : VirtioNetHeader::kGsoTcpV4;
+        h.gso_type = flow_->udp  ? VirtioNetHeader::kGsoUdpL4
+                     : flow_->v6 ? VirtioNetHeader::kGsoTcpV6
+                                 : VirtioNetHeader::kGsoTcpV4;
         h.hdr_len = static_cast<std::uint16_t>(ip_len + tcp_len);
         h.gso_size = static_cast<std::uint16_t>(flow_->mss);
         h.csum_start = static_cast<std::uint16_t>(ip_len);
-        h.csum_offset = 16;
+        h.csum_offset = static_cast<std::uint16_t>(csum_offset);
         h.write_to(buf_.data());
     }
     write_(bytes(buf_.data(), used_));

@@ -22,7 +22,11 @@
 //     Payload Length; TCP sequence number advanced; FIN and PSH only on
 //     the last segment, CWR only on the first; the TCP checksum computed
 //     whole (pseudo-header, header, payload);
-//  3. anything else (UDP GSO, a header that does not parse): refused with a
+//  3. UDP GSO (UDP_L4: a UDP_SEGMENT sender, when the TUN has USO): per
+//     datagram, the IP and UDP headers copied; IPv4 Total Length,
+//     Identification and header checksum, or IPv6 Payload Length; UDP
+//     Length; the UDP checksum computed whole (0 sent as 0xFFFF);
+//  4. anything else (UFO, a header that does not parse): refused with a
 //     reason, counted by the caller.
 #pragma once
 
@@ -44,6 +48,7 @@ struct VirtioNetHeader {
     static constexpr std::uint8_t kGsoTcpV4 = 1;
     static constexpr std::uint8_t kGsoUdp = 3;
     static constexpr std::uint8_t kGsoTcpV6 = 4;
+    static constexpr std::uint8_t kGsoUdpL4 = 5;
     static constexpr std::uint8_t kGsoEcn = 0x80;
 
     std::uint8_t flags = 0;
@@ -60,7 +65,7 @@ struct VirtioNetHeader {
 enum class OffloadError : std::uint8_t {
     truncated,          // shorter than the virtio header, or the headers it implies
     bad_csum_offsets,   // csum_start/csum_offset outside the packet
-    unsupported_gso,    // UDP GSO, ECN-only, or an unknown type
+    unsupported_gso,    // UFO, ECN-only, or an unknown type
     bad_headers,        // IP or TCP header that does not parse for TSO
     count_
 };
@@ -80,7 +85,9 @@ expected<std::size_t, OffloadError> segment_tun_packet(mutable_bytes read, std::
 
 // The other direction: TCP segments the daemon is about to write to the
 // TUN, coalesced into super-packets the host's TCP stack takes in one go
-// (what GRO does for a NIC). Only runs of consecutive packets are merged,
+// (what GRO does for a NIC); with `udp` (a TUN with USO) runs of UDP
+// datagrams of one flow too, written as one UDP_L4 GSO packet that the
+// kernel cuts again (one write and one pass through IP for up to 64). Only runs of consecutive packets are merged,
 // so the order of everything written is kept:
 //  1. add() copies a packet; if it continues the open run (same addresses,
 //     ports, TTL/Hop Limit, TOS, ACK number, window, TCP options; sequence
@@ -88,6 +95,10 @@ expected<std::size_t, OffloadError> segment_tun_packet(mutable_bytes read, std::
 //     fragments; every earlier segment full size, this one no larger) it
 //     joins it, otherwise the open run is written first;
 //  2. a run ends after a short segment or PSH, or at 64 KiB;
+//  UDP: same addresses, ports, TOS/traffic class, TTL/Hop Limit, DF; no
+//     IPv4 options or fragments, no IPv6 extension headers; every earlier
+//     datagram the size of the first, this one no larger (a smaller one
+//     ends the run); at most 64 datagrams and 64 KiB;
 //  3. flush() writes what is open. A run of one is written as it came (a
 //     zero virtio header); a longer run as one packet with gso_type TCPv4/6,
 //     gso_size the segment size, NEEDS_CSUM over the TCP part and the
@@ -99,7 +110,7 @@ class TunCoalescer {
 public:
     using Writer = std::function<void(bytes vnet_header_and_packet)>;
 
-    explicit TunCoalescer(Writer write);
+    explicit TunCoalescer(Writer write, bool udp = false);
     void add(bytes ip_packet);
     void flush();
 
@@ -108,6 +119,7 @@ public:
 
 private:
     struct Flow {
+        bool udp = false;
         bool v6 = false;
         std::size_t ip_len = 0;
         std::size_t tcp_len = 0;
@@ -121,6 +133,7 @@ private:
     void append(bytes p);
 
     Writer write_;
+    bool udp_ = false;
     std::vector<std::uint8_t> buf_;  // virtio header + the run's packet
     std::size_t used_ = 0;           // bytes of buf_ in use (0: no run)
     std::optional<Flow> flow_;       // the run is mergeable TCP

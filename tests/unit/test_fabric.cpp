@@ -575,5 +575,129 @@ TEST_F(FabricTest, RouteRequestRenewsTheHintWithoutData) {
     EXPECT_EQ(hints_to(net, a.address), 0u);
     EXPECT_EQ(sw->counters().dropped_for(SwitchDrop::bad_route_request), before + 1);
 }
+
+// Switching a route to direct keeps its order (route_hint.h, the marker):
+// two soft ports on a FabricService on loopback, the fabric run only when
+// the test says so.
+struct MarkerNet {
+    std::unique_ptr<FabricService> fabric;
+    std::unique_ptr<transport::SoftPort> a, b;
+    std::unique_ptr<transport::UdQp> qa, qb;
+    std::vector<std::vector<std::uint8_t>> buffers;
+    std::vector<int> received;  // sequence numbers in the order B got them
+    Clock::time_point next_tick = Clock::now();
+
+    void pump(bool fabric_runs) {
+        pollfd fds[3] = {{.fd = fabric->fd(), .events = POLLIN}, {.fd = a->fd(), .events = POLLIN},
+                         {.fd = b->fd(), .events = POLLIN}};
+        ASSERT_GE(::poll(fds, 3, 2), 0);
+        const auto now = Clock::now();
+        if (fabric_runs) {
+            if (fds[0].revents & POLLIN) fabric->on_readable(now);
+            if (now >= next_tick) {
+                fabric->tick(now);
+                next_tick = now + FabricService::kTickInterval;
+            }
+            fabric->after_wakeup(now);
+        }
+        a->process();
+        b->process();
+        if (qb) {
+            transport::Completion wc[16];
+            for (std::size_t n = qb->poll(wc), i = 0; i < n; ++i)
+                if (wc[i].kind == transport::CompletionKind::receive)
+                    received.push_back(buffers[wc[i].wr_id][transport::kGrhSlotSize]);
+        }
+    }
+    template <class Pred>
+    bool pump_until(Pred done, bool fabric_runs = true) {
+        const auto give_up = Clock::now() + std::chrono::seconds(10);
+        while (!done() && Clock::now() < give_up) pump(fabric_runs);
+        return done();
+    }
+    void send(std::uint8_t seq) {
+        const std::array<std::uint8_t, 4> payload{seq, 0x5A, 0x5A, 0x5A};
+        const transport::SendRequest r{.wr_id = seq, .ah = {.dlid = b->attributes().lid}, .remote_qpn = qb->qpn(),
+                                       .remote_qkey = 7, .payload = payload};
+        ASSERT_EQ(qa->post_send({&r, 1}).value_or(0), 1u);
+    }
+    const transport::SoftCutThroughCounters& cut() const { return a->cut_through_counters(); }
+};
+
+void open_marker_net(MarkerNet& n) {
+    auto opened = FabricService::open(loopback_options());
+    ASSERT_TRUE(opened) << opened.error();
+    n.fabric = std::move(*opened);
+    auto open_port = [&](std::uint64_t guid, std::unique_ptr<transport::SoftPort>& out) {
+        auto p = transport::SoftPort::open({.fabric = n.fabric->local_address(),
+                                            .bind_to = *parse_socket_address("127.0.0.1:0"),
+                                            .port_guid = guid,
+                                            .node_description = "marker test",
+                                            .link_interval = std::chrono::milliseconds(10)});
+        ASSERT_TRUE(p) << p.error().message();
+        out = std::move(*p);
+    };
+    open_port(0xA1, n.a);
+    open_port(0xB2, n.b);
+    ASSERT_TRUE(n.pump_until([&] {
+        return n.a->attributes().state == PortState::active && n.b->attributes().state == PortState::active;
+    }));
+    n.qa = *n.a->create_ud_qp({.qkey = 7});
+    n.qb = *n.b->create_ud_qp({.qkey = 7});
+    n.buffers.assign(32, std::vector<std::uint8_t>(transport::kGrhSlotSize + 64));
+    for (std::size_t i = 0; i < n.buffers.size(); ++i) {
+        const transport::ReceiveBuffer rb{.wr_id = i, .buffer = n.buffers[i]};
+        ASSERT_EQ(n.qb->post_receive({&rb, 1}).value_or(0), 1u);
+    }
+}
+
+TEST(CutThrough, ANewRouteHoldsPacketsUntilTheMarkerComesBackAndKeepsTheOrder) {
+    MarkerNet n;
+    open_marker_net(n);
+    if (HasFatalFailure()) return;
+    // Packet 0 goes through the switch and earns a hint; the port answers
+    // it with a marker (the fabric has not read it yet: it ran before the
+    // port in that turn, and is stopped now).
+    // (via_switch_tx also counts the port's SMP answers: compared by delta.)
+    const std::uint64_t via = n.cut().via_switch_tx;
+    n.send(0);
+    ASSERT_TRUE(n.pump_until([&] { return n.cut().markers == 1; }));
+    EXPECT_GE(n.cut().via_switch_tx, via + 1);
+    // Meanwhile packets to that LID are held, not sent straight to B.
+    n.send(1);
+    n.send(2);
+    n.send(3);
+    EXPECT_EQ(n.cut().held, 3u);
+    EXPECT_EQ(n.cut().direct_tx, 0u);
+    // The switch forwards 0, answers the marker; the held packets follow.
+    ASSERT_TRUE(n.pump_until([&] { return n.received.size() == 4; }));
+    EXPECT_EQ(n.received, (std::vector<int>{0, 1, 2, 3}));
+    EXPECT_EQ(n.cut().direct_tx, 3u);
+    EXPECT_EQ(n.cut().drain_timeouts, 0u);
+    // From now on straight to B.
+    n.send(4);
+    ASSERT_TRUE(n.pump_until([&] { return n.received.size() == 5; }));
+    EXPECT_EQ(n.cut().direct_tx, 4u);
+    EXPECT_EQ(n.b->cut_through_counters().direct_rx, 4u);
+}
+
+TEST(CutThrough, AMarkerNotAnsweredInTimeSendsTheHeldPacketsThroughTheSwitch) {
+    MarkerNet n;
+    open_marker_net(n);
+    if (HasFatalFailure()) return;
+    n.send(0);
+    ASSERT_TRUE(n.pump_until([&] { return n.cut().markers == 1; }));
+    n.send(1);
+    EXPECT_EQ(n.cut().held, 1u);
+    const std::uint64_t via = n.cut().via_switch_tx;
+    // The fabric stays stopped past the 20 ms: the port gives up the route.
+    const auto until = Clock::now() + std::chrono::milliseconds(40);
+    while (Clock::now() < until) n.pump(false);
+    EXPECT_EQ(n.cut().drain_timeouts, 1u);
+    EXPECT_GE(n.cut().via_switch_tx, via + 1);  // the held packet
+    ASSERT_TRUE(n.pump_until([&] { return n.received.size() == 2; }));
+    EXPECT_EQ(n.received, (std::vector<int>{0, 1}));
+    EXPECT_EQ(n.cut().direct_tx, 0u);
+}
 }  // namespace
 }  // namespace ipoibd::fabric

@@ -23,12 +23,15 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sstream>
 
 #include "netlink/monitor.h"
 #include "netlink/netlink_socket.h"
 #include "netlink/next_hop_cache.h"
 #include "netlink/tun.h"
+#include "netlink/tun_offload.h"
 #include "test_netlink_util.h"
 
 namespace ipoibd::netlink {
@@ -342,6 +345,70 @@ TEST(NetlinkKernel, MonitorOverrunIsReportedAsResyncNeeded) {
                         const auto* a = std::get_if<AddressEvent>(&e);
                         return a && a->address.prefix == prefix("198.18.7.1/32");
                     }));
+    });
+}
+
+}  // namespace
+}  // namespace ipoibd::netlink
+
+namespace ipoibd::netlink {
+namespace {
+
+// What the coalescer writes, the kernel takes: three UDP datagrams of one
+// flow go to the TUN as one USO packet (when the kernel has USO) and reach a
+// socket as three datagrams, in order, intact.
+TEST(NetlinkKernel, TunTakesCoalescedUdpAndDeliversEveryDatagram) {
+    run_in_own_netns([](ChildChecks& c) {
+        auto tun = open_tun({.name = "nltest0", .offload = true});
+        auto nl = NetlinkSocket::open();
+        if (!NS_OK(c, tun) || !NS_OK(c, nl)) return;
+        NS_CHECK(c, tun->offload);
+        auto added = nl->add_address(tun->ifindex, IpPrefix{.address = IpAddress::v4({198, 18, 7, 1}), .length = 24});
+        auto up = nl->set_link_up(tun->ifindex, true);
+        if (!NS_OK(c, added) || !NS_OK(c, up)) return;
+        const int sock = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        NS_CHECK(c, sock >= 0);
+        sockaddr_in at{};
+        at.sin_family = AF_INET;
+        at.sin_port = htons(5201);
+        at.sin_addr.s_addr = htonl(0xC6120701);  // 198.18.7.1
+        NS_CHECK(c, ::bind(sock, reinterpret_cast<const sockaddr*>(&at), sizeof at) == 0);
+
+        std::size_t writes = 0;
+        TunCoalescer coalescer(
+            [&](bytes d) {
+                ++writes;
+                NS_CHECK(c, ::write(tun->fd.get(), d.data(), d.size()) == static_cast<ssize_t>(d.size()));
+            },
+            tun->udp_segmentation);
+        for (std::uint8_t i = 0; i < 3; ++i) {
+            std::vector<std::uint8_t> p(28 + 1000, static_cast<std::uint8_t>('a' + i));
+            std::fill(p.begin(), p.begin() + 28, std::uint8_t{0});
+            p[0] = 0x45;
+            store_be16(p.data() + 2, static_cast<std::uint16_t>(p.size()));
+            store_be16(p.data() + 4, static_cast<std::uint16_t>(7 + i));
+            p[6] = 0x40, p[7] = 0, p[8] = 64, p[9] = 17;
+            const std::uint8_t addrs[8] = {198, 18, 7, 2, 198, 18, 7, 1};
+            std::memcpy(p.data() + 12, addrs, 8);
+            store_be16(p.data() + 10, 0);
+            store_be16(p.data() + 10, checksum_fold(checksum_add(0, bytes(p.data(), 20))));
+            store_be16(p.data() + 20, 40000);
+            store_be16(p.data() + 22, 5201);
+            store_be16(p.data() + 24, 1008);
+            store_be16(p.data() + 26, 0);  // IPv4 UDP without a checksum
+            coalescer.add(p);
+        }
+        coalescer.flush();
+        NS_CHECK(c, writes == (tun->udp_segmentation ? 1u : 3u));
+        for (int i = 0; i < 3; ++i) {
+            pollfd pf{.fd = sock, .events = POLLIN, .revents = 0};
+            NS_CHECK(c, ::poll(&pf, 1, 2000) == 1);
+            char buf[2000];
+            const ssize_t n = ::recv(sock, buf, sizeof buf, 0);
+            NS_CHECK(c, n == 1000);
+            NS_CHECK(c, n > 0 && buf[0] == 'a' + i && buf[999] == 'a' + i);
+        }
+        ::close(sock);
     });
 }
 

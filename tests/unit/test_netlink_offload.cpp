@@ -237,3 +237,112 @@ TEST(TunCoalescer, KeepsOrderAndLeavesWhatCannotMergeAlone) {
 
 }  // namespace
 }  // namespace ipoibd::netlink
+
+namespace ipoibd::netlink {
+namespace {
+
+// A UDP/IP datagram with a valid UDP checksum (and IPv4 header checksum).
+Bytes udp_datagram(bool v6, std::uint16_t id, std::uint16_t dport, std::size_t payload, std::uint8_t fill) {
+    const std::size_t ip_len = v6 ? 40 : 20;
+    Bytes p(ip_len + 8 + payload, fill);
+    std::uint8_t* ip = p.data();
+    std::memset(ip, 0, ip_len + 8);
+    if (v6) {
+        ip[0] = 0x60;
+        store_be16(ip + 4, static_cast<std::uint16_t>(8 + payload));
+        ip[6] = 17;
+        ip[7] = 64;
+        ip[8] = 0x20, ip[9] = 0x01, ip[10] = 0x0d, ip[11] = 0xb8, ip[23] = 1;
+        ip[24] = 0x20, ip[25] = 0x01, ip[26] = 0x0d, ip[27] = 0xb8, ip[39] = 2;
+    } else {
+        ip[0] = 0x45;
+        store_be16(ip + 2, static_cast<std::uint16_t>(p.size()));
+        store_be16(ip + 4, id);
+        ip[6] = 0x40;  // DF
+        ip[8] = 64;
+        ip[9] = 17;
+        ip[12] = 198, ip[13] = 18, ip[14] = 0, ip[15] = 1;
+        ip[16] = 198, ip[17] = 18, ip[18] = 0, ip[19] = 2;
+        store_be16(ip + 10, reference_checksum(Bytes(ip, ip + 20)));
+    }
+    std::uint8_t* udp = ip + ip_len;
+    store_be16(udp, 40000);
+    store_be16(udp + 2, dport);
+    store_be16(udp + 4, static_cast<std::uint16_t>(8 + payload));
+    Bytes pseudo;
+    if (v6) {
+        pseudo.assign(ip + 8, ip + 40);
+    } else {
+        pseudo.assign(ip + 12, ip + 20);
+    }
+    const std::size_t l4 = 8 + payload;
+    pseudo.push_back(0);
+    pseudo.push_back(17);
+    pseudo.push_back(static_cast<std::uint8_t>(l4 >> 8));
+    pseudo.push_back(static_cast<std::uint8_t>(l4));
+    pseudo.insert(pseudo.end(), udp, udp + l4);
+    const std::uint16_t c = reference_checksum(pseudo);
+    store_be16(udp + 6, c == 0 ? 0xFFFF : c);
+    return p;
+}
+
+TEST(TunCoalescer, MergesAUdpRunIntoOneUsoPacketThatSegmentsBack) {
+    for (bool v6 : {false, true}) {
+        std::vector<Bytes> dgrams;
+        for (std::uint16_t i = 0; i < 3; ++i) dgrams.push_back(udp_datagram(v6, static_cast<std::uint16_t>(100 + i), 5201, 1000, static_cast<std::uint8_t>(i + 1)));
+        dgrams.push_back(udp_datagram(v6, 103, 5201, 400, 9));  // shorter: ends the run
+        std::vector<Bytes> written;
+        TunCoalescer c([&](bytes d) { written.emplace_back(d.begin(), d.end()); }, true);
+        for (const Bytes& d : dgrams) c.add(d);
+        c.flush();
+        ASSERT_EQ(written.size(), 1u) << "v6 " << v6;
+        const std::size_t ip_len = v6 ? 40 : 20;
+        const VirtioNetHeader h = VirtioNetHeader::read_from(written[0].data());
+        EXPECT_EQ(h.gso_type, VirtioNetHeader::kGsoUdpL4);
+        EXPECT_EQ(h.gso_size, 1000);
+        EXPECT_EQ(h.flags, VirtioNetHeader::kFlagNeedsCsum);
+        EXPECT_EQ(h.hdr_len, ip_len + 8);
+        EXPECT_EQ(h.csum_start, ip_len);
+        EXPECT_EQ(h.csum_offset, 6);
+        EXPECT_EQ(written[0].size(), VirtioNetHeader::size + ip_len + 8 + 3400);
+        // Cut again (as the kernel does): the very datagrams that went in.
+        std::vector<Bytes> again;
+        std::vector<std::uint8_t> scratch;
+        Bytes copy = written[0];
+        ASSERT_TRUE(segment_tun_packet(copy, scratch, [&](bytes d) { again.emplace_back(d.begin(), d.end()); }));
+        ASSERT_EQ(again.size(), dgrams.size());
+        for (std::size_t i = 0; i < dgrams.size(); ++i) EXPECT_EQ(again[i], dgrams[i]) << "datagram " << i << " v6 " << v6;
+        EXPECT_EQ(c.packets_in(), 4u);
+        EXPECT_EQ(c.packets_out(), 1u);
+    }
+}
+
+TEST(TunCoalescer, UdpRunsOnlyWithUsoPerFlowAndAtMost64) {
+    const Bytes d = udp_datagram(false, 1, 5201, 500, 1);
+    std::vector<Bytes> written;
+    // Without USO every datagram is written as it came.
+    TunCoalescer plain([&](bytes b) { written.emplace_back(b.begin(), b.end()); });
+    for (int i = 0; i < 3; ++i) plain.add(d);
+    plain.flush();
+    ASSERT_EQ(written.size(), 3u);
+    for (const Bytes& w : written) EXPECT_EQ(Bytes(w.begin() + VirtioNetHeader::size, w.end()), d);
+    // With it: another port is another run; a longer datagram too; 70 in a
+    // row are two runs (64 + 6).
+    written.clear();
+    TunCoalescer c([&](bytes b) { written.emplace_back(b.begin(), b.end()); }, true);
+    c.add(d);
+    c.add(d);
+    c.add(udp_datagram(false, 3, 5202, 500, 1));
+    c.add(udp_datagram(false, 4, 5202, 600, 1));
+    for (int i = 0; i < 70; ++i) c.add(d);
+    c.flush();
+    ASSERT_EQ(written.size(), 5u);
+    EXPECT_EQ(VirtioNetHeader::read_from(written[0].data()).gso_type, VirtioNetHeader::kGsoUdpL4);
+    EXPECT_EQ(VirtioNetHeader::read_from(written[1].data()).gso_type, VirtioNetHeader::kGsoNone);
+    EXPECT_EQ(VirtioNetHeader::read_from(written[2].data()).gso_type, VirtioNetHeader::kGsoNone);
+    EXPECT_EQ(written[3].size(), VirtioNetHeader::size + 28 + 64 * 500);
+    EXPECT_EQ(written[4].size(), VirtioNetHeader::size + 28 + 6 * 500);
+}
+
+}  // namespace
+}  // namespace ipoibd::netlink
