@@ -278,6 +278,12 @@ std::string Daemon::answer_stats() const {
     });
     j.end_object();
 
+    const BusyPollCounters& bp = loop_.busy_poll_counters();
+    j.key("busy_poll").begin_object();
+    j.field("windows", bp.windows).field("polls", bp.polls).field("empty_polls", bp.empty_polls);
+    j.field("yielded_away", bp.yielded_away);
+    j.end_object();
+
     if (control_) {
         const ControlCounters& cc = control_->counters();
         j.key("control").begin_object();

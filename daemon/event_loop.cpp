@@ -275,13 +275,24 @@ expected<void, SysError> EventLoop::run() {
             stop_requested_.store(false);
             return unexpected(r.error());
         }
+        if (poll) ++busy_counters_.polls;
         if (poll && *r == 0) {
             // Nothing was ready: let other work run first. A yield that took
             // long means the CPU was wanted by others (a busy machine, where
             // polling would take CPU from them): sleep until the next traffic.
+            ++busy_counters_.empty_polls;
             const Clock::time_point before = Clock::now();
             ::sched_yield();
-            if (Clock::now() - before > kYieldedAway) busy_until_ = {};
+            // A moving average over the last yields (weight 1/8): one long
+            // yield (ping or the kernel ran for a moment) does not end the
+            // window; yields that stay long (a task that wants the CPU) do.
+            const auto took = Clock::now() - before;
+            yield_average_ += (took - yield_average_) / 8;
+            if (yield_average_ > kYieldedAway) {
+                busy_until_ = {};
+                yield_average_ = {};
+                ++busy_counters_.yielded_away;
+            }
         }
     }
     stop_requested_.store(false);

@@ -82,13 +82,20 @@ struct TimerId {
     bool operator==(const TimerId&) const = default;
 };
 
+struct BusyPollCounters {
+    std::uint64_t windows = 0;       // keep_polling() calls that found the loop sleeping
+    std::uint64_t polls = 0;         // wake-ups with a zero timeout
+    std::uint64_t empty_polls = 0;   // of those, with nothing ready
+    std::uint64_t yielded_away = 0;  // windows ended early: yields took longer than kYieldedAway
+};
+
 class EventLoop {
 public:
     static constexpr std::size_t kEventsPerWait = 64;    // ready fds per epoll_wait
     static constexpr std::size_t kTimersPerWakeup = 64;  // due timers run per wake-up
     static constexpr std::size_t kSignalsPerWakeup = 16; // signals read per wake-up
-    // Busy polling stops when a yield between empty polls took this long:
-    // other tasks wanted the CPU.
+    // Busy polling stops when the yields between empty polls take this long
+    // on average (the last few): other tasks want the CPU.
     static constexpr Clock::duration kYieldedAway = std::chrono::microseconds(50);
 
     enum class Interest : std::uint8_t {
@@ -142,8 +149,12 @@ public:
     void set_busy_poll(Clock::duration window);
     Clock::duration busy_poll() const { return busy_window_; }
     void keep_polling() {
-        if (busy_window_ > Clock::duration::zero()) busy_until_ = Clock::now() + busy_window_;
+        if (busy_window_ == Clock::duration::zero()) return;
+        const Clock::time_point now = Clock::now();
+        if (now >= busy_until_) ++busy_counters_.windows;
+        busy_until_ = now + busy_window_;
     }
+    const BusyPollCounters& busy_poll_counters() const { return busy_counters_; }
     bool polling(Clock::time_point now) const { return now < busy_until_; }
 
     // Runs wake-ups until stop(); the stop request is consumed on return,
@@ -200,6 +211,8 @@ private:
     std::atomic<bool> stop_requested_{false};
     Clock::duration busy_window_{};
     Clock::time_point busy_until_{};
+    BusyPollCounters busy_counters_;
+    Clock::duration yield_average_{};  // of the yields between empty polls
 
     static constexpr std::uint64_t kTimerToken = 1;
     static constexpr std::uint64_t kSignalToken = 2;
