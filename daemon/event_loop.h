@@ -86,7 +86,7 @@ struct BusyPollCounters {
     std::uint64_t windows = 0;       // keep_polling() calls that found the loop sleeping
     std::uint64_t polls = 0;         // wake-ups with a zero timeout
     std::uint64_t empty_polls = 0;   // of those, with nothing ready
-    std::uint64_t yielded_away = 0;  // windows ended early: yields took longer than kYieldedAway
+    std::uint64_t yielded_away = 0;  // windows ended early: a yield took longer than kYieldedAway
 };
 
 class EventLoop {
@@ -94,8 +94,8 @@ public:
     static constexpr std::size_t kEventsPerWait = 64;    // ready fds per epoll_wait
     static constexpr std::size_t kTimersPerWakeup = 64;  // due timers run per wake-up
     static constexpr std::size_t kSignalsPerWakeup = 16; // signals read per wake-up
-    // Busy polling stops when the yields between empty polls take this long
-    // on average (the last few): other tasks want the CPU.
+    // Busy polling stops when a yield between empty polls took this long:
+    // other tasks wanted the CPU.
     static constexpr Clock::duration kYieldedAway = std::chrono::microseconds(50);
 
     enum class Interest : std::uint8_t {
@@ -212,7 +212,6 @@ private:
     Clock::duration busy_window_{};
     Clock::time_point busy_until_{};
     BusyPollCounters busy_counters_;
-    Clock::duration yield_average_{};  // of the yields between empty polls
 
     static constexpr std::uint64_t kTimerToken = 1;
     static constexpr std::uint64_t kSignalToken = 2;
