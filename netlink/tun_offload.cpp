@@ -1,6 +1,7 @@
 #include "netlink/tun_offload.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <utility>
 
@@ -111,17 +112,24 @@ const char* to_string(OffloadError e) {
 }
 
 std::uint32_t checksum_add(std::uint32_t sum, bytes data) {
-    std::uint64_t s = sum;
-    std::size_t i = 0;
-    for (; i + 8 <= data.size(); i += 8) {
-        s += load_be16(data.data() + i);
-        s += load_be16(data.data() + i + 2);
-        s += load_be16(data.data() + i + 4);
-        s += load_be16(data.data() + i + 6);
+    // RFC 1071's byte-order independence: sum the data as little-endian
+    // 32-bit words (two 16-bit words each, carries kept in 64 bits), fold
+    // to 16 bits, swap the two bytes, then add to `sum` (big-endian words).
+    static_assert(std::endian::native == std::endian::little, "the bulk loop reads little-endian words");
+    std::uint64_t acc = 0;
+    const std::uint8_t* p = data.data();
+    std::size_t n = data.size();
+    for (; n >= 16; n -= 16, p += 16) {
+        std::uint64_t a, b;
+        std::memcpy(&a, p, 8);
+        std::memcpy(&b, p + 8, 8);
+        acc += (a & 0xFFFFFFFF) + (a >> 32) + (b & 0xFFFFFFFF) + (b >> 32);
     }
-    for (; i + 1 < data.size(); i += 2) s += load_be16(data.data() + i);
-    if (i < data.size()) s += static_cast<std::uint64_t>(data[i]) << 8;
-    while (s >> 32) s = (s & 0xFFFFFFFF) + (s >> 32);
+    for (; n >= 2; n -= 2, p += 2) acc += static_cast<std::uint64_t>(p[0]) | (static_cast<std::uint64_t>(p[1]) << 8);
+    if (n) acc += p[0];  // a last odd byte is the high byte of a big-endian word
+    while (acc >> 16) acc = (acc & 0xFFFF) + (acc >> 16);
+    std::uint64_t s = sum;
+    s += ((acc & 0xFF) << 8) | (acc >> 8);
     while (s >> 16) s = (s & 0xFFFF) + (s >> 16);
     return static_cast<std::uint32_t>(s);
 }
