@@ -255,7 +255,8 @@ std::string Daemon::answer_stats() const {
         j.field("route_hints", ct.hints).field("route_hints_bad", ct.hints_bad);
         j.field("direct_tx", ct.direct_tx).field("direct_rx", ct.direct_rx).field("via_switch_tx", ct.via_switch_tx);
         j.field("route_refresh_requests", ct.refresh_requests).field("route_markers", ct.markers);
-        j.field("route_held", ct.held).field("route_drain_timeouts", ct.drain_timeouts);
+        j.field("route_held", ct.held).field("route_marker_retries", ct.marker_retries);
+        j.field("route_drain_timeouts", ct.drain_timeouts);
         j.field("udp_tx_gso_runs", u.tx_gso_runs).field("udp_gso_disabled", u.gso_disabled);
         j.end_object();
     }

@@ -25,9 +25,9 @@
 // DLID (at most 64, at most 20 ms), and starts sending directly, held
 // packets first, when the hint answering that marker comes back: the
 // switch reads its socket in order, so by then it has forwarded everything
-// the port sent before the request. Unsolicited hints carry marker 0. When
-// the answer does not come in time, the held packets go through the switch,
-// in order, and a later hint tries again.
+// the port sent before the request. Unsolicited hints carry marker 0. A
+// burst that overflows the hold goes through the switch, in order, followed
+// by a new marker; when no answer comes in time, a later hint tries again.
 //
 // Multicast, SMPs and SA MADs always go through the switch. A switch that
 // captures (ibfabricd --pcap) sends no hints, so the capture sees all.

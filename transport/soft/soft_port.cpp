@@ -134,11 +134,22 @@ bool SoftPort::transmit(bytes packet) {
                     ++cut_.held;
                     return true;
                 }
-                // No answer in time, or too much held: through the switch,
-                // after what is held, and a later hint tries again.
-                ++cut_.drain_timeouts;
+                // Too much held (a burst): the held packets and this one go
+                // through the switch, in order, and a new marker behind them
+                // (what the old one would have answered no longer covers
+                // everything sent); the deadline stays.
                 release_held(dlid, config_.fabric, false);
+                ++cut_.via_switch_tx;
+                const bool queued = socket_.queue(packet, &config_.fabric);
+                if (now < d.drain_deadline && send_marker(dlid)) {
+                    d.marker = last_marker_;
+                    ++cut_.marker_retries;
+                    return queued;
+                }
+                // No answer in time: a later hint tries again.
+                ++cut_.drain_timeouts;
                 direct_.erase(it);
+                return queued;
             } else if (now < d.expires) {
                 if (now >= d.refresh_at && !d.refresh_asked) {
                     std::array<std::uint8_t, RouteHint::size> req;
@@ -170,11 +181,7 @@ void SoftPort::on_route_hint(const RouteHint& hint) {
     if (it == direct_.end()) {
         // A new route. Packets sent through the switch may still be in it:
         // a marker behind them, and packets held until its answer.
-        last_marker_ = static_cast<std::uint8_t>(last_marker_ == 255 ? 1 : last_marker_ + 1);
-        std::array<std::uint8_t, RouteHint::size> req;
-        encode_route_request({.dlid = hint.dlid, .marker = last_marker_}, req);
-        if (!socket_.queue(req, &config_.fabric)) return;  // no marker, no route: try with a later hint
-        ++cut_.markers;
+        if (!send_marker(hint.dlid)) return;  // no marker, no route: try with a later hint
         direct_[hint.dlid] = Direct{.peer = hint.peer, .expires = now + ttl, .refresh_at = now + ttl / 2,
                                     .refresh_asked = false, .draining = true, .marker = last_marker_,
                                     .drain_deadline = now + kDrainTimeout};
@@ -185,6 +192,15 @@ void SoftPort::on_route_hint(const RouteHint& hint) {
     const bool was_draining = d.draining;
     d = Direct{.peer = hint.peer, .expires = now + ttl, .refresh_at = now + ttl / 2, .refresh_asked = false};
     if (was_draining) release_held(hint.dlid, d.peer, true);
+}
+
+bool SoftPort::send_marker(std::uint16_t dlid) {
+    last_marker_ = static_cast<std::uint8_t>(last_marker_ == 255 ? 1 : last_marker_ + 1);
+    std::array<std::uint8_t, RouteHint::size> req;
+    encode_route_request({.dlid = dlid, .marker = last_marker_}, req);
+    if (!socket_.queue(req, &config_.fabric)) return false;
+    ++cut_.markers;
+    return true;
 }
 
 void SoftPort::release_held(std::uint16_t dlid, const SocketAddress& to, bool direct) {

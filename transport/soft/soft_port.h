@@ -52,6 +52,7 @@ struct SoftCutThroughCounters {
     std::uint64_t refresh_requests = 0;  // route requests sent before a hint expired
     std::uint64_t markers = 0;        // route requests sent to switch a new route to direct
     std::uint64_t held = 0;           // packets held until the marker's answer
+    std::uint64_t marker_retries = 0; // markers sent again after a burst overflowed the hold
     std::uint64_t drain_timeouts = 0; // answers that did not come in time (held packets went via the switch)
 };
 
@@ -107,6 +108,7 @@ private:
     bool hints_current() const;  // the route hints still belong to this programming of the port
     void forget_hints();         // held packets go through the switch, in order
     void on_route_hint(const RouteHint& hint);
+    bool send_marker(std::uint16_t dlid);  // a route request with the next marker; false: not queued
     // Sends the held packets for `dlid` (all DLIDs when 0) to `to`, in order.
     void release_held(std::uint16_t dlid, const SocketAddress& to, bool direct);
     void expire_drains(std::chrono::steady_clock::time_point now);
