@@ -475,9 +475,9 @@ int Daemon::run() {
     loop_.on_signal(SIGINT, [this](const SignalInfo&) { stop("SIGINT"); });
     loop_.on_signal(SIGHUP, [this](const SignalInfo&) { reload(); });
     loop_.on_signal(SIGUSR1, [this](const SignalInfo&) { log_counters(); });
+    loop_.set_busy_poll(config_.daemon.busy_poll);
     // [daemon] watchdog = no: no pings (a unit with WatchdogSec= would then
     // restart the daemon; drop WatchdogSec= along with it).
-    loop_.set_busy_poll(config_.daemon.busy_poll);
     if (config_.daemon.watchdog)
         loop_.set_on_iteration([this] { (void)notify_.watchdog(Clock::now()); }, notify_.watchdog_ping_interval());
     (void)notify_.status("waiting for the port to become ACTIVE");

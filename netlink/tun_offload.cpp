@@ -42,25 +42,24 @@ void fix_segment_ip_header(std::uint8_t* s, bool v6, std::size_t ip_len, std::si
     store_be16(s + 10, checksum_fold(checksum_add(0, bytes(s, ip_len))));
 }
 
-// UDP GSO (UDP_L4) from the TUN: one datagram per gso_size of payload.
-expected<std::size_t, OffloadError> segment_udp(const VirtioNetHeader& h, mutable_bytes pkt, std::vector<std::uint8_t>& scratch,
-                                                const std::function<void(bytes)>& emit) {
-    if (pkt.empty()) return unexpected(OffloadError::truncated);
-    const bool v6 = (pkt[0] >> 4) == 6;
-    std::size_t ip_len = 0;
-    if (v6) {
-        ip_len = 40;
-        if (pkt.size() < ip_len || pkt[6] != kProtoUdp) return unexpected(OffloadError::bad_headers);
-    } else if ((pkt[0] >> 4) == 4) {
-        ip_len = static_cast<std::size_t>(pkt[0] & 0x0F) * 4;
-        if (ip_len < 20 || pkt.size() < ip_len || pkt[9] != kProtoUdp) return unexpected(OffloadError::bad_headers);
-    } else {
-        return unexpected(OffloadError::bad_headers);
-    }
-    if (pkt.size() < ip_len + 8) return unexpected(OffloadError::truncated);
-    const std::size_t headers = ip_len + 8;
-    const std::size_t mss = h.gso_size;
-    if (mss == 0) return unexpected(OffloadError::bad_headers);
+// The IP header of a GSO super-packet that says it is IPv6 (`v6`) or IPv4
+// and carries `proto`: its length, or why it is refused.
+expected<std::size_t, OffloadError> gso_ip_header(bytes pkt, bool v6, std::uint8_t proto) {
+    if (pkt.empty() || (pkt[0] >> 4) != (v6 ? 6 : 4)) return unexpected(OffloadError::bad_headers);
+    const std::size_t ip_len = v6 ? 40 : static_cast<std::size_t>(pkt[0] & 0x0F) * 4;
+    if (ip_len < 20 || pkt.size() < ip_len || pkt[v6 ? 6 : 9] != proto) return unexpected(OffloadError::bad_headers);
+    return ip_len;
+}
+
+// Cuts a super-packet (`headers` bytes of IP and transport header, then the
+// payload) into segments of at most `mss` payload bytes, in `scratch`: each
+// gets the headers, its payload and a fixed IP header; then
+// fix_l4(segment, payload offset, payload bytes) completes the transport
+// header and the segment is emitted. A super-packet without payload is one
+// segment. Returns how many were emitted.
+template <class FixL4>
+std::size_t cut_segments(bytes pkt, bool v6, std::size_t ip_len, std::size_t headers, std::size_t mss,
+                         std::vector<std::uint8_t>& scratch, const std::function<void(bytes)>& emit, FixL4 fix_l4) {
     const bytes payload = pkt.subspan(headers);
     const std::uint16_t id0 = v6 ? 0 : load_be16(pkt.data() + 4);
     scratch.resize(headers + mss);
@@ -70,19 +69,33 @@ expected<std::size_t, OffloadError> segment_udp(const VirtioNetHeader& h, mutabl
         std::uint8_t* s = scratch.data();
         std::memcpy(s, pkt.data(), headers);
         std::memcpy(s + headers, payload.data() + off, n);
-        const std::size_t total = headers + n;
-        fix_segment_ip_header(s, v6, ip_len, total, static_cast<std::uint16_t>(id0 + count));
-        std::uint8_t* udp = s + ip_len;
-        store_be16(udp + 4, static_cast<std::uint16_t>(8 + n));
-        store_be16(udp + 6, 0);
-        std::uint32_t sum = pseudo_header_sum(bytes(s, ip_len), v6, 8 + n, kProtoUdp);
-        const std::uint16_t c = checksum_fold(checksum_add(sum, bytes(udp, 8 + n)));
-        store_be16(udp + 6, c == 0 ? 0xFFFF : c);
-        emit(bytes(s, total));
+        fix_segment_ip_header(s, v6, ip_len, headers + n, static_cast<std::uint16_t>(id0 + count));
+        fix_l4(s, off, n);
+        emit(bytes(s, headers + n));
         ++count;
         if (payload.empty()) break;
     }
     return count;
+}
+
+// UDP GSO (UDP_L4) from the TUN: one datagram per gso_size of payload.
+expected<std::size_t, OffloadError> segment_udp(const VirtioNetHeader& h, bytes pkt, std::vector<std::uint8_t>& scratch,
+                                                const std::function<void(bytes)>& emit) {
+    if (pkt.empty()) return unexpected(OffloadError::truncated);
+    const bool v6 = (pkt[0] >> 4) == 6;
+    const auto ip_len = gso_ip_header(pkt, v6, kProtoUdp);
+    if (!ip_len) return unexpected(ip_len.error());
+    if (pkt.size() < *ip_len + 8) return unexpected(OffloadError::truncated);
+    if (h.gso_size == 0) return unexpected(OffloadError::bad_headers);
+    return cut_segments(pkt, v6, *ip_len, *ip_len + 8, h.gso_size, scratch, emit,
+                        [&](std::uint8_t* s, std::size_t, std::size_t n) {
+                            std::uint8_t* udp = s + *ip_len;
+                            store_be16(udp + 4, static_cast<std::uint16_t>(8 + n));
+                            store_be16(udp + 6, 0);
+                            const std::uint32_t sum = pseudo_header_sum(bytes(s, *ip_len), v6, 8 + n, kProtoUdp);
+                            const std::uint16_t c = checksum_fold(checksum_add(sum, bytes(udp, 8 + n)));
+                            store_be16(udp + 6, c == 0 ? 0xFFFF : c);
+                        });
 }
 
 }  // namespace
@@ -161,52 +174,28 @@ expected<std::size_t, OffloadError> segment_tun_packet(mutable_bytes read, std::
     if (gso != VirtioNetHeader::kGsoTcpV4 && gso != VirtioNetHeader::kGsoTcpV6)
         return unexpected(OffloadError::unsupported_gso);
     const bool v6 = gso == VirtioNetHeader::kGsoTcpV6;
-    if (pkt.empty() || (pkt[0] >> 4) != (v6 ? 6 : 4)) return unexpected(OffloadError::bad_headers);
-    std::size_t ip_len = 0;
-    if (v6) {
-        ip_len = 40;
-        if (pkt.size() < ip_len || pkt[6] != kProtoTcp) return unexpected(OffloadError::bad_headers);
-    } else {
-        ip_len = static_cast<std::size_t>(pkt[0] & 0x0F) * 4;
-        if (ip_len < 20 || pkt.size() < ip_len || pkt[9] != kProtoTcp) return unexpected(OffloadError::bad_headers);
-    }
+    const auto ip = gso_ip_header(pkt, v6, kProtoTcp);
+    if (!ip) return unexpected(ip.error());
+    const std::size_t ip_len = *ip;
     if (pkt.size() < ip_len + 20) return unexpected(OffloadError::truncated);
     const std::size_t tcp_len = static_cast<std::size_t>(pkt[ip_len + 12] >> 4) * 4;
     if (tcp_len < 20 || pkt.size() < ip_len + tcp_len) return unexpected(OffloadError::bad_headers);
-    const std::size_t headers = ip_len + tcp_len;
-    const std::size_t mss = h.gso_size;
-    if (mss == 0) return unexpected(OffloadError::bad_headers);
-    const bytes payload = pkt.subspan(headers);
+    if (h.gso_size == 0) return unexpected(OffloadError::bad_headers);
+    const std::size_t payload = pkt.size() - ip_len - tcp_len;
     const std::uint32_t seq0 = load_be32(pkt.data() + ip_len + 4);
-    const std::uint16_t id0 = v6 ? 0 : load_be16(pkt.data() + 4);
     const std::uint8_t flags0 = pkt[ip_len + 13];
-
-    scratch.resize(headers + mss);
-    std::size_t count = 0;
-    for (std::size_t off = 0; off < payload.size() || (payload.empty() && count == 0); off += mss) {
-        const std::size_t n = std::min(mss, payload.size() - off);
-        const bool first = off == 0, last = off + n >= payload.size();
-        std::uint8_t* s = scratch.data();
-        std::memcpy(s, pkt.data(), headers);
-        std::memcpy(s + headers, payload.data() + off, n);
-        const std::size_t total = headers + n;
-        fix_segment_ip_header(s, v6, ip_len, total, static_cast<std::uint16_t>(id0 + count));
-        std::uint8_t* tcp = s + ip_len;
-        store_be32(tcp + 4, seq0 + static_cast<std::uint32_t>(off));
-        std::uint8_t fl = flags0;
-        if (!last) fl = static_cast<std::uint8_t>(fl & ~(kTcpFin | kTcpPsh));
-        if (!first) fl = static_cast<std::uint8_t>(fl & ~kTcpCwr);
-        tcp[13] = fl;
-        store_be16(tcp + 16, 0);
-        const std::size_t seg_tcp = tcp_len + n;
-        std::uint32_t sum = pseudo_header_sum(bytes(s, ip_len), v6, seg_tcp);
-        sum = checksum_add(sum, bytes(tcp, seg_tcp));
-        store_be16(tcp + 16, checksum_fold(sum));
-        emit(bytes(s, total));
-        ++count;
-        if (payload.empty()) break;
-    }
-    return count;
+    return cut_segments(pkt, v6, ip_len, ip_len + tcp_len, h.gso_size, scratch, emit,
+                        [&](std::uint8_t* s, std::size_t off, std::size_t n) {
+                            std::uint8_t* tcp = s + ip_len;
+                            store_be32(tcp + 4, seq0 + static_cast<std::uint32_t>(off));
+                            std::uint8_t fl = flags0;
+                            if (off + n < payload) fl = static_cast<std::uint8_t>(fl & ~(kTcpFin | kTcpPsh));  // not the last
+                            if (off != 0) fl = static_cast<std::uint8_t>(fl & ~kTcpCwr);                      // not the first
+                            tcp[13] = fl;
+                            store_be16(tcp + 16, 0);
+                            const std::uint32_t sum = pseudo_header_sum(bytes(s, ip_len), v6, tcp_len + n);
+                            store_be16(tcp + 16, checksum_fold(checksum_add(sum, bytes(tcp, tcp_len + n))));
+                        });
 }
 
 // ---------------------------------------------------------------------------

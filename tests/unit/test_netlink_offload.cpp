@@ -184,6 +184,18 @@ TEST(TunOffload, RefusesWhatItCannotCut) {
     Bytes short_tcp = super_packet(false, 0, 50, 0x10);
     short_tcp.resize(VirtioNetHeader::size + 30);
     EXPECT_EQ(segment_tun_packet(short_tcp, scratch, none).error(), OffloadError::truncated);
+    // USO: the IP header must say UDP, and the UDP header must be there.
+    Bytes uso_tcp = super_packet(false, 100, 50, 0x10);
+    uso_tcp[1] = VirtioNetHeader::kGsoUdpL4;
+    EXPECT_EQ(segment_tun_packet(uso_tcp, scratch, none).error(), OffloadError::bad_headers);
+    Bytes uso_short = uso_tcp;
+    uso_short[VirtioNetHeader::size + 9] = 17;
+    uso_short.resize(VirtioNetHeader::size + 24);
+    EXPECT_EQ(segment_tun_packet(uso_short, scratch, none).error(), OffloadError::truncated);
+    Bytes uso_no_mss = uso_tcp;
+    uso_no_mss[VirtioNetHeader::size + 9] = 17;
+    store_le16(uso_no_mss.data() + 4, 0);
+    EXPECT_EQ(segment_tun_packet(uso_no_mss, scratch, none).error(), OffloadError::bad_headers);
 }
 
 }  // namespace

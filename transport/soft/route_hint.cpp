@@ -9,6 +9,21 @@
 
 namespace ipoibd::transport {
 
+namespace {
+
+// Magic, version, type, DLID, marker; the rest zero.
+void write_common(std::uint8_t type, std::uint16_t dlid, std::uint8_t marker,
+                  std::array<std::uint8_t, RouteHint::size>& out) {
+    out.fill(0);
+    std::copy(RouteHint::kMagic.begin(), RouteHint::kMagic.end(), out.begin());
+    out[4] = RouteHint::kVersion;
+    out[5] = type;
+    store_be16(out.data() + 6, dlid);
+    out[11] = marker;
+}
+
+}  // namespace
+
 bool is_soft_control(bytes d) {
     return d.size() >= RouteHint::kMagic.size() && std::equal(RouteHint::kMagic.begin(), RouteHint::kMagic.end(), d.begin());
 }
@@ -43,13 +58,8 @@ std::optional<RouteHint> decode_route_hint(bytes d) {
 }
 
 bool encode_route_hint(const RouteHint& h, std::array<std::uint8_t, RouteHint::size>& out) {
-    out.fill(0);
-    std::copy(RouteHint::kMagic.begin(), RouteHint::kMagic.end(), out.begin());
-    out[4] = RouteHint::kVersion;
-    out[5] = RouteHint::kTypeUnicast;
-    store_be16(out.data() + 6, h.dlid);
+    write_common(RouteHint::kTypeUnicast, h.dlid, h.marker, out);
     store_be16(out.data() + 8, h.ttl_ms);
-    out[11] = h.marker;
     store_be16(out.data() + 12, h.peer.port());
     if (h.peer.family() == AF_INET) {
         sockaddr_in a{};
@@ -69,12 +79,7 @@ bool encode_route_hint(const RouteHint& h, std::array<std::uint8_t, RouteHint::s
 }
 
 void encode_route_request(const RouteRequest& request, std::array<std::uint8_t, RouteHint::size>& out) {
-    out.fill(0);
-    std::copy(RouteHint::kMagic.begin(), RouteHint::kMagic.end(), out.begin());
-    out[4] = RouteHint::kVersion;
-    out[5] = RouteHint::kTypeRequest;
-    store_be16(out.data() + 6, request.dlid);
-    out[11] = request.marker;
+    write_common(RouteHint::kTypeRequest, request.dlid, request.marker, out);
 }
 
 std::optional<RouteRequest> decode_route_request(bytes d) {

@@ -122,7 +122,13 @@ __attribute__((target("pclmul,sse2"))) std::uint16_t vcrc_clmul(const std::uint8
     return vcrc_table(vcrc_table(0, last, sizeof last), p, n);
 }
 
-const bool kHaveClmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse2");
+// Initialised with the program's statics: __builtin_cpu_init() first, as the
+// CPU model may not be read yet then. Before (another static's CRC), false:
+// the tables.
+const bool kHaveClmul = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse2");
+}();
 #endif
 
 }  // namespace
