@@ -249,7 +249,8 @@ std::string Daemon::answer_stats() const {
             return std::string("undelivered_") + transport::to_string(static_cast<transport::DeliveryDrop>(i));
         });
         const auto& u = sp.udp_counters();
-        j.field("udp_rx", u.rx_datagrams).field("udp_rx_errors", u.rx_errors).field("udp_tx", u.tx_datagrams);
+        j.field("udp_rx", u.rx_datagrams).field("udp_rx_gro_messages", u.rx_gro_messages);
+        j.field("udp_rx_oversized", u.rx_oversized).field("udp_rx_errors", u.rx_errors).field("udp_tx", u.tx_datagrams);
         j.field("udp_tx_queue_full", u.tx_queue_full).field("udp_tx_errors", u.tx_errors);
         const auto& ct = sp.cut_through_counters();
         j.field("route_hints", ct.hints).field("route_hints_bad", ct.hints_bad);

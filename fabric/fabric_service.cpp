@@ -89,7 +89,9 @@ FabricService::FabricService(FabricServiceOptions options, transport::UdpBatchSo
 }
 
 void FabricService::on_readable(Clock::time_point now) {
-    socket_.receive([&](bytes d, const SocketAddress& from) { switch_.on_datagram(from, d, now); }, kReceiveBatches);
+    const auto to_switch = [&](bytes d, const SocketAddress& from) { switch_.on_datagram(from, d, now); };
+    socket_.receive(to_switch, kReceiveDatagrams);
+    socket_.drain_pending(to_switch);  // the fd would not report it
 }
 
 void FabricService::tick(Clock::time_point now) {
@@ -128,9 +130,9 @@ std::string FabricService::stats() const {
         if (c.link_drops[i])
             append(out, "switch link_check %s %llu\n", ib::to_string(static_cast<ib::DropReason>(i)), ull(c.link_drops[i]));
     const auto& u = socket_.counters();
-    append(out, "udp: rx %llu oversized %llu errors %llu tx %llu queue_full %llu tx_errors %llu\n",
-           ull(u.rx_datagrams), ull(u.rx_oversized), ull(u.rx_errors), ull(u.tx_datagrams), ull(u.tx_queue_full),
-           ull(u.tx_errors));
+    append(out, "udp: rx %llu gro_messages %llu oversized %llu errors %llu tx %llu gso_runs %llu queue_full %llu tx_errors %llu\n",
+           ull(u.rx_datagrams), ull(u.rx_gro_messages), ull(u.rx_oversized), ull(u.rx_errors), ull(u.tx_datagrams),
+           ull(u.tx_gso_runs), ull(u.tx_queue_full), ull(u.tx_errors));
     const auto& s = sm_.counters();
     append(out, "sm: smps %llu responses %llu errors %llu timeouts %llu unexpected %llu configured %llu lost %llu\n",
            ull(s.smps_sent), ull(s.responses), ull(s.error_responses), ull(s.timeouts), ull(s.unexpected_responses),

@@ -8,10 +8,10 @@
 //     switch, SM, SA and management port together. Nothing is sent until
 //     a port's first link packet arrives.
 //  2. fd() goes into the owner's epoll set for EPOLLIN. When it is
-//     readable, on_readable(now) takes at most kReceiveBatches recvmmsg
-//     batches and hands each datagram to the switch; level-triggered epoll
-//     reports the rest on the next wake-up, so a busy fabric cannot starve
-//     the owner's other fds.
+//     readable, on_readable(now) takes about kReceiveDatagrams datagrams
+//     (and the rest of the last GRO batch) and hands each to the switch;
+//     level-triggered epoll reports the rest on the next wake-up, so a busy
+//     fabric cannot starve the owner's other fds.
 //  3. tick(now) every kTickInterval (a timerfd, or a repeating timer):
 //     link packets to every plugged port, silent ports unplugged, SM
 //     sweeps and SMP retries, SA Report and RMPP retries.
@@ -61,7 +61,7 @@ struct FabricServiceOptions {
 class FabricService {
 public:
     static constexpr std::chrono::milliseconds kTickInterval{50};
-    static constexpr std::size_t kReceiveBatches = 8;  // recvmmsg batches per on_readable()
+    static constexpr std::size_t kReceiveDatagrams = 512;  // per on_readable(), then what is pending
 
     // Binds the socket and opens the capture file. Errors read as the
     // environment's ("could not bind UDP socket to 0.0.0.0:18516: Address
@@ -75,7 +75,7 @@ public:
     int fd() const { return socket_.fd(); }
     SocketAddress local_address() const { return socket_.local_address(); }
 
-    // The socket is readable: at most kReceiveBatches batches to the switch.
+    // The socket is readable: about kReceiveDatagrams datagrams to the switch.
     void on_readable(Clock::time_point now);
     // Every kTickInterval.
     void tick(Clock::time_point now);

@@ -585,6 +585,7 @@ struct MarkerNet {
     std::unique_ptr<transport::UdQp> qa, qb;
     std::vector<std::vector<std::uint8_t>> buffers;
     std::vector<int> received;  // sequence numbers in the order B got them
+    bool repost = false;        // give B's buffers back as they complete
     Clock::time_point next_tick = Clock::now();
 
     void pump(bool fabric_runs) {
@@ -604,9 +605,14 @@ struct MarkerNet {
         b->process();
         if (qb) {
             transport::Completion wc[16];
-            for (std::size_t n = qb->poll(wc), i = 0; i < n; ++i)
-                if (wc[i].kind == transport::CompletionKind::receive)
-                    received.push_back(buffers[wc[i].wr_id][transport::kGrhSlotSize]);
+            for (std::size_t n = qb->poll(wc), i = 0; i < n; ++i) {
+                if (wc[i].kind != transport::CompletionKind::receive) continue;
+                received.push_back(buffers[wc[i].wr_id][transport::kGrhSlotSize]);
+                const transport::ReceiveBuffer rb{.wr_id = wc[i].wr_id, .buffer = buffers[wc[i].wr_id]};
+                if (repost) {
+                    ASSERT_EQ(qb->post_receive({&rb, 1}).value_or(0), 1u);
+                }
+            }
         }
     }
     template <class Pred>
@@ -624,27 +630,31 @@ struct MarkerNet {
     const transport::SoftCutThroughCounters& cut() const { return a->cut_through_counters(); }
 };
 
-void open_marker_net(MarkerNet& n) {
+// b_budget: B's receive_budget; b_depth: its QP's receive depth (and the
+// buffers posted).
+void open_marker_net(MarkerNet& n, std::size_t b_budget = transport::UdpBatchSocket::kReceiveBudget,
+                     std::uint32_t b_depth = 96) {
     auto opened = FabricService::open(loopback_options());
     ASSERT_TRUE(opened) << opened.error();
     n.fabric = std::move(*opened);
-    auto open_port = [&](std::uint64_t guid, std::unique_ptr<transport::SoftPort>& out) {
+    auto open_port = [&](std::uint64_t guid, std::unique_ptr<transport::SoftPort>& out, std::size_t budget) {
         auto p = transport::SoftPort::open({.fabric = n.fabric->local_address(),
                                             .bind_to = *parse_socket_address("127.0.0.1:0"),
                                             .port_guid = guid,
                                             .node_description = "marker test",
-                                            .link_interval = std::chrono::milliseconds(10)});
+                                            .link_interval = std::chrono::milliseconds(10),
+                                            .receive_budget = budget});
         ASSERT_TRUE(p) << p.error().message();
         out = std::move(*p);
     };
-    open_port(0xA1, n.a);
-    open_port(0xB2, n.b);
+    open_port(0xA1, n.a, transport::UdpBatchSocket::kReceiveBudget);
+    open_port(0xB2, n.b, b_budget);
     ASSERT_TRUE(n.pump_until([&] {
         return n.a->attributes().state == PortState::active && n.b->attributes().state == PortState::active;
     }));
     n.qa = *n.a->create_ud_qp({.qkey = 7});
-    n.qb = *n.b->create_ud_qp({.qkey = 7});
-    n.buffers.assign(96, std::vector<std::uint8_t>(transport::kGrhSlotSize + 64));
+    n.qb = *n.b->create_ud_qp({.qkey = 7, .receive_depth = b_depth});
+    n.buffers.assign(b_depth, std::vector<std::uint8_t>(transport::kGrhSlotSize + 64));
     for (std::size_t i = 0; i < n.buffers.size(); ++i) {
         const transport::ReceiveBuffer rb{.wr_id = i, .buffer = n.buffers[i]};
         ASSERT_EQ(n.qb->post_receive({&rb, 1}).value_or(0), 1u);
@@ -718,6 +728,43 @@ TEST(CutThrough, AMarkerNotAnsweredInTimeSendsTheHeldPacketsThroughTheSwitch) {
     ASSERT_TRUE(n.pump_until([&] { return n.received.size() == 2; }));
     EXPECT_EQ(n.received, (std::vector<int>{0, 1}));
     EXPECT_EQ(n.cut().direct_tx, 0u);
+}
+// A burst sent straight to B leaves A as one GSO message and reaches B as
+// one GRO message of 60 datagrams, more than B's QP has buffers for: B's
+// port hands over receive_budget at a time and its fd stays readable for
+// the rest, so with buffers given back between turns nothing is dropped.
+TEST(CutThrough, AGroBurstLargerThanTheReceiveQueueIsHandedOverInTurns) {
+    MarkerNet n;
+    open_marker_net(n, /*b_budget=*/8, /*b_depth=*/16);
+    if (HasFatalFailure()) return;
+    n.repost = true;
+    n.send(0);  // earns the route (held behind its marker, if need be)
+    ASSERT_TRUE(n.pump_until([&] { return n.received.size() == 1; }));
+    n.send(1);
+    ASSERT_TRUE(n.pump_until([&] { return n.received.size() == 2; }));
+    const std::uint64_t direct = n.cut().direct_tx;
+    // One post_send of 60: flushed once, as a GSO run.
+    std::vector<transport::SendRequest> burst;
+    std::vector<std::array<std::uint8_t, 4>> payloads(60);
+    for (std::uint8_t i = 0; i < 60; ++i) {
+        payloads[i] = {static_cast<std::uint8_t>(i + 2), 0x5A, 0x5A, 0x5A};
+        burst.push_back({.wr_id = i, .ah = {.dlid = n.b->attributes().lid}, .remote_qpn = n.qb->qpn(),
+                         .remote_qkey = 7, .payload = payloads[i]});
+    }
+    ASSERT_EQ(n.qa->post_send(burst).value_or(0), 60u);
+    EXPECT_EQ(n.cut().direct_tx, direct + 60);
+    // The turn that reads the message hands over 8; B's fd stays readable
+    // for the rest (the socket's own fd would not be).
+    ASSERT_TRUE(n.pump_until([&] { return n.b->udp_counters().rx_gro_messages >= 1; }));
+    pollfd more{.fd = n.b->fd(), .events = POLLIN};
+    EXPECT_EQ(::poll(&more, 1, 0), 1);
+    ASSERT_TRUE(n.pump_until([&] { return n.received.size() == 62; }));
+    std::vector<int> expected(62);
+    for (int i = 0; i < 62; ++i) expected[static_cast<std::size_t>(i)] = i;
+    EXPECT_EQ(n.received, expected);
+    EXPECT_EQ(n.b->core().counters().undelivered[static_cast<std::size_t>(transport::DeliveryDrop::no_receive_buffer)],
+              0u);
+    EXPECT_GE(n.b->udp_counters().rx_gro_messages, 1u);
 }
 }  // namespace
 }  // namespace ipoibd::fabric

@@ -1,6 +1,7 @@
 #include "transport/soft/soft_port.h"
 
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/timerfd.h>
 
 #include <cerrno>
@@ -54,15 +55,18 @@ expected<std::unique_ptr<SoftPort>, Error> SoftPort::open(const SoftPortConfig& 
     spec.it_value = spec.it_interval;
     if (::timerfd_settime(timer.get(), 0, &spec, nullptr) != 0) return unexpected(sys_error("timerfd_settime", errno));
 
+    UniqueFd more(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (!more) return unexpected(sys_error("eventfd", errno));
     UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
     if (!epoll) return unexpected(sys_error("epoll_create1", errno));
-    for (int fd : {socket->fd(), timer.get()}) {
+    for (int fd : {socket->fd(), timer.get(), more.get()}) {
         epoll_event ev{};
         ev.events = EPOLLIN;
         ev.data.fd = fd;
         if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, fd, &ev) != 0) return unexpected(sys_error("epoll_ctl", errno));
     }
-    std::unique_ptr<SoftPort> port(new SoftPort(config, std::move(*socket), std::move(timer), std::move(epoll)));
+    std::unique_ptr<SoftPort> port(
+        new SoftPort(config, std::move(*socket), std::move(timer), std::move(more), std::move(epoll)));
     port->send_link_packet();  // announce the link at once
     port->socket_.flush();
     return port;
@@ -92,7 +96,18 @@ void SoftPort::process() {
     std::uint64_t expirations = 0;
     if (::read(timer_.get(), &expirations, sizeof expirations) == sizeof expirations && expirations > 0)
         on_timer(expirations);
-    socket_.receive([this](bytes d, const SocketAddress& from) { on_datagram(d, from); });
+    if (more_armed_) {
+        std::uint64_t n = 0;
+        [[maybe_unused]] auto r = ::read(more_.get(), &n, sizeof n);
+        more_armed_ = false;
+    }
+    socket_.receive([this](bytes d, const SocketAddress& from) { on_datagram(d, from); },
+                    std::max<std::size_t>(config_.receive_budget, 1));
+    if (socket_.pending()) {  // the socket's fd does not show these
+        const std::uint64_t one = 1;
+        [[maybe_unused]] auto r = ::write(more_.get(), &one, sizeof one);
+        more_armed_ = true;
+    }
     if (!held_.empty()) expire_drains(std::chrono::steady_clock::now());
     socket_.flush();
 }
@@ -273,10 +288,12 @@ void SoftPort::on_datagram(bytes datagram, const SocketAddress& from) {
 
 namespace ipoibd::transport {
 
-SoftPort::SoftPort(const SoftPortConfig& config, UdpBatchSocket socket, UniqueFd timer, UniqueFd epoll)
+SoftPort::SoftPort(const SoftPortConfig& config, UdpBatchSocket socket, UniqueFd timer, UniqueFd more,
+                   UniqueFd epoll)
     : config_(config),
       socket_(std::move(socket)),
       timer_(std::move(timer)),
+      more_(std::move(more)),
       epoll_(std::move(epoll)),
       link_sink_(std::make_unique<Link>(*this, socket_)),
       port_(SmaIdentity{

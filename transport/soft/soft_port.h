@@ -10,7 +10,9 @@
 //    link is down: PortState DOWN, port_down event, sends refused.
 // 4. Everything else is PortCore: IBA packets in, validated, delivered to
 //    QPs; sends built into IBA packets and queued on the socket, flushed in
-//    sendmmsg batches at the end of every post_send and process().
+//    sendmmsg batches at the end of every post_send and process(). A
+//    process() hands over at most receive_budget datagrams; an eventfd in
+//    fd()'s set stays readable while more are waiting.
 // 5. Cut-through (route_hint.h): the switch's route hints let unicast go
 //    straight to the destination port's UDP address until they expire.
 //    The socket is therefore not connected: IBA packets are taken from any
@@ -41,6 +43,10 @@ struct SoftPortConfig {
     ib::Mtu mtu = ib::Mtu::mtu4096;        // the port's MTU capability
     std::chrono::milliseconds link_interval{100};
     unsigned link_timeout_intervals = 10;
+    // Datagrams handed to PortCore per process(): no more than the receive
+    // queues hold, or a burst (one GRO message carries up to 64) overruns a
+    // QP before its owner reaps it. The rest waits, fd() stays readable.
+    std::size_t receive_budget = UdpBatchSocket::kReceiveBudget;
 };
 
 struct SoftCutThroughCounters {
@@ -102,7 +108,7 @@ public:
 
 private:
     class Link;
-    SoftPort(const SoftPortConfig& config, UdpBatchSocket socket, UniqueFd timer, UniqueFd epoll);
+    SoftPort(const SoftPortConfig& config, UdpBatchSocket socket, UniqueFd timer, UniqueFd more, UniqueFd epoll);
     void on_datagram(bytes datagram, const SocketAddress& from);
     bool transmit(bytes packet);
     bool hints_current() const;  // the route hints still belong to this programming of the port
@@ -119,6 +125,8 @@ private:
     SoftPortConfig config_;
     UdpBatchSocket socket_;
     UniqueFd timer_;
+    UniqueFd more_;   // eventfd, readable while the socket holds received datagrams not yet handed over
+    bool more_armed_ = false;
     UniqueFd epoll_;
     std::unique_ptr<Link> link_sink_;
     ManagedPort port_;

@@ -4,13 +4,21 @@
 #include <netinet/in.h>
 #include <netinet/udp.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 namespace ipoibd::transport {
 
 UdpBatchSocket::UdpBatchSocket(UniqueFd fd)
-    : fd_(std::move(fd)), tx_ring_(kSendRing), rx_buffers_(kBatch * (kSlotSize + 1)) {}
+    : fd_(std::move(fd)),
+      tx_ring_(kSendRing),
+      rx_buffers_(new std::uint8_t[kReceiveMessages * kReceiveBuffer]) {  // NOLINT: left uninitialised on purpose
+    // Receive GSO runs whole (kernel >= 5.0); without it the kernel cuts
+    // them before queueing, datagram by datagram, which also works.
+    const int on = 1;
+    gro_ = ::setsockopt(fd_.get(), SOL_UDP, UDP_GRO, &on, sizeof on) == 0;
+}
 
 expected<UdpBatchSocket, SysError> UdpBatchSocket::open(const SocketAddress& bind_to, const SocketAddress* peer) {
     UniqueFd fd(::socket(bind_to.family(), SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
@@ -76,8 +84,9 @@ void UdpBatchSocket::flush() {
                 while (slot + run < tx_count_ && run < kMaxRun) {
                     const Slot& next = tx_ring_[(tx_head_ + slot + run) % kSendRing];
                     const Slot& prev = tx_ring_[(tx_head_ + slot + run - 1) % kSendRing];
+                    // An empty datagram cannot end a run: GSO would lose it.
                     if (next.has_to != first.has_to || (first.has_to && !(next.to == first.to)) ||
-                        next.length > first.length || prev.length != first.length ||
+                        next.length > first.length || next.length == 0 || prev.length != first.length ||
                         bytes_in_run + next.length > kMaxRunBytes)
                         break;
                     iov[slot + run] = {const_cast<std::uint8_t*>(next.data.data()), next.length};
@@ -132,41 +141,94 @@ void UdpBatchSocket::flush() {
     }
 }
 
-std::size_t UdpBatchSocket::receive(const DatagramHandler& on_datagram, std::size_t max_batches) {
-    std::size_t total = 0;
-    for (std::size_t batch = 0; batch < max_batches; ++batch) {
-        std::array<mmsghdr, kBatch> msgs{};
-        std::array<iovec, kBatch> iov{};
-        std::array<sockaddr_storage, kBatch> from{};
-        for (std::size_t i = 0; i < kBatch; ++i) {
-            // One byte more than the largest packet, so oversize is visible.
-            iov[i] = {rx_buffers_.data() + i * (kSlotSize + 1), kSlotSize + 1};
-            msgs[i].msg_hdr.msg_iov = &iov[i];
-            msgs[i].msg_hdr.msg_iovlen = 1;
-            msgs[i].msg_hdr.msg_name = &from[i];
-            msgs[i].msg_hdr.msg_namelen = sizeof from[i];
+UdpBatchSocket::Read UdpBatchSocket::read_batch() {
+    union Control {
+        char buf[CMSG_SPACE(sizeof(int))];
+        cmsghdr align;
+    };
+    std::array<mmsghdr, kReceiveMessages> msgs{};
+    std::array<iovec, kReceiveMessages> iov{};
+    std::array<sockaddr_storage, kReceiveMessages> from{};
+    std::array<Control, kReceiveMessages> control{};
+    for (std::size_t i = 0; i < kReceiveMessages; ++i) {
+        // A whole GRO run fits; a single datagram over kSlotSize is visible.
+        iov[i] = {rx_buffers_.get() + i * kReceiveBuffer, kReceiveBuffer};
+        msgs[i].msg_hdr.msg_iov = &iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+        msgs[i].msg_hdr.msg_name = &from[i];
+        msgs[i].msg_hdr.msg_namelen = sizeof from[i];
+        if (gro_) {
+            msgs[i].msg_hdr.msg_control = control[i].buf;
+            msgs[i].msg_hdr.msg_controllen = sizeof control[i].buf;
         }
-        const int got = ::recvmmsg(fd_.get(), msgs.data(), kBatch, MSG_DONTWAIT, nullptr);
-        if (got < 0) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ++counters_.rx_errors;
-            // ECONNREFUSED and friends are reported once; keep reading.
-            if (errno == ECONNREFUSED) continue;
-            break;
-        }
-        for (int i = 0; i < got; ++i) {
-            const std::size_t len = msgs[static_cast<std::size_t>(i)].msg_len;
-            ++counters_.rx_datagrams;
-            if (len > kSlotSize || (msgs[static_cast<std::size_t>(i)].msg_hdr.msg_flags & MSG_TRUNC)) {
-                ++counters_.rx_oversized;
-                continue;
-            }
-            const auto& hdr = msgs[static_cast<std::size_t>(i)].msg_hdr;
-            on_datagram(bytes(static_cast<const std::uint8_t*>(iov[static_cast<std::size_t>(i)].iov_base), len),
-                        socket_address_from(from[static_cast<std::size_t>(i)], hdr.msg_namelen));
-        }
-        total += static_cast<std::size_t>(got);
-        if (static_cast<std::size_t>(got) < kBatch) break;
     }
+    rx_count_ = rx_next_ = rx_offset_ = 0;
+    const int got = ::recvmmsg(fd_.get(), msgs.data(), kReceiveMessages, MSG_DONTWAIT, nullptr);
+    if (got <= 0) {
+        if (got == 0 || errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return Read::nothing;
+        // ECONNREFUSED and friends (an ICMP error for an earlier send) are
+        // reported once: counted, and reading goes on.
+        ++counters_.rx_errors;
+        return Read::error;
+    }
+    for (std::size_t i = 0; i < static_cast<std::size_t>(got); ++i) {
+        msghdr& h = msgs[i].msg_hdr;
+        Received& r = rx_[i];
+        r.length = msgs[i].msg_len;
+        r.segment = r.length;
+        r.truncated = (h.msg_flags & MSG_TRUNC) != 0;  // not with 64 KiB buffers; counted if it is
+        r.from = socket_address_from(from[i], h.msg_namelen);
+        for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
+            if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+                int size = 0;
+                std::memcpy(&size, CMSG_DATA(c), sizeof size);
+                if (size > 0 && static_cast<std::size_t>(size) < r.length) {
+                    r.segment = static_cast<std::size_t>(size);
+                    ++counters_.rx_gro_messages;
+                }
+            }
+        }
+    }
+    rx_count_ = static_cast<std::size_t>(got);
+    return Read::got;
+}
+
+void UdpBatchSocket::hand_over(const DatagramHandler& on_datagram) {
+    const std::size_t message = rx_next_;
+    const Received& r = rx_[message];
+    const std::size_t piece = r.truncated ? 0 : std::min(r.segment, r.length - rx_offset_);
+    const std::size_t offset = rx_offset_;
+    rx_offset_ += piece;
+    if (r.truncated || rx_offset_ >= r.length) {  // the message is done (also when empty)
+        ++rx_next_;
+        rx_offset_ = 0;
+    }
+    ++counters_.rx_datagrams;
+    if (r.truncated || piece > kSlotSize) {
+        ++counters_.rx_oversized;
+        return;
+    }
+    on_datagram(bytes(rx_buffers_.get() + message * kReceiveBuffer + offset, piece), r.from);
+}
+
+std::size_t UdpBatchSocket::receive(const DatagramHandler& on_datagram, std::size_t max_datagrams) {
+    constexpr int kMaxReads = 8;  // recvmmsg calls per receive(), also when each fails
+    std::size_t total = 0;
+    int reads = 0;
+    while (total < max_datagrams) {
+        if (!pending()) {
+            if (reads++ == kMaxReads || read_batch() == Read::nothing) break;
+            continue;
+        }
+        hand_over(on_datagram);
+        ++total;
+    }
+    return total;
+}
+
+std::size_t UdpBatchSocket::drain_pending(const DatagramHandler& on_datagram) {
+    std::size_t total = 0;
+    for (; pending(); ++total) hand_over(on_datagram);
     return total;
 }
 

@@ -4,8 +4,12 @@
 //
 // Sends are queued in a bounded ring and leave in sendmmsg batches on
 // flush(); when the ring is full and the kernel will not take more, the
-// datagram is dropped and counted. Receives come in recvmmsg batches;
-// datagrams larger than the largest IBA packet are dropped and counted.
+// datagram is dropped and counted. Receives come in recvmmsg batches, with
+// UDP GRO where the kernel has it: a run of datagrams that a peer sent as
+// one GSO message (or that the kernel coalesced) arrives as one message and
+// is cut back into its datagrams here, so the stack is crossed once per run
+// on both ends. Datagrams larger than the largest IBA packet are dropped
+// and counted.
 #pragma once
 
 #include <sys/socket.h>
@@ -13,6 +17,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "common/byte_io.h"
@@ -28,6 +33,7 @@ struct UdpCounters {
     std::uint64_t rx_datagrams = 0;
     std::uint64_t rx_oversized = 0;   // larger than an IBA packet: dropped
     std::uint64_t rx_errors = 0;      // recvmmsg failures other than EAGAIN
+    std::uint64_t rx_gro_messages = 0;  // messages that carried several datagrams (UDP GRO)
     std::uint64_t tx_datagrams = 0;
     std::uint64_t tx_queue_full = 0;  // dropped: ring full, kernel busy
     std::uint64_t tx_errors = 0;      // dropped: sendmmsg refused it (ECONNREFUSED, ...)
@@ -40,6 +46,9 @@ public:
     static constexpr std::size_t kBatch = 64;         // datagrams per syscall
     static constexpr std::size_t kSendRing = 256;     // queued datagrams at most
     static constexpr std::size_t kSlotSize = ib::kMaxPacketSize;
+    static constexpr std::size_t kReceiveMessages = 32;       // messages per recvmmsg
+    static constexpr std::size_t kReceiveBuffer = 64 * 1024;  // one message: a whole GRO run
+    static constexpr std::size_t kReceiveBudget = 256;         // datagrams per receive() by default
 
     // Opens a UDP socket bound to `bind_to` (port 0: any), and connected to
     // `peer` when given (then only the peer's datagrams are received).
@@ -56,13 +65,32 @@ public:
     void flush();
     std::size_t queued() const { return tx_count_; }
 
-    // Receives at most `max_batches` batches, calling on_datagram(data, from)
-    // for each datagram. Returns the number received.
+    // Receives and hands over at most `max_datagrams` datagrams, calling
+    // on_datagram(data, from) for each (which must not call receive()
+    // itself); returns how many. A GRO message is
+    // cut into its datagrams; what a recvmmsg batch brought beyond the
+    // limit stays pending, in order, for the next call (see pending()).
     using DatagramHandler = std::function<void(bytes, const SocketAddress&)>;
-    std::size_t receive(const DatagramHandler& on_datagram, std::size_t max_batches = 4);
+    std::size_t receive(const DatagramHandler& on_datagram, std::size_t max_datagrams = kReceiveBudget);
+    // Datagrams already received from the kernel but not handed over: the
+    // socket's fd is not readable for them, so a caller that stopped at
+    // its limit must come back while this is true.
+    bool pending() const { return rx_next_ < rx_count_; }
+    // Hands over only what is pending, without reading from the kernel.
+    std::size_t drain_pending(const DatagramHandler& on_datagram);
 
 private:
     explicit UdpBatchSocket(UniqueFd fd);
+    enum class Read { got, nothing, error };
+    Read read_batch();  // one recvmmsg into rx_
+    void hand_over(const DatagramHandler& on_datagram);  // the next pending datagram
+
+    struct Received {  // one message of the last recvmmsg batch
+        std::size_t length = 0;
+        std::size_t segment = 0;  // datagram size (GRO); == length for one datagram
+        bool truncated = false;
+        SocketAddress from;
+    };
 
     struct Slot {
         std::array<std::uint8_t, kSlotSize> data;
@@ -75,8 +103,15 @@ private:
     std::vector<Slot> tx_ring_;  // kSendRing slots
     std::size_t tx_head_ = 0;    // oldest queued
     std::size_t tx_count_ = 0;
-    std::vector<std::uint8_t> rx_buffers_;  // kBatch * (kSlotSize + 1)
+    // kReceiveMessages * kReceiveBuffer, not zeroed: the kernel touches
+    // only the pages that datagrams fill.
+    std::unique_ptr<std::uint8_t[]> rx_buffers_;
     bool gso_ = true;                       // send runs with UDP_SEGMENT until the kernel refuses
+    bool gro_ = false;                      // UDP_GRO accepted: messages may hold several datagrams
+    std::array<Received, kReceiveMessages> rx_{};
+    std::size_t rx_count_ = 0;   // messages in rx_
+    std::size_t rx_next_ = 0;    // the message being handed over
+    std::size_t rx_offset_ = 0;  // bytes of it already handed over
     UdpCounters counters_;
 };
 
