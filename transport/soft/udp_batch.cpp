@@ -137,6 +137,10 @@ void UdpBatchSocket::flush() {
         if (done > static_cast<std::size_t>(sent)) counters_.tx_gso_runs += static_cast<std::uint64_t>(sent);
         tx_head_ = (tx_head_ + done) % kSendRing;
         tx_count_ -= done;
+        // Empty: start again at the first slots, which are still in the
+        // CPU's caches (the ring is over a megabyte; going round it would
+        // touch cold memory for every datagram).
+        if (tx_count_ == 0) tx_head_ = 0;
         if (static_cast<std::size_t>(sent) < n) return;  // kernel full for now
     }
 }
