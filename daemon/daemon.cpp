@@ -180,7 +180,8 @@ expected<void, std::string> Daemon::open_fabric() {
         sp.set_deferred_flush(true);
         soft_port_ = &sp;
         port_ = std::move(*soft);
-        auto mad = sa::SoftMadTransport::open(*port_, std::move(*gsi));
+        // on_port_ready() processes the port before it reaps QP1.
+        auto mad = sa::SoftMadTransport::open(*port_, std::move(*gsi), {.process_port = false});
         if (!mad) return unexpected("could not open the SA MAD path: " + mad.error().message());
         mad_ = std::move(*mad);
         char guid[32];
@@ -361,7 +362,7 @@ void Daemon::on_port_ready() {
     port_->process();
     handle_port_events(now);
     moved += link_->poll(deliver, 1024);
-    mad_->receive([&](bytes mad) { engine_->on_sa_mad(mad, now); }, 64);  // soft: process()es again
+    mad_->receive([&](bytes mad) { engine_->on_sa_mad(mad, now); }, 64);
     moved += link_->poll(deliver, 1024);
     flush_sends();
     flush_tun();

@@ -123,7 +123,7 @@ void SoftMadTransport::drain_completions() {
 }
 
 std::size_t SoftMadTransport::receive(const MadCallback& on_mad, std::size_t max) {
-    port_.process();
+    if (config_.process_port) port_.process();
     drain_completions();
     std::size_t n = 0;
     while (n < max && !pending_.empty()) {

@@ -5,7 +5,8 @@
 //    the GSI QP (P_Key index 0), SL = the SM's SL
 // 2. receive buffers are 40-byte GRH slot + 256 bytes, kept posted: each
 //    completion is copied out and its buffer posted again at once
-// 3. receive(): Port::process(), then the completions of the GSI QP: send
+// 3. receive(): Port::process() (unless the owner does), then the
+//    completions of the GSI QP: send
 //    completions counted (errors in send_errors), receives queued and handed
 //    over in order
 #pragma once
@@ -23,6 +24,9 @@ namespace ipoibd::sa {
 struct SoftMadTransportConfig {
     std::uint32_t receive_buffers = 32;  // posted at once on QP1
     std::size_t max_pending = 256;       // received, not yet handed over; beyond: dropped
+    // receive() runs Port::process() first; false when the owner processes
+    // the port itself (ipoibd's loop), which saves a pass on every wake-up.
+    bool process_port = true;
 };
 
 class SoftMadTransport final : public MadTransport {

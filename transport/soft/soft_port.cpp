@@ -47,6 +47,7 @@ expected<std::unique_ptr<SoftPort>, Error> SoftPort::open(const SoftPortConfig& 
     if (!socket) return unexpected(sys_error(socket.error().operation, socket.error().error));
 
     UniqueFd timer(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+    const auto armed_at = std::chrono::steady_clock::now();  // CLOCK_MONOTONIC too; not after the timer's own start
     if (!timer) return unexpected(sys_error("timerfd_create", errno));
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(config.link_interval).count();
     itimerspec spec{};
@@ -67,6 +68,7 @@ expected<std::unique_ptr<SoftPort>, Error> SoftPort::open(const SoftPortConfig& 
     }
     std::unique_ptr<SoftPort> port(
         new SoftPort(config, std::move(*socket), std::move(timer), std::move(more), std::move(epoll)));
+    port->timer_due_ = armed_at + config.link_interval;
     port->send_link_packet();  // announce the link at once
     port->socket_.flush();
     return port;
@@ -93,9 +95,16 @@ void SoftPort::set_deferred_flush(bool deferred) { link_sink_->deferred = deferr
 void SoftPort::flush() { socket_.flush(); }
 
 void SoftPort::process() {
+    // The timer is read only once it can have expired: process() runs
+    // several times per loop turn, and a read that finds nothing is a
+    // system call on every packet's path.
+    const auto now = std::chrono::steady_clock::now();
     std::uint64_t expirations = 0;
-    if (::read(timer_.get(), &expirations, sizeof expirations) == sizeof expirations && expirations > 0)
+    if (now >= timer_due_ && ::read(timer_.get(), &expirations, sizeof expirations) == sizeof expirations &&
+        expirations > 0) {
+        timer_due_ += config_.link_interval * static_cast<std::int64_t>(expirations);
         on_timer(expirations);
+    }
     if (more_armed_) {
         std::uint64_t n = 0;
         [[maybe_unused]] auto r = ::read(more_.get(), &n, sizeof n);
@@ -108,7 +117,7 @@ void SoftPort::process() {
         [[maybe_unused]] auto r = ::write(more_.get(), &one, sizeof one);
         more_armed_ = true;
     }
-    if (!held_.empty()) expire_drains(std::chrono::steady_clock::now());
+    if (!held_.empty()) expire_drains(now);
     socket_.flush();
 }
 

@@ -219,9 +219,13 @@ std::size_t UdpBatchSocket::receive(const DatagramHandler& on_datagram, std::siz
     constexpr int kMaxReads = 8;  // recvmmsg calls per receive(), also when each fails
     std::size_t total = 0;
     int reads = 0;
+    bool drained = false;  // a batch came back short: the socket is empty for now
     while (total < max_datagrams) {
         if (!pending()) {
-            if (reads++ == kMaxReads || read_batch() == Read::nothing) break;
+            if (drained || reads++ == kMaxReads) break;
+            const Read r = read_batch();
+            if (r == Read::nothing) break;
+            drained = r == Read::got && rx_count_ < kReceiveMessages;
             continue;
         }
         hand_over(on_datagram);
