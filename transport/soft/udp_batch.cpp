@@ -52,7 +52,7 @@ bool UdpBatchSocket::queue(bytes datagram, const SocketAddress* to) {
         return false;
     }
     Slot& s = tx_ring_[(tx_head_ + tx_count_) % kSendRing];
-    std::memcpy(s.data.data(), datagram.data(), datagram.size());
+    if (!datagram.empty()) std::memcpy(s.data.data(), datagram.data(), datagram.size());  // data() may be null
     s.length = datagram.size();
     s.has_to = to != nullptr;
     if (to) s.to = *to;
