@@ -164,7 +164,9 @@ expected<void, std::string> Daemon::open_fabric() {
         sc.fabric = config_.fabric.address;
         sc.port_guid = config_.fabric.port_guid ? config_.fabric.port_guid : transport::stable_port_guid(instance_);
         sc.node_description = "ipoibd " + instance_;
-        sc.receive_budget = config_.queues.receive_depth;  // reaped between process() calls
+        // At most what a reap before each process() gives back: on_port_ready
+        // polls up to 1024 completions (sends among them) before it.
+        sc.receive_budget = std::min<std::size_t>(config_.queues.receive_depth, 256);
         auto soft = transport::SoftPort::open(sc);
         if (!soft) return unexpected("could not open the soft port: " + soft.error().message());
         auto gsi = (*soft)->create_gsi_qp(64, 64);

@@ -26,6 +26,8 @@ struct SoftMadTransportConfig {
     std::size_t max_pending = 256;       // received, not yet handed over; beyond: dropped
     // receive() runs Port::process() first; false when the owner processes
     // the port itself (ipoibd's loop), which saves a pass on every wake-up.
+    // Then wait() is no use (the port's fd stays readable until the owner
+    // processes it): the owner waits on the port's fd itself.
     bool process_port = true;
 };
 

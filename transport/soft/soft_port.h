@@ -125,7 +125,7 @@ private:
     SoftPortConfig config_;
     UdpBatchSocket socket_;
     UniqueFd timer_;
-    std::chrono::steady_clock::time_point timer_due_;  // the timer's next expiry (no earlier)
+    std::chrono::steady_clock::time_point timer_due_;  // the timer's next expiry, or a little before it
     UniqueFd more_;   // eventfd, readable while the socket holds received datagrams not yet handed over
     bool more_armed_ = false;
     UniqueFd epoll_;
