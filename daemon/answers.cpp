@@ -44,7 +44,7 @@ std::string Daemon::answer(std::string_view command) {
     if (command == "flush neigh") {
         const std::size_t n = engine_->neighbours().size();
         engine_->flush_neighbours(now);
-        port_->process();
+        flush_sends();
         j.begin_object().field("flushed", "neigh").field("entries", n).end_object();
         log_.info("neighbour cache flushed by the operator", {{field::kIfname, tun_->name}});
         return j.take();

@@ -463,7 +463,7 @@ void Daemon::housekeeping() {
     if (port_->fd() < 0 || !soft_port_) on_port_ready();
     handle_port_events(now);
     engine_->tick(now);
-    port_->process();
+    flush_sends();  // not process(): receiving is on_port_ready's, which reaps the QPs first
     flush_tun();
     if (capture_) capture_->flush();
     drops_log_->flush(now);
@@ -505,7 +505,7 @@ void Daemon::stop(const char* why) {
     log_.notice(std::string("stopping on ") + why + ": leaving every multicast group",
                 {{field::kIfname, tun_->name}}, msgid::kDaemonStopping);
     engine_->stop(Clock::now());
-    port_->process();
+    flush_sends();
     stop_deadline_ = Clock::now() + kLeaveGrace;
 }
 
