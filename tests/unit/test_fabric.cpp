@@ -769,5 +769,22 @@ TEST(CutThrough, AGroBurstLargerThanTheReceiveQueueIsHandedOverInTurns) {
               0u);
     EXPECT_GE(n.b->udp_counters().rx_gro_messages, 1u);
 }
+TEST(SoftPortOpen, RefusesAConfigurationItCannotRun) {
+    const transport::SoftPortConfig good{.fabric = *parse_socket_address("127.0.0.1:9"),
+                                         .bind_to = *parse_socket_address("127.0.0.1:0"),
+                                         .port_guid = 0x1234};
+    ASSERT_TRUE(transport::SoftPort::open(good));
+    auto no_guid = good;
+    no_guid.port_guid = 0;
+    auto no_budget = good;
+    no_budget.receive_budget = 0;
+    auto no_interval = good;
+    no_interval.link_interval = std::chrono::milliseconds(0);
+    for (const auto& bad : {no_guid, no_budget, no_interval}) {
+        auto r = transport::SoftPort::open(bad);
+        ASSERT_FALSE(r);
+        EXPECT_EQ(r.error().code, transport::Errc::invalid_argument) << r.error().message();
+    }
+}
 }  // namespace
 }  // namespace ipoibd::fabric

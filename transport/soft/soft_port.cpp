@@ -35,6 +35,8 @@ expected<std::unique_ptr<SoftPort>, Error> SoftPort::open(const SoftPortConfig& 
     if (config.port_guid == 0) return unexpected(Error{Errc::invalid_argument, "soft port needs a non-zero port GUID"});
     if (config.link_interval.count() <= 0 || config.link_timeout_intervals == 0)
         return unexpected(Error{Errc::invalid_argument, "link interval and timeout must be positive"});
+    if (config.receive_budget == 0)
+        return unexpected(Error{Errc::invalid_argument, "soft port receive budget must be positive"});
     SocketAddress bind_to;
     if (config.bind_to) {
         bind_to = *config.bind_to;
@@ -47,8 +49,8 @@ expected<std::unique_ptr<SoftPort>, Error> SoftPort::open(const SoftPortConfig& 
     if (!socket) return unexpected(sys_error(socket.error().operation, socket.error().error));
 
     UniqueFd timer(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
-    const auto armed_at = std::chrono::steady_clock::now();  // CLOCK_MONOTONIC too; not after the timer's own start
     if (!timer) return unexpected(sys_error("timerfd_create", errno));
+    const auto armed_at = std::chrono::steady_clock::now();  // CLOCK_MONOTONIC too, taken before the timer starts
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(config.link_interval).count();
     itimerspec spec{};
     spec.it_interval.tv_sec = ns / 1'000'000'000;
@@ -105,17 +107,13 @@ void SoftPort::process() {
         timer_due_ += config_.link_interval * static_cast<std::int64_t>(expirations);
         on_timer(expirations);
     }
-    if (more_armed_) {
-        std::uint64_t n = 0;
-        [[maybe_unused]] auto r = ::read(more_.get(), &n, sizeof n);
-        more_armed_ = false;
-    }
-    socket_.receive([this](bytes d, const SocketAddress& from) { on_datagram(d, from); },
-                    std::max<std::size_t>(config_.receive_budget, 1));
-    if (socket_.pending()) {  // the socket's fd does not show these
-        const std::uint64_t one = 1;
-        [[maybe_unused]] auto r = ::write(more_.get(), &one, sizeof one);
-        more_armed_ = true;
+    socket_.receive([this](bytes d, const SocketAddress& from) { on_datagram(d, from); }, config_.receive_budget);
+    // The socket's fd does not show what the socket holds already received:
+    // the eventfd is readable exactly while it holds some.
+    if (socket_.pending() != more_armed_) {
+        std::uint64_t n = 1;
+        [[maybe_unused]] auto r = more_armed_ ? ::read(more_.get(), &n, sizeof n) : ::write(more_.get(), &n, sizeof n);
+        more_armed_ = !more_armed_;
     }
     if (!held_.empty()) expire_drains(now);
     socket_.flush();

@@ -43,7 +43,7 @@ struct UdpCounters {
 
 class UdpBatchSocket {
 public:
-    static constexpr std::size_t kBatch = 64;         // datagrams per syscall
+    static constexpr std::size_t kBatch = 64;         // messages per sendmmsg
     static constexpr std::size_t kSendRing = 256;     // queued datagrams at most
     static constexpr std::size_t kSlotSize = ib::kMaxPacketSize;
     static constexpr std::size_t kReceiveMessages = 32;       // messages per recvmmsg
