@@ -283,7 +283,7 @@ std::string Daemon::answer_stats() const {
     const BusyPollCounters& bp = loop_.busy_poll_counters();
     j.key("busy_poll").begin_object();
     j.field("windows", bp.windows).field("polls", bp.polls).field("empty_polls", bp.empty_polls);
-    j.field("yielded_away", bp.yielded_away);
+    j.field("slow_yields", bp.slow_yields).field("host_preempted", bp.host_preempted).field("yielded_away", bp.yielded_away);
     j.end_object();
 
     if (control_) {

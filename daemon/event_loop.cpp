@@ -2,12 +2,14 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <climits>
 #include <string>
@@ -267,9 +269,70 @@ expected<std::size_t, SysError> EventLoop::run_once(std::optional<Clock::duratio
     return handled;
 }
 
+YieldVerdict EventLoop::judge_yield(Clock::duration took, std::optional<Clock::duration> waited) {
+    if (took <= kYieldedAway) return YieldVerdict::quick;
+    if (!waited || *waited * 2 >= took) return YieldVerdict::contended;
+    return YieldVerdict::host_preempted;
+}
+
+std::optional<Clock::duration> EventLoop::run_delay() const {
+    if (!schedstat_) return std::nullopt;
+    // "<time run, ns> <time waited runnable, ns> <timeslices>\n", generated afresh at offset 0
+    std::array<char, 96> text{};
+    const ssize_t n = ::pread(schedstat_.get(), text.data(), text.size(), 0);
+    if (n <= 0) return std::nullopt;
+    const char* const end = text.data() + n;
+    const char* const space = std::find(static_cast<const char*>(text.data()), end, ' ');
+    if (space == end) return std::nullopt;
+    std::uint64_t ns = 0;
+    const auto [p, ec] = std::from_chars(space + 1, end, ns);
+    if (ec != std::errc{} || p == space + 1) return std::nullopt;
+    return std::chrono::nanoseconds(ns);
+}
+
+// Nothing was ready: let other work run first. When other tasks keep the
+// CPU through our yields (a busy machine, where polling would take CPU from
+// them), sleep until the next traffic. Tasks that run briefly between two
+// polls, and the host preempting the vCPU, do not end polling. (Ending the
+// window on the first yield over 50 us stopped polling about once per ping
+// in a ping test, where ping itself runs on these CPUs; a moving average
+// over the yields' durations counted the host's preemptions as load.)
+void EventLoop::yield_between_polls() {
+    const std::optional<Clock::duration> delay_before = run_delay();
+    const Clock::time_point before = Clock::now();
+    ::sched_yield();
+    const Clock::duration took = Clock::now() - before;
+    std::optional<Clock::duration> waited;
+    if (took > kYieldedAway && delay_before) {
+        if (const auto delay_after = run_delay()) waited = *delay_after - *delay_before;
+    }
+    const YieldVerdict verdict = judge_yield(took, waited);
+    Clock::duration held = Clock::duration::zero();  // by other tasks
+    switch (verdict) {
+        case YieldVerdict::quick: break;
+        case YieldVerdict::contended:
+            ++busy_counters_.slow_yields;
+            held = std::min(waited.value_or(took), took);
+            break;
+        case YieldVerdict::host_preempted:
+            ++busy_counters_.slow_yields;
+            ++busy_counters_.host_preempted;
+            held = *waited;
+            break;
+    }
+    if (contention_.observe(before + took, held)) {
+        busy_until_ = {};
+        ++busy_counters_.yielded_away;
+    }
+}
+
 expected<void, SysError> EventLoop::run() {
+    // The schedstat of the thread that runs the loop (thread-self is
+    // resolved at open). Without it every slow yield counts as contended.
+    schedstat_.reset(::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC));
     while (!stop_requested_.load()) {
         const bool poll = polling(Clock::now());
+        if (poll && !polled_last_turn_) contention_.restart(Clock::now());
         auto r = run_once(poll ? std::optional(Clock::duration::zero()) : std::nullopt);
         if (!r) {
             stop_requested_.store(false);
@@ -277,20 +340,10 @@ expected<void, SysError> EventLoop::run() {
         }
         if (poll) ++busy_counters_.polls;
         if (poll && *r == 0) {
-            // Nothing was ready: let other work run first. A yield that took
-            // long means the CPU was wanted by others (a busy machine, where
-            // polling would take CPU from them): sleep until the next traffic.
-            // (A moving average over the last yields instead kept polling
-            // through more of a ping test but cost a fifth of the TCP
-            // throughput in the benchmark, for no better RTT.)
             ++busy_counters_.empty_polls;
-            const Clock::time_point before = Clock::now();
-            ::sched_yield();
-            if (Clock::now() - before > kYieldedAway) {
-                busy_until_ = {};
-                ++busy_counters_.yielded_away;
-            }
+            yield_between_polls();
         }
+        polled_last_turn_ = poll;
     }
     stop_requested_.store(false);
     return {};

@@ -34,8 +34,15 @@
 // virtual machine (the idle vCPU halts in the host); a daemon that keeps
 // polling while traffic flows answers without one. The data-path handlers
 // call keep_polling() when they move packets, so an idle daemon sleeps; and
-// polling stops early when a yield shows that other tasks want the CPU (on a
-// loaded machine polling would only take CPU time from them).
+// polling stops early when yields show that other tasks of this machine
+// keep wanting the CPU (ContentionMeter: in yields between empty polls
+// that took over kYieldedAway, other tasks held the CPU for at least half
+// of a 2 ms span). How long they held it is the growth of the thread's run
+// delay (/proc/thread-self/schedstat) over the yield. On a loaded machine
+// polling would only take CPU time from them. A slow yield in which the
+// run delay did not grow is the host preempting the virtual CPU, which
+// says nothing of this machine's load; without the run delay, the whole of
+// a slow yield counts as held by others.
 //
 // Timers use std::chrono::steady_clock, which is CLOCK_MONOTONIC on Linux,
 // the clock the timerfd is armed with (absolute deadlines).
@@ -86,7 +93,49 @@ struct BusyPollCounters {
     std::uint64_t windows = 0;       // keep_polling() calls that found the loop sleeping
     std::uint64_t polls = 0;         // wake-ups with a zero timeout
     std::uint64_t empty_polls = 0;   // of those, with nothing ready
-    std::uint64_t yielded_away = 0;  // windows ended early: a yield took longer than kYieldedAway
+    std::uint64_t slow_yields = 0;     // yields between empty polls that took longer than kYieldedAway
+    std::uint64_t host_preempted = 0;  // of those, slow with no other task of this machine running
+    std::uint64_t yielded_away = 0;    // windows ended early: others held the CPU (ContentionMeter)
+};
+
+// What a yield between empty polls says. `took`: how long sched_yield()
+// took; `waited`: how much of that the thread waited runnable while other
+// tasks ran (its run delay grew by that much), nullopt when unknown.
+enum class YieldVerdict : std::uint8_t {
+    quick,           // took at most kYieldedAway
+    contended,       // slow, and other tasks ran for at least half of it (or unknown)
+    host_preempted,  // slow, but not because of other tasks: the host took the vCPU
+};
+
+// Busy polling's measure of load: how long other tasks of this machine held
+// the CPU during slow yields, over spans of kSpan. Polling ends when in a
+// span they held it for at least half of the time. Brief runs of others
+// (a task that itself yields, or the application answered, running between
+// two polls) make no yield slow and count nothing; a task that keeps the
+// CPU makes every other yield wait a time slice.
+class ContentionMeter {
+public:
+    static constexpr Clock::duration kSpan = std::chrono::milliseconds(2);
+    // Starts a span (when polling starts).
+    void restart(Clock::time_point now) {
+        span_start_ = now;
+        held_ = Clock::duration::zero();
+    }
+    // After a yield that ended at `now`, in which others held the CPU for
+    // `held` (zero for a quick yield). True when that ends a span in which
+    // others held the CPU for at least half of it (a new span starts).
+    bool observe(Clock::time_point now, Clock::duration held) {
+        held_ += held;
+        const Clock::duration span = now - span_start_;
+        if (span < kSpan) return false;
+        const bool loaded = held_ * 2 >= span;
+        restart(now);
+        return loaded;
+    }
+
+private:
+    Clock::time_point span_start_{};
+    Clock::duration held_{};
 };
 
 class EventLoop {
@@ -97,6 +146,7 @@ public:
     // Busy polling stops when a yield between empty polls took this long:
     // other tasks wanted the CPU.
     static constexpr Clock::duration kYieldedAway = std::chrono::microseconds(50);
+    static YieldVerdict judge_yield(Clock::duration took, std::optional<Clock::duration> waited);
 
     enum class Interest : std::uint8_t {
         readable,  // EPOLLIN (also reports hang-up and errors)
@@ -189,6 +239,8 @@ private:
     void drop_cancelled_top();
     void compact_deadlines();
     std::optional<int> wait_timeout_ms(std::optional<Clock::duration> timeout) const;
+    void yield_between_polls();
+    std::optional<Clock::duration> run_delay() const;  // this thread's; nullopt: unknown
 
     UniqueFd epoll_;
     UniqueFd timerfd_;
@@ -212,6 +264,9 @@ private:
     Clock::duration busy_window_{};
     Clock::time_point busy_until_{};
     BusyPollCounters busy_counters_;
+    ContentionMeter contention_;
+    bool polled_last_turn_ = false;
+    UniqueFd schedstat_;  // /proc/thread-self/schedstat of the thread in run(), or none
 
     static constexpr std::uint64_t kTimerToken = 1;
     static constexpr std::uint64_t kSignalToken = 2;

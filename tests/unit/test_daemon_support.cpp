@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -387,6 +389,99 @@ TEST(EventLoop, BusyPollOffByDefaultAndWhenSetToZero) {
     loop->add_timer_after(20ms, [&] { loop->stop(); });
     ASSERT_TRUE(loop->run().has_value());
     EXPECT_EQ(turns, 1);  // slept until the timer
+}
+
+// A yield's verdict: quick up to kYieldedAway; beyond it, contended when
+// other tasks ran for at least half of it or when that is unknown, else the
+// host preempted the vCPU.
+TEST(EventLoop, JudgeYield) {
+    using V = YieldVerdict;
+    struct Row {
+        Clock::duration took;
+        std::optional<Clock::duration> waited;
+        V want;
+    };
+    const Row rows[] = {
+        {0us, std::nullopt, V::quick},
+        {EventLoop::kYieldedAway, std::nullopt, V::quick},
+        {EventLoop::kYieldedAway, EventLoop::kYieldedAway, V::quick},
+        {EventLoop::kYieldedAway + 1us, std::nullopt, V::contended},
+        {200us, 100us, V::contended},
+        {200us, 200us, V::contended},
+        {200us, 99us, V::host_preempted},
+        {200us, 0us, V::host_preempted},
+        {5ms, 4ms, V::contended},
+        {5ms, 10us, V::host_preempted},
+    };
+    for (const Row& r : rows) {
+        EXPECT_EQ(EventLoop::judge_yield(r.took, r.waited), r.want)
+            << std::chrono::duration_cast<std::chrono::microseconds>(r.took).count() << " us, waited "
+            << (r.waited ? std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(*r.waited).count())
+                         : std::string("unknown"));
+    }
+}
+
+// The meter decides once per span of kSpan: loaded when others held the
+// CPU for at least half of it; a new span starts after each decision.
+TEST(EventLoop, ContentionMeterDecidesPerSpan) {
+    const Clock::time_point t0{};
+    const auto span = ContentionMeter::kSpan;
+    ContentionMeter m;
+    m.restart(t0);
+    EXPECT_FALSE(m.observe(t0 + 100us, 100us));       // held all of it, but the span is not over
+    EXPECT_FALSE(m.observe(t0 + span - 1us, span / 2));  // still not over
+    EXPECT_TRUE(m.observe(t0 + span, 0us));             // over: 100 us + span/2 >= half
+    // a new span from t0 + span: others held under half
+    EXPECT_FALSE(m.observe(t0 + span + span / 2, span / 4));
+    EXPECT_FALSE(m.observe(t0 + 2 * span, span / 4 - 1us));
+    // exactly half is loaded
+    EXPECT_FALSE(m.observe(t0 + 2 * span + 1us, span / 2));
+    EXPECT_TRUE(m.observe(t0 + 3 * span, 0us));
+    // a yield far longer than the span, held by others: decided at once
+    EXPECT_TRUE(m.observe(t0 + 13 * span, 10 * span));
+    // the host's preemptions count only what others held: nothing
+    EXPECT_FALSE(m.observe(t0 + 23 * span, 0us));
+    // restart() forgets what was held
+    m.restart(t0 + 30 * span);
+    EXPECT_FALSE(m.observe(t0 + 30 * span + 10us, span));
+    m.restart(t0 + 31 * span);
+    EXPECT_FALSE(m.observe(t0 + 32 * span, 0us));
+}
+
+// With a thread spinning on the loop's CPU (no yields of its own), every
+// yield of the polling loop waits a time slice for it: polling stops long
+// before its window, and the loop sleeps until the timer.
+TEST(EventLoop, BusyPollStopsWhenAnotherTaskKeepsTheCpu) {
+    cpu_set_t original;
+    ASSERT_EQ(::pthread_getaffinity_np(::pthread_self(), sizeof original, &original), 0);
+    const int cpu = ::sched_getcpu();
+    ASSERT_GE(cpu, 0);
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(static_cast<std::size_t>(cpu), &one);
+    if (::pthread_setaffinity_np(::pthread_self(), sizeof one, &one) != 0) GTEST_SKIP() << "cannot pin threads";
+    std::atomic<bool> spin{true};
+    std::thread hog([&] {
+        (void)::pthread_setaffinity_np(::pthread_self(), sizeof one, &one);
+        const auto until = Clock::now() + 5s;  // bounded, whatever happens to the test
+        while (spin.load(std::memory_order_relaxed) && Clock::now() < until) {
+        }
+    });
+    auto loop = make_loop();
+    loop->set_busy_poll(1s);
+    loop->keep_polling();
+    int sleeping_turns = 0;
+    loop->set_on_iteration([&] { sleeping_turns += loop->polling(Clock::now()) ? 0 : 1; });
+    loop->add_timer_after(300ms, [&] { loop->stop(); });
+    const auto r = loop->run();
+    spin.store(false);
+    hog.join();
+    (void)::pthread_setaffinity_np(::pthread_self(), sizeof original, &original);
+    ASSERT_TRUE(r.has_value());
+    const BusyPollCounters& c = loop->busy_poll_counters();
+    EXPECT_EQ(c.yielded_away, 1u) << c.polls << " polls, " << c.slow_yields << " slow yields";  // one window, ended by the hog
+    EXPECT_GE(c.slow_yields, 1u);
+    EXPECT_GE(sleeping_turns, 1);  // then slept until the timer
 }
 
 // ---- logger ----
