@@ -1,16 +1,16 @@
 #include "daemon/event_loop.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
-#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cerrno>
+#include <charconv>
 #include <climits>
 #include <string>
 

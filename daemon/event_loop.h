@@ -143,8 +143,8 @@ public:
     static constexpr std::size_t kEventsPerWait = 64;    // ready fds per epoll_wait
     static constexpr std::size_t kTimersPerWakeup = 64;  // due timers run per wake-up
     static constexpr std::size_t kSignalsPerWakeup = 16; // signals read per wake-up
-    // Busy polling stops when a yield between empty polls took this long:
-    // other tasks wanted the CPU.
+    // A yield between empty polls that took longer than this is slow:
+    // something else ran meanwhile (another task, or the host's).
     static constexpr Clock::duration kYieldedAway = std::chrono::microseconds(50);
     static YieldVerdict judge_yield(Clock::duration took, std::optional<Clock::duration> waited);
 
