@@ -191,6 +191,7 @@ std::string Daemon::answer_stats() const {
     const ipoib::NeighbourCounters& n = engine_->neighbours().counters();
     j.key("neighbour").begin_object();
     j.field("entries", engine_->neighbours().size());
+    j.field("reachable_time_ms", static_cast<std::uint64_t>(engine_->neighbours().reachable_time().count()));
     j.field("drop_queue_full", n.drop_queue_full).field("drop_unresolved", n.drop_unresolved);
     j.field("drop_table_full", n.drop_table_full).field("drop_flushed", n.drop_flushed);
     j.field("solicits", n.solicits).field("probes", n.probes).field("resolved", n.resolved);

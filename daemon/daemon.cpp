@@ -11,6 +11,7 @@
 #include <csignal>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <variant>
 
 #include "config/load.h"
@@ -94,6 +95,7 @@ ipoib::EngineConfig engine_config(const config::DaemonConfig& c) {
     e.scope = c.multicast.scope;
     e.mtu = c.interface.mtu;
     e.neighbour = config::neighbour_cache_config(c.neighbour);
+    e.neighbour.reachable_factor = ipoib::make_reachable_factor(std::random_device{}());
     e.path.max_entries = c.neighbour.path_max_entries;
     e.mcast.send_only_join_state = c.multicast.send_only_join;
     e.mcast.max_groups = c.multicast.max_groups;
@@ -549,7 +551,9 @@ void Daemon::reload() {
         if (auto r = apply_routes(gone, false); !r) failed += " " + r.error();
         if (auto r = apply_routes(added, true); !r) failed += " " + r.error();
     }
-    engine_->reconfigure(config::neighbour_cache_config(next.neighbour), next.multicast.send_only_join);
+    ipoib::NeighbourCache::Config neighbour = config::neighbour_cache_config(next.neighbour);
+    neighbour.reachable_factor = engine_->neighbours().config().reachable_factor;  // the same generator
+    engine_->reconfigure(neighbour, next.multicast.send_only_join);
     loop_.set_busy_poll(next.daemon.busy_poll);
     if (next.daemon.capture != config_.daemon.capture) {
         capture_.reset();

@@ -11,7 +11,10 @@
 #include "ipoib/neighbour_cache.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <memory>
+#include <random>
 
 namespace ipoibd::ipoib {
 
@@ -151,8 +154,31 @@ NeighbourActions NeighbourCache::learn(const NeighbourIp& ip, const HwAddress& h
     return out;
 }
 
+void NeighbourCache::draw_reachable_time() {
+    double factor = config_.reachable_factor ? config_.reachable_factor() : 1.0;
+    if (!std::isfinite(factor)) factor = 1.0;
+    factor = std::clamp(factor, kMinRandomFactor, kMaxRandomFactor);
+    reachable_time_ = std::chrono::milliseconds(
+        std::llround(static_cast<double>(config_.reachable_time.count()) * factor));
+    redraw_at_.reset();
+}
+
+std::function<double()> make_reachable_factor(std::uint64_t seed) {
+    auto generator = std::make_shared<std::mt19937_64>(seed);
+    return [generator] {
+        return std::uniform_real_distribution<double>(NeighbourCache::kMinRandomFactor,
+                                                      NeighbourCache::kMaxRandomFactor)(*generator);
+    };
+}
+
 NeighbourActions NeighbourCache::tick(Clock::time_point now) {
     NeighbourActions out;
+    if (!redraw_at_) {
+        redraw_at_ = now + kRedrawReachableEvery;
+    } else if (now >= *redraw_at_) {
+        draw_reachable_time();
+        redraw_at_ = now + kRedrawReachableEvery;
+    }
     for (auto it = table_.begin(); it != table_.end();) {
         if (it->second.deadline <= now) {
             it = expire(it, now, out);
@@ -220,7 +246,7 @@ void NeighbourCache::enter_reachable(Entry& e, Clock::time_point now) {
     e.state = NeighbourState::reachable;
     e.solicits_sent = 0;
     e.updated = now;
-    e.deadline = now + config_.reachable_time;
+    e.deadline = now + reachable_time_;
 }
 
 void NeighbourCache::enter_stale(Entry& e, Clock::time_point now) {

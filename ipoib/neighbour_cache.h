@@ -34,9 +34,14 @@
 // counts address_changed, so the link heals without operator action; a
 // silent restart is caught by the STALE -> DELAY -> PROBE revalidation.
 //
-// Not modelled: randomised reachable_time (RFC 4861 6.3.2 asks for a
-// uniform 0.5-1.5 x base; the caller may pass a jittered value in Config),
-// upper-layer reachability hints (TCP ACKs), NA without the Override flag
+// ReachableTime is RFC 4861 6.3.2's: reachable_time (BaseReachableTime)
+// times a factor drawn uniformly from [0.5, 1.5) by Config::reachable_factor
+// (none: exactly reachable_time), drawn again when the configuration changes
+// and on the first tick() 300 s after the last draw (Linux redraws every
+// 300 s, the RFC asks for "at least every few hours"); it applies to ARP
+// too, as in Linux.
+//
+// Not modelled: upper-layer reachability hints (TCP ACKs), NA without the Override flag
 // (the caller should not pass such an NA for a different address to learn()).
 #pragma once
 
@@ -45,6 +50,7 @@
 #include <compare>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -186,10 +192,17 @@ public:
         std::chrono::milliseconds reachable_time{30'000};
         std::chrono::milliseconds delay_first_probe_time{5000};
         std::chrono::milliseconds gc_stale_time{60'000};
+        // RFC 4861 6.3.2's random factor for ReachableTime, values in
+        // [0.5, 1.5) (others are clamped; not finite: 1); empty: 1. See
+        // make_reachable_factor().
+        std::function<double()> reachable_factor;
     };
+    static constexpr double kMinRandomFactor = 0.5;  // RFC 4861 10, MIN_RANDOM_FACTOR
+    static constexpr double kMaxRandomFactor = 1.5;  // MAX_RANDOM_FACTOR
+    static constexpr std::chrono::seconds kRedrawReachableEvery{300};
 
     NeighbourCache() : NeighbourCache(Config{}) {}
-    explicit NeighbourCache(Config config) : config_(config) {}
+    explicit NeighbourCache(Config config) : config_(std::move(config)) { draw_reachable_time(); }
 
     // An egress packet for next hop `ip`. Returns send_to when the entry has
     // an address (REACHABLE, STALE, DELAY, PROBE; STALE moves to DELAY).
@@ -221,7 +234,13 @@ public:
     const NeighbourCounters& counters() const { return counters_; }
     const Config& config() const { return config_; }
     // New timers and limits (SIGHUP); entries keep their current deadlines.
-    void set_config(const Config& config) { config_ = config; }
+    // ReachableTime is drawn again.
+    void set_config(const Config& config) {
+        config_ = config;
+        draw_reachable_time();
+    }
+    // ReachableTime as drawn: how long a confirmed entry stays REACHABLE.
+    std::chrono::milliseconds reachable_time() const { return reachable_time_; }
 
 private:
     struct Entry {
@@ -247,11 +266,18 @@ private:
     // next iterator.
     Table::iterator expire(Table::iterator it, Clock::time_point now, NeighbourActions& out);
     bool make_room();
+    void draw_reachable_time();
     static NeighbourEntryView view(const NeighbourIp& ip, const Entry& e);
 
     Config config_;
+    std::chrono::milliseconds reachable_time_{};
+    std::optional<Clock::time_point> redraw_at_;  // set by the first tick() after a draw
     Table table_;
     NeighbourCounters counters_;
 };
+
+// A Config::reachable_factor: uniform in [0.5, 1.5) from a generator of its
+// own, seeded with `seed` (the daemon seeds it from std::random_device).
+std::function<double()> make_reachable_factor(std::uint64_t seed);
 
 }  // namespace ipoibd::ipoib

@@ -184,6 +184,8 @@ ctl a neigh | grep -q "198.18.0.2 .*REACHABLE\|198.18.0.2 .*STALE" || { ctl a ne
 ctl a paths | grep -q "VALID" || { ctl a paths; fail "ipoibctl paths"; }
 ctl a mcast | grep -q "ff12:401b:ffff::ffff:ffff.*broadcast.*JOINED" || { ctl a mcast; fail "ipoibctl mcast"; }
 ctl a stats | grep -q "tx_unicast" || fail "ipoibctl stats"
+rt=$(stat_of a reachable_time_ms)  # RFC 4861 6.3.2: 0.5-1.5 x reachable-time (30 s)
+{ [ "$rt" -ge 15000 ] && [ "$rt" -lt 45000 ]; } || fail "reachable_time_ms $rt is not within 15000-44999"
 pass "ipoibctl status, neigh, paths, mcast, stats"
 
 # --- 2b. the capture (early: the iperf3 run below makes it hundreds of MB) ---------------

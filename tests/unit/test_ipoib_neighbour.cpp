@@ -1,10 +1,13 @@
 // The neighbour cache with a fake clock: every state transition, the
 // 3-packet queue, solicit retries and failure, probing, a peer restarting
-// with a new QPN (RFC 4391 9.4), aging and garbage collection, flush and the
-// table bound.
+// with a new QPN (RFC 4391 9.4), aging and garbage collection, the random
+// ReachableTime (RFC 4861 6.3.2), flush and the table bound.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -179,6 +182,94 @@ TEST_F(NeighbourTest, ReachableAgesToStaleThenGarbageCollected) {
     EXPECT_EQ(cache.counters().gc_removed, 1u);
     EXPECT_EQ(cache.size(), 0u);
     EXPECT_FALSE(cache.next_deadline());
+}
+
+// RFC 4861 6.3.2: ReachableTime is BaseReachableTime times a factor drawn
+// from [0.5, 1.5); drawn again by the first tick() 300 s after the last
+// draw, and when the configuration changes.
+TEST(NeighbourReachableTime, IsTheBaseTimesTheDrawnFactorDrawnAgainEveryFiveMinutes) {
+    const std::vector<double> factors{0.5, 1.5, 1.2};
+    std::size_t draws = 0;
+    NeighbourCache::Config config;  // reachable_time 30 s
+    config.reachable_factor = [&] { return factors.at(draws++); };
+    NeighbourCache cache(config);
+    EXPECT_EQ(draws, 1u);
+    EXPECT_EQ(cache.reachable_time(), 15s);
+
+    const Clock::time_point t0 = Clock::time_point{} + 1h;
+    cache.tick(t0);  // the first tick: the next draw is due at t0 + 300 s
+    cache.lookup_or_resolve(kPeer4, packet(1), t0);
+    cache.learn(kPeer4, hw(0x48), LearnKind::solicited, t0);
+    cache.tick(t0 + 15s - 1ms);
+    EXPECT_EQ(cache.find(kPeer4)->state, State::reachable);
+    cache.tick(t0 + 15s);
+    EXPECT_EQ(cache.find(kPeer4)->state, State::stale);  // after 15 s, not 30
+
+    cache.tick(t0 + 300s - 1ms);
+    EXPECT_EQ(cache.reachable_time(), 15s);
+    cache.tick(t0 + 300s);
+    EXPECT_EQ(draws, 2u);
+    EXPECT_EQ(cache.reachable_time(), 45s);
+    EXPECT_FALSE(cache.find(kPeer4));  // collected 60 s after it went STALE
+    cache.lookup_or_resolve(kPeer4, packet(2), t0 + 300s);  // resolved again
+    cache.learn(kPeer4, hw(0x48), LearnKind::solicited, t0 + 300s);
+    ASSERT_TRUE(cache.find(kPeer4));
+    cache.tick(t0 + 345s - 1ms);
+    EXPECT_EQ(cache.find(kPeer4)->state, State::reachable);
+    cache.tick(t0 + 345s);
+    EXPECT_EQ(cache.find(kPeer4)->state, State::stale);
+    cache.tick(t0 + 599s);
+    EXPECT_EQ(draws, 2u);  // the next draw is due at t0 + 600 s
+
+    config.reachable_time = 20s;  // a reload draws again: 1.2 x 20 s
+    cache.set_config(config);
+    EXPECT_EQ(draws, 3u);
+    EXPECT_EQ(cache.reachable_time(), 24s);
+}
+
+TEST(NeighbourReachableTime, FactorsOutsideTheRangeAreClampedAndNoFactorIsTheBase) {
+    const struct {
+        const char* name;
+        std::optional<double> factor;
+        std::chrono::milliseconds want;
+    } rows[] = {
+        {"none", std::nullopt, 30s},
+        {"0.5", 0.5, 15s},
+        {"1.0", 1.0, 30s},
+        {"1.499", 1.499, 44'970ms},
+        {"below", 0.1, 15s},
+        {"negative", -1.0, 15s},
+        {"above", 2.0, 45s},
+        {"NaN", std::numeric_limits<double>::quiet_NaN(), 30s},
+        {"infinite", std::numeric_limits<double>::infinity(), 30s},
+    };
+    for (const auto& r : rows) {
+        NeighbourCache::Config config;
+        if (r.factor) config.reachable_factor = [f = *r.factor] { return f; };
+        EXPECT_EQ(NeighbourCache(config).reachable_time(), r.want) << r.name;
+    }
+}
+
+TEST(NeighbourReachableTime, MakeReachableFactorIsUniformFromHalfToOneAndAHalf) {
+    auto factor = make_reachable_factor(42);
+    double low = 2, high = 0, sum = 0;
+    constexpr int kDraws = 10'000;
+    for (int i = 0; i < kDraws; ++i) {
+        const double f = factor();
+        ASSERT_GE(f, 0.5);
+        ASSERT_LT(f, 1.5);
+        low = std::min(low, f);
+        high = std::max(high, f);
+        sum += f;
+    }
+    EXPECT_LT(low, 0.51);
+    EXPECT_GT(high, 1.49);
+    EXPECT_NEAR(sum / kDraws, 1.0, 0.02);
+    // Its own generator: the same seed gives the same draws, another seed others.
+    auto a = make_reachable_factor(7), b = make_reachable_factor(7), c = make_reachable_factor(8);
+    const double a1 = a(), b1 = b();
+    EXPECT_EQ(a1, b1);
+    EXPECT_NE(a1, c());
 }
 
 TEST_F(NeighbourTest, ExpiredReachableUsedBeforeTickGoesToDelay) {
