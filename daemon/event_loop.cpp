@@ -307,19 +307,12 @@ void EventLoop::yield_between_polls() {
         if (const auto delay_after = run_delay()) waited = *delay_after - *delay_before;
     }
     const YieldVerdict verdict = judge_yield(took, waited);
-    Clock::duration held = Clock::duration::zero();  // by other tasks
-    switch (verdict) {
-        case YieldVerdict::quick: break;
-        case YieldVerdict::contended:
-            ++busy_counters_.slow_yields;
-            held = std::min(waited.value_or(took), took);
-            break;
-        case YieldVerdict::host_preempted:
-            ++busy_counters_.slow_yields;
-            ++busy_counters_.host_preempted;
-            held = *waited;
-            break;
-    }
+    if (verdict != YieldVerdict::quick) ++busy_counters_.slow_yields;
+    if (verdict == YieldVerdict::host_preempted) ++busy_counters_.host_preempted;
+    // How long other tasks held the CPU: nothing in a quick yield; in a slow
+    // one its run delay, or all of it when that is unknown.
+    const Clock::duration held =
+        verdict == YieldVerdict::quick ? Clock::duration::zero() : std::min(waited.value_or(took), took);
     if (contention_.observe(before + took, held)) {
         busy_until_ = {};
         ++busy_counters_.yielded_away;
@@ -332,7 +325,6 @@ expected<void, SysError> EventLoop::run() {
     schedstat_.reset(::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC));
     while (!stop_requested_.load()) {
         const bool poll = polling(Clock::now());
-        if (poll && !polled_last_turn_) contention_.restart(Clock::now());
         auto r = run_once(poll ? std::optional(Clock::duration::zero()) : std::nullopt);
         if (!r) {
             stop_requested_.store(false);
@@ -343,7 +335,6 @@ expected<void, SysError> EventLoop::run() {
             ++busy_counters_.empty_polls;
             yield_between_polls();
         }
-        polled_last_turn_ = poll;
     }
     stop_requested_.store(false);
     return {};

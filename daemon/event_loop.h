@@ -116,7 +116,7 @@ enum class YieldVerdict : std::uint8_t {
 class ContentionMeter {
 public:
     static constexpr Clock::duration kSpan = std::chrono::milliseconds(2);
-    // Starts a span (when polling starts).
+    // Starts a span (when a polling window opens).
     void restart(Clock::time_point now) {
         span_start_ = now;
         held_ = Clock::duration::zero();
@@ -201,7 +201,10 @@ public:
     void keep_polling() {
         if (busy_window_ == Clock::duration::zero()) return;
         const Clock::time_point now = Clock::now();
-        if (now >= busy_until_) ++busy_counters_.windows;
+        if (now >= busy_until_) {  // a new window
+            ++busy_counters_.windows;
+            contention_.restart(now);
+        }
         busy_until_ = now + busy_window_;
     }
     const BusyPollCounters& busy_poll_counters() const { return busy_counters_; }
@@ -265,7 +268,6 @@ private:
     Clock::time_point busy_until_{};
     BusyPollCounters busy_counters_;
     ContentionMeter contention_;
-    bool polled_last_turn_ = false;
     UniqueFd schedstat_;  // /proc/thread-self/schedstat of the thread in run(), or none
 
     static constexpr std::uint64_t kTimerToken = 1;

@@ -769,6 +769,7 @@ TEST(CutThrough, AGroBurstLargerThanTheReceiveQueueIsHandedOverInTurns) {
               0u);
     EXPECT_GE(n.b->udp_counters().rx_gro_messages, 1u);
 }
+
 TEST(SoftPortOpen, RefusesAConfigurationItCannotRun) {
     const transport::SoftPortConfig good{.fabric = *parse_socket_address("127.0.0.1:9"),
                                          .bind_to = *parse_socket_address("127.0.0.1:0"),
