@@ -283,6 +283,9 @@ std::string Daemon::answer_stats() const {
 
     const BusyPollCounters& bp = loop_.busy_poll_counters();
     j.key("busy_poll").begin_object();
+    // The window in force ([daemon] busy-poll, live on reload); 0: off.
+    j.field("window_us", static_cast<std::uint64_t>(
+                             std::chrono::duration_cast<std::chrono::microseconds>(loop_.busy_poll()).count()));
     j.field("windows", bp.windows).field("polls", bp.polls).field("empty_polls", bp.empty_polls);
     j.field("slow_yields", bp.slow_yields).field("host_preempted", bp.host_preempted).field("yielded_away", bp.yielded_away);
     j.end_object();

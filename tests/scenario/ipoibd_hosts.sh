@@ -305,7 +305,9 @@ kill -0 "${PID[a]}" || fail "A's ipoibd died"
 pass "malformed frames and TUN packets dropped, counted in ipoibctl stats; traffic flows"
 
 # --- 8b. SIGHUP: an address added live; a restart-only key named -----------------
-sed -i 's|^address = 198.18.0.1/24$|address = 198.18.0.1/24\naddress = 198.18.0.11/24|; s|^\[daemon\]$|[queues]\nsend-depth = 512\n[daemon]|' "$WORK/a.conf"
+sed -i 's|^address = 198.18.0.1/24$|address = 198.18.0.1/24\naddress = 198.18.0.11/24|; s|^\[daemon\]$|[queues]\nsend-depth = 512\n[daemon]\nbusy-poll = 5ms|' "$WORK/a.conf"
+[ "$(stat_of a window_us)" = 0 ] || fail "busy polling on before the reload"
+windows_before=$(stat_of a windows)
 kill -HUP "${PID[a]}"
 deadline=$((SECONDS + 5))
 until ip -n "$A" addr show dev ib0 | grep -q "198.18.0.11/24"; do
@@ -313,13 +315,15 @@ until ip -n "$A" addr show dev ib0 | grep -q "198.18.0.11/24"; do
   sleep 0.1
 done
 ip netns exec "$B" ping -c 2 -i 0.2 -W 2 198.18.0.11 >/dev/null || fail "B cannot reach A's reloaded address"
+[ "$(stat_of a window_us)" = 5000 ] || { ctl a stats >&2; fail "busy-poll = 5ms not in force after the reload"; }
+[ "$(stat_of a windows)" -gt "$windows_before" ] || { ctl a stats >&2; fail "no busy-polling window after the reload"; }
 grep -q "RELOADING=1" "$WORK/notify.log" || fail "no RELOADING=1 on SIGHUP"
 deadline=$((SECONDS + 5))
 until journalctl --no-pager _PID="${PID[a]}" 2>/dev/null | grep -q "configuration reloaded.*needs a restart to take effect: queues.send-depth"; do
   [ $SECONDS -lt $deadline ] || { journalctl --no-pager _PID="${PID[a]}" | tail -5; fail "reload did not name queues.send-depth as needing a restart"; }
   sleep 0.2
 done
-pass "SIGHUP: RELOADING=1, 198.18.0.11 added live (B reaches it), queues.send-depth reported as needing a restart"
+pass "SIGHUP: RELOADING=1, 198.18.0.11 and busy-poll = 5ms applied live (B reaches it, A polls), queues.send-depth reported as needing a restart"
 
 # --- 10. SIGTERM leaves the groups ---------------------------------------------------------------
 BCAST=ff12:401b:ffff::ffff:ffff
