@@ -48,11 +48,28 @@ std::size_t data_path = 0;   // counted
 std::size_t outside = 0;     // harness and in-memory wire: not counted
 std::size_t unattributed = 0;  // no project frame at all: counted too
 
+// Skips one call offset of a thunk's name: [n]<digits>_ (Itanium ABI).
+const char* skip_call_offset(const char* p) {
+    if (*p == 'n') ++p;
+    while (*p >= '0' && *p <= '9') ++p;
+    return *p == '_' ? p + 1 : nullptr;
+}
+
 // Mangled name of a function of namespace ipoibd? Returns the rest after
 // "6ipoibd" (the nested names) or nullptr.
 const char* project_scope(const char* mangled) {
     if (!mangled || std::strncmp(mangled, "_Z", 2) != 0) return nullptr;
     const char* p = mangled + 2;
+    // A thunk (_ZTh<offset>_ non-virtual, _ZTv<offset>_<offset>_ virtual) is
+    // named after the function it adjusts `this` for; at -O3 the function's
+    // body may be inlined into it, so the thunk's frame is that function's.
+    if (std::strncmp(p, "Th", 2) == 0) {
+        p = skip_call_offset(p + 2);
+    } else if (std::strncmp(p, "Tv", 2) == 0) {
+        p = skip_call_offset(p + 2);
+        if (p) p = skip_call_offset(p);
+    }
+    if (!p) return nullptr;
     if (*p == 'Z') ++p;  // local entity (a lambda's operator())
     if (*p != 'N') return nullptr;
     ++p;
