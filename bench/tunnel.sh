@@ -381,12 +381,9 @@ row_ipoibd() {  # row_ipoibd MTU
     local mnote="ipoibd x2 + ibfabricd; busy polling off (as shipped) but for the busy-poll RTT"
     [ "$got" = "$mtu" ] || mnote="$mnote; WARNING: ib0 MTU $got, not $mtu"
     ROW_NAME=$name ROW_PA=$pa ROW_PB=$pb
-    if [ "$BP_US" != 0 ]; then
-      BP_ON="set_busy_poll $BUSY_POLL $BP_US" BP_OFF="set_busy_poll 0 0" \
-        measure "$name" 198.18.0.2 "$got" "$mnote" "$pa" "$pb" "$FAB_PID"
-    else
-      measure "$name" 198.18.0.2 "$got" "$mnote" "$pa" "$pb" "$FAB_PID"
-    fi
+    local bp_on="" bp_off=""
+    [ "$BP_US" = 0 ] || { bp_on="set_busy_poll $BUSY_POLL $BP_US"; bp_off="set_busy_poll 0 0"; }
+    BP_ON=$bp_on BP_OFF=$bp_off measure "$name" 198.18.0.2 "$got" "$mnote" "$pa" "$pb" "$FAB_PID"
     ctl $NSA "$RUN/a.sock" -j stats >"$RAW/$name$TAG.stats-a.json" 2>&1
     ctl $NSB "$RUN/b.sock" -j stats >"$RAW/$name$TAG.stats-b.json" 2>&1
   fi

@@ -266,4 +266,39 @@ TEST(AllocationProbe, SeesAnAllocationInTheDataPath) {
     EXPECT_NE(std::strstr(info.dli_sname, "NeighbourCache"), nullptr) << info.dli_sname;
 }
 
+// The probe's reading of mangled names: plain functions, lambdas and thunks
+// (at -O3 a thunk's frame carries the inlined body of its function) of
+// namespace ipoibd; the in-memory wire and the harness are outside.
+TEST(AllocationProbe, ReadsProjectNamesAndThunks) {
+    struct Case {
+        const char* mangled;
+        const char* scope;  // nullptr: not a project function
+        bool outside;
+    };
+    const Case cases[] = {
+        {"_ZN6ipoibd9transport8PortCore4sendERNS1_2QpE", "9transport8PortCore4sendERNS1_2QpE", false},
+        {"_ZNK6ipoibd5ipoib6Engine4linkEv", "5ipoib6Engine4linkEv", false},
+        {"_ZZN6ipoibd5ipoib6Engine4tickEvENKUlvE_clEv", "5ipoib6Engine4tickEvENKUlvE_clEv", false},
+        {"_ZThn8_N6ipoibd9transport10MemoryPort8transmitESt4spanIKhLm1EE",
+         "9transport10MemoryPort8transmitESt4spanIKhLm1EE", true},
+        {"_ZTv0_n24_N6ipoibd9transport8PortCore7processEv", "9transport8PortCore7processEv", false},
+        {"_ZN6ipoibd5ipoib4test4Host9from_hostEv", "5ipoib4test4Host9from_hostEv", true},
+        {"_ZN7testing4Test3RunEv", nullptr, false},
+        {"_ZThn8_N7testing4Test3RunEv", nullptr, false},
+        {"_ZThn8", nullptr, false},  // truncated offset
+        {"main", nullptr, false},
+        {nullptr, nullptr, false},
+    };
+    for (const Case& c : cases) {
+        const char* scope = alloc_probe::project_scope(c.mangled);
+        if (!c.scope) {
+            EXPECT_EQ(scope, nullptr) << (c.mangled ? c.mangled : "(null)");
+            continue;
+        }
+        ASSERT_NE(scope, nullptr) << c.mangled;
+        EXPECT_STREQ(scope, c.scope);
+        EXPECT_EQ(alloc_probe::is_outside_world(scope), c.outside) << c.mangled;
+    }
+}
+
 }  // namespace ipoibd::ipoib::test
