@@ -35,7 +35,7 @@
 #include "ipoib/arp.h"
 #include "ipoib/frame.h"
 #include "ipoib/hw_address.h"
-#include "ipoib/ip_address.h"
+#include "common/ip_address.h"
 #include "transport/soft/soft_port.h"
 
 using namespace ipoibd;
@@ -46,11 +46,11 @@ namespace {
 
 std::uint64_t number(const std::string& s) { return std::stoull(s, nullptr, 0); }
 
-std::uint32_t v4_value(const ipoib::Ipv4Address& a) {
+std::uint32_t v4_value(const ipoibd::Ipv4Address& a) {
     return std::uint32_t{a[0]} << 24 | std::uint32_t{a[1]} << 16 | std::uint32_t{a[2]} << 8 | a[3];
 }
 
-ipoib::Ipv4Address v4_of(std::uint32_t v) {
+ipoibd::Ipv4Address v4_of(std::uint32_t v) {
     return {static_cast<std::uint8_t>(v >> 24), static_cast<std::uint8_t>(v >> 16), static_cast<std::uint8_t>(v >> 8),
             static_cast<std::uint8_t>(v)};
 }
@@ -129,8 +129,8 @@ int main(int argc, char** argv) {
         else if (k == "--distinct-gids") distinct_gids = number(v);
     }
     const auto addr = parse_socket_address(fabric);
-    const auto target = ipoib::parse_ipv4(target_text);
-    const auto first = ipoib::parse_ipv4(first_text);
+    const auto target = ipoibd::parse_ipv4(target_text);
+    const auto first = ipoibd::parse_ipv4(first_text);
     if (!addr || !target || !first || dlid == 0 || dqpn == 0 || count == 0 || batch == 0) {
         std::fprintf(stderr,
                      "usage: bench_arp_fill --fabric ADDR:PORT --dlid LID --dqpn QPN --target IPV4 [--count N] "

@@ -164,10 +164,10 @@ void BM_Decapsulate(benchmark::State& state) {
     state.SetItemsProcessed(state.iterations());
 }
 
-ipoib::NeighbourIp v4(std::uint32_t host) {
+IpAddress v4(std::uint32_t host) {
     // 198.18.0.0/15 (DESIGN.md test networks): 198.18.x.y and 198.19.x.y.
     const std::uint32_t a = (198u << 24 | 18u << 16) + host;
-    return ipoib::NeighbourIp::v4({static_cast<std::uint8_t>(a >> 24), static_cast<std::uint8_t>(a >> 16),
+    return IpAddress::v4({static_cast<std::uint8_t>(a >> 24), static_cast<std::uint8_t>(a >> 16),
                                    static_cast<std::uint8_t>(a >> 8), static_cast<std::uint8_t>(a)});
 }
 
@@ -178,9 +178,9 @@ void BM_NeighbourLookup(benchmark::State& state) {
     ipoib::NeighbourCache cache(config);
     const ipoib::Clock::time_point now{std::chrono::seconds(1000)};
     const auto packet = datagram(64);
-    std::vector<ipoib::NeighbourIp> ips;
+    std::vector<IpAddress> ips;
     for (std::uint32_t i = 0; i < entries; ++i) {
-        const ipoib::NeighbourIp ip = v4(1 + i);
+        const IpAddress ip = v4(1 + i);
         ipoib::HwAddress hw;
         hw.qpn = 0x48 + i;
         hw.gid[0] = 0xFE, hw.gid[1] = 0x80, hw.gid[15] = static_cast<std::uint8_t>(i);

@@ -15,14 +15,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <variant>
 #include <vector>
 
+#include "common/ip_address.h"
 #include "common/socket_address.h"
-#include "ipoib/ip_address.h"
-#include "ipoib/mgid.h"
-#include "ipoib/neighbour_cache.h"
-#include "sa_client/sa_records.h"
 
 namespace ipoibd::config {
 
@@ -46,15 +42,21 @@ enum class InterfaceMode : std::uint8_t {
 // syslog's names, most verbose first.
 enum class LogLevel : std::uint8_t { debug, info, notice, warning, error };
 
-using IpAddress = std::variant<ipoib::Ipv4Address, ipoib::Ipv6Address>;
+// The IPoIB multicast scope of every MGID the interface forms (RFC 4391 4):
+// the scope nibble's value.
+enum class MulticastScope : std::uint8_t {
+    link_local = 0x2,
+    site_local = 0x5,
+    organization_local = 0x8,
+    global = 0xE,
+};
 
-// An address with its prefix length, "198.18.0.1/24" or "2001:db8::1/64".
-struct IpPrefix {
-    IpAddress address;
-    std::uint8_t length = 0;  // 0..32 for IPv4, 0..128 for IPv6
-
-    bool is_ipv6() const { return std::holds_alternative<ipoib::Ipv6Address>(address); }
-    bool operator==(const IpPrefix&) const = default;
+// The JoinState ipoibd asks for when it sends to a group it has not joined
+// (IBA 15.2.5.17, MCMemberRecord JoinState bits).
+enum class SendOnlyJoin : std::uint8_t {
+    send_only_full_member,  // SendOnlyFullMember, as Linux
+    send_only_non_member,   // SendOnlyNonMember
+    non_member,             // NonMember
 };
 
 // "198.19.0.0/24 via 198.18.0.2", or "198.19.0.0/24" for an on-link route.
@@ -92,10 +94,8 @@ struct InterfaceSection {
 
 // [multicast]
 struct MulticastSection {
-    // The JoinState of the join ipoibd makes when it sends to a group it has
-    // not joined (sa::join_state): SendOnlyFullMember, as Linux.
-    std::uint8_t send_only_join = sa::join_state::send_only_full_member;
-    ipoib::Scope scope = ipoib::Scope::link_local;  // of every IPoIB MGID
+    SendOnlyJoin send_only_join = SendOnlyJoin::send_only_full_member;
+    MulticastScope scope = MulticastScope::link_local;  // of every IPoIB MGID
     std::size_t max_groups = 1024;
     bool operator==(const MulticastSection&) const = default;
 };
@@ -163,9 +163,10 @@ struct ReloadPlan {
     bool needs_restart() const { return !restart.empty(); }
 };
 ReloadPlan diff_for_reload(const DaemonConfig& running, const DaemonConfig& reloaded);
-
-// The neighbour cache engine's parameters from [neighbour].
-ipoib::NeighbourCache::Config neighbour_cache_config(const NeighbourSection& neighbour);
+// What the daemon runs with after a reload: `running` with every live key
+// (the key table's Apply::live) taken from `reloaded`; the keys that need a
+// restart keep their running values.
+DaemonConfig apply_live(const DaemonConfig& running, const DaemonConfig& reloaded);
 
 // The words ipoibd.conf uses.
 std::string_view to_string(Transport transport);

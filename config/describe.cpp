@@ -1,4 +1,4 @@
-// describe() and diff_for_reload(): both walk the key table, so a key added
+// describe(), diff_for_reload() and apply_live(): all walk the key table, so a key added
 // there is printed and compared without another line here.
 #include <string>
 
@@ -36,6 +36,19 @@ ReloadPlan diff_for_reload(const DaemonConfig& running, const DaemonConfig& relo
         (key.apply == Apply::live ? plan.live : plan.restart).push_back(key.full_name());
     }
     return plan;
+}
+
+DaemonConfig apply_live(const DaemonConfig& running, const DaemonConfig& reloaded) {
+    DaemonConfig out = running;
+    for (const KeySpec& key : config_keys()) {
+        if (key.apply != Apply::live) continue;
+        const auto values = key.get(reloaded);
+        if (values == key.get(running)) continue;
+        if (key.clear) key.clear(out);
+        // The values were printed from a parsed configuration: they parse.
+        for (const std::string& value : values) (void)key.set(out, value);
+    }
+    return out;
 }
 
 }  // namespace ipoibd::config

@@ -18,14 +18,14 @@ struct Word {
 constexpr Word<Transport> kTransports[] = {
     {"auto", Transport::automatic}, {"soft", Transport::soft}, {"verbs", Transport::verbs}};
 constexpr Word<InterfaceMode> kModes[] = {{"tun", InterfaceMode::tun}};
-constexpr Word<std::uint8_t> kSendOnlyJoins[] = {
-    {"send-only-full-member", sa::join_state::send_only_full_member},
-    {"send-only-non-member", sa::join_state::send_only_non_member},
-    {"non-member", sa::join_state::non_member}};
-constexpr Word<ipoib::Scope> kScopes[] = {{"link-local", ipoib::Scope::link_local},
-                                          {"site-local", ipoib::Scope::site_local},
-                                          {"organization-local", ipoib::Scope::organization_local},
-                                          {"global", ipoib::Scope::global}};
+constexpr Word<SendOnlyJoin> kSendOnlyJoins[] = {
+    {"send-only-full-member", SendOnlyJoin::send_only_full_member},
+    {"send-only-non-member", SendOnlyJoin::send_only_non_member},
+    {"non-member", SendOnlyJoin::non_member}};
+constexpr Word<MulticastScope> kScopes[] = {{"link-local", MulticastScope::link_local},
+                                            {"site-local", MulticastScope::site_local},
+                                            {"organization-local", MulticastScope::organization_local},
+                                            {"global", MulticastScope::global}};
 constexpr Word<LogLevel> kLogLevels[] = {{"debug", LogLevel::debug},
                                          {"info", LogLevel::info},
                                          {"notice", LogLevel::notice},
@@ -316,17 +316,5 @@ DaemonConfig default_config(std::string_view instance) {
 std::string_view to_string(Transport transport) { return word_of(transport, kTransports); }
 std::string_view to_string(InterfaceMode mode) { return word_of(mode, kModes); }
 std::string_view to_string(LogLevel level) { return word_of(level, kLogLevels); }
-
-ipoib::NeighbourCache::Config neighbour_cache_config(const NeighbourSection& n) {
-    ipoib::NeighbourCache::Config out;
-    out.max_entries = n.max_entries;
-    out.multicast_solicits = n.multicast_solicits;
-    out.unicast_probes = n.unicast_probes;
-    out.retrans_time = n.retrans_time;
-    out.reachable_time = n.reachable_time;
-    out.delay_first_probe_time = n.delay_first_probe_time;
-    out.gc_stale_time = n.gc_stale_time;
-    return out;
-}
 
 }  // namespace ipoibd::config

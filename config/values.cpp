@@ -6,7 +6,6 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
-#include <variant>
 #include <vector>
 
 #include "common/duration.h"
@@ -29,28 +28,8 @@ bool parse_hex(std::string_view text, std::size_t max_digits, std::uint64_t& out
     return ec == std::errc() && ptr == end;
 }
 
-bool is_loopback(const IpAddress& a) {
-    if (const auto* v4 = std::get_if<ipoib::Ipv4Address>(&a)) return (*v4)[0] == 127;
-    ipoib::Ipv6Address loopback{};
-    loopback[15] = 1;
-    return std::get<ipoib::Ipv6Address>(a) == loopback;
-}
-
-bool is_multicast(const IpAddress& a) {
-    if (const auto* v4 = std::get_if<ipoib::Ipv4Address>(&a)) return ipoib::is_ipv4_multicast(*v4);
-    return ipoib::is_ipv6_multicast(std::get<ipoib::Ipv6Address>(a));
-}
-
-bool is_unspecified(const IpAddress& a) {
-    if (const auto* v4 = std::get_if<ipoib::Ipv4Address>(&a)) return *v4 == ipoib::kIpv4Unspecified;
-    return ipoib::is_ipv6_unspecified(std::get<ipoib::Ipv6Address>(a));
-}
-
 // 240.0.0.0/4, the limited broadcast address included (RFC 1112 4).
-bool is_ipv4_reserved(const IpAddress& a) {
-    const auto* v4 = std::get_if<ipoib::Ipv4Address>(&a);
-    return v4 && ((*v4)[0] & 0xF0) == 0xF0;
-}
+bool is_ipv4_reserved(const IpAddress& a) { return a.is_v4() && (a.bytes[0] & 0xF0) == 0xF0; }
 
 // Why `a` cannot be a unicast address of this interface or a gateway, or "".
 std::string_view not_unicast(const IpAddress& a) {
@@ -59,26 +38,6 @@ std::string_view not_unicast(const IpAddress& a) {
     if (is_loopback(a)) return "a loopback address";
     if (is_ipv4_reserved(a)) return "a reserved address (240.0.0.0/4)";
     return "";
-}
-
-std::uint8_t max_prefix_length(const IpAddress& a) { return a.index() == 0 ? 32 : 128; }
-
-// The address with every bit past `length` cleared.
-IpAddress network_of(const IpAddress& a, std::uint8_t length) {
-    return std::visit(
-        [length](auto bytes) -> IpAddress {
-            for (std::size_t i = 0; i < bytes.size(); ++i) {
-                const std::size_t first_bit = i * 8;
-                if (first_bit >= length) {
-                    bytes[i] = 0;
-                } else if (first_bit + 8 > length) {
-                    const std::size_t keep = length - first_bit;
-                    bytes[i] = static_cast<std::uint8_t>(bytes[i] & (0xFFu << (8 - keep)));
-                }
-            }
-            return bytes;
-        },
-        a);
 }
 
 // "ADDR/LEN" with LEN in [min_length, the family's maximum].
@@ -93,7 +52,7 @@ expected<IpPrefix, Reason> parse_prefix(std::string_view text, std::uint8_t min_
     auto [ptr, ec] = std::from_chars(length_text.data(), length_text.data() + length_text.size(), length);
     if (length_text.empty() || ec == std::errc::invalid_argument || ptr != length_text.data() + length_text.size())
         return unexpected("prefix length " + quoted(length_text) + " is not a number");
-    const std::uint8_t max = max_prefix_length(*address);
+    const unsigned max = max_prefix_length(address->family);
     if (ec == std::errc::result_out_of_range || length > max)
         return unexpected("prefix length " + std::string(length_text) + " is longer than " + std::to_string(max));
     if (length < min_length)
@@ -169,8 +128,7 @@ std::string format_guid(std::uint64_t guid) {
 }
 
 expected<IpAddress, Reason> parse_ip_address(std::string_view text) {
-    if (auto v4 = ipoib::parse_ipv4(text)) return IpAddress{*v4};
-    if (auto v6 = ipoib::parse_ipv6(text)) return IpAddress{*v6};
+    if (auto a = ipoibd::parse_ip_address(text)) return *a;
     return unexpected(quoted(text) + " is not an IPv4 or IPv6 address");
 }
 
@@ -204,10 +162,10 @@ expected<Route, Reason> parse_route(std::string_view text) {
     if (words.size() == 3) {
         auto gateway = parse_ip_address(words[2]);
         if (!gateway) return unexpected(gateway.error());
-        if (gateway->index() != destination->address.index())
+        if (gateway->family != destination->address.family)
             return unexpected(Reason("gateway ") + std::string(words[2]) + " is " +
-                              (gateway->index() == 0 ? "IPv4" : "IPv6") + " but the destination is " +
-                              (destination->is_ipv6() ? "IPv6" : "IPv4"));
+                              (gateway->is_v4() ? "IPv4" : "IPv6") + " but the destination is " +
+                              (destination->address.is_v6() ? "IPv6" : "IPv4"));
         if (const auto why = not_unicast(*gateway); !why.empty())
             return unexpected(Reason("gateway ") + std::string(words[2]) + " is " + std::string(why));
         route.gateway = *gateway;
@@ -256,10 +214,7 @@ expected<std::string, Reason> parse_absolute_path(std::string_view text, std::si
     return std::string(text);
 }
 
-std::string format_ip(const IpAddress& address) {
-    if (const auto* v4 = std::get_if<ipoib::Ipv4Address>(&address)) return ipoib::format_ipv4(*v4);
-    return ipoib::format_ipv6(std::get<ipoib::Ipv6Address>(address));
-}
+std::string format_ip(const IpAddress& address) { return to_string(address); }
 
 std::string format_prefix(const IpPrefix& prefix) {
     return format_ip(prefix.address) + "/" + std::to_string(prefix.length);

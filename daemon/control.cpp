@@ -14,6 +14,17 @@
 
 namespace ipoibd::daemon {
 
+void visit(const ControlCounters& c, CounterSink& out) {
+    out.counter("accepted", c.accepted);
+    out.counter("answered", c.answered);
+    out.counter("rejected_busy", c.rejected_busy);
+    out.counter("oversize", c.oversize);
+    out.counter("unknown_command", c.unknown_command);
+    out.counter("timeouts", c.timeouts);
+    out.counter("handler_errors", c.handler_errors);
+    out.counter("io_errors", c.io_errors);
+}
+
 namespace {
 
 // Reads what a client sent beyond its request line before closing: closing

@@ -44,6 +44,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/counters.h"
 #include "common/expected.h"
 #include "common/sys_error.h"
 #include "common/unique_fd.h"
@@ -68,6 +69,7 @@ struct ControlCounters {
     std::uint64_t handler_errors = 0;   // the handler threw
     std::uint64_t io_errors = 0;        // accept/read/write failed (client gone, no fds)
 };
+void visit(const ControlCounters& c, CounterSink& out);
 
 class ControlServer {
 public:

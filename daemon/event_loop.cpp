@@ -16,6 +16,15 @@
 
 namespace ipoibd::daemon {
 
+void visit(const BusyPollCounters& c, CounterSink& out) {
+    out.counter("windows", c.windows);
+    out.counter("polls", c.polls);
+    out.counter("empty_polls", c.empty_polls);
+    out.counter("slow_yields", c.slow_yields);
+    out.counter("host_preempted", c.host_preempted);
+    out.counter("yielded_away", c.yielded_away);
+}
+
 namespace {
 
 timespec to_timespec(Clock::time_point at) {

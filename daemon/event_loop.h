@@ -65,6 +65,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/counters.h"
 #include "common/expected.h"
 #include "common/sys_error.h"
 #include "common/unique_fd.h"
@@ -97,6 +98,7 @@ struct BusyPollCounters {
     std::uint64_t host_preempted = 0;  // of those, slow with no other task of this machine running
     std::uint64_t yielded_away = 0;    // windows ended early: others held the CPU (ContentionMeter)
 };
+void visit(const BusyPollCounters& c, CounterSink& out);
 
 // What a yield between empty polls says. `took`: how long sched_yield()
 // took; `waited`: how much of that the thread waited runnable while other

@@ -1,5 +1,5 @@
 // ipoibd: the IPoIB daemon. main() is the table of contents; the work is in
-// daemon.h (flow) and daemon.cpp.
+// daemon/node.h (flow), daemon/node.cpp and interface/interface.h.
 //
 // Exit status: 0 after SIGTERM/SIGINT (or --check-config, --help,
 // --version); 1 when start-up fails; 2 for a bad command line or
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "config/load.h"
-#include "daemon/daemon.h"
+#include "daemon/node.h"
 
 using namespace ipoibd;
 
@@ -61,10 +61,10 @@ int main(int argc, char** argv) {
     auto loop = daemon::EventLoop::create();
     if (!loop) return fail(log, "could not create the event loop: " + loop.error().message());
 
-    daemon::Daemon ipoibd(*config, config_file, command_line->instance, log, notify, **loop);
-    if (auto r = ipoibd.open_fabric(); !r) return fail(log, r.error());
-    if (auto r = ipoibd.create_interface(); !r) return fail(log, r.error());
-    if (auto r = ipoibd.open_control(); !r) return fail(log, r.error());
-    ipoibd.drop_capabilities();
-    return ipoibd.run();
+    daemon::Node node(*config, config_file, command_line->instance, log, notify, **loop);
+    if (auto r = node.open_fabric(); !r) return fail(log, r.error());
+    if (auto r = node.create_interfaces(); !r) return fail(log, r.error());
+    if (auto r = node.open_control(); !r) return fail(log, r.error());
+    node.drop_capabilities();
+    return node.run();
 }

@@ -24,7 +24,7 @@
 #include "common/byte_io.h"
 #include "common/expected.h"
 #include "ipoib/hw_address.h"
-#include "ipoib/ip_address.h"
+#include "common/ip_address.h"
 
 namespace ipoibd::ipoib {
 

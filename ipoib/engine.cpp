@@ -12,6 +12,51 @@
 
 namespace ipoibd::ipoib {
 
+void visit(const EngineCounters& c, CounterSink& out) {
+    out.counter("rx_datagrams", c.rx_datagrams);
+    out.counter("rx_own_multicast", c.rx_own_multicast);
+    visit_reasons<FrameError>(out, "rx_frame_", c.rx_frame_errors, [](FrameError r) { return to_string(r); });
+    out.counter("rx_rarp", c.rx_rarp);
+    out.counter("rx_nonzero_reserved", c.rx_nonzero_reserved);
+    visit_reasons<IpPacketError>(out, "rx_ip_", c.rx_ip_errors, [](IpPacketError r) { return to_string(r); });
+    visit_reasons<ArpError>(out, "rx_arp_", c.rx_arp_errors, [](ArpError r) { return to_string(r); });
+    visit_reasons<NdError>(out, "rx_nd_", c.rx_nd_errors, [](NdError r) { return to_string(r); });
+    out.counter("rx_to_tun", c.rx_to_tun);
+    out.counter("rx_drop_link_down", c.rx_drop_link_down);
+    out.counter("arp_requests_rx", c.arp_requests_rx);
+    out.counter("arp_replies_rx", c.arp_replies_rx);
+    out.counter("ns_rx", c.ns_rx);
+    out.counter("na_rx", c.na_rx);
+    out.counter("tun_packets", c.tun_packets);
+    visit_reasons<IpPacketError>(out, "tun_ip_", c.tun_ip_errors, [](IpPacketError r) { return to_string(r); });
+    out.counter("tun_drop_link_down", c.tun_drop_link_down);
+    out.counter("tun_drop_host_nd", c.tun_drop_host_nd);
+    out.counter("tun_drop_too_big", c.tun_drop_too_big);
+    out.counter("tun_drop_no_source", c.tun_drop_no_source);
+    out.counter("tun_drop_bad_nd", c.tun_drop_bad_nd);
+    out.counter("tun_drop_mcast_unavailable", c.tun_drop_mcast_unavailable);
+    out.counter("tun_drop_bad_destination", c.tun_drop_bad_destination);
+    out.counter("tx_unicast", c.tx_unicast);
+    out.counter("tx_multicast", c.tx_multicast);
+    out.counter("tx_to_all_routers", c.tx_to_all_routers);
+    out.counter("arp_requests_tx", c.arp_requests_tx);
+    out.counter("arp_replies_tx", c.arp_replies_tx);
+    out.counter("gratuitous_arp_tx", c.gratuitous_arp_tx);
+    out.counter("ns_tx", c.ns_tx);
+    out.counter("na_tx", c.na_tx);
+    out.counter("dad_ns_tx", c.dad_ns_tx);
+    out.counter("peer_changes", c.peer_changes);
+    out.counter("address_conflicts", c.address_conflicts);
+    out.counter("dad_conflicts", c.dad_conflicts);
+    out.counter("host_group_joins", c.host_group_joins);
+    out.counter("host_group_leaves", c.host_group_leaves);
+    out.counter("link_ups", c.link_ups);
+    out.counter("link_downs", c.link_downs);
+    out.counter("qp_opens", c.qp_opens);
+    out.counter("qp_open_failures", c.qp_open_failures);
+    out.counter("port_events", c.port_events);
+}
+
 namespace {
 constexpr std::size_t kMaxFrame = 65536 + EncapHeader::size;
 
@@ -29,7 +74,7 @@ std::string hex_qpn(std::uint32_t v) {
     return buf;
 }
 
-bool InterfaceAddress::contains(const NeighbourIp& other) const {
+bool InterfaceAddress::contains(const IpAddress& other) const {
     if (other.family != ip.family) return false;
     const std::size_t bits = prefix_length;
     for (std::size_t i = 0; i < bits / 8; ++i)
@@ -40,7 +85,7 @@ bool InterfaceAddress::contains(const NeighbourIp& other) const {
 }
 
 std::string format_interface_address(const InterfaceAddress& a) {
-    return format_neighbour_ip(a.ip) + "/" + std::to_string(a.prefix_length);
+    return to_string(a.ip) + "/" + std::to_string(a.prefix_length);
 }
 
 const char* to_string(EngineEventKind k) {
@@ -61,8 +106,9 @@ const char* to_string(EngineEventKind k) {
     return "?";
 }
 
-Engine::Engine(EngineConfig config, EngineIo& io, sa::SaClient::Config sa_config)
+Engine::Engine(EngineConfig config, EngineLink& link, EngineIo& io, sa::SaClient::Config sa_config)
     : config_(config),
+      link_io_(link),
       io_(io),
       sa_(sa_config),
       neighbours_(config.neighbour),
@@ -97,18 +143,18 @@ void Engine::start(const transport::PortAttributes& port, Clock::time_point now)
     set_port(port);
     if (config_.link_local_address) {
         Address a;
-        a.address = {.ip = NeighbourIp::v6(link_local_address(port.port_guid)), .prefix_length = 64};
+        a.address = {.ip = IpAddress::v6(link_local_address(port.port_guid)), .prefix_length = 64};
         a.implicit = true;
         a.dad = config_.dad_transmits > 0 ? DadState::tentative : DadState::preferred;
         addresses_.insert(addresses_.begin(), a);
     }
     // The groups every IPoIB host receives: all-hosts, all-nodes, and the
     // solicited-node group of each IPv6 address (RFC 4861 7.2.1).
-    want_group(NeighbourIp::v4({224, 0, 0, 1}), true);
-    want_group(NeighbourIp::v6(kIpv6AllNodes), true);
+    want_group(IpAddress::v4({224, 0, 0, 1}), true);
+    want_group(IpAddress::v6(kIpv6AllNodes), true);
     for (const Address& a : addresses_)
         if (a.address.ip.family == IpFamily::ipv6)
-            want_group(NeighbourIp::v6(solicited_node_multicast(a.address.ip.bytes)), true);
+            want_group(IpAddress::v6(solicited_node_multicast(a.address.ip.bytes)), true);
     mcast_.start(broadcast_mgid(config_.pkey, config_.scope), port.gid(), config_.pkey);
     drain_sa();
 }
@@ -136,7 +182,7 @@ void Engine::broadcast_joined(const LinkParameters& params, std::uint16_t mlid) 
     if (stopped_) return;
     const bool new_qp = qp_stale_ || link_.qpn == 0 || params.qkey != qp_qkey_;
     if (new_qp) {
-        auto qpn = io_.open_qp(params.qkey, config_.pkey);
+        auto qpn = link_io_.open_qp(params.qkey, config_.pkey);
         if (!qpn) {
             ++counters_.qp_open_failures;
             emit(EngineEventKind::qp_open_failed, "could not create the UD QP: " + qpn.error(),
@@ -221,7 +267,7 @@ void Engine::dad_tick() {
     }
 }
 
-std::optional<ib::Gid> Engine::group_mgid(const NeighbourIp& group) const {
+std::optional<ib::Gid> Engine::group_mgid(const IpAddress& group) const {
     if (group.family == IpFamily::ipv4) {
         Ipv4Address a{};
         std::copy_n(group.bytes.begin(), 4, a.begin());
@@ -234,7 +280,7 @@ std::optional<ib::Gid> Engine::group_mgid(const NeighbourIp& group) const {
     return *m;
 }
 
-void Engine::want_group(const NeighbourIp& group, bool join) {
+void Engine::want_group(const IpAddress& group, bool join) {
     const auto mgid = group_mgid(group);
     if (!mgid) return;
     if (join)
@@ -243,13 +289,13 @@ void Engine::want_group(const NeighbourIp& group, bool join) {
         mcast_.remove_full(*mgid);
 }
 
-Engine::Address* Engine::find_address(const NeighbourIp& ip) {
+Engine::Address* Engine::find_address(const IpAddress& ip) {
     for (Address& a : addresses_)
         if (a.address.ip == ip) return &a;
     return nullptr;
 }
 
-bool Engine::is_ours(const NeighbourIp& ip) const {
+bool Engine::is_ours(const IpAddress& ip) const {
     return std::any_of(addresses_.begin(), addresses_.end(), [&](const Address& a) { return a.address.ip == ip; });
 }
 
@@ -264,7 +310,7 @@ void Engine::add_address(const InterfaceAddress& address, Clock::time_point now)
     const bool v6 = address.ip.family == IpFamily::ipv6;
     a.dad = v6 && config_.dad_transmits > 0 ? DadState::tentative : DadState::preferred;
     addresses_.push_back(a);
-    if (v6 && started_) want_group(NeighbourIp::v6(solicited_node_multicast(address.ip.bytes)), true);
+    if (v6 && started_) want_group(IpAddress::v6(solicited_node_multicast(address.ip.bytes)), true);
     if (link_.up) {
         Address& added = addresses_.back();
         if (!v6) {
@@ -286,7 +332,7 @@ void Engine::remove_address(const InterfaceAddress& address, Clock::time_point n
                            [&](const Address& a) { return a.address.ip == address.ip; });
     if (it == addresses_.end()) return;
     const bool v6 = it->address.ip.family == IpFamily::ipv6;
-    const NeighbourIp ip = it->address.ip;
+    const IpAddress ip = it->address.ip;
     addresses_.erase(it);
     if (v6 && started_) {
         // Another address may share the solicited-node group.
@@ -294,7 +340,7 @@ void Engine::remove_address(const InterfaceAddress& address, Clock::time_point n
         const bool shared = std::any_of(addresses_.begin(), addresses_.end(), [&](const Address& a) {
             return a.address.ip.family == IpFamily::ipv6 && solicited_node_multicast(a.address.ip.bytes) == group;
         });
-        if (!shared) want_group(NeighbourIp::v6(group), false);
+        if (!shared) want_group(IpAddress::v6(group), false);
     }
     drain_sa();
 }
@@ -393,7 +439,7 @@ void Engine::group_joined(const ib::Gid& mgid, GroupRole role, std::uint16_t mli
     if (!ah) return;
     for (const Packet& f : frames) {
         ++counters_.tx_multicast;
-        io_.send_datagram(*ah, ib::kQpnMulticast, f);
+        link_io_.send_datagram(*ah, ib::kQpnMulticast, f);
     }
 }
 
@@ -405,7 +451,7 @@ void Engine::group_left(const ib::Gid& mgid, GroupRole role) {
 void Engine::path_ready(const ib::Gid&, const PathInfo& path, std::vector<QueuedFrame> frames) {
     for (const QueuedFrame& f : frames) {
         ++counters_.tx_unicast;
-        io_.send_datagram(path.address_handle(), f.qpn, f.frame);
+        link_io_.send_datagram(path.address_handle(), f.qpn, f.frame);
     }
 }
 

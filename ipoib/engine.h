@@ -48,6 +48,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/counters.h"
 #include "common/byte_io.h"
 #include "ipoib/arp.h"
 #include "ipoib/frame.h"
@@ -65,10 +66,10 @@ namespace ipoibd::ipoib {
 
 // An address of ours with its prefix length.
 struct InterfaceAddress {
-    NeighbourIp ip;
+    IpAddress ip;
     std::uint8_t prefix_length = 0;
     bool operator==(const InterfaceAddress&) const = default;
-    bool contains(const NeighbourIp& other) const;  // same family, same prefix
+    bool contains(const IpAddress& other) const;  // same family, same prefix
 };
 std::string format_interface_address(const InterfaceAddress& a);
 
@@ -119,18 +120,28 @@ struct EngineEvent {
     std::vector<std::pair<std::string, std::string>> fields;  // journald-style KEY, value
 };
 
-// The actions. Calls come from inside the engine's methods, one thread.
-class EngineIo {
+// The actions, in two halves. Calls come from inside the engine's methods,
+// one thread.
+//
+// The fabric half: the link's queue pair (port_link.h implements it on a
+// transport::Port; a connected-mode link would add RC beside it).
+class EngineLink {
 public:
-    virtual ~EngineIo() = default;
+    virtual ~EngineLink() = default;
     // One UD datagram (an IPoIB frame) on the link QP, with the link's Q_Key.
     virtual void send_datagram(const transport::AddressHandle& ah, std::uint32_t remote_qpn, bytes frame) = 0;
-    virtual void write_tun(bytes ip_packet) = 0;
-    virtual void send_sa(const sa::SaMad& mad) = 0;
     // (Re)creates the link's UD QP with `qkey` on `pkey`; its QPN, or why not.
     virtual expected<std::uint32_t, std::string> open_qp(std::uint32_t qkey, std::uint16_t pkey) = 0;
     virtual void attach(const ib::Gid& mgid, std::uint16_t mlid) = 0;
     virtual void detach(const ib::Gid& mgid, std::uint16_t mlid) = 0;
+};
+
+// The host half: the host presentation, the SA's MAD path, the operator.
+class EngineIo {
+public:
+    virtual ~EngineIo() = default;
+    virtual void write_tun(bytes ip_packet) = 0;
+    virtual void send_sa(const sa::SaMad& mad) = 0;
     virtual void link_changed(const LinkStatus& status) = 0;
     virtual void event(const EngineEvent& e) = 0;
 };
@@ -189,6 +200,7 @@ struct EngineCounters {
     std::uint64_t qp_open_failures = 0;
     std::uint64_t port_events = 0;
 };
+void visit(const EngineCounters& c, CounterSink& out);
 
 enum class DadState : std::uint8_t { tentative, preferred, duplicate };
 struct AddressView {
@@ -199,7 +211,7 @@ struct AddressView {
 
 class Engine final : private PathSink, private McastSink {
 public:
-    Engine(EngineConfig config, EngineIo& io, sa::SaClient::Config sa_config = {});
+    Engine(EngineConfig config, EngineLink& link, EngineIo& io, sa::SaClient::Config sa_config = {});
     Engine(const Engine&) = delete;
     Engine& operator=(const Engine&) = delete;
     ~Engine() override;
@@ -215,7 +227,7 @@ public:
 
     // An IP datagram from the host; `next_hop` is the gateway its route names
     // (nullopt: the destination is on the link).
-    void on_tun_packet(bytes packet, std::optional<NeighbourIp> next_hop, Clock::time_point now);
+    void on_tun_packet(bytes packet, std::optional<IpAddress> next_hop, Clock::time_point now);
     void on_datagram(const ReceivedDatagram& d, Clock::time_point now);
     void on_sa_mad(bytes mad, Clock::time_point now);
     void on_port_event(transport::PortEvent e, const transport::PortAttributes& port, Clock::time_point now);
@@ -256,8 +268,8 @@ private:
     void path_ready(const ib::Gid& dgid, const PathInfo& path, std::vector<QueuedFrame> frames) override;
     void path_failed(const ib::Gid& dgid, std::uint16_t sa_status, std::size_t dropped) override;
     // McastSink
-    void attach(const ib::Gid& mgid, std::uint16_t mlid) override { io_.attach(mgid, mlid); }
-    void detach(const ib::Gid& mgid, std::uint16_t mlid) override { io_.detach(mgid, mlid); }
+    void attach(const ib::Gid& mgid, std::uint16_t mlid) override { link_io_.attach(mgid, mlid); }
+    void detach(const ib::Gid& mgid, std::uint16_t mlid) override { link_io_.detach(mgid, mlid); }
     void broadcast_joined(const LinkParameters& link, std::uint16_t mlid) override;
     void join_failed(const ib::Gid& mgid, GroupRole role, std::uint16_t sa_status, unsigned failures,
                      std::chrono::milliseconds retry_in, std::size_t dropped) override;
@@ -270,14 +282,14 @@ private:
     void announce();
     void drain_sa();
     void emit(EngineEventKind kind, std::string message, std::vector<std::pair<std::string, std::string>> fields);
-    std::optional<ib::Gid> group_mgid(const NeighbourIp& group) const;
-    void want_group(const NeighbourIp& group, bool join);
-    Address* find_address(const NeighbourIp& ip);
+    std::optional<ib::Gid> group_mgid(const IpAddress& group) const;
+    void want_group(const IpAddress& group, bool join);
+    Address* find_address(const IpAddress& ip);
     void dad_tick();
 
     // engine_tx.cpp: egress
-    void send_ip(bytes packet, const IpPacketInfo& info, const std::optional<NeighbourIp>& next_hop);
-    void send_ip_unicast(bytes packet, EtherType type, const NeighbourIp& next_hop);
+    void send_ip(bytes packet, const IpPacketInfo& info, const std::optional<IpAddress>& next_hop);
+    void send_ip_unicast(bytes packet, EtherType type, const IpAddress& next_hop);
     void send_to_neighbour(const HwAddress& to, EtherType type, bytes packet);
     void send_frame_unicast(const HwAddress& to, bytes frame);
     void send_multicast(const ib::Gid& mgid, bytes frame, bool wider_than_link_local, IpFamily family);
@@ -287,20 +299,21 @@ private:
     void solicit(const SolicitAction& s);
     void send_arp(const ArpPacket& p, const std::optional<HwAddress>& unicast_to);
     void send_nd(bytes ipv6_packet, const Ipv6Address& destination, const std::optional<HwAddress>& unicast_to);
-    std::optional<Ipv4Address> source_v4_for(const NeighbourIp& target) const;
-    std::optional<Ipv6Address> source_v6_for(const NeighbourIp& target) const;
-    bool is_broadcast_v4(const NeighbourIp& dst) const;
+    std::optional<Ipv4Address> source_v4_for(const IpAddress& target) const;
+    std::optional<Ipv6Address> source_v6_for(const IpAddress& target) const;
+    bool is_broadcast_v4(const IpAddress& dst) const;
 
     // engine_rx.cpp: ingress
     void on_arp(bytes payload, std::uint16_t slid);
     void on_ipv6(bytes packet, const IpPacketInfo& info, std::uint16_t slid);
     void on_neighbor_solicitation(const NdMessage& m, std::uint16_t slid);
     void on_neighbor_advertisement(const NdMessage& m, std::uint16_t slid);
-    void learn(const NeighbourIp& ip, const HwAddress& hw, LearnKind kind, std::uint16_t slid);
-    bool is_ours(const NeighbourIp& ip) const;
+    void learn(const IpAddress& ip, const HwAddress& hw, LearnKind kind, std::uint16_t slid);
+    bool is_ours(const IpAddress& ip) const;
     void write_tun(bytes packet);
 
     EngineConfig config_;
+    EngineLink& link_io_;
     EngineIo& io_;
     Clock::time_point now_{};
     sa::SaClient sa_;

@@ -58,13 +58,13 @@ void Engine::write_tun(bytes packet) {
     io_.write_tun(packet);
 }
 
-void Engine::learn(const NeighbourIp& ip, const HwAddress& hw, LearnKind kind, std::uint16_t slid) {
+void Engine::learn(const IpAddress& ip, const HwAddress& hw, LearnKind kind, std::uint16_t slid) {
     const auto before = neighbours_.find(ip);
     NeighbourActions actions = neighbours_.learn(ip, hw, kind, now_);
     if (before && before->hw && !before->hw->same_endpoint(hw)) {
         ++counters_.peer_changes;
-        emit(EngineEventKind::peer_changed, "neighbour " + format_neighbour_ip(ip) + " changed its link address",
-             {{"IPOIB_PEER_IP", format_neighbour_ip(ip)},
+        emit(EngineEventKind::peer_changed, "neighbour " + to_string(ip) + " changed its link address",
+             {{"IPOIB_PEER_IP", to_string(ip)},
               {"IPOIB_PEER_HW", format_hw_address(hw)},
               {"IPOIB_PEER_OLD_HW", format_hw_address(*before->hw)},
               {"IB_GID", ipoibd::format_gid(hw.gid)},
@@ -82,8 +82,8 @@ void Engine::on_arp(bytes payload, std::uint16_t slid) {
     }
     const bool request = arp->op == ArpOp::request;
     ++(request ? counters_.arp_requests_rx : counters_.arp_replies_rx);
-    const NeighbourIp sender = NeighbourIp::v4(arp->sender_ip);
-    const NeighbourIp target = NeighbourIp::v4(arp->target_ip);
+    const IpAddress sender = IpAddress::v4(arp->sender_ip);
+    const IpAddress target = IpAddress::v4(arp->target_ip);
     if (arp->sender_hw.same_endpoint(link_.hw)) return;  // our own, looped back some other way
     if (arp->sender_ip == kIpv4Unspecified) {
         // An RFC 5227 probe: answer it if it asks for our address, learn nothing.
@@ -95,8 +95,8 @@ void Engine::on_arp(bytes payload, std::uint16_t slid) {
     }
     if (is_ours(sender)) {
         ++counters_.address_conflicts;
-        emit(EngineEventKind::address_conflict, "another host claims " + format_neighbour_ip(sender),
-             {{"IPOIB_PEER_IP", format_neighbour_ip(sender)}, {"IPOIB_PEER_HW", format_hw_address(arp->sender_hw)}});
+        emit(EngineEventKind::address_conflict, "another host claims " + to_string(sender),
+             {{"IPOIB_PEER_IP", to_string(sender)}, {"IPOIB_PEER_HW", format_hw_address(arp->sender_hw)}});
         return;
     }
     const bool for_us = is_ours(target);
@@ -137,14 +137,14 @@ void Engine::on_ipv6(bytes packet, const IpPacketInfo& info, std::uint16_t slid)
         on_neighbor_advertisement(*m, slid);
         return;
     case NdType::router_advertisement:
-        if (m->source_lla) learn(NeighbourIp::v6(m->ip.source), *m->source_lla, LearnKind::unsolicited, slid);
+        if (m->source_lla) learn(IpAddress::v6(m->ip.source), *m->source_lla, LearnKind::unsolicited, slid);
         break;
     case NdType::redirect:
-        if (m->target_lla) learn(NeighbourIp::v6(m->target), *m->target_lla, LearnKind::unsolicited, slid);
+        if (m->target_lla) learn(IpAddress::v6(m->target), *m->target_lla, LearnKind::unsolicited, slid);
         break;
     case NdType::router_solicitation:
-        if (m->source_lla && neighbours_.find(NeighbourIp::v6(m->ip.source)))
-            learn(NeighbourIp::v6(m->ip.source), *m->source_lla, LearnKind::unsolicited, slid);
+        if (m->source_lla && neighbours_.find(IpAddress::v6(m->ip.source)))
+            learn(IpAddress::v6(m->ip.source), *m->source_lla, LearnKind::unsolicited, slid);
         break;
     }
     // The host's IPv6 stack sees RS/RA/Redirect without our 24-byte option:
@@ -158,7 +158,7 @@ void Engine::on_ipv6(bytes packet, const IpPacketInfo& info, std::uint16_t slid)
 }
 
 void Engine::on_neighbor_solicitation(const NdMessage& m, std::uint16_t slid) {
-    const NeighbourIp target = NeighbourIp::v6(m.target);
+    const IpAddress target = IpAddress::v6(m.target);
     Address* ours = find_address(target);
     const bool dad_probe = is_ipv6_unspecified(m.ip.source);
     if (ours && ours->dad == DadState::tentative) {
@@ -166,12 +166,12 @@ void Engine::on_neighbor_solicitation(const NdMessage& m, std::uint16_t slid) {
         if (dad_probe) {
             ++counters_.dad_conflicts;
             ours->dad = DadState::duplicate;
-            emit(EngineEventKind::dad_failed, "duplicate address detected: " + format_neighbour_ip(target),
-                 {{"IPOIB_ADDRESS", format_neighbour_ip(target)}});
+            emit(EngineEventKind::dad_failed, "duplicate address detected: " + to_string(target),
+                 {{"IPOIB_ADDRESS", to_string(target)}});
         }
         return;  // a tentative address answers nothing
     }
-    if (m.source_lla && !dad_probe) learn(NeighbourIp::v6(m.ip.source), *m.source_lla, LearnKind::unsolicited, slid);
+    if (m.source_lla && !dad_probe) learn(IpAddress::v6(m.ip.source), *m.source_lla, LearnKind::unsolicited, slid);
     if (!ours || ours->dad != DadState::preferred) return;
     const NeighborAdvertisement na = make_solicited_advertisement(m, link_.hw, false);
     auto n = build_neighbor_advertisement(na, scratch_);
@@ -185,18 +185,18 @@ void Engine::on_neighbor_solicitation(const NdMessage& m, std::uint16_t slid) {
 }
 
 void Engine::on_neighbor_advertisement(const NdMessage& m, std::uint16_t slid) {
-    const NeighbourIp target = NeighbourIp::v6(m.target);
+    const IpAddress target = IpAddress::v6(m.target);
     if (Address* ours = find_address(target)) {
         if (m.target_lla && m.target_lla->same_endpoint(link_.hw)) return;
         if (ours->dad == DadState::tentative) {
             ++counters_.dad_conflicts;
             ours->dad = DadState::duplicate;
-            emit(EngineEventKind::dad_failed, "duplicate address detected: " + format_neighbour_ip(target),
-                 {{"IPOIB_ADDRESS", format_neighbour_ip(target)}});
+            emit(EngineEventKind::dad_failed, "duplicate address detected: " + to_string(target),
+                 {{"IPOIB_ADDRESS", to_string(target)}});
         } else {
             ++counters_.address_conflicts;
-            emit(EngineEventKind::address_conflict, "another host claims " + format_neighbour_ip(target),
-                 {{"IPOIB_PEER_IP", format_neighbour_ip(target)}});
+            emit(EngineEventKind::address_conflict, "another host claims " + to_string(target),
+                 {{"IPOIB_PEER_IP", to_string(target)}});
         }
         return;
     }

@@ -8,12 +8,12 @@ namespace ipoibd::ipoib {
 
 namespace {
 
-bool wider_than_link_local(const NeighbourIp& group) {
+bool wider_than_link_local(const IpAddress& group) {
     if (group.family == IpFamily::ipv4) return !(group.bytes[0] == 224 && group.bytes[1] == 0 && group.bytes[2] == 0);
     return (group.bytes[1] & 0x0F) > static_cast<std::uint8_t>(Scope::link_local);
 }
 
-Ipv4Address v4_of(const NeighbourIp& ip) {
+Ipv4Address v4_of(const IpAddress& ip) {
     Ipv4Address a{};
     std::copy_n(ip.bytes.begin(), 4, a.begin());
     return a;
@@ -30,7 +30,7 @@ bytes Engine::build_frame(EtherType type, bytes packet) {
     return bytes(tx_.data(), n + EncapHeader::size);
 }
 
-bool Engine::is_broadcast_v4(const NeighbourIp& dst) const {
+bool Engine::is_broadcast_v4(const IpAddress& dst) const {
     if (dst.family != IpFamily::ipv4) return false;
     if (v4_of(dst) == kIpv4LimitedBroadcast) return true;
     for (const Address& a : addresses_) {
@@ -45,7 +45,7 @@ bool Engine::is_broadcast_v4(const NeighbourIp& dst) const {
     return false;
 }
 
-void Engine::on_tun_packet(bytes packet, std::optional<NeighbourIp> next_hop, Clock::time_point now) {
+void Engine::on_tun_packet(bytes packet, std::optional<IpAddress> next_hop, Clock::time_point now) {
     now_ = now;
     ++counters_.tun_packets;
     auto info = inspect_ip_packet(packet);
@@ -87,15 +87,14 @@ void Engine::on_tun_packet(bytes packet, std::optional<NeighbourIp> next_hop, Cl
     drain_sa();
 }
 
-void Engine::send_ip(bytes packet, const IpPacketInfo& info, const std::optional<NeighbourIp>& next_hop) {
-    const NeighbourIp& dst = info.destination;
+void Engine::send_ip(bytes packet, const IpPacketInfo& info, const std::optional<IpAddress>& next_hop) {
+    const IpAddress& dst = info.destination;
     const EtherType type = info.family == IpFamily::ipv4 ? EtherType::ipv4 : EtherType::ipv6;
     if (is_broadcast_v4(dst)) {
         send_broadcast(type, packet);
         return;
     }
-    const bool multicast = info.family == IpFamily::ipv4 ? (dst.bytes[0] & 0xF0) == 0xE0 : dst.bytes[0] == 0xFF;
-    if (multicast) {
+    if (is_multicast(dst)) {
         const auto mgid = group_mgid(dst);
         if (!mgid) {
             ++counters_.tun_drop_bad_destination;
@@ -104,15 +103,15 @@ void Engine::send_ip(bytes packet, const IpPacketInfo& info, const std::optional
         send_multicast(*mgid, build_frame(type, packet), wider_than_link_local(dst), info.family);
         return;
     }
-    const NeighbourIp hop = next_hop.value_or(dst);
-    if (hop.bytes == NeighbourIp{}.bytes) {
+    const IpAddress hop = next_hop.value_or(dst);
+    if (hop.bytes == IpAddress{}.bytes) {
         ++counters_.tun_drop_bad_destination;
         return;
     }
     send_ip_unicast(packet, type, hop);
 }
 
-void Engine::send_ip_unicast(bytes packet, EtherType type, const NeighbourIp& next_hop) {
+void Engine::send_ip_unicast(bytes packet, EtherType type, const IpAddress& next_hop) {
     Resolution r = neighbours_.lookup_or_resolve(next_hop, packet, now_);
     if (r.send_to) send_to_neighbour(*r.send_to, type, packet);
     process(std::move(r.actions));
@@ -125,7 +124,7 @@ void Engine::send_to_neighbour(const HwAddress& to, EtherType type, bytes packet
 void Engine::send_frame_unicast(const HwAddress& to, bytes frame) {
     if (auto path = paths_.lookup(to.gid, to.qpn, frame, now_)) {
         ++counters_.tx_unicast;
-        io_.send_datagram(path->address_handle(), to.qpn, frame);
+        link_io_.send_datagram(path->address_handle(), to.qpn, frame);
     }
 }
 
@@ -133,7 +132,7 @@ void Engine::send_broadcast(EtherType type, bytes packet) {
     const bytes frame = build_frame(type, packet);
     if (auto ah = mcast_.address_of(mcast_.broadcast_mgid())) {
         ++counters_.tx_multicast;
-        io_.send_datagram(*ah, ib::kQpnMulticast, frame);
+        link_io_.send_datagram(*ah, ib::kQpnMulticast, frame);
     } else {
         ++counters_.tun_drop_link_down;
     }
@@ -143,14 +142,14 @@ void Engine::send_multicast(const ib::Gid& mgid, bytes frame, bool wider, IpFami
     McastSendResult r = mcast_.send(mgid, frame);
     if (r.outcome == McastSendResult::Outcome::send) {
         ++counters_.tx_multicast;
-        io_.send_datagram(r.ah, ib::kQpnMulticast, frame);
+        link_io_.send_datagram(r.ah, ib::kQpnMulticast, frame);
         return;
     }
     if (r.outcome != McastSendResult::Outcome::unavailable) return;  // queued, or dropped and counted
     // RFC 4391 10: no such group. Beyond link-local scope the routers get it
     // through the all-routers group, if that exists; else drop.
-    const NeighbourIp all_routers =
-        family == IpFamily::ipv4 ? NeighbourIp::v4({224, 0, 0, 2}) : NeighbourIp::v6(kIpv6AllRouters);
+    const IpAddress all_routers =
+        family == IpFamily::ipv4 ? IpAddress::v4({224, 0, 0, 2}) : IpAddress::v6(kIpv6AllRouters);
     const auto routers = group_mgid(all_routers);
     if (!wider || !routers || *routers == mgid) {
         ++counters_.tun_drop_mcast_unavailable;
@@ -160,7 +159,7 @@ void Engine::send_multicast(const ib::Gid& mgid, bytes frame, bool wider, IpFami
     if (rr.outcome == McastSendResult::Outcome::send || rr.outcome == McastSendResult::Outcome::queued)
         ++counters_.tx_to_all_routers;
     if (rr.outcome == McastSendResult::Outcome::send) {
-        io_.send_datagram(rr.ah, ib::kQpnMulticast, frame);
+        link_io_.send_datagram(rr.ah, ib::kQpnMulticast, frame);
     } else if (rr.outcome == McastSendResult::Outcome::unavailable) {
         ++counters_.tun_drop_mcast_unavailable;
     }
@@ -175,7 +174,7 @@ void Engine::process(NeighbourActions&& actions) {
     // Drops are counted by the neighbour cache; nothing more to do.
 }
 
-std::optional<Ipv4Address> Engine::source_v4_for(const NeighbourIp& target) const {
+std::optional<Ipv4Address> Engine::source_v4_for(const IpAddress& target) const {
     std::optional<Ipv4Address> any;
     for (const Address& a : addresses_) {
         if (a.address.ip.family != IpFamily::ipv4) continue;
@@ -185,7 +184,7 @@ std::optional<Ipv4Address> Engine::source_v4_for(const NeighbourIp& target) cons
     return any;
 }
 
-std::optional<Ipv6Address> Engine::source_v6_for(const NeighbourIp& target) const {
+std::optional<Ipv6Address> Engine::source_v6_for(const IpAddress& target) const {
     std::optional<Ipv6Address> link_local, any;
     for (const Address& a : addresses_) {
         if (a.address.ip.family != IpFamily::ipv6 || a.dad != DadState::preferred) continue;
@@ -244,7 +243,7 @@ void Engine::send_nd(bytes ipv6_packet, const Ipv6Address& destination, const st
         return;
     }
     // Unicast without a known address: resolve like any datagram.
-    send_ip_unicast(ipv6_packet, EtherType::ipv6, NeighbourIp::v6(destination));
+    send_ip_unicast(ipv6_packet, EtherType::ipv6, IpAddress::v6(destination));
 }
 
 }  // namespace ipoibd::ipoib

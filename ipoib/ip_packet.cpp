@@ -33,8 +33,8 @@ expected<IpPacketInfo, IpPacketError> inspect_ipv4(bytes p) {
     Ipv4Address src{}, dst{};
     std::copy_n(p.data() + 12, 4, src.begin());
     std::copy_n(p.data() + 16, 4, dst.begin());
-    info.source = NeighbourIp::v4(src);
-    info.destination = NeighbourIp::v4(dst);
+    info.source = IpAddress::v4(src);
+    info.destination = IpAddress::v4(dst);
     info.protocol = p[9];
     info.upper_offset = ihl;
     info.length = total;
@@ -49,8 +49,8 @@ expected<IpPacketInfo, IpPacketError> inspect_ipv6(bytes p) {
     if (total > p.size()) return unexpected(IpPacketError::bad_total_length);
     IpPacketInfo info;
     info.family = IpFamily::ipv6;
-    info.source = NeighbourIp::v6(h.source);
-    info.destination = NeighbourIp::v6(h.destination);
+    info.source = IpAddress::v6(h.source);
+    info.destination = IpAddress::v6(h.destination);
     info.length = total;
     std::uint8_t next = h.next_header;
     std::size_t offset = Ipv6Header::size;
@@ -68,10 +68,6 @@ expected<IpPacketInfo, IpPacketError> inspect_ipv6(bytes p) {
     return info;
 }
 
-bool is_multicast(const NeighbourIp& ip) {
-    return ip.family == IpFamily::ipv4 ? (ip.bytes[0] & 0xF0) == 0xE0 : ip.bytes[0] == 0xFF;
-}
-
 // IGMPv3 / MLDv2 group records: type, aux data length (32-bit words),
 // number of sources, the group, the sources, the aux data.
 void read_records(bytes body, std::size_t count, IpFamily family, std::vector<GroupChange>& out) {
@@ -82,7 +78,7 @@ void read_records(bytes body, std::size_t count, IpFamily family, std::vector<Gr
         const std::uint8_t type = body[off];
         const std::size_t aux = static_cast<std::size_t>(body[off + 1]) * 4;
         const std::size_t sources = load_be16(body.data() + off + 2);
-        NeighbourIp group;
+        IpAddress group;
         group.family = family;
         std::copy_n(body.data() + off + 4, addr_size, group.bytes.begin());
         const std::size_t record_size = 4 + addr_size + sources * addr_size + aux;
@@ -117,7 +113,7 @@ std::vector<GroupChange> host_group_changes(bytes packet, const IpPacketInfo& in
         if (info.protocol != kIpProtocolIgmp || body.size() < 8) return out;
         const std::uint8_t type = body[0];
         if (type == kIgmpV1Report || type == kIgmpV2Report || type == kIgmpV2Leave) {
-            NeighbourIp group;
+            IpAddress group;
             group.family = IpFamily::ipv4;
             std::copy_n(body.data() + 4, 4, group.bytes.begin());
             if (is_multicast(group)) out.push_back({group, type != kIgmpV2Leave});
@@ -130,7 +126,7 @@ std::vector<GroupChange> host_group_changes(bytes packet, const IpPacketInfo& in
     const std::uint8_t type = body[0];
     if (type == kMldV1Report || type == kMldV1Done) {
         if (body.size() < 24) return out;
-        NeighbourIp group;
+        IpAddress group;
         group.family = IpFamily::ipv6;
         std::copy_n(body.data() + 8, 16, group.bytes.begin());
         if (is_multicast(group)) out.push_back({group, type == kMldV1Report});

@@ -51,8 +51,8 @@ const char* to_string(IpPacketError e);
 
 struct IpPacketInfo {
     IpFamily family = IpFamily::ipv4;
-    NeighbourIp source;
-    NeighbourIp destination;
+    IpAddress source;
+    IpAddress destination;
     // IPv4 Protocol, or the IPv6 upper-layer Next Header after Hop-by-Hop,
     // Routing and Destination Options headers; kNextHeaderFragment for a
     // fragment (not looked into).
@@ -66,7 +66,7 @@ expected<IpPacketInfo, IpPacketError> inspect_ip_packet(bytes packet);
 
 // One group the host joined (join = true) or left.
 struct GroupChange {
-    NeighbourIp group;
+    IpAddress group;
     bool join = true;
     bool operator==(const GroupChange&) const = default;
 };

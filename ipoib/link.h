@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "ipoib/frame.h"
-#include "ipoib/ip_address.h"
+#include "common/ip_address.h"
 #include "transport/wire/headers.h"
 
 namespace ipoibd::ipoib {

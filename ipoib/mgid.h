@@ -24,7 +24,7 @@
 #include <optional>
 
 #include "common/expected.h"
-#include "ipoib/ip_address.h"
+#include "common/ip_address.h"
 #include "transport/wire/headers.h"
 
 namespace ipoibd::ipoib {

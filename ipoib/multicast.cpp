@@ -13,6 +13,21 @@
 
 namespace ipoibd::ipoib {
 
+void visit(const McastCounters& c, CounterSink& out) {
+    out.counter("joins", c.joins);
+    out.counter("joined", c.joined);
+    out.counter("join_failures", c.join_failures);
+    out.counter("leaves", c.leaves);
+    out.counter("rejoins", c.rejoins);
+    out.counter("send_only_created", c.send_only_created);
+    out.counter("send_only_expired", c.send_only_expired);
+    out.counter("mlid_changed", c.mlid_changed);
+    out.counter("drop_queue_full", c.drop_queue_full);
+    out.counter("drop_join_failed", c.drop_join_failed);
+    out.counter("drop_table_full", c.drop_table_full);
+    out.counter("drop_flushed", c.drop_flushed);
+}
+
 std::string_view to_string(GroupRole r) {
     switch (r) {
     case GroupRole::broadcast: return "broadcast";

@@ -30,6 +30,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/counters.h"
 #include "common/byte_io.h"
 #include "ipoib/neighbour_cache.h"
 #include "sa_client/sa_client.h"
@@ -93,6 +94,7 @@ struct McastCounters {
     std::uint64_t drop_table_full = 0;  // max_groups reached
     std::uint64_t drop_flushed = 0;     // queued frames at port down / leave
 };
+void visit(const McastCounters& c, CounterSink& out);
 
 class McastSink {
 public:

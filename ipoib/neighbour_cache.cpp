@@ -18,19 +18,20 @@
 
 namespace ipoibd::ipoib {
 
-NeighbourIp NeighbourIp::v4(const Ipv4Address& a) {
-    NeighbourIp ip{.family = IpFamily::ipv4, .bytes = {}};
-    std::copy(a.begin(), a.end(), ip.bytes.begin());
-    return ip;
-}
-
-NeighbourIp NeighbourIp::v6(const Ipv6Address& a) { return NeighbourIp{.family = IpFamily::ipv6, .bytes = a}; }
-
-std::string format_neighbour_ip(const NeighbourIp& ip) {
-    if (ip.family == IpFamily::ipv6) return format_ipv6(ip.bytes);
-    Ipv4Address a{};
-    std::copy_n(ip.bytes.begin(), a.size(), a.begin());
-    return format_ipv4(a);
+void visit(const NeighbourCounters& c, CounterSink& out) {
+    out.counter("drop_queue_full", c.drop_queue_full);
+    out.counter("drop_unresolved", c.drop_unresolved);
+    out.counter("drop_table_full", c.drop_table_full);
+    out.counter("drop_flushed", c.drop_flushed);
+    out.counter("solicits", c.solicits);
+    out.counter("probes", c.probes);
+    out.counter("resolved", c.resolved);
+    out.counter("confirmed", c.confirmed);
+    out.counter("address_changed", c.address_changed);
+    out.counter("became_stale", c.became_stale);
+    out.counter("failed", c.failed);
+    out.counter("gc_removed", c.gc_removed);
+    out.counter("evicted", c.evicted);
 }
 
 std::string_view to_string(NeighbourState s) {
@@ -55,7 +56,7 @@ std::string_view to_string(NeighbourDropReason r) {
     return "?";
 }
 
-Resolution NeighbourCache::lookup_or_resolve(const NeighbourIp& ip, std::span<const std::uint8_t> packet,
+Resolution NeighbourCache::lookup_or_resolve(const IpAddress& ip, std::span<const std::uint8_t> packet,
                                              Clock::time_point now) {
     Resolution r;
     auto it = table_.find(ip);
@@ -100,7 +101,7 @@ Resolution NeighbourCache::lookup_or_resolve(const NeighbourIp& ip, std::span<co
     return r;
 }
 
-NeighbourActions NeighbourCache::learn(const NeighbourIp& ip, const HwAddress& hw, LearnKind kind,
+NeighbourActions NeighbourCache::learn(const IpAddress& ip, const HwAddress& hw, LearnKind kind,
                                        Clock::time_point now) {
     NeighbourActions out;
     auto it = table_.find(ip);
@@ -215,13 +216,13 @@ std::vector<NeighbourEntryView> NeighbourCache::entries() const {
     return rows;
 }
 
-std::optional<NeighbourEntryView> NeighbourCache::find(const NeighbourIp& ip) const {
+std::optional<NeighbourEntryView> NeighbourCache::find(const IpAddress& ip) const {
     auto it = table_.find(ip);
     if (it == table_.end()) return std::nullopt;
     return view(it->first, it->second);
 }
 
-NeighbourEntryView NeighbourCache::view(const NeighbourIp& ip, const Entry& e) {
+NeighbourEntryView NeighbourCache::view(const IpAddress& ip, const Entry& e) {
     return NeighbourEntryView{
         .ip = ip,
         .state = e.state,
@@ -232,7 +233,7 @@ NeighbourEntryView NeighbourCache::view(const NeighbourIp& ip, const Entry& e) {
     };
 }
 
-void NeighbourCache::start_resolution(const NeighbourIp& ip, Entry& e, Clock::time_point now, NeighbourActions& out) {
+void NeighbourCache::start_resolution(const IpAddress& ip, Entry& e, Clock::time_point now, NeighbourActions& out) {
     e.state = NeighbourState::incomplete;
     e.hw.reset();
     e.solicits_sent = 1;
@@ -263,7 +264,7 @@ void NeighbourCache::enter_delay(Entry& e, Clock::time_point now) {
     e.deadline = now + config_.delay_first_probe_time;
 }
 
-void NeighbourCache::enter_failed(const NeighbourIp& ip, Entry& e, Clock::time_point now, NeighbourActions& out) {
+void NeighbourCache::enter_failed(const IpAddress& ip, Entry& e, Clock::time_point now, NeighbourActions& out) {
     ++counters_.failed;
     if (!e.queue.empty()) {
         counters_.drop_unresolved += e.queue.size();
@@ -277,7 +278,7 @@ void NeighbourCache::enter_failed(const NeighbourIp& ip, Entry& e, Clock::time_p
     e.deadline = now + config_.gc_stale_time;
 }
 
-void NeighbourCache::queue_packet(const NeighbourIp& ip, Entry& e, std::span<const std::uint8_t> packet,
+void NeighbourCache::queue_packet(const IpAddress& ip, Entry& e, std::span<const std::uint8_t> packet,
                                   NeighbourActions& out) {
     if (e.queue.size() >= kMaxQueuedPerEntry) {
         ++counters_.drop_queue_full;
@@ -287,14 +288,14 @@ void NeighbourCache::queue_packet(const NeighbourIp& ip, Entry& e, std::span<con
     e.queue.emplace_back(packet.begin(), packet.end());
 }
 
-void NeighbourCache::flush_queue(const NeighbourIp& ip, Entry& e, NeighbourActions& out) {
+void NeighbourCache::flush_queue(const IpAddress& ip, Entry& e, NeighbourActions& out) {
     out.flushes.push_back({.ip = ip, .to = *e.hw, .packets = std::move(e.queue)});
     e.queue.clear();  // moved-from: make it empty for sure
 }
 
 NeighbourCache::Table::iterator NeighbourCache::expire(Table::iterator it, Clock::time_point now,
                                                        NeighbourActions& out) {
-    const NeighbourIp& ip = it->first;
+    const IpAddress& ip = it->first;
     Entry& e = it->second;
     switch (e.state) {
     case NeighbourState::incomplete:

@@ -59,29 +59,14 @@
 #include <vector>
 
 #include "ipoib/hw_address.h"
-#include "ipoib/ip_address.h"
+#include "common/counters.h"
+#include "common/ip_address.h"
 
 namespace ipoibd::ipoib {
 
 using Clock = std::chrono::steady_clock;
 using Packet = std::vector<std::uint8_t>;
 
-enum class IpFamily : std::uint8_t {
-    ipv4 = 4,
-    ipv6 = 6,
-};
-
-// A next hop of either family: IPv4 sits in the first 4 octets, the rest
-// zero, so one ordered map holds both families without collisions.
-struct NeighbourIp {
-    IpFamily family = IpFamily::ipv4;
-    std::array<std::uint8_t, 16> bytes{};
-
-    static NeighbourIp v4(const Ipv4Address& a);
-    static NeighbourIp v6(const Ipv6Address& a);
-    auto operator<=>(const NeighbourIp&) const = default;
-};
-std::string format_neighbour_ip(const NeighbourIp& ip);
 
 enum class NeighbourState : std::uint8_t {
     incomplete,  // solicits sent, no address yet, packets may be queued
@@ -117,21 +102,21 @@ std::string_view to_string(NeighbourDropReason r);
 // / solicited-node group when unicast_to is empty (resolution), else
 // unicast to that address (PROBE, RFC 4861 7.3.3).
 struct SolicitAction {
-    NeighbourIp ip;
+    IpAddress ip;
     std::optional<HwAddress> unicast_to;
     bool operator==(const SolicitAction&) const = default;
 };
 
 // Transmit `packets`, in the order they were queued, to `to`.
 struct FlushAction {
-    NeighbourIp ip;
+    IpAddress ip;
     HwAddress to;
     std::vector<Packet> packets;
 };
 
 // `count` packets for `ip` were dropped; already added to the counters.
 struct DropAction {
-    NeighbourIp ip;
+    IpAddress ip;
     NeighbourDropReason reason = NeighbourDropReason::queue_full;
     std::size_t count = 0;
     bool operator==(const DropAction&) const = default;
@@ -167,10 +152,11 @@ struct NeighbourCounters {
     std::uint64_t evicted = 0;   // removed to make room for a new entry
     bool operator==(const NeighbourCounters&) const = default;
 };
+void visit(const NeighbourCounters& c, CounterSink& out);
 
 // One row of `ipoibctl neigh`.
 struct NeighbourEntryView {
-    NeighbourIp ip;
+    IpAddress ip;
     NeighbourState state = NeighbourState::incomplete;
     std::optional<HwAddress> hw;
     std::size_t queued = 0;
@@ -209,13 +195,13 @@ public:
     // Otherwise copies `packet` into the entry's queue, or drops and counts
     // it (queue_full, table_full), and returns a SolicitAction when
     // resolution starts (new entry, or a FAILED one retried).
-    Resolution lookup_or_resolve(const NeighbourIp& ip, std::span<const std::uint8_t> packet, Clock::time_point now);
+    Resolution lookup_or_resolve(const IpAddress& ip, std::span<const std::uint8_t> packet, Clock::time_point now);
 
     // `ip` is at `hw`, heard from ARP or ND (see LearnKind). Unknown `ip`:
     // solicited is ignored (RFC 4861 7.2.5: no entry, no update), unsolicited
     // creates a STALE entry. Known: fills or replaces the address and moves
     // the state; returns the queued packets as a FlushAction.
-    NeighbourActions learn(const NeighbourIp& ip, const HwAddress& hw, LearnKind kind, Clock::time_point now);
+    NeighbourActions learn(const IpAddress& ip, const HwAddress& hw, LearnKind kind, Clock::time_point now);
 
     // Timers: retransmit solicits, give up, age, probe, collect garbage.
     // Call at next_deadline() or later; calling early is harmless.
@@ -229,7 +215,7 @@ public:
     NeighbourActions flush();
 
     std::vector<NeighbourEntryView> entries() const;
-    std::optional<NeighbourEntryView> find(const NeighbourIp& ip) const;
+    std::optional<NeighbourEntryView> find(const IpAddress& ip) const;
     std::size_t size() const { return table_.size(); }
     const NeighbourCounters& counters() const { return counters_; }
     const Config& config() const { return config_; }
@@ -253,21 +239,21 @@ private:
         // the state (retransmit, expiry, probe, garbage collection).
         Clock::time_point deadline{};
     };
-    using Table = std::map<NeighbourIp, Entry>;
+    using Table = std::map<IpAddress, Entry>;
 
-    void start_resolution(const NeighbourIp& ip, Entry& e, Clock::time_point now, NeighbourActions& out);
+    void start_resolution(const IpAddress& ip, Entry& e, Clock::time_point now, NeighbourActions& out);
     void enter_reachable(Entry& e, Clock::time_point now);
     void enter_stale(Entry& e, Clock::time_point now);
     void enter_delay(Entry& e, Clock::time_point now);
-    void enter_failed(const NeighbourIp& ip, Entry& e, Clock::time_point now, NeighbourActions& out);
-    void queue_packet(const NeighbourIp& ip, Entry& e, std::span<const std::uint8_t> packet, NeighbourActions& out);
-    void flush_queue(const NeighbourIp& ip, Entry& e, NeighbourActions& out);
+    void enter_failed(const IpAddress& ip, Entry& e, Clock::time_point now, NeighbourActions& out);
+    void queue_packet(const IpAddress& ip, Entry& e, std::span<const std::uint8_t> packet, NeighbourActions& out);
+    void flush_queue(const IpAddress& ip, Entry& e, NeighbourActions& out);
     // Removes the expired entry at `it`, or advances its timer; returns the
     // next iterator.
     Table::iterator expire(Table::iterator it, Clock::time_point now, NeighbourActions& out);
     bool make_room();
     void draw_reachable_time();
-    static NeighbourEntryView view(const NeighbourIp& ip, const Entry& e);
+    static NeighbourEntryView view(const IpAddress& ip, const Entry& e);
 
     Config config_;
     std::chrono::milliseconds reachable_time_{};

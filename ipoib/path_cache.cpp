@@ -6,6 +6,20 @@
 
 namespace ipoibd::ipoib {
 
+void visit(const PathCounters& c, CounterSink& out) {
+    out.counter("queries", c.queries);
+    out.counter("resolved", c.resolved);
+    out.counter("refreshed", c.refreshed);
+    out.counter("changed", c.changed);
+    out.counter("failures", c.failures);
+    out.counter("drop_queue_full", c.drop_queue_full);
+    out.counter("drop_failed", c.drop_failed);
+    out.counter("drop_table_full", c.drop_table_full);
+    out.counter("drop_flushed", c.drop_flushed);
+    out.counter("flushes", c.flushes);
+    out.counter("evicted", c.evicted);
+}
+
 std::string_view to_string(PathState s) {
     switch (s) {
     case PathState::resolving: return "RESOLVING";

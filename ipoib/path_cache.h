@@ -28,6 +28,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/counters.h"
 #include "common/byte_io.h"
 #include "ipoib/neighbour_cache.h"
 #include "sa_client/sa_client.h"
@@ -69,6 +70,7 @@ struct PathCounters {
     std::uint64_t flushes = 0;
     std::uint64_t evicted = 0;
 };
+void visit(const PathCounters& c, CounterSink& out);
 
 struct PathEntryView {
     ib::Gid dgid{};

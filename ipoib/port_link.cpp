@@ -4,6 +4,17 @@
 
 namespace ipoibd::ipoib {
 
+void visit(const PortLinkCounters& c, CounterSink& out) {
+    out.counter("tx_posted", c.tx_posted);
+    out.counter("tx_queue_full", c.tx_queue_full);
+    out.counter("tx_refused", c.tx_refused);
+    out.counter("tx_errors", c.tx_errors);
+    out.counter("rx_completions", c.rx_completions);
+    out.counter("rx_errors", c.rx_errors);
+    out.counter("rx_repost_failures", c.rx_repost_failures);
+    out.counter("attach_failures", c.attach_failures);
+}
+
 expected<std::uint32_t, std::string> PortLink::open_qp(std::uint32_t qkey, std::uint16_t pkey) {
     const transport::PortAttributes attrs = port_.attributes();
     const auto& table = attrs.pkey_table;

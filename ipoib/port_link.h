@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/counters.h"
 #include "common/byte_io.h"
 #include "common/expected.h"
 #include "ipoib/engine.h"
@@ -38,8 +39,9 @@ struct PortLinkCounters {
     std::uint64_t rx_repost_failures = 0;
     std::uint64_t attach_failures = 0;
 };
+void visit(const PortLinkCounters& c, CounterSink& out);
 
-class PortLink {
+class PortLink final : public EngineLink {
 public:
     struct Config {
         std::uint32_t send_depth = 256;
@@ -51,14 +53,18 @@ public:
     PortLink(const PortLink&) = delete;
     PortLink& operator=(const PortLink&) = delete;
 
-    expected<std::uint32_t, std::string> open_qp(std::uint32_t qkey, std::uint16_t pkey);
+    // EngineLink
+    expected<std::uint32_t, std::string> open_qp(std::uint32_t qkey, std::uint16_t pkey) override;
+    void send_datagram(const transport::AddressHandle& ah, std::uint32_t remote_qpn, bytes frame) override {
+        send(ah, remote_qpn, frame);
+    }
+    void attach(const ib::Gid& mgid, std::uint16_t mlid) override;
+    void detach(const ib::Gid& mgid, std::uint16_t mlid) override;
+
     void close_qp();
     bool has_qp() const { return qp_ != nullptr; }
     std::uint32_t qpn() const { return qp_ ? qp_->qpn() : 0; }
-
     void send(const transport::AddressHandle& ah, std::uint32_t remote_qpn, bytes frame);
-    void attach(const ib::Gid& mgid, std::uint16_t mlid);
-    void detach(const ib::Gid& mgid, std::uint16_t mlid);
 
     // Handles up to `max` completions; returns how many.
     std::size_t poll(const ReceiveCallback& on_receive, std::size_t max = 64);

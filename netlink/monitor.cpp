@@ -8,6 +8,15 @@
 #include <cstring>
 
 namespace ipoibd::netlink {
+
+void visit(const MonitorCounters& c, CounterSink& out) {
+    out.counter("netlink_datagrams", c.datagrams);
+    out.counter("netlink_events", c.link_events + c.address_events + c.route_events);
+    out.counter("netlink_malformed", c.malformed);
+    out.counter("netlink_ignored", c.ignored);
+    out.counter("netlink_overruns", c.overruns);
+    out.counter("netlink_receive_errors", c.receive_errors);
+}
 namespace {
 
 constexpr unsigned kGroups[] = {

@@ -34,6 +34,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/counters.h"
 #include "common/expected.h"
 #include "common/sys_error.h"
 #include "netlink/rtnl_reply.h"
@@ -74,6 +75,8 @@ struct MonitorCounters {
     std::uint64_t receive_errors = 0;  // any other recv failure; ENOSPC (a datagram larger than the buffer) also resyncs
     bool operator==(const MonitorCounters&) const = default;
 };
+// As "netlink_datagrams", "netlink_overruns", ...
+void visit(const MonitorCounters& c, CounterSink& out);
 
 // Pure: appends the events of one received datagram to `events`, counting
 // every message in `counters`. When `last_error` is given, the reason the

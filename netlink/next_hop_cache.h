@@ -47,7 +47,7 @@
 #include <unordered_map>
 
 #include "common/expected.h"
-#include "netlink/ip_prefix.h"
+#include "common/ip_address.h"
 #include "netlink/netlink_error.h"
 #include "netlink/rtnl_reply.h"
 

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "common/expected.h"
-#include "netlink/ip_prefix.h"
+#include "common/ip_address.h"
 
 namespace ipoibd::netlink {
 

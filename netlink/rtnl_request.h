@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "netlink/ip_prefix.h"
+#include "common/ip_address.h"
 
 namespace ipoibd::netlink {
 

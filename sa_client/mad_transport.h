@@ -24,9 +24,11 @@
 #include <memory>
 #include <string>
 
+#include "common/counters.h"
 #include "common/byte_io.h"
 #include "common/expected.h"
 #include "sa_client/sa_mad.h"
+#include "transport/port.h"
 
 namespace ipoibd::sa {
 
@@ -49,6 +51,7 @@ struct MadTransportCounters {
     std::uint64_t short_received = 0;    // shorter than 256 bytes: padded with zeros
     std::uint64_t dropped = 0;           // too short to be an SA MAD, or not for us
 };
+void visit(const MadTransportCounters& c, CounterSink& out); // as "mad_sent", ...
 
 enum class MadTransportErrc : std::uint8_t {
     no_sm,            // the port has no SM LID (not ACTIVE yet)
@@ -124,5 +127,19 @@ struct UmadTransportConfig {
 };
 expected<std::unique_ptr<MadTransport>, MadTransportError> open_umad_transport(const UmadTransportConfig& config);
 bool umad_transport_built();
+
+// ---------------------------------------------------------------------------
+// The MAD path for a transport::Port: the port's own QP1 where the backend
+// hands it out (soft fabric, in-memory fabric), else libibumad on the same
+// HCA port (verbs: the kernel's MAD layer owns QP1).
+struct MadPathOptions {
+    std::string ca;         // umad: the HCA ([fabric] device); empty: the first
+    unsigned port_num = 1;  // umad: its port
+    // QP1: receive() processes the port first (mad_transport_soft.h); false
+    // when the owner processes the port itself.
+    bool process_port = true;
+};
+expected<std::unique_ptr<MadTransport>, MadTransportError> open_mad_path(transport::Port& port,
+                                                                         const MadPathOptions& options);
 
 }  // namespace ipoibd::sa

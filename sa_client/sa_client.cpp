@@ -4,6 +4,20 @@
 
 namespace ipoibd::sa {
 
+void visit(const SaClientCounters& c, CounterSink& out) {
+    out.counter("requests", c.requests);
+    out.counter("sent", c.sent);
+    out.counter("retries", c.retries);
+    out.counter("timeouts", c.timeouts);
+    out.counter("responses", c.responses);
+    out.counter("unmatched", c.unmatched);
+    out.counter("malformed", c.malformed);
+    out.counter("queue_full", c.queue_full);
+    out.counter("cancelled", c.cancelled);
+    out.counter("reports", c.reports);
+    out.counter("report_duplicates", c.report_duplicates);
+}
+
 const char* to_string(SaFailure f) {
     switch (f) {
         case SaFailure::timeout: return "no response from the SA";

@@ -26,6 +26,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/counters.h"
 #include "common/expected.h"
 #include "sa_client/rmpp.h"
 #include "sa_client/sa_mad.h"
@@ -62,6 +63,7 @@ struct SaClientCounters {
     std::uint64_t reports = 0;            // Reports delivered to the handler
     std::uint64_t report_duplicates = 0;  // resent Reports, answered again only
 };
+void visit(const SaClientCounters& c, CounterSink& out);
 
 class SaClient {
 public:

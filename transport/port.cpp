@@ -33,6 +33,24 @@ const char* to_string(PortEvent e) {
     return "?";
 }
 
+const char* to_string(QpType t) {
+    switch (t) {
+        case QpType::ud: return "UD";
+        case QpType::rc: return "RC";
+    }
+    return "?";
+}
+
+expected<std::unique_ptr<UdQp>, Error> Port::create_gsi_qp(std::uint32_t, std::uint32_t) {
+    return unexpected(Error{Errc::not_supported, "QP1 belongs to the platform's MAD layer on this port"});
+}
+
+expected<void, Error> Port::set_capture(PacketTap) {
+    return unexpected(Error{Errc::not_supported, "this port's packets are not the backend's to capture"});
+}
+
+void Port::visit_counters(CounterSink&) const {}
+
 const char* to_string(CompletionStatus s) {
     switch (s) {
         case CompletionStatus::success: return "success";

@@ -10,6 +10,15 @@
 // Threading: a Port and its QPs belong to one thread (the event loop); no
 // method is safe to call concurrently.
 //
+// Queue pair kinds. UD (IBA 9.8) carries IPoIB datagram mode, and QP1 (the
+// GSI, a UD QP with a fixed Q_Key) carries MADs. RC (IBA 9.7) plugs in
+// beside UdQp as a second QP class created by a second factory method,
+// create_rc_qp(), with the same batch shape (post_send, post_receive, poll)
+// plus the connection's state transitions (INIT, RTR, RTS with the remote
+// QPN, PSNs, path and retry counts); every backend implements both or
+// refuses RC with not_supported. Completions say which QP and which kind
+// they belong to, so one poll loop can serve QPs of both kinds.
+//
 // Receive buffers look like hardware's: every buffer starts with a 40-byte
 // GRH slot. A received packet's payload lands at offset 40; when the packet
 // carried a GRH it is copied into the slot (Completion::grh_present), else
@@ -18,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -25,6 +35,7 @@
 #include <vector>
 
 #include "common/byte_io.h"
+#include "common/counters.h"
 #include "common/expected.h"
 #include "transport/wire/headers.h"
 
@@ -100,6 +111,12 @@ struct ReceiveBuffer {
 
 enum class CompletionKind : std::uint8_t { send, receive };
 
+enum class QpType : std::uint8_t {
+    ud,   // unreliable datagram, QP1 included
+    rc,   // reliable connected (not built yet: see the top of this file)
+};
+const char* to_string(QpType t);
+
 enum class CompletionStatus : std::uint8_t {
     success,
     local_length_error,  // send payload over the path MTU
@@ -111,6 +128,8 @@ const char* to_string(CompletionStatus s);
 struct Completion {
     std::uint64_t wr_id = 0;
     CompletionKind kind = CompletionKind::receive;
+    QpType qp_type = QpType::ud;  // the QP the work request was posted on
+    std::uint32_t qp_num = 0;
     CompletionStatus status = CompletionStatus::success;
     std::uint32_t byte_len = 0;  // receives: GRH slot + payload
     std::uint32_t src_qp = 0;
@@ -179,6 +198,10 @@ public:
     virtual expected<void, Error> detach_multicast(const ib::Gid& mgid, std::uint16_t mlid) = 0;
 };
 
+// Sees every packet a port sends (outbound = true) and every datagram it
+// receives, before validation: for pcap captures.
+using PacketTap = std::function<void(bytes packet, bool outbound)>;
+
 class Port {
 public:
     virtual ~Port() = default;
@@ -202,6 +225,31 @@ public:
     // dispatches what arrived, flushes queued sends. Call when fd() is
     // readable, and after posting sends.
     virtual void process() = 0;
+
+    // Sends what post_send() queued and receives nothing: for an owner that
+    // reaps its QPs before every process() (a process() may fill a receive
+    // queue) and so must not receive at other points of its loop turn.
+    // Backends that send at post_send() do their other pending work here.
+    virtual void flush() { process(); }
+
+    // Whether the owner must call process() (and poll its QPs) now and then
+    // without fd() being readable: the in-memory fabric, which has no fd,
+    // and backends that do not trust their fd alone (verbs, verbs_port.cpp).
+    virtual bool needs_periodic_process() const { return fd() < 0; }
+
+    // Creates QP1, the GSI (Q_Key 0x80010000, any P_Key of the table), for
+    // a MAD path over this port; not_supported where the platform owns QP1
+    // (verbs: the kernel's MAD layer, reached through libibumad).
+    virtual expected<std::unique_ptr<UdQp>, Error> create_gsi_qp(std::uint32_t send_depth,
+                                                                 std::uint32_t receive_depth);
+
+    // Starts (or with an empty tap, stops) handing every packet to `tap`;
+    // not_supported where the packets are not the backend's to see (verbs).
+    virtual expected<void, Error> set_capture(PacketTap tap);
+
+    // The backend's own counters (packets, drops by reason, its link), by
+    // name; nothing for backends that keep none.
+    virtual void visit_counters(CounterSink& out) const;
 };
 
 }  // namespace ipoibd::transport

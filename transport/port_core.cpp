@@ -8,6 +8,16 @@
 
 namespace ipoibd::transport {
 
+void visit(const PortCounters& c, CounterSink& out) {
+    out.counter("rx_packets", c.rx_packets);
+    out.counter("rx_bytes", c.rx_bytes);
+    out.counter("tx_packets", c.tx_packets);
+    out.counter("tx_bytes", c.tx_bytes);
+    out.counter("events_dropped", c.events_dropped);
+    visit_reasons<ib::DropReason>(out, "malformed_", c.malformed, [](ib::DropReason r) { return ib::to_string(r); });
+    visit_reasons<DeliveryDrop>(out, "undelivered_", c.undelivered, [](DeliveryDrop d) { return to_string(d); });
+}
+
 struct PortCore::Qp {
     std::uint32_t qpn = 0;
     std::uint32_t qkey = 0;
@@ -232,6 +242,7 @@ bool PortCore::deliver(const ib::Packet& pkt, bytes datagram, Qp& qp) {
     Completion c;
     c.wr_id = buf.wr_id;
     c.kind = CompletionKind::receive;
+    c.qp_num = qp.qpn;
     if (buf.buffer.size() < kGrhSlotSize + pkt.payload.size()) {
         c.status = CompletionStatus::local_length_error;
         qp.completions.push_back(c);
@@ -307,6 +318,7 @@ expected<std::size_t, Error> PortCore::send(Qp& qp, std::span<const SendRequest>
         Completion c;
         c.wr_id = req.wr_id;
         c.kind = CompletionKind::send;
+        c.qp_num = qp.qpn;
         auto built = ib::build_packet(spec, tx_buffer_);
         if (!built) return refuse(Errc::invalid_argument, ib::to_string(built.error()));
         if (!transmit_raw(bytes(tx_buffer_).first(*built))) c.status = CompletionStatus::general_error;

@@ -59,6 +59,7 @@ struct PortCounters {
     std::array<std::uint64_t, ib::kDropReasonCount> malformed{};
     std::array<std::uint64_t, kDeliveryDropCount> undelivered{};
 };
+void visit(const PortCounters& c, CounterSink& out);
 
 // Where a PortCore's outbound packets go (LRH through VCRC).
 class LinkSink {
@@ -103,7 +104,6 @@ public:
 
     // Sees every packet the port sends (outbound = true) and every datagram
     // it receives, before validation (for captures); empty: none.
-    using PacketTap = std::function<void(bytes packet, bool outbound)>;
     void set_tap(PacketTap tap) { tap_ = std::move(tap); }
 
     // One datagram from the link.

@@ -4,6 +4,12 @@
 #include <algorithm>
 
 namespace ipoibd::transport {
+
+void visit(const SmaCounters& c, CounterSink& out) {
+    out.counter("sma_responses", c.responses);
+    out.counter("sma_error_responses", c.error_responses);
+    visit_reasons<SmaDrop>(out, "sma_dropped_", c.dropped, [](SmaDrop d) { return to_string(d); });
+}
 namespace {
 
 using ib::mad_status::bad_version;

@@ -94,6 +94,8 @@ struct SmaCounters {
     std::array<std::uint64_t, kSmaDropCount> dropped{};
     std::uint64_t dropped_for(SmaDrop d) const { return dropped[static_cast<std::size_t>(d)]; }
 };
+// As "sma_responses", "sma_dropped_<reason>", ...
+void visit(const SmaCounters& c, CounterSink& out);
 
 class Sma {
 public:

@@ -118,7 +118,7 @@ std::optional<sa::SaMad> ScriptedSa::path(const sa::SaMad& request) {
 // Host
 
 Host::Host(World& w, EngineConfig config, transport::MemoryFabric::PortOptions options, sa::SaClient::Config sa_config)
-    : world(w), port(w.fabric.add_port(options)), link(*port, {}), engine(config, *this, sa_config) {
+    : world(w), port(w.fabric.add_port(options)), link(*port, {}), engine(config, *this, *this, sa_config) {
     transport::PortEvent events_buf[8];
     (void)port->poll_events(events_buf);  // the fabric's "SM programmed the port" events
     world.sa.add_port(port->attributes().gid(), port->attributes().lid);
@@ -148,7 +148,7 @@ void Host::add_address(const std::string& cidr) {
     engine.add_address(a, world.now);
 }
 
-void Host::from_host(const Packet& p, std::optional<NeighbourIp> next_hop) {
+void Host::from_host(const Packet& p, std::optional<IpAddress> next_hop) {
     engine.on_tun_packet(p, next_hop, world.now);
 }
 
@@ -213,9 +213,9 @@ void World::advance(Clock::duration d, Clock::duration step) {
 // ---------------------------------------------------------------------------
 // Packets
 
-NeighbourIp ip(const std::string& text) {
-    if (auto v4 = parse_ipv4(text)) return NeighbourIp::v4(*v4);
-    if (auto v6 = parse_ipv6(text)) return NeighbourIp::v6(*v6);
+IpAddress ip(const std::string& text) {
+    if (auto v4 = parse_ipv4(text)) return IpAddress::v4(*v4);
+    if (auto v6 = parse_ipv6(text)) return IpAddress::v6(*v6);
     throw std::invalid_argument("not an address: " + text);
 }
 

@@ -74,30 +74,33 @@ struct SentFrame {
     Packet frame;
 };
 
-class Host final : public EngineIo {
+// Both halves of the engine's actions: the link half records and may drop
+// frames before PortLink sends them.
+class Host final : public EngineLink, public EngineIo {
 public:
     Host(World& world, EngineConfig config, transport::MemoryFabric::PortOptions options,
          sa::SaClient::Config sa_config = {});
 
-    // EngineIo
+    // EngineLink
     void send_datagram(const transport::AddressHandle& ah, std::uint32_t remote_qpn, bytes frame) override;
     void write_tun(bytes ip_packet) override {
         ++tun_packets;
         if (record_tun) tun.emplace_back(ip_packet.begin(), ip_packet.end());
     }
-    void send_sa(const sa::SaMad& mad) override;
     expected<std::uint32_t, std::string> open_qp(std::uint32_t qkey, std::uint16_t pkey) override {
         return link.open_qp(qkey, pkey);
     }
     void attach(const ib::Gid& mgid, std::uint16_t mlid) override { link.attach(mgid, mlid); }
     void detach(const ib::Gid& mgid, std::uint16_t mlid) override { link.detach(mgid, mlid); }
+    // EngineIo
+    void send_sa(const sa::SaMad& mad) override;
     void link_changed(const LinkStatus& s) override { link_changes.push_back(s); }
     void event(const EngineEvent& e) override { events.push_back(e); }
 
     void start();
     void add_address(const std::string& cidr);
     // Hands an IP datagram to the engine as the TUN would.
-    void from_host(const Packet& ip, std::optional<NeighbourIp> next_hop = std::nullopt);
+    void from_host(const Packet& ip, std::optional<IpAddress> next_hop = std::nullopt);
     std::size_t count_events(EngineEventKind k) const;
 
     World& world;
@@ -148,6 +151,6 @@ Packet icmp_echo_v6(const std::string& src, const std::string& dst, std::uint16_
 Packet udp_v4(const std::string& src, const std::string& dst, std::size_t payload = 16);
 Packet igmpv3_report(const std::string& src, const std::string& group, bool join);
 Packet mldv2_report(const std::string& src, const std::string& group, bool join);
-NeighbourIp ip(const std::string& text);
+IpAddress ip(const std::string& text);
 
 }  // namespace ipoibd::ipoib::test

@@ -304,8 +304,8 @@ TEST(ConfigDefaults, EveryKey) {
     EXPECT_EQ(c.interface.mtu, 0u);
     EXPECT_TRUE(c.interface.addresses.empty());
     EXPECT_TRUE(c.interface.routes.empty());
-    EXPECT_EQ(c.multicast.send_only_join, sa::join_state::send_only_full_member);
-    EXPECT_EQ(c.multicast.scope, ipoib::Scope::link_local);
+    EXPECT_EQ(c.multicast.send_only_join, SendOnlyJoin::send_only_full_member);
+    EXPECT_EQ(c.multicast.scope, MulticastScope::link_local);
     EXPECT_EQ(c.multicast.max_groups, 1024u);
     EXPECT_EQ(c.neighbour.reachable_time, 30s);
     EXPECT_EQ(c.neighbour.retrans_time, 1s);
@@ -335,18 +335,6 @@ TEST(ConfigDefaults, EmptyFileAndCommentsOnlyAreTheDefaults) {
     EXPECT_EQ(*parse_config("", "ib0.conf", "ib0"), default_config("ib0"));
     EXPECT_EQ(*parse_config("# nothing\n\n[fabric]\n[daemon]   # also nothing\n", "ib0.conf", "ib0"),
               default_config("ib0"));
-}
-
-TEST(ConfigDefaults, NeighbourDefaultsAreTheEngines) {
-    const auto mine = neighbour_cache_config(default_config("ib0").neighbour);
-    const ipoib::NeighbourCache::Config engine;
-    EXPECT_EQ(mine.max_entries, engine.max_entries);
-    EXPECT_EQ(mine.multicast_solicits, engine.multicast_solicits);
-    EXPECT_EQ(mine.unicast_probes, engine.unicast_probes);
-    EXPECT_EQ(mine.retrans_time, engine.retrans_time);
-    EXPECT_EQ(mine.reachable_time, engine.reachable_time);
-    EXPECT_EQ(mine.delay_first_probe_time, engine.delay_first_probe_time);
-    EXPECT_EQ(mine.gc_stale_time, engine.gc_stale_time);
 }
 
 TEST(ConfigDefaults, ParsesEveryKey) {
@@ -412,15 +400,15 @@ busy-poll = 20ms
     EXPECT_EQ(c.interface.name, "ib0.8001");
     EXPECT_EQ(c.interface.mtu, 2044u);
     ASSERT_EQ(c.interface.addresses.size(), 2u);
-    EXPECT_EQ(c.interface.addresses[0], (IpPrefix{ipoib::Ipv4Address{198, 18, 0, 1}, 24}));
+    EXPECT_EQ(c.interface.addresses[0], (IpPrefix{IpAddress::v4({198, 18, 0, 1}), 24}));
     EXPECT_EQ(format_prefix(c.interface.addresses[1]), "2001:db8::1/64");
     ASSERT_EQ(c.interface.routes.size(), 3u);
-    EXPECT_EQ(c.interface.routes[0].destination, (IpPrefix{ipoib::Ipv4Address{198, 19, 0, 0}, 24}));
-    EXPECT_EQ(c.interface.routes[0].gateway, IpAddress(ipoib::Ipv4Address{198, 18, 0, 2}));
+    EXPECT_EQ(c.interface.routes[0].destination, (IpPrefix{IpAddress::v4({198, 19, 0, 0}), 24}));
+    EXPECT_EQ(c.interface.routes[0].gateway, IpAddress::v4({198, 18, 0, 2}));
     EXPECT_EQ(format_route(c.interface.routes[1]), "2001:db8:1::/64 via 2001:db8::2");
     EXPECT_FALSE(c.interface.routes[2].gateway.has_value());
-    EXPECT_EQ(c.multicast.send_only_join, sa::join_state::non_member);
-    EXPECT_EQ(c.multicast.scope, ipoib::Scope::site_local);
+    EXPECT_EQ(c.multicast.send_only_join, SendOnlyJoin::non_member);
+    EXPECT_EQ(c.multicast.scope, MulticastScope::site_local);
     EXPECT_EQ(c.multicast.max_groups, 64u);
     EXPECT_EQ(c.neighbour.reachable_time, 15s);
     EXPECT_EQ(c.neighbour.retrans_time, 500ms);
@@ -449,8 +437,8 @@ TEST(ConfigDefaults, WordsAndBooleansAccepted) {
     EXPECT_EQ(c->fabric.transport, Transport::verbs);
     EXPECT_FALSE(c->fabric.embedded);
     EXPECT_TRUE(c->daemon.watchdog);
-    EXPECT_EQ(c->multicast.send_only_join, sa::join_state::send_only_non_member);
-    EXPECT_EQ(c->multicast.scope, ipoib::Scope::global);
+    EXPECT_EQ(c->multicast.send_only_join, SendOnlyJoin::send_only_non_member);
+    EXPECT_EQ(c->multicast.scope, MulticastScope::global);
 }
 
 TEST(ConfigDefaults, EmbeddedDefaultsReachEachOther) {
@@ -645,8 +633,8 @@ DaemonConfig everything_changed() {
     c.interface.addresses = {*parse_interface_address("198.18.0.1/24"), *parse_interface_address("2001:db8::1/64")};
     c.interface.routes = {*parse_route("198.19.0.0/24 via 198.18.0.2"), *parse_route("2001:db8:1::/64"),
                           *parse_route("::/0 via fe80::1")};
-    c.multicast.send_only_join = sa::join_state::send_only_non_member;
-    c.multicast.scope = ipoib::Scope::organization_local;
+    c.multicast.send_only_join = SendOnlyJoin::send_only_non_member;
+    c.multicast.scope = MulticastScope::organization_local;
     c.multicast.max_groups = 100;
     c.neighbour = {.reachable_time = 45s, .retrans_time = 250ms, .delay_first_probe_time = 3s,
                    .gc_stale_time = 1h, .multicast_solicits = 6, .unicast_probes = 2,
@@ -709,7 +697,7 @@ TEST(ConfigReload, LiveKeys) {
     reloaded.daemon.log_level = LogLevel::debug;
     reloaded.interface.addresses.push_back(*parse_interface_address("198.18.0.1/24"));
     reloaded.interface.routes.push_back(*parse_route("198.19.0.0/24 via 198.18.0.2"));
-    reloaded.multicast.send_only_join = sa::join_state::non_member;
+    reloaded.multicast.send_only_join = SendOnlyJoin::non_member;
     reloaded.daemon.capture = "/var/tmp/ib0.pcap";
     const auto plan = diff_for_reload(running, reloaded);
     EXPECT_EQ(plan.live, (std::vector<std::string>{"interface.address", "interface.route", "multicast.send-only-join",
@@ -751,9 +739,9 @@ TEST(ConfigReload, AddressOrderAlone) {
 // The example file and the man page.
 
 bool in_test_ranges(const IpAddress& a) {
-    if (const auto* v4 = std::get_if<ipoib::Ipv4Address>(&a)) return (*v4)[0] == 198 && ((*v4)[1] & 0xFE) == 18;
-    const auto& v6 = std::get<ipoib::Ipv6Address>(a);
-    return v6[0] == 0x20 && v6[1] == 0x01 && v6[2] == 0x0d && v6[3] == 0xb8;
+    const auto& b = a.bytes;
+    if (a.is_v4()) return b[0] == 198 && (b[1] & 0xFE) == 18;
+    return b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x0d && b[3] == 0xb8;
 }
 
 // "#key = value" (no space after '#') is a setting commented out; "# text" is prose.
@@ -798,10 +786,10 @@ TEST(ConfigExample, NamesOnlyTestNetworkAddresses) {
     while (in >> token) {
         token = token.substr(0, token.find('/'));
         std::optional<IpAddress> a;
-        if (auto v6 = ipoib::parse_ipv6(token)) {
-            a = *v6;
-        } else if (auto v4 = ipoib::parse_ipv4(token.substr(0, token.find(':')))) {
-            a = *v4;
+        if (auto v6 = ipoibd::parse_ipv6(token)) {
+            a = IpAddress::v6(*v6);
+        } else if (auto v4 = ipoibd::parse_ipv4(token.substr(0, token.find(':')))) {
+            a = IpAddress::v4(*v4);
         }
         if (!a) continue;
         ++addresses;

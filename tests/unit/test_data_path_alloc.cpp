@@ -195,7 +195,7 @@ protected:
 
     // Warm-up (ARP or ND both ways, path records, every queue at its steady
     // size), then kRoundTrips counted; returns the data path's allocations.
-    std::size_t count_allocations(const Packet& ping, const Packet& pong, const NeighbourIp& b_ip) {
+    std::size_t count_allocations(const Packet& ping, const Packet& pong, const IpAddress& b_ip) {
         for (int i = 0; i < 64; ++i) round_trip(ping, pong);
         EXPECT_EQ(b->tun.size(), 64u);
         EXPECT_EQ(a->tun.size(), 64u);

@@ -19,8 +19,8 @@ namespace {
 using namespace std::chrono_literals;
 using State = NeighbourState;
 
-const NeighbourIp kPeer4 = NeighbourIp::v4({198, 18, 0, 2});
-const NeighbourIp kPeer6 = NeighbourIp::v6(*parse_ipv6("fe80::21e:6703:29:476f"));
+const IpAddress kPeer4 = IpAddress::v4({198, 18, 0, 2});
+const IpAddress kPeer6 = IpAddress::v6(*parse_ipv6("fe80::21e:6703:29:476f"));
 
 HwAddress hw(std::uint32_t qpn) {
     HwAddress a;
@@ -35,18 +35,18 @@ struct NeighbourTest : ::testing::Test {
     Clock::time_point now = Clock::time_point{} + 1h;
     NeighbourCache cache;
 
-    Resolution send(const NeighbourIp& ip, std::uint8_t tag = 0) { return cache.lookup_or_resolve(ip, packet(tag), now); }
+    Resolution send(const IpAddress& ip, std::uint8_t tag = 0) { return cache.lookup_or_resolve(ip, packet(tag), now); }
     NeighbourActions advance(std::chrono::milliseconds d) {
         now += d;
         return cache.tick(now);
     }
-    State state(const NeighbourIp& ip) const {
+    State state(const IpAddress& ip) const {
         auto e = cache.find(ip);
         EXPECT_TRUE(e.has_value());
         return e ? e->state : State::failed;
     }
     // Unknown -> INCOMPLETE -> REACHABLE with one packet flushed.
-    void resolve(const NeighbourIp& ip, const HwAddress& a) {
+    void resolve(const IpAddress& ip, const HwAddress& a) {
         send(ip);
         auto out = cache.learn(ip, a, LearnKind::solicited, now);
         ASSERT_EQ(out.flushes.size(), 1u);
@@ -381,11 +381,11 @@ TEST_F(NeighbourTest, FamiliesDoNotCollide) {
     v6[2] = 0;
     v6[3] = 2;
     resolve(kPeer4, hw(0x48));
-    auto r = send(NeighbourIp::v6(v6));
+    auto r = send(IpAddress::v6(v6));
     EXPECT_FALSE(r.send_to);
     EXPECT_EQ(cache.size(), 2u);
-    EXPECT_EQ(format_neighbour_ip(kPeer4), "198.18.0.2");
-    EXPECT_EQ(format_neighbour_ip(kPeer6), "fe80::21e:6703:29:476f");
+    EXPECT_EQ(to_string(kPeer4), "198.18.0.2");
+    EXPECT_EQ(to_string(kPeer6), "fe80::21e:6703:29:476f");
 }
 
 TEST_F(NeighbourTest, EntriesListsEveryNeighbourForIpoibctl) {
@@ -403,7 +403,7 @@ TEST_F(NeighbourTest, EntriesListsEveryNeighbourForIpoibctl) {
     EXPECT_EQ(to_string(rows[1].state), "INCOMPLETE");
 }
 
-NeighbourIp host(std::uint8_t n) { return NeighbourIp::v4({198, 18, 1, n}); }
+IpAddress host(std::uint8_t n) { return IpAddress::v4({198, 18, 1, n}); }
 
 TEST(NeighbourTableBound, FullTableEvictsOldestStaleElseRefusesAndCounts) {
     Clock::time_point now = Clock::time_point{} + 1h;

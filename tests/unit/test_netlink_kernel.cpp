@@ -30,14 +30,19 @@
 #include "netlink/monitor.h"
 #include "netlink/netlink_socket.h"
 #include "netlink/next_hop_cache.h"
-#include "netlink/tun.h"
-#include "netlink/tun_offload.h"
+#include "host/tun.h"
+#include "host/tun_offload.h"
 #include "test_netlink_util.h"
 
 namespace ipoibd::netlink {
 namespace {
 
 using namespace std::chrono_literals;
+using host::open_tun;
+using host::TunCoalescer;
+using host::VirtioNetHeader;
+using host::checksum_add;
+using host::checksum_fold;
 using test::ip;
 using test::prefix;
 

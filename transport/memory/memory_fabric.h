@@ -70,9 +70,14 @@ public:
     int fd() const override { return -1; }
     void process() override { fabric_.run(); }
 
-    expected<std::unique_ptr<UdQp>, Error> create_gsi_qp(std::uint32_t send_depth, std::uint32_t receive_depth) {
+    expected<std::unique_ptr<UdQp>, Error> create_gsi_qp(std::uint32_t send_depth, std::uint32_t receive_depth) override {
         return core_.create_gsi_qp(send_depth, receive_depth);
     }
+    expected<void, Error> set_capture(PacketTap tap) override {
+        core_.set_tap(std::move(tap));
+        return {};
+    }
+    void visit_counters(CounterSink& out) const override { visit(core_.counters(), out); }
     // The port's engine, for tests that change attributes or read counters.
     PortCore& core() { return core_; }
 

@@ -96,6 +96,40 @@ void SoftPort::set_deferred_flush(bool deferred) { link_sink_->deferred = deferr
 
 void SoftPort::flush() { socket_.flush(); }
 
+expected<void, Error> SoftPort::set_capture(PacketTap tap) {
+    port_.core().set_tap(std::move(tap));
+    return {};
+}
+
+void SoftPort::visit_counters(CounterSink& out) const {
+    visit(counters(), out);
+    visit(udp_counters(), out);
+    visit(link_counters(), out);
+    visit(cut_through_counters(), out);
+    visit(sma_counters(), out);
+}
+
+void visit(const SoftCutThroughCounters& c, CounterSink& out) {
+    out.counter("route_hints", c.hints);
+    out.counter("route_hints_bad", c.hints_bad);
+    out.counter("direct_tx", c.direct_tx);
+    out.counter("direct_rx", c.direct_rx);
+    out.counter("via_switch_tx", c.via_switch_tx);
+    out.counter("route_refresh_requests", c.refresh_requests);
+    out.counter("route_markers", c.markers);
+    out.counter("route_held", c.held);
+    out.counter("route_marker_retries", c.marker_retries);
+    out.counter("route_drain_timeouts", c.drain_timeouts);
+}
+
+void visit(const SoftLinkCounters& c, CounterSink& out) {
+    out.counter("link_packets_sent", c.link_packets_sent);
+    out.counter("link_packets_received", c.link_packets_received);
+    out.counter("link_packets_bad", c.link_packets_bad);
+    out.counter("link_ups", c.link_ups);
+    out.counter("link_downs", c.link_downs);
+}
+
 void SoftPort::process() {
     // The timer is read only once it can have expired: process() runs
     // several times per loop turn, and a read that finds nothing is a

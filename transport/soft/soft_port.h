@@ -62,6 +62,9 @@ struct SoftCutThroughCounters {
     std::uint64_t drain_timeouts = 0; // answers that did not come in time (held packets went via the switch)
 };
 
+// As "route_hints", "direct_tx", ...
+void visit(const SoftCutThroughCounters& c, CounterSink& out);
+
 struct SoftLinkCounters {
     std::uint64_t link_packets_sent = 0;
     std::uint64_t link_packets_received = 0;
@@ -69,6 +72,8 @@ struct SoftLinkCounters {
     std::uint64_t link_ups = 0;
     std::uint64_t link_downs = 0;
 };
+// As "link_packets_sent", "link_ups", ...
+void visit(const SoftLinkCounters& c, CounterSink& out);
 
 class SoftPort final : public Port {
 public:
@@ -80,14 +85,18 @@ public:
     std::size_t poll_events(std::span<PortEvent> out) override { return port_.core().poll_events(out); }
     int fd() const override { return epoll_.get(); }
     void process() override;
+    // Deferred flush (below): sends what the ring holds.
+    void flush() override;
+    expected<std::unique_ptr<UdQp>, Error> create_gsi_qp(std::uint32_t send_depth,
+                                                         std::uint32_t receive_depth) override;
+    expected<void, Error> set_capture(PacketTap tap) override;
+    // The port's packets, its UDP socket, its link, cut-through and SMA.
+    void visit_counters(CounterSink& out) const override;
 
     // Sends `packet` to the fabric exactly as given, valid or not: for test
     // and diagnostic tools that forge packets (tests/tools/ibforge). The
     // daemon never uses it.
     bool send_raw(bytes packet);
-
-    // QP1 for SA traffic on the soft fabric.
-    expected<std::unique_ptr<UdQp>, Error> create_gsi_qp(std::uint32_t send_depth, std::uint32_t receive_depth);
 
     bool link_up() const { return link_up_; }
 
@@ -96,8 +105,7 @@ public:
     // ring is flushed) until flush() or process(), so that a loop turn's
     // sends leave in sendmmsg batches instead of one syscall per packet.
     void set_deferred_flush(bool deferred);
-    void flush();
-    // The packet engine, for a capture tap (PortCore::set_tap).
+    // The packet engine (tests).
     PortCore& core() { return port_.core(); }
     const PortCounters& counters() const { return port_.core().counters(); }
     const UdpCounters& udp_counters() const { return socket_.counters(); }

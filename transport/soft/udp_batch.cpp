@@ -10,6 +10,18 @@
 
 namespace ipoibd::transport {
 
+void visit(const UdpCounters& c, CounterSink& out) {
+    out.counter("udp_rx", c.rx_datagrams);
+    out.counter("udp_rx_gro_messages", c.rx_gro_messages);
+    out.counter("udp_rx_oversized", c.rx_oversized);
+    out.counter("udp_rx_errors", c.rx_errors);
+    out.counter("udp_tx", c.tx_datagrams);
+    out.counter("udp_tx_queue_full", c.tx_queue_full);
+    out.counter("udp_tx_errors", c.tx_errors);
+    out.counter("udp_tx_gso_runs", c.tx_gso_runs);
+    out.counter("udp_gso_disabled", c.gso_disabled);
+}
+
 UdpBatchSocket::UdpBatchSocket(UniqueFd fd)
     : fd_(std::move(fd)),
       tx_ring_(kSendRing),

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/byte_io.h"
+#include "common/counters.h"
 #include "common/expected.h"
 #include "common/socket_address.h"
 #include "common/sys_error.h"
@@ -40,6 +41,8 @@ struct UdpCounters {
     std::uint64_t tx_gso_runs = 0;    // messages that carried several datagrams (UDP GSO)
     std::uint64_t gso_disabled = 0;   // 1 when the kernel refused UDP GSO (then one by one)
 };
+// As "udp_rx", "udp_tx_queue_full", ...
+void visit(const UdpCounters& c, CounterSink& out);
 
 class UdpBatchSocket {
 public:

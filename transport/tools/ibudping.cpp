@@ -28,7 +28,7 @@
 #include "transport/gid.h"
 #include "transport/soft/guid.h"
 #include "transport/soft/soft_port.h"
-#include "transport/tools/port_open.h"
+#include "transport/port_factory.h"
 
 namespace po = boost::program_options;
 using namespace ipoibd;
@@ -44,7 +44,7 @@ constexpr std::size_t kHeader = 12;  // seq(4) len(4) crc32(4)
 constexpr std::size_t kReceiveBuffers = 256;
 
 struct Options {
-    PortOpenOptions port;
+    PortOptions port;
     std::string mode;
     std::uint32_t qkey = 0x00C0FFEE;
     std::uint16_t dest_lid = 0;
@@ -319,7 +319,7 @@ std::optional<Options> parse(int argc, char** argv) {
         return fail("client needs --dest-lid and --dest-qpn (or --mgid/--mlid)");
     o.quiet = vm.count("quiet") > 0;
     if (transport_kind == "soft") {
-        o.port.kind = PortOpenOptions::Kind::soft;
+        o.port.kind = PortOptions::Kind::soft;
         auto f = parse_socket_address(fabric);
         if (!f) return fail("bad --fabric '" + fabric + "': " + f.error());
         o.port.fabric = *f;
@@ -331,7 +331,7 @@ std::optional<Options> parse(int argc, char** argv) {
             o.port.guid = *g;
         }
     } else if (transport_kind == "verbs") {
-        o.port.kind = PortOpenOptions::Kind::verbs;
+        o.port.kind = PortOptions::Kind::verbs;
     } else {
         return fail("--transport is soft or verbs, not '" + transport_kind + "'");
     }
@@ -353,7 +353,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "ibudping: could not open port: %s\n", port.error().message().c_str());
         return 1;
     }
-    Port& p = **port;
+    Port& p = *port->port;
     const int port_fd = p.fd();
     int epoll_fd = -1;
     if (port_fd >= 0) {

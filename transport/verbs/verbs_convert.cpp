@@ -86,6 +86,7 @@ ibv_ah_attr ah_attr_from(const AddressHandle& ah, std::uint8_t port_num) {
 Completion receive_completion_from_wc(const ibv_wc& wc, std::uint16_t qp_pkey_index) {
     Completion c;
     c.kind = CompletionKind::receive;
+    c.qp_num = wc.qp_num;
     c.status = status_from_verbs(wc.status);
     c.byte_len = wc.byte_len;
     c.src_qp = wc.src_qp & ib::kQpnMask;

@@ -86,6 +86,10 @@ public:
     std::size_t poll_events(std::span<PortEvent> out) override;
     int fd() const override { return epoll_.get(); }
     void process() override;
+    // Processed on a timer as well as on fd(): ipoibd has always done so on
+    // HCAs, and no hardware run has yet shown that the completion channel
+    // alone never leaves a completion unreported.
+    bool needs_periodic_process() const override { return true; }
 
 private:
     expected<PortAttributes, Error> query() const;

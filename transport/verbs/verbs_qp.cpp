@@ -322,6 +322,7 @@ Completion VerbsUdQp::complete(const ibv_wc& wc) {
     if (!is_receive(wc.wr_id)) {
         Completion c;
         c.kind = CompletionKind::send;
+        c.qp_num = wc.qp_num;
         c.status = status_from_verbs(wc.status);
         c.wr_id = send_slots_[slot].wr_id;
         send_slots_[slot] = SendSlot{};  // drops this send's AH reference

@@ -1,11 +1,11 @@
-#include "netlink/tun_offload.h"
+#include "host/tun_offload.h"
 
 #include <algorithm>
 #include <bit>
 #include <cstring>
 #include <utility>
 
-namespace ipoibd::netlink {
+namespace ipoibd::host {
 
 namespace {
 
@@ -395,4 +395,4 @@ void TunCoalescer::flush() {
     flow_.reset();
 }
 
-}  // namespace ipoibd::netlink
+}  // namespace ipoibd::host

@@ -1,5 +1,5 @@
 // Built when libibverbs was found.
-#include "transport/tools/port_open.h"
+#include "transport/port_factory.h"
 #include "transport/verbs/verbs_port.h"
 
 namespace ipoibd::transport {

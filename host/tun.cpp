@@ -1,4 +1,4 @@
-#include "netlink/tun.h"
+#include "host/tun.h"
 
 #include <fcntl.h>
 #include <linux/if_tun.h>
@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace ipoibd::netlink {
+namespace ipoibd::host {
 namespace {
 
 constexpr const char* kTunControlPath = "/dev/net/tun";
@@ -63,4 +63,4 @@ expected<TunDevice, SysError> open_tun(const TunOptions& options) {
     return device;
 }
 
-}  // namespace ipoibd::netlink
+}  // namespace ipoibd::host

@@ -1,4 +1,4 @@
-#include "netlink/ip_prefix.h"
+#include "common/ip_address.h"
 
 #include <arpa/inet.h>
 #include <sys/socket.h>
@@ -6,7 +6,33 @@
 #include <algorithm>
 #include <charconv>
 
-namespace ipoibd::netlink {
+namespace ipoibd {
+
+std::optional<Ipv4Address> parse_ipv4(std::string_view text) {
+    Ipv4Address a{};
+    const std::string z(text);
+    if (inet_pton(AF_INET, z.c_str(), a.data()) != 1) return std::nullopt;
+    return a;
+}
+
+std::optional<Ipv6Address> parse_ipv6(std::string_view text) {
+    Ipv6Address a{};
+    const std::string z(text);
+    if (inet_pton(AF_INET6, z.c_str(), a.data()) != 1) return std::nullopt;
+    return a;
+}
+
+std::string format_ipv4(const Ipv4Address& a) {
+    char buf[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, a.data(), buf, sizeof buf);
+    return buf;
+}
+
+std::string format_ipv6(const Ipv6Address& a) {
+    char buf[INET6_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET6, a.data(), buf, sizeof buf);
+    return buf;
+}
 
 std::uint8_t address_family(IpFamily f) {
     return static_cast<std::uint8_t>(f == IpFamily::ipv4 ? AF_INET : AF_INET6);
@@ -18,13 +44,13 @@ std::optional<IpFamily> family_from_af(int af) {
     return std::nullopt;
 }
 
-IpAddress IpAddress::v4(const std::array<std::uint8_t, 4>& a) {
+IpAddress IpAddress::v4(const Ipv4Address& a) {
     IpAddress ip{.family = IpFamily::ipv4, .bytes = {}};
     std::copy(a.begin(), a.end(), ip.bytes.begin());
     return ip;
 }
 
-IpAddress IpAddress::v6(const std::array<std::uint8_t, 16>& a) { return IpAddress{.family = IpFamily::ipv6, .bytes = a}; }
+IpAddress IpAddress::v6(const Ipv6Address& a) { return IpAddress{.family = IpFamily::ipv6, .bytes = a}; }
 
 IpAddress IpAddress::from_bytes(IpFamily f, const std::uint8_t* data) {
     IpAddress ip{.family = f, .bytes = {}};
@@ -32,11 +58,16 @@ IpAddress IpAddress::from_bytes(IpFamily f, const std::uint8_t* data) {
     return ip;
 }
 
+IpAddress network_of(const IpAddress& a, unsigned length) {
+    IpAddress n = a;
+    for (unsigned bit = length; bit < 8 * n.bytes.size(); ++bit)
+        n.bytes[bit / 8] = static_cast<std::uint8_t>(n.bytes[bit / 8] & ~(0x80u >> (bit % 8)));
+    return n;
+}
+
 std::optional<IpAddress> parse_ip_address(std::string_view text) {
-    const std::string z(text);
-    std::array<std::uint8_t, 16> bytes{};
-    if (inet_pton(AF_INET, z.c_str(), bytes.data()) == 1) return IpAddress{.family = IpFamily::ipv4, .bytes = bytes};
-    if (inet_pton(AF_INET6, z.c_str(), bytes.data()) == 1) return IpAddress{.family = IpFamily::ipv6, .bytes = bytes};
+    if (auto v4 = parse_ipv4(text)) return IpAddress::v4(*v4);
+    if (auto v6 = parse_ipv6(text)) return IpAddress::v6(*v6);
     return std::nullopt;
 }
 
@@ -76,4 +107,4 @@ std::size_t IpAddressHash::operator()(const IpAddress& a) const noexcept {
     return static_cast<std::size_t>(h);
 }
 
-}  // namespace ipoibd::netlink
+}  // namespace ipoibd

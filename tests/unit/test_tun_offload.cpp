@@ -6,9 +6,9 @@
 #include <cstring>
 #include <vector>
 
-#include "netlink/tun_offload.h"
+#include "host/tun_offload.h"
 
-namespace ipoibd::netlink {
+namespace ipoibd::host {
 namespace {
 
 using Bytes = std::vector<std::uint8_t>;
@@ -199,9 +199,9 @@ TEST(TunOffload, RefusesWhatItCannotCut) {
 }
 
 }  // namespace
-}  // namespace ipoibd::netlink
+}  // namespace ipoibd::host
 
-namespace ipoibd::netlink {
+namespace ipoibd::host {
 namespace {
 
 // Plain TCP/IP segments (no virtio header) as the engine hands them over.
@@ -271,9 +271,9 @@ TEST(TunCoalescer, KeepsOrderAndLeavesWhatCannotMergeAlone) {
 }
 
 }  // namespace
-}  // namespace ipoibd::netlink
+}  // namespace ipoibd::host
 
-namespace ipoibd::netlink {
+namespace ipoibd::host {
 namespace {
 
 // A UDP/IP datagram with a valid UDP checksum (and IPv4 header checksum).
@@ -380,4 +380,4 @@ TEST(TunCoalescer, UdpRunsOnlyWithUsoPerFlowAndAtMost64) {
 }
 
 }  // namespace
-}  // namespace ipoibd::netlink
+}  // namespace ipoibd::host

@@ -30,7 +30,7 @@
 #include "common/sys_error.h"
 #include "common/unique_fd.h"
 
-namespace ipoibd::netlink {
+namespace ipoibd::host {
 
 struct TunOptions {
     // Exact name ("ib0") or a pattern with one %d ("ib%d"). Empty: the
@@ -53,4 +53,4 @@ struct TunDevice {
 // device: "could not create TUN ib0: Operation not permitted".
 expected<TunDevice, SysError> open_tun(const TunOptions& options);
 
-}  // namespace ipoibd::netlink
+}  // namespace ipoibd::host

@@ -1,5 +1,5 @@
 // Built when libibverbs was not found.
-#include "transport/tools/port_open.h"
+#include "transport/port_factory.h"
 
 namespace ipoibd::transport {
 

@@ -39,7 +39,7 @@
 #include "common/byte_io.h"
 #include "common/expected.h"
 
-namespace ipoibd::netlink {
+namespace ipoibd::host {
 
 struct VirtioNetHeader {
     static constexpr std::size_t size = 10;
@@ -141,4 +141,4 @@ private:
     std::uint64_t packets_out_ = 0;
 };
 
-}  // namespace ipoibd::netlink
+}  // namespace ipoibd::host

@@ -1,0 +1,534 @@
+// The node's wiring; the flow is drawn in node.h.
+#include "daemon/node.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+
+#include "config/load.h"
+#include "daemon/capabilities.h"
+#include "daemon/engine_config.h"
+#include "daemon/journal_fields.h"
+#include "daemon/message_ids.h"
+#include "fabric/fabric_service.h"
+#include "host/tun_port.h"
+#include "transport/gid.h"
+#include "transport/port_factory.h"
+#include "transport/soft/guid.h"
+
+namespace ipoibd::daemon {
+
+namespace {
+
+constexpr std::chrono::milliseconds kLeaveGrace{1000};
+// The longest the node sleeps: its own housekeeping (rate-limited log
+// windows, the capture file) needs no finer grain.
+constexpr std::chrono::milliseconds kMaxSleep{1000};
+// Passes that a backend asks for (verbs), a MAD path that cannot be
+// polled (libumad2sim), waiting for the SA's answers on SIGTERM.
+constexpr std::chrono::milliseconds kPollInterval{50};
+// The engines' deadlines are read again at most this often; in between,
+// the timer is pulled in to this point (a busy data path creates
+// deadlines on every wake-up, and a neighbour table scan is O(entries)).
+constexpr std::chrono::milliseconds kRescheduleHoldoff{5};
+
+LogLevel to_log_level(config::LogLevel l) { return static_cast<LogLevel>(static_cast<std::uint8_t>(l)); }
+
+std::optional<MessageId> message_id_of(ipoib::EngineEventKind k) {
+    using K = ipoib::EngineEventKind;
+    switch (k) {
+    case K::link_up: return msgid::kLinkUp;
+    case K::link_down: return msgid::kLinkDown;
+    case K::broadcast_join_failed:
+    case K::group_join_failed: return msgid::kJoinFailed;
+    case K::group_joined: return msgid::kGroupJoined;
+    case K::group_left: return msgid::kGroupLeft;
+    case K::peer_changed: return msgid::kPeerChanged;
+    default: return std::nullopt;
+    }
+}
+
+LogLevel level_of(ipoib::EngineEventKind k) {
+    using K = ipoib::EngineEventKind;
+    switch (k) {
+    case K::peer_changed: return LogLevel::notice;
+    case K::group_joined:
+    case K::group_left: return LogLevel::debug;
+    case K::link_down:
+    case K::broadcast_join_failed:
+    case K::group_join_failed:
+    case K::address_conflict:
+    case K::dad_failed:
+    case K::path_failed: return LogLevel::warning;
+    case K::qp_open_failed: return LogLevel::error;
+    default: return LogLevel::info;
+    }
+}
+
+
+std::vector<host::HostRoute> host_routes(const std::vector<config::Route>& routes) {
+    std::vector<host::HostRoute> out;
+    out.reserve(routes.size());
+    for (const config::Route& r : routes) out.push_back({r.destination, r.gateway});
+    return out;
+}
+
+}  // namespace
+
+void visit(const NodeCounters& c, CounterSink& out) { out.counter("capture_errors", c.capture_errors); }
+
+Node::Node(config::DaemonConfig config, std::string config_file, std::string instance, Logger& log, Notifier& notify,
+           EventLoop& loop)
+    : config_(std::move(config)),
+      config_file_(std::move(config_file)),
+      instance_(std::move(instance)),
+      log_(log),
+      notify_(notify),
+      loop_(loop) {
+    drops_log_ = std::make_unique<RateLimitedLog>(log_, LogLevel::debug);
+}
+
+Node::~Node() = default;
+
+// ---------------------------------------------------------------------------
+// 1. The fabric
+
+expected<void, std::string> Node::open_fabric() {
+    if (config_.fabric.embedded) {
+        fabric::FabricServiceOptions o;
+        o.listen = config_.fabric.embedded_listen;
+        o.log = [this](const std::string& line) { log_.info(line, {{field::kIfname, instance_}}); };
+        auto service = fabric::FabricService::open(std::move(o));
+        if (!service) return unexpected("could not start the embedded fabric service: " + service.error());
+        fabric_service_ = std::move(*service);
+        if (auto r = loop_.add_fd(fabric_service_->fd(),
+                                  [this] {
+                                      const auto now = Clock::now();
+                                      fabric_service_->on_readable(now);
+                                      fabric_service_->after_wakeup(now);
+                                  });
+            !r)
+            return unexpected("could not watch the embedded fabric socket: " + r.error().message());
+        log_.notice("embedded fabric service (switch, SM, SA) listening on " + fabric_service_->local_address().to_string());
+    }
+
+    transport::PortOptions po;
+    switch (config_.fabric.transport) {
+    case config::Transport::automatic: po.kind = transport::PortOptions::Kind::automatic; break;
+    case config::Transport::soft: po.kind = transport::PortOptions::Kind::soft; break;
+    case config::Transport::verbs: po.kind = transport::PortOptions::Kind::verbs; break;
+    }
+    po.fabric = config_.fabric.address;
+    po.guid = config_.fabric.port_guid ? config_.fabric.port_guid : transport::stable_port_guid(instance_);
+    po.node_description = "ipoibd " + instance_;
+    // At most what a reap before each process() gives back: on_port_ready
+    // polls up to 1024 completions (sends among them) before it.
+    po.receive_budget = std::min<std::size_t>(config_.queues.receive_depth, 256);
+    po.deferred_flush = true;
+    po.device = config_.fabric.device;
+    po.port_num = config_.fabric.port;
+    auto opened = transport::open_port(po);
+    if (!opened) {
+        if (po.kind == transport::PortOptions::Kind::verbs)
+            return unexpected("could not open HCA port: " + opened.error().message());
+        return unexpected("could not open the soft port: " + opened.error().message());
+    }
+    if (!opened->verbs_unavailable.empty())
+        log_.info("no HCA (" + opened->verbs_unavailable + "): using the soft fabric at " +
+                  config_.fabric.address.to_string());
+    port_ = std::move(opened->port);
+    port_name_ = std::move(opened->name);
+    port_device_ = std::move(opened->device);
+    if (!config_.daemon.capture.empty())
+        if (auto r = open_capture(config_.daemon.capture); !r) {
+            // An HCA's packets are not ours to see: not a reason to stay down.
+            if (!r.error().unsupported) return unexpected(r.error().message);
+            log_.warning(r.error().message + "; not capturing");
+        }
+    // on_port_ready() processes the port before it reaps QP1.
+    auto mad = sa::open_mad_path(*port_, {.ca = config_.fabric.device, .port_num = config_.fabric.port, .process_port = false});
+    if (!mad) return unexpected("could not open the SA MAD path: " + mad.error().message());
+    mad_ = std::move(*mad);
+    if (port_->fd() >= 0)
+        if (auto r = loop_.add_fd(port_->fd(), [this] { on_port_ready(); }); !r)
+            return unexpected("could not watch the port: " + r.error().message());
+    const sa::MadWaitSource ws = mad_->wait_source();
+    mad_pollable_ = ws.fd >= 0 && ws.epoll_capable;
+    if (mad_pollable_ && ws.fd != port_->fd())
+        if (auto r = loop_.add_fd(ws.fd, [this] { on_port_ready(); }); !r)
+            return unexpected("could not watch the MAD path: " + r.error().message());
+    log_.info("port " + port_name_ + " opened", {{field::kDevice, port_device_}});
+    return {};
+}
+
+expected<void, Node::CaptureError> Node::open_capture(const std::string& path) {
+    capture_.reset();
+    auto tapped = port_->set_capture([this](bytes packet, bool outbound) {
+        if (capture_ && !capture_->write(packet, std::chrono::system_clock::now(),
+                                         outbound ? capture::Direction::sent : capture::Direction::received))
+            ++counters_.capture_errors;
+    });
+    if (!tapped)
+        return unexpected(CaptureError{tapped.error().code == transport::Errc::not_supported,
+                                       "could not capture on " + port_name_ + ": " + tapped.error().message()});
+    auto w = capture::ErfPcapWriter::open(path);
+    if (!w) {
+        (void)port_->set_capture({});
+        return unexpected(CaptureError{false, "could not open capture file " + path + ": " + w.error().message()});
+    }
+    capture_.emplace(std::move(*w));
+    log_.info("capturing fabric packets to " + path);
+    return {};
+}
+
+// ---------------------------------------------------------------------------
+// 2. The interfaces
+
+expected<void, std::string> Node::create_interfaces() {
+    auto nl = netlink::NetlinkSocket::open();
+    if (!nl) return unexpected("could not open rtnetlink: " + nl.error().message());
+    nl_.emplace(std::move(*nl));
+    auto tun = host::TunPort::open(config_.interface.name, *nl_);
+    if (!tun) return unexpected(tun.error());
+    if (auto r = add_interface(std::move(*tun)); !r) return r;
+
+    auto monitor = netlink::RtnlMonitor::open();
+    if (!monitor) return unexpected("could not open the netlink monitor: " + monitor.error().message());
+    monitor_ = std::make_unique<netlink::RtnlMonitor>(std::move(*monitor));
+    if (auto r = loop_.add_fd(monitor_->fd(), [this] { on_monitor_readable(); }); !r)
+        return unexpected("could not watch netlink: " + r.error().message());
+    return {};
+}
+
+expected<void, std::string> Node::add_interface(std::unique_ptr<host::HostPort> host) {
+    iface::InterfaceConfig ic;
+    ic.engine = engine_config(config_);
+    ic.sa.max_queued = config_.queues.sa_max_queued;
+    ic.sa.tid_high = 0x1B0B0000u | (static_cast<std::uint32_t>(::getpid()) & 0xFFFF);
+    ic.link.send_depth = config_.queues.send_depth;
+    ic.link.receive_depth = config_.queues.receive_depth;
+    ic.requested_mtu = config_.interface.mtu;
+    ic.addresses = config_.interface.addresses;
+    ic.routes = host_routes(config_.interface.routes);
+    ic.host_max_batch = config_.queues.tun_max_batch;
+    iface::InterfaceEvents& events = *this;
+    auto i = std::make_unique<iface::Interface>(std::move(ic), *port_, std::move(host), events);
+    if (auto r = i->configure_host(port_->attributes().port_guid); !r) return r;
+    iface::Interface& added = *i;
+    interfaces_.push_back(std::move(i));
+    const int fd = added.host().fd();
+    if (fd >= 0)
+        if (auto r = loop_.add_fd(fd,
+                                  [this, &added] {
+                                      added.read_host(Clock::now());
+                                      end_of_turn();
+                                  });
+            !r)
+            return unexpected("could not watch " + added.name() + ": " + r.error().message());
+    log_.info("interface " + added.name() + " created", {{field::kIfname, added.name()}});
+    return {};
+}
+
+// ---------------------------------------------------------------------------
+// 3. Control socket, capabilities
+
+expected<void, std::string> Node::open_control() {
+    auto c = ControlServer::open(loop_, config_.daemon.control_socket,
+                                 [this](std::string_view command) { return answer(command); });
+    if (!c) return unexpected("could not open the control socket: " + c.error().message());
+    control_ = std::move(*c);
+    return {};
+}
+
+void Node::drop_capabilities() {
+    // CAP_NET_ADMIN: addresses, routes and the carrier at run time (SIGHUP,
+    // link changes); CAP_NET_RAW: the verbs port's raw QPs.
+    static constexpr cap_value_t kKeep[] = {CAP_NET_ADMIN, CAP_NET_RAW};
+    if (auto r = keep_only_capabilities(kKeep, log_); !r)
+        log_.warning("could not drop capabilities: " + r.error().message());
+}
+
+// ---------------------------------------------------------------------------
+// 4. The loop
+
+void Node::start_interfaces_if_ready(Clock::time_point now) {
+    if (stopping_) return;
+    const transport::PortAttributes a = port_->attributes();
+    if (a.state != transport::PortState::active || a.sm_lid == 0) return;
+    bool announced = false;
+    for (auto& i : interfaces_) {
+        if (i->started()) continue;
+        if (!announced) {
+            mad_->refresh_port();
+            log_.info("port active: LID " + std::to_string(a.lid) + ", joining the broadcast group",
+                      {{field::kLid, field::format_lid(a.lid)}, {field::kGid, format_gid(a.gid())}});
+            (void)notify_.status("port active, joining the broadcast group");
+            announced = true;
+        }
+        i->start(a, now);
+    }
+}
+
+void Node::handle_port_events(Clock::time_point now) {
+    transport::PortEvent events[16];
+    const std::size_t n = port_->poll_events(events);
+    for (std::size_t e = 0; e < n; ++e) {
+        const transport::PortAttributes a = port_->attributes();
+        mad_->refresh_port();
+        log_.info(std::string("port event: ") + transport::to_string(events[e]),
+                  {{field::kLid, field::format_lid(a.lid)}});
+        for (auto& i : interfaces_) i->on_port_event(events[e], a, now);
+    }
+    start_interfaces_if_ready(now);
+}
+
+std::size_t Node::poll_links(Clock::time_point now, std::size_t max) {
+    std::size_t moved = 0;
+    for (auto& i : interfaces_) moved += i->poll_link(now, max);
+    return moved;
+}
+
+void Node::receive_mads(Clock::time_point now) {
+    // Every interface's SA client sees every SA MAD and takes those of its
+    // own transactions (and the SA's Reports); a MAD agent that dispatches
+    // by TID replaces this when a port carries several interfaces.
+    mad_->receive(
+        [&](bytes mad) {
+            for (auto& i : interfaces_) i->on_sa_mad(mad, now);
+        },
+        64);
+}
+
+void Node::on_port_ready() {
+    const Clock::time_point now = Clock::now();
+    // Reap before every process(): each one may deliver a receive queue's
+    // worth of datagrams, and a QP without posted buffers drops them.
+    std::size_t moved = poll_links(now, 1024);
+    port_->process();
+    handle_port_events(now);
+    moved += poll_links(now, 1024);
+    receive_mads(now);
+    moved += poll_links(now, 1024);
+    if (moved > 0) loop_.keep_polling();  // IPoIB traffic (not link heartbeats or SA MADs)
+    end_of_turn();
+}
+
+void Node::end_of_turn() {
+    port_->flush();
+    for (auto& i : interfaces_) i->flush_host();
+    schedule(Clock::now());
+}
+
+void Node::on_monitor_readable() {
+    const Clock::time_point now = Clock::now();
+    for (const netlink::MonitorEvent& ev : monitor_->drain()) {
+        if (const auto* a = std::get_if<netlink::AddressEvent>(&ev)) {
+            for (auto& i : interfaces_) {
+                if (a->address.ifindex != i->host().ifindex()) continue;
+                if (a->removed)
+                    i->host_address_removed(a->address.prefix, now);
+                else
+                    i->host_address_added(a->address.prefix, now);  // announces it (gratuitous ARP / NA)
+            }
+        } else if (std::holds_alternative<netlink::RouteEvent>(ev) || std::holds_alternative<netlink::LinkEvent>(ev)) {
+            for (auto& i : interfaces_) i->host_routes_changed();
+        } else if (std::holds_alternative<netlink::ResyncNeeded>(ev)) {
+            for (auto& i : interfaces_) {
+                i->host_routes_changed();
+                if (auto list = nl_->list_addresses(i->host().ifindex(), std::nullopt))
+                    for (const netlink::AddressInfo& ai : *list) i->host_address_added(ai.prefix, now);
+            }
+        }
+    }
+    end_of_turn();
+}
+
+Clock::time_point Node::next_wakeup(Clock::time_point now) const {
+    Clock::time_point next = now + kMaxSleep;
+    for (const auto& i : interfaces_)
+        if (auto d = i->next_deadline()) next = std::min(next, *d);
+    if (fabric_service_) next = std::min(next, now + fabric::FabricService::kTickInterval);
+    if (port_->needs_periodic_process() || !mad_pollable_ || stopping_) next = std::min(next, now + kPollInterval);
+    return std::max(next, now);
+}
+
+void Node::arm(Clock::time_point at) {
+    if (timer_) {
+        if (armed_for_ <= at) return;  // it fires sooner, and looks again then
+        loop_.cancel_timer(*timer_);
+    }
+    armed_for_ = at;
+    timer_ = loop_.add_timer(at, [this] {
+        timer_.reset();
+        housekeeping();
+    });
+}
+
+void Node::schedule(Clock::time_point now) {
+    if (now < evaluated_at_ + kRescheduleHoldoff) {
+        arm(evaluated_at_ + kRescheduleHoldoff);
+        return;
+    }
+    evaluated_at_ = now;
+    arm(next_wakeup(now));
+}
+
+void Node::housekeeping() {
+    const Clock::time_point now = Clock::now();
+    if (fabric_service_) {
+        fabric_service_->tick(now);
+        fabric_service_->after_wakeup(now);
+    }
+    if (!mad_pollable_) receive_mads(now);
+    if (port_->needs_periodic_process()) on_port_ready();
+    handle_port_events(now);
+    for (auto& i : interfaces_) i->tick(now);
+    port_->flush();  // not process(): receiving is on_port_ready's, which reaps the QPs first
+    for (auto& i : interfaces_) i->flush_host();
+    if (capture_) capture_->flush();
+    drops_log_->flush(now);
+    if (stopping_) {
+        const bool idle = std::all_of(interfaces_.begin(), interfaces_.end(), [](const auto& i) { return i->sa_idle(); });
+        if (idle || now >= stop_deadline_) {
+            loop_.stop();
+            return;
+        }
+    }
+    evaluated_at_ = now;
+    arm(next_wakeup(now));
+}
+
+int Node::run() {
+    loop_.on_signal(SIGTERM, [this](const SignalInfo&) { stop("SIGTERM"); });
+    loop_.on_signal(SIGINT, [this](const SignalInfo&) { stop("SIGINT"); });
+    loop_.on_signal(SIGHUP, [this](const SignalInfo&) { reload(); });
+    loop_.on_signal(SIGUSR1, [this](const SignalInfo&) { log_counters(); });
+    loop_.set_busy_poll(config_.daemon.busy_poll);
+    // [daemon] watchdog = no: no pings (a unit with WatchdogSec= would then
+    // restart the daemon; drop WatchdogSec= along with it).
+    if (config_.daemon.watchdog)
+        loop_.set_on_iteration([this] { (void)notify_.watchdog(Clock::now()); }, notify_.watchdog_ping_interval());
+    (void)notify_.status("waiting for the port to become ACTIVE");
+    const std::string ifname = interfaces_.empty() ? instance_ : interfaces_.front()->name();
+    log_.info("ipoibd " IPOIBD_VERSION " started on " + port_name_,
+              {{field::kIfname, ifname}, {field::kVersion, IPOIBD_VERSION}, {field::kConfigFile, config_file_}},
+              msgid::kDaemonStarted);
+    start_interfaces_if_ready(Clock::now());
+    housekeeping();
+    if (auto r = loop_.run(); !r) {
+        log_.error("event loop failed: " + r.error().message());
+        return 1;
+    }
+    log_.info("ipoibd stopped", {{field::kIfname, ifname}});
+    return 0;
+}
+
+void Node::stop(const char* why) {
+    if (stopping_) return;
+    stopping_ = true;
+    (void)notify_.stopping(std::string("leaving multicast groups (") + why + ")");
+    for (auto& i : interfaces_) {
+        log_.notice(std::string("stopping on ") + why + ": leaving every multicast group",
+                    {{field::kIfname, i->name()}}, msgid::kDaemonStopping);
+        i->stop(Clock::now());
+    }
+    port_->flush();
+    stop_deadline_ = Clock::now() + kLeaveGrace;
+    schedule(Clock::now());
+}
+
+void Node::reload() {
+    (void)notify_.reloading(Clock::now());
+    config::CommandLine cl;
+    cl.instance = instance_;
+    cl.config_file = config_file_;
+    auto fresh = config::load_config(cl);
+    if (!fresh) {
+        log_.error("reload failed, keeping the running configuration: " + fresh.error().message);
+        (void)notify_.ready("reload failed; running configuration kept");
+        return;
+    }
+    // Values the command line set keep their command-line meaning only
+    // until a reload: the file is authoritative from here on.
+    const config::DaemonConfig& next = *fresh;
+    const config::ReloadPlan plan = config::diff_for_reload(config_, next);
+    std::string applied, failed;
+    for (const std::string& key : plan.live) applied += (applied.empty() ? "" : ", ") + key;
+    if (next.daemon.log_level != config_.daemon.log_level) log_.set_min_level(to_log_level(next.daemon.log_level));
+    const auto routes = host_routes(next.interface.routes);
+    for (auto& i : interfaces_)
+        failed += i->reconfigure(next.interface.addresses, routes, neighbour_cache_config(next.neighbour),
+                                 join_state_bits(next.multicast.send_only_join));
+    loop_.set_busy_poll(next.daemon.busy_poll);
+    if (next.daemon.capture != config_.daemon.capture) {
+        capture_.reset();
+        (void)port_->set_capture({});
+        if (!next.daemon.capture.empty())
+            if (auto r = open_capture(next.daemon.capture); !r) failed += " " + r.error().message + ";";
+    }
+    std::string restart;
+    for (const std::string& key : plan.restart) restart += (restart.empty() ? "" : ", ") + key;
+    // What needs a restart keeps its running value: the key table says
+    // which keys those are (config/keys.cpp), and applies the rest.
+    config_ = config::apply_live(config_, next);
+    std::string message = "configuration reloaded";
+    message += applied.empty() ? ": nothing changed live" : ": applied " + applied;
+    if (!restart.empty()) message += "; needs a restart to take effect: " + restart;
+    if (!failed.empty()) message += "; failed:" + failed;
+    const std::string ifname = interfaces_.empty() ? instance_ : interfaces_.front()->name();
+    const LogField fields[] = {{field::kIfname, ifname}, {field::kConfigFile, config_file_}};
+    log_.log(failed.empty() ? LogLevel::notice : LogLevel::warning, message, fields, msgid::kConfigReloaded);
+    const bool up = !interfaces_.empty() && interfaces_.front()->engine().link().up;
+    (void)notify_.ready(up ? "link up" : "waiting for the broadcast group");
+    schedule(Clock::now());
+}
+
+void Node::log_counters() {
+    const std::string ifname = interfaces_.empty() ? instance_ : interfaces_.front()->name();
+    log_.info("counters: " + answer_stats(), {{field::kIfname, ifname}});
+}
+
+iface::Interface* Node::interface_named(std::string_view name) {
+    for (auto& i : interfaces_)
+        if (i->name() == name) return i.get();
+    return nullptr;
+}
+
+// ---------------------------------------------------------------------------
+// InterfaceEvents
+
+bool Node::send_sa(const sa::SaMad& mad) {
+    auto r = mad_->send(mad);
+    if (!r) drops_log_->log("sa_send", "could not send an SA MAD: " + r.error().message(), {}, Clock::now());
+    return r.has_value();
+}
+
+void Node::link_changed(const std::string& ifname, const ipoib::LinkStatus& s) {
+    if (s.up) {
+        const std::string status = ifname + " up: MTU " + std::to_string(s.mtu) + ", QPN " + std::to_string(s.qpn) +
+                                   ", broadcast group joined";
+        if (!ready_sent_) {
+            ready_sent_ = true;
+            (void)notify_.ready(status);
+        } else {
+            (void)notify_.status(status);
+        }
+    } else {
+        (void)notify_.status(ifname + " down: waiting for the broadcast group");
+    }
+}
+
+void Node::engine_event(const std::string& ifname, const ipoib::EngineEvent& e) {
+    std::vector<LogField> fields;
+    fields.reserve(e.fields.size() + 1);
+    fields.push_back({field::kIfname, ifname});
+    for (const auto& [k, v] : e.fields) fields.push_back({k, v});
+    log_.log(level_of(e.kind), e.message, fields, message_id_of(e.kind));
+}
+
+void Node::host_warning(const std::string& ifname, const std::string& message) {
+    log_.warning(message, {{field::kIfname, ifname}});
+}
+
+}  // namespace ipoibd::daemon

@@ -1,0 +1,162 @@
+// ipoibd's node: one port and everything that is per port, wiring the
+// interfaces (interface/interface.h) that carry the packets. It owns the
+// event loop's registrations, the port and its MAD path, the embedded
+// fabric, rtnetlink (the monitor and the socket the host ports configure
+// through), the control socket, signals and reload, and fans port events
+// and SA MADs out to its interfaces. It carries no packets itself.
+//
+// Start-up (ipoibd.cpp's main() calls these in order; each fails with
+// "could not X: reason"):
+//  1. open_fabric(): the embedded fabric service when configured; the port
+//     from the factory (verbs, soft, or auto: verbs when an HCA answers,
+//     else soft); its MAD path (the port's QP1, or libibumad); an optional
+//     capture tap.
+//  2. create_interfaces(): the host port (a TUN, carrier off until the
+//     broadcast join) and the Interface on it, configured (addresses with
+//     NODAD: the engine does DAD on the fabric; the RFC 4391 link-local
+//     address; routes; admin up); the netlink monitor.
+//  3. open_control(): /run/ipoibd/<instance>.sock.
+//  4. run(): the loop. When the port is ACTIVE each interface joins its
+//     broadcast group; its link coming up sets the MTU and the carrier and
+//     sends READY=1. SIGTERM/SIGINT: leave every group (waiting at most 1 s
+//     for the SA's answers), STOPPING=1, exit 0. SIGHUP: reload what can
+//     change live. SIGUSR1: counters to the log.
+//
+// Per wake-up: the port fd (port events, IPoIB datagrams, SA MADs), each
+// host port's fd, the netlink monitor, the control socket, and one timer
+// armed for the earliest of the interfaces' engine deadlines, the embedded
+// fabric's tick, the periodic passes a backend asks for (verbs, a MAD path
+// that cannot be polled) and the node's own housekeeping (rate-limited log
+// windows, the capture file), at most a second away. The watchdog is
+// pinged from the loop's iteration hook.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/expected.h"
+#include "config/daemon_config.h"
+#include "daemon/control.h"
+#include "daemon/event_loop.h"
+#include "daemon/log.h"
+#include "daemon/notify.h"
+#include "daemon/rate_limit.h"
+#include "interface/interface.h"
+#include "netlink/monitor.h"
+#include "netlink/netlink_socket.h"
+#include "sa_client/mad_transport.h"
+#include "transport/capture/erf_pcap.h"
+#include "transport/port.h"
+
+namespace ipoibd::fabric {
+class FabricService;
+}
+
+namespace ipoibd::daemon {
+
+// The node's own counters.
+struct NodeCounters {
+    std::uint64_t capture_errors = 0;  // packets the capture file did not take
+    std::uint64_t sa_mads_unclaimed = 0;  // SA MADs for no interface's TID
+};
+void visit(const NodeCounters& c, CounterSink& out);
+
+class Node final : private iface::InterfaceEvents {
+public:
+    Node(config::DaemonConfig config, std::string config_file, std::string instance, Logger& log, Notifier& notify,
+         EventLoop& loop);
+    ~Node() override;
+    Node(const Node&) = delete;
+    Node& operator=(const Node&) = delete;
+
+    expected<void, std::string> open_fabric();
+    expected<void, std::string> create_interfaces();
+    expected<void, std::string> open_control();
+    void drop_capabilities();
+    // Runs until SIGTERM/SIGINT; the exit status.
+    int run();
+
+    // For tests: the node's parts.
+    transport::Port& port() { return *port_; }
+    const std::vector<std::unique_ptr<iface::Interface>>& interfaces() const { return interfaces_; }
+    // Adds an interface on an existing host port (tests: a fake host).
+    expected<void, std::string> add_interface(std::unique_ptr<host::HostPort> host);
+    // The control socket's answer to `command` (as ipoibctl gets it).
+    std::string answer(std::string_view command);
+    void stop(const char* why);
+    void reload();
+
+private:
+    // InterfaceEvents
+    bool send_sa(const sa::SaMad& mad) override;
+    void link_changed(const std::string& ifname, const ipoib::LinkStatus& status) override;
+    void engine_event(const std::string& ifname, const ipoib::EngineEvent& event) override;
+    void host_warning(const std::string& ifname, const std::string& message) override;
+    void traffic() override { loop_.keep_polling(); }
+
+    void on_port_ready();
+    void handle_port_events(Clock::time_point now);
+    void receive_mads(Clock::time_point now);
+    std::size_t poll_links(Clock::time_point now, std::size_t max);
+    void on_monitor_readable();
+    void start_interfaces_if_ready(Clock::time_point now);
+    void end_of_turn();
+    // Timers: arms the loop's one timer for next_wakeup(); at most once per
+    // kRescheduleHoldoff the deadlines are read again, otherwise the timer
+    // is pulled in to that point.
+    void schedule(Clock::time_point now);
+    void arm(Clock::time_point at);
+    Clock::time_point next_wakeup(Clock::time_point now) const;
+    void housekeeping();
+    void log_counters();
+    iface::Interface* interface_named(std::string_view name);
+
+    struct CaptureError {
+        bool unsupported = false;  // the port's packets are not ours to see (verbs)
+        std::string message;
+    };
+    expected<void, CaptureError> open_capture(const std::string& path);
+
+    // node_answers.cpp: the control socket's JSON
+    std::string answer_status() const;
+    std::string answer_neigh() const;
+    std::string answer_paths() const;
+    std::string answer_mcast() const;
+    std::string answer_stats() const;
+
+    config::DaemonConfig config_;
+    std::string config_file_;
+    std::string instance_;
+    Logger& log_;
+    Notifier& notify_;
+    EventLoop& loop_;
+    Clock::time_point started_at_ = Clock::now();
+
+    std::unique_ptr<fabric::FabricService> fabric_service_;
+    std::unique_ptr<transport::Port> port_;
+    std::string port_name_;    // "soft 0x...", "mlx5_0 port 1"
+    std::string port_device_;  // "soft", "mlx5_0": IB_DEVICE
+    std::unique_ptr<sa::MadTransport> mad_;
+    bool mad_pollable_ = true;
+    std::optional<netlink::NetlinkSocket> nl_;
+    std::unique_ptr<netlink::RtnlMonitor> monitor_;
+    std::vector<std::unique_ptr<iface::Interface>> interfaces_;
+    bool ready_sent_ = false;
+    bool stopping_ = false;
+    Clock::time_point stop_deadline_{};
+
+    std::optional<TimerId> timer_;
+    Clock::time_point armed_for_{};
+    Clock::time_point evaluated_at_{};
+
+    std::unique_ptr<ControlServer> control_;
+    std::optional<capture::ErfPcapWriter> capture_;
+    std::unique_ptr<RateLimitedLog> drops_log_;
+    NodeCounters counters_;
+};
+
+}  // namespace ipoibd::daemon

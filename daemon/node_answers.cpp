@@ -1,0 +1,201 @@
+// The control socket's answers: one JSON document per command. Arrays of
+// objects become tables in ipoibctl, objects "key: value" lines.
+#include <algorithm>
+
+#include "daemon/node.h"
+#include "daemon/journal_fields.h"
+#include "daemon/json.h"
+#include "ipoib/hw_address.h"
+#include "sa_client/sa_records.h"
+#include "transport/gid.h"
+#include "transport/wire/packet.h"
+
+namespace ipoibd::daemon {
+
+namespace {
+
+std::string dad_name(ipoib::DadState s) {
+    switch (s) {
+    case ipoib::DadState::tentative: return "tentative";
+    case ipoib::DadState::preferred: return "preferred";
+    case ipoib::DadState::duplicate: return "duplicate";
+    }
+    return "?";
+}
+
+
+// Counters as the fields of the JSON object being written.
+class JsonCounters final : public CounterSink {
+public:
+    explicit JsonCounters(JsonWriter& j) : j_(j) {}
+    void counter(std::string_view name, std::uint64_t value) override { j_.field(name, value); }
+
+private:
+    JsonWriter& j_;
+};
+
+}  // namespace
+
+std::string Node::answer(std::string_view command) {
+    const Clock::time_point now = Clock::now();
+    if (command == "status") return answer_status();
+    if (command == "neigh") return answer_neigh();
+    if (command == "paths") return answer_paths();
+    if (command == "mcast") return answer_mcast();
+    if (command == "stats") return answer_stats();
+    JsonWriter j;
+    if (command == "flush neigh") {
+        std::size_t n = 0;
+        for (auto& i : interfaces_) {
+            n += i->engine().neighbours().size();
+            i->flush_neighbours(now);
+            log_.info("neighbour cache flushed by the operator", {{field::kIfname, i->name()}});
+        }
+        end_of_turn();
+        j.begin_object().field("flushed", "neigh").field("entries", n).end_object();
+        return j.take();
+    }
+    if (command == "flush paths") {
+        std::size_t n = 0;
+        for (auto& i : interfaces_) {
+            n += i->engine().paths().size();
+            i->flush_paths(now);
+            log_.info("path cache flushed by the operator", {{field::kIfname, i->name()}});
+        }
+        j.begin_object().field("flushed", "paths").field("entries", n).end_object();
+        return j.take();
+    }
+    return json_error("unknown command");
+}
+
+std::string Node::answer_status() const {
+    JsonWriter j;
+    if (interfaces_.empty()) return json_error("no interface");
+    const iface::Interface& i = *interfaces_.front();
+    const ipoib::Engine& engine = i.engine();
+    const ipoib::LinkStatus& l = engine.link();
+    const transport::PortAttributes a = port_->attributes();
+    j.begin_object();
+    j.field("instance", instance_);
+    j.field("interface", i.name());
+    j.field("ifindex", i.host().ifindex());
+    j.field("link", l.up ? "up" : "down");
+    j.field("mtu", l.mtu);
+    j.field("port", port_name_);
+    j.field("port_state", transport::to_string(a.state));
+    j.field("lid", field::format_lid(a.lid));
+    j.field("sm_lid", field::format_lid(a.sm_lid));
+    j.field("gid", format_gid(a.gid()));
+    j.field("qpn", field::format_qpn(l.qpn));
+    j.field("hw_address", ipoib::format_hw_address(l.hw));
+    j.field("pkey", field::format_pkey(config_.fabric.pkey));
+    j.field("broadcast_mgid", format_gid(engine.multicast().broadcast_mgid()));
+    j.field("broadcast_mlid", field::format_lid(l.broadcast_mlid));
+    j.field("qkey", l.params.qkey);
+    j.field("embedded_fabric", fabric_service_ != nullptr);
+    j.field("uptime_s", std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started_at_).count());
+    j.key("addresses").begin_array();
+    for (const ipoib::AddressView& v : engine.addresses())
+        j.begin_object()
+            .field("address", ipoib::format_interface_address(v.address))
+            .field("dad", dad_name(v.dad))
+            .end_object();
+    j.end_array();
+    j.end_object();
+    return j.take();
+}
+
+std::string Node::answer_neigh() const {
+    JsonWriter j;
+    j.begin_array();
+    const auto now = Clock::now();
+    for (const auto& i : interfaces_)
+        for (const ipoib::NeighbourEntryView& e : i->engine().neighbours().entries()) {
+            j.begin_object();
+            j.field("address", to_string(e.ip));
+            j.field("state", std::string(ipoib::to_string(e.state)));
+            j.field("lladdr", e.hw ? ipoib::format_hw_address(*e.hw) : std::string("-"));
+            j.field("qpn", e.hw ? field::format_qpn(e.hw->qpn) : std::string("-"));
+            j.field("queued", e.queued);
+            j.field("age_ms", std::chrono::duration_cast<std::chrono::milliseconds>(now - e.updated).count());
+            j.end_object();
+        }
+    j.end_array();
+    return j.take();
+}
+
+std::string Node::answer_paths() const {
+    JsonWriter j;
+    j.begin_array();
+    for (const auto& i : interfaces_)
+        for (const ipoib::PathEntryView& p : i->engine().paths().entries()) {
+            j.begin_object();
+            j.field("dgid", format_gid(p.dgid));
+            j.field("state", std::string(ipoib::to_string(p.state)));
+            j.field("dlid", p.path ? field::format_lid(p.path->dlid) : std::string("-"));
+            j.field("sl", p.path ? static_cast<unsigned>(p.path->sl) : 0u);
+            j.field("mtu", p.path ? sa::mtu_bytes(p.path->mtu) : 0u);
+            j.field("rate", p.path ? std::string(sa::rate_name(p.path->rate)) : std::string("-"));
+            j.field("queued", p.queued);
+            j.end_object();
+        }
+    j.end_array();
+    return j.take();
+}
+
+std::string Node::answer_mcast() const {
+    JsonWriter j;
+    j.begin_array();
+    for (const auto& i : interfaces_)
+        for (const ipoib::McastGroupView& g : i->engine().multicast().groups()) {
+            j.begin_object();
+            j.field("mgid", format_gid(g.mgid));
+            j.field("role", std::string(ipoib::to_string(g.role)));
+            j.field("state", std::string(ipoib::to_string(g.state)));
+            j.field("mlid", field::format_lid(g.mlid));
+            j.field("join_state", sa::join_state_names(g.join_state));
+            j.field("queued", g.queued);
+            j.field("sent", g.sent);
+            j.field("failures", g.failures);
+            j.end_object();
+        }
+    j.end_array();
+    return j.take();
+}
+
+// Every counter, from the visit functions beside the counter structs: one
+// JSON object per section. The interface's sections come first (one
+// interface per node today; several will nest under their names), then
+// the node's: port (the backend's own counters), netlink, busy_poll,
+// control.
+std::string Node::answer_stats() const {
+    JsonWriter j;
+    JsonCounters out(j);
+    auto section = [&](std::string_view name, const auto& visit_section) {
+        j.key(name).begin_object();
+        visit_section(out);
+        j.end_object();
+    };
+    j.begin_object();
+    if (!interfaces_.empty()) interfaces_.front()->visit_sections(section);
+    section("mad", [&](CounterSink& o) { visit(mad_->counters(), o); });
+    section("port", [&](CounterSink& o) {
+        port_->visit_counters(o);
+        visit(counters_, o);
+    });
+    if (monitor_)
+        section("netlink", [&](CounterSink& o) {
+            visit(monitor_->counters(), o);
+        });
+    section("busy_poll", [&](CounterSink& o) {
+        // The window in force ([daemon] busy-poll, live on reload); 0: off.
+        o.counter("window_us", static_cast<std::uint64_t>(
+                                   std::chrono::duration_cast<std::chrono::microseconds>(loop_.busy_poll()).count()));
+        visit(loop_.busy_poll_counters(), o);
+    });
+    if (control_) section("control", [&](CounterSink& o) { visit(control_->counters(), o); });
+    j.end_object();
+    return j.take();
+}
+
+}  // namespace ipoibd::daemon

@@ -1,0 +1,77 @@
+// A host port in memory, for tests of the layers above the host seam (the
+// Interface, in-process node pairs): what the "host" sends is injected,
+// what the interface writes is kept, and the configuration it asks for is
+// recorded. Like a TUN it has an fd, an eventfd readable while injected
+// packets wait, so the same event-loop code serves both.
+#pragma once
+
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "common/unique_fd.h"
+#include "host/host_port.h"
+
+namespace ipoibd::host {
+
+class FakeHostPort final : public HostPort {
+public:
+    static constexpr std::size_t kMaxInjected = 4096;
+
+    explicit FakeHostPort(std::string name);
+
+    // The host sends `ip_packet`; `next_hop` as the host's routing chose it.
+    // Refused (false, counted) beyond kMaxInjected waiting packets.
+    bool inject(bytes ip_packet, std::optional<IpAddress> next_hop = std::nullopt);
+    // What the interface wrote to the host (flushed or not), oldest first.
+    std::vector<std::vector<std::uint8_t>> take_written();
+    std::size_t written_count() const { return written_.size(); }
+
+    bool carrier() const { return carrier_; }
+    bool up() const { return up_; }
+    std::uint32_t mtu() const { return mtu_; }
+    const std::vector<IpPrefix>& addresses() const { return addresses_; }
+    const std::vector<HostRoute>& routes() const { return routes_; }
+    std::size_t flushes() const { return flushes_; }
+    std::size_t route_changes() const { return route_changes_; }
+
+    const std::string& name() const override { return name_; }
+    std::uint32_t ifindex() const override { return 0; }
+    int fd() const override { return event_.get(); }
+    std::size_t read_batch(HostReceiver& receiver, std::size_t max_reads) override;
+    void write(bytes ip_packet) override;
+    void flush() override { ++flushes_; }
+    expected<void, std::string> set_carrier(bool on) override;
+    expected<void, std::string> set_mtu(std::uint32_t mtu) override;
+    expected<void, std::string> set_up(bool up) override;
+    expected<void, std::string> add_address(const IpPrefix& address) override;
+    expected<void, std::string> remove_address(const IpPrefix& address) override;
+    expected<void, std::string> add_route(const HostRoute& route) override;
+    expected<void, std::string> remove_route(const HostRoute& route) override;
+    void routes_changed() override { ++route_changes_; }
+    void visit_counters(CounterSink& out) const override;
+
+private:
+    struct Injected {
+        std::vector<std::uint8_t> packet;
+        std::optional<IpAddress> next_hop;
+    };
+    void update_event();
+
+    std::string name_;
+    UniqueFd event_;
+    std::deque<Injected> injected_;
+    std::vector<std::vector<std::uint8_t>> written_;
+    bool carrier_ = false;
+    bool up_ = false;
+    std::uint32_t mtu_ = 1500;
+    std::vector<IpPrefix> addresses_;
+    std::vector<HostRoute> routes_;
+    std::size_t flushes_ = 0;
+    std::size_t route_changes_ = 0;
+    std::uint64_t rx_packets_ = 0;
+    std::uint64_t tx_packets_ = 0;
+    std::uint64_t inject_refused_ = 0;
+};
+
+}  // namespace ipoibd::host

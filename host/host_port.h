@@ -1,0 +1,99 @@
+// The host presentation seam: how one IPoIB interface meets the host's IP
+// stack. One narrow, batch-shaped interface, several implementations:
+//   tun_port.h         a Linux TUN device (IP packets; the daemon resolves
+//                      neighbours itself and asks the routing table for the
+//                      next hop)
+//   fake_host_port.h   packets in and out of memory, for tests of the
+//                      layers above
+// (TAP, Ethernet with synthetic MACs, plugs in as a third.)
+//
+// What crosses the seam are IP datagrams of at most the link MTU. Offloads
+// are the implementation's own business: the TUN cuts the kernel's TSO/USO
+// super-packets into datagrams before handing them over and coalesces what
+// it is given back into super-packets (tun_offload.h), so the engine above
+// never sees a virtio header. A packet comes with its next-hop hint: the
+// gateway the host's routing chose, when it chose one (a TUN asks the
+// kernel, RTM_GETROUTE; TAP reads it from the Ethernet destination).
+//
+// Configuration of the host side (MTU, addresses, routes, admin state,
+// carrier) goes through the seam too, so that an Interface can be tested
+// without a kernel.
+//
+// Threading: one thread, like transport::Port.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common/byte_io.h"
+#include "common/counters.h"
+#include "common/expected.h"
+#include "common/ip_address.h"
+
+namespace ipoibd::host {
+
+// Where the packets of one read() go.
+class HostReceiver {
+public:
+    virtual ~HostReceiver() = default;
+    // One IP datagram from the host. `next_hop`: the gateway the host's
+    // routing chose, nullopt when the destination is on-link, a group
+    // address, or the lookup failed (counted by the port).
+    virtual void on_host_packet(bytes ip_packet, const std::optional<IpAddress>& next_hop) = 0;
+    // After each read: `datagrams` is how many on_host_packet() calls it made
+    // (a TSO super-packet makes up to 45), `read_index` counts reads in this
+    // batch from 0. Lets the owner hand a long run to its link before its
+    // send queue fills.
+    virtual void after_host_read(std::size_t datagrams, std::size_t read_index) = 0;
+};
+
+// A route on the interface: PREFIX [via GATEWAY].
+struct HostRoute {
+    IpPrefix destination;
+    std::optional<IpAddress> gateway;
+    bool operator==(const HostRoute&) const = default;
+};
+
+class HostPort {
+public:
+    virtual ~HostPort() = default;
+
+    virtual const std::string& name() const = 0;  // "ib0"
+    virtual std::uint32_t ifindex() const = 0;    // 0 for a fake
+    // Readable when read_batch() has packets; -1: call read_batch() after
+    // inject (fakes).
+    virtual int fd() const = 0;
+
+    // Reads up to `max_reads` packets from the host without blocking and
+    // hands their datagrams to `receiver`; returns the number of reads that
+    // brought a packet. Malformed packets are dropped and counted here.
+    virtual std::size_t read_batch(HostReceiver& receiver, std::size_t max_reads) = 0;
+
+    // One IP datagram for the host. May be held (coalesced) until flush();
+    // a failed write is dropped and counted, never retried.
+    virtual void write(bytes ip_packet) = 0;
+    // Writes what write() holds. Call before waiting for input again.
+    virtual void flush() = 0;
+
+    // The host-side link state and configuration.
+    virtual expected<void, std::string> set_carrier(bool on) = 0;
+    virtual expected<void, std::string> set_mtu(std::uint32_t mtu) = 0;
+    virtual expected<void, std::string> set_up(bool up) = 0;
+    // nodad: the address needs no duplicate address detection by the host
+    // (the IPoIB engine does DAD on the fabric).
+    virtual expected<void, std::string> add_address(const IpPrefix& address) = 0;
+    virtual expected<void, std::string> remove_address(const IpPrefix& address) = 0;
+    virtual expected<void, std::string> add_route(const HostRoute& route) = 0;
+    virtual expected<void, std::string> remove_route(const HostRoute& route) = 0;
+    // The host's routes or addresses changed: next-hop hints taken from it
+    // before are stale.
+    virtual void routes_changed() = 0;
+
+    // Packets read and written, drops by reason, offload and next-hop
+    // figures, by name.
+    virtual void visit_counters(CounterSink& out) const = 0;
+};
+
+}  // namespace ipoibd::host

@@ -1,0 +1,78 @@
+// The TUN host port: HostPort (host_port.h) on a Linux TUN device.
+//
+// 1. open(): the TUN (tun.h: IFF_TUN | IFF_NO_PI, offloads when the kernel
+//    has them), carrier off; a GRO-like coalescer for writes when the TUN
+//    takes offloads.
+// 2. read_batch(): one read() per packet; a TSO/USO super-packet is cut
+//    into datagrams of the link MTU (tun_offload.h); each datagram's
+//    destination is looked up in the next-hop cache (RTM_GETROUTE on a
+//    miss) so that `ip route ... via G dev ib0` works: the kernel does not
+//    tell a TUN which gateway it chose.
+// 3. write(): into the coalescer (written by flush()), or written at once.
+// 4. configuration (MTU, addresses with IFA_F_NODAD, routes, up) through
+//    rtnetlink (netlink/netlink_socket.h).
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "host/host_port.h"
+#include "host/tun.h"
+#include "host/tun_offload.h"
+#include "netlink/netlink_socket.h"
+#include "netlink/next_hop_cache.h"
+
+namespace ipoibd::host {
+
+struct TunCounters {
+    std::uint64_t rx_packets = 0;         // read from the TUN
+    std::uint64_t rx_errors = 0;          // read() failed
+    std::uint64_t tx_packets = 0;         // written to the TUN
+    std::uint64_t tx_errors = 0;          // write() failed (the kernel's queue full, ...)
+    std::uint64_t next_hop_failures = 0;  // RTM_GETROUTE failed: sent as on-link
+    std::uint64_t rx_segmented = 0;       // datagrams cut from TSO super-packets
+    std::array<std::uint64_t, kOffloadErrorCount> offload_errors{};
+};
+
+class TunPort final : public HostPort {
+public:
+    // Creates `name` (exact, or a pattern with %d), carrier off. `nl` must
+    // outlive the port.
+    static expected<std::unique_ptr<TunPort>, std::string> open(const std::string& name, netlink::NetlinkSocket& nl);
+    ~TunPort() override;
+
+    const std::string& name() const override { return device_.name; }
+    std::uint32_t ifindex() const override { return device_.ifindex; }
+    int fd() const override { return device_.fd.get(); }
+    std::size_t read_batch(HostReceiver& receiver, std::size_t max_reads) override;
+    void write(bytes ip_packet) override;
+    void flush() override;
+    expected<void, std::string> set_carrier(bool on) override;
+    expected<void, std::string> set_mtu(std::uint32_t mtu) override;
+    expected<void, std::string> set_up(bool up) override;
+    expected<void, std::string> add_address(const IpPrefix& address) override;
+    expected<void, std::string> remove_address(const IpPrefix& address) override;
+    expected<void, std::string> add_route(const HostRoute& route) override;
+    expected<void, std::string> remove_route(const HostRoute& route) override;
+    void routes_changed() override { next_hops_.invalidate(); }
+    void visit_counters(CounterSink& out) const override;
+
+    const TunCounters& counters() const { return counters_; }
+
+private:
+    TunPort(TunDevice device, netlink::NetlinkSocket& nl);
+    void deliver(bytes ip_packet, HostReceiver& receiver);
+    void write_now(bytes data);
+
+    TunDevice device_;
+    netlink::NetlinkSocket& nl_;
+    netlink::NextHopCache next_hops_;
+    std::vector<std::uint8_t> read_buffer_;
+    std::vector<std::uint8_t> segment_buffer_;
+    std::unique_ptr<TunCoalescer> coalescer_;  // offload TUNs: GRO-like writes
+    TunCounters counters_;
+};
+
+}  // namespace ipoibd::host

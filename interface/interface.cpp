@@ -1,0 +1,149 @@
+// One IPoIB interface; the flow is drawn in interface.h.
+#include "interface/interface.h"
+
+#include <algorithm>
+
+#include "ipoib/link.h"
+
+namespace ipoibd::iface {
+
+namespace {
+
+// Reads of the host between hand-overs to the wire: a super-packet is up to
+// 45 datagrams, and the send queue must not fill before its completions
+// are reaped.
+constexpr std::size_t kLongRun = 8;
+constexpr std::size_t kReadsPerHandover = 4;
+
+template <class T>
+std::vector<T> missing_from(const std::vector<T>& a, const std::vector<T>& b) {
+    std::vector<T> out;
+    for (const T& x : a)
+        if (std::find(b.begin(), b.end(), x) == b.end()) out.push_back(x);
+    return out;
+}
+
+}  // namespace
+
+Interface::Interface(InterfaceConfig config, transport::Port& port, std::unique_ptr<host::HostPort> host,
+                     InterfaceEvents& events)
+    : config_(std::move(config)),
+      port_(port),
+      host_(std::move(host)),
+      events_(events),
+      link_(port, config_.link),
+      engine_(std::make_unique<ipoib::Engine>(config_.engine, link_, *this, config_.sa)) {}
+
+Interface::~Interface() = default;
+
+expected<void, std::string> Interface::configure_host(std::uint64_t port_guid) {
+    for (const IpPrefix& p : config_.addresses)
+        if (auto r = host_->add_address(p); !r) return unexpected("could not configure " + name() + ": " + r.error());
+    // The link-local address is RFC 4391's (port GUID as EUI-64).
+    if (auto r = host_->add_address({IpAddress::v6(ipoib::link_local_address(port_guid)), 64}); !r)
+        events_.host_warning(name(), "could not add the link-local address: " + r.error());
+    if (auto r = host_->set_up(true); !r) return unexpected("could not bring " + name() + " up: " + r.error());
+    for (const host::HostRoute& route : config_.routes)
+        if (auto r = host_->add_route(route); !r)
+            return unexpected("could not add routes on " + name() + ": " + r.error());
+    for (const IpPrefix& p : config_.addresses)
+        engine_->add_address({.ip = p.address, .prefix_length = p.length}, Clock::now());
+    return {};
+}
+
+void Interface::start(const transport::PortAttributes& attributes, Clock::time_point now) {
+    started_ = true;
+    engine_->start(attributes, now);
+}
+
+void Interface::on_port_event(transport::PortEvent event, const transport::PortAttributes& attributes,
+                              Clock::time_point now) {
+    if (started_) engine_->on_port_event(event, attributes, now);
+}
+
+// ---------------------------------------------------------------------------
+// The data path
+
+void Interface::read_host(Clock::time_point now) {
+    now_ = now;
+    const std::size_t reads = host_->read_batch(*this, config_.host_max_batch);
+    // The engine's sends leave in one batch. Completions are reaped by the
+    // port handler; a full send queue drops (counted), never blocks.
+    if (reads > 0) events_.traffic();
+    port_.flush();
+    poll_link(Clock::now(), 256);
+    host_->flush();
+}
+
+void Interface::on_host_packet(bytes ip_packet, const std::optional<IpAddress>& next_hop) {
+    engine_->on_tun_packet(ip_packet, next_hop, now_);
+}
+
+void Interface::after_host_read(std::size_t datagrams, std::size_t read_index) {
+    if (datagrams > kLongRun || read_index % kReadsPerHandover == kReadsPerHandover - 1) {
+        port_.flush();
+        poll_link(now_, 1024);
+    }
+}
+
+std::size_t Interface::poll_link(Clock::time_point now, std::size_t max) {
+    return link_.poll([&](const ipoib::ReceivedDatagram& d) { engine_->on_datagram(d, now); }, max);
+}
+
+// ---------------------------------------------------------------------------
+// The host side
+
+void Interface::host_result(const expected<void, std::string>& r, const std::string& what) {
+    if (r) return;
+    ++counters_.host_config_errors;
+    events_.host_warning(name(), "could not " + what + ": " + r.error());
+}
+
+void Interface::link_changed(const ipoib::LinkStatus& s) {
+    if (s.up) {
+        if (config_.requested_mtu > s.mtu)
+            events_.host_warning(name(), "[interface] mtu = " + std::to_string(config_.requested_mtu) +
+                                             " is more than the broadcast group carries; using " +
+                                             std::to_string(s.mtu) +
+                                             " (the fabric's partition sets the group MTU)");
+        host_result(host_->set_mtu(s.mtu), "set the MTU of " + name());
+        host_result(host_->set_carrier(true), "set the carrier of " + name());
+        host_->routes_changed();
+    } else {
+        host_result(host_->set_carrier(false), "clear the carrier of " + name());
+    }
+    events_.link_changed(name(), s);
+}
+
+void Interface::host_address_added(const IpPrefix& address, Clock::time_point now) {
+    if (is_link_local(address.address)) return;
+    engine_->add_address({.ip = address.address, .prefix_length = address.length}, now);  // announced
+    host_->routes_changed();
+}
+
+void Interface::host_address_removed(const IpPrefix& address, Clock::time_point now) {
+    if (is_link_local(address.address)) return;
+    engine_->remove_address({.ip = address.address, .prefix_length = address.length}, now);
+    host_->routes_changed();
+}
+
+std::string Interface::reconfigure(const std::vector<IpPrefix>& addresses, const std::vector<host::HostRoute>& routes,
+                                   const ipoib::NeighbourCache::Config& neighbour,
+                                   std::uint8_t send_only_join_state) {
+    std::string failed;
+    auto note = [&](const expected<void, std::string>& r) {
+        if (!r) failed += " " + r.error();
+    };
+    for (const IpPrefix& p : missing_from(config_.addresses, addresses)) note(host_->remove_address(p));
+    for (const IpPrefix& p : missing_from(addresses, config_.addresses)) note(host_->add_address(p));
+    for (const host::HostRoute& r : missing_from(config_.routes, routes)) note(host_->remove_route(r));
+    for (const host::HostRoute& r : missing_from(routes, config_.routes)) note(host_->add_route(r));
+    config_.addresses = addresses;
+    config_.routes = routes;
+    ipoib::NeighbourCache::Config n = neighbour;
+    n.reachable_factor = engine_->neighbours().config().reachable_factor;  // the same generator
+    engine_->reconfigure(n, send_only_join_state);
+    return failed;
+}
+
+}  // namespace ipoibd::iface

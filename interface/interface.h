@@ -1,0 +1,190 @@
+// One IPoIB interface (ib0, and one day ib0.8001): a partition's engine, its
+// link on the node's port (a UD QP today; RC connections beside it in
+// connected mode), its host port (TUN today; TAP beside it) and their
+// counters. The data path lives here; the node (daemon/node.h) wires
+// interfaces to the port, the MAD path and the event loop, and carries no
+// packets.
+//
+// Flow of one loop turn, as the node drives it:
+//  1. host readable: read_host() takes a batch of the host's IP datagrams
+//     (host_port.h) into the engine, which sends IPoIB frames on the link;
+//     a long run is handed to the wire before the send queue fills
+//     (after_host_read);
+//  2. port readable: the node calls poll_link() before and after every
+//     Port::process(), so the receive queue never runs dry; each datagram
+//     goes to the engine, which writes IP packets to the host;
+//  3. SA MADs from the node's MAD path: on_sa_mad();
+//  4. port events (LID change, client reregister, ...): on_port_event();
+//  5. at the end of the turn, flush_host() writes what the host port holds
+//     and the node flushes the port's sends;
+//  6. timers: tick() at next_deadline().
+//
+// The interface's configuration (addresses, routes, link-local address,
+// admin up) is applied to the host through the host port, so the whole
+// interface runs against a fake host in tests.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/counters.h"
+#include "common/expected.h"
+#include "common/ip_address.h"
+#include "host/host_port.h"
+#include "ipoib/engine.h"
+#include "ipoib/port_link.h"
+#include "sa_client/sa_mad.h"
+#include "transport/port.h"
+
+namespace ipoibd::iface {
+
+using Clock = std::chrono::steady_clock;
+
+struct InterfaceConfig {
+    ipoib::EngineConfig engine;
+    sa::SaClient::Config sa;
+    ipoib::PortLink::Config link;
+    unsigned requested_mtu = 0;      // [interface] mtu; 0: the group's
+    std::vector<IpPrefix> addresses;
+    std::vector<host::HostRoute> routes;
+    std::size_t host_max_batch = 64;  // reads from the host per wake-up
+};
+
+// What an interface asks of its node.
+class InterfaceEvents {
+public:
+    virtual ~InterfaceEvents() = default;
+    // One SA MAD to send on the node's MAD path; false when it refused it.
+    virtual bool send_sa(const sa::SaMad& mad) = 0;
+    // The engine's link came up or went down (the node tells systemd).
+    virtual void link_changed(const std::string& ifname, const ipoib::LinkStatus& status) = 0;
+    // An engine event to log (journald), with its structured fields.
+    virtual void engine_event(const std::string& ifname, const ipoib::EngineEvent& event) = 0;
+    // A warning about the host side ("could not set the MTU of ib0: ...").
+    virtual void host_warning(const std::string& ifname, const std::string& message) = 0;
+    // Packets moved: busy polling may keep the loop awake.
+    virtual void traffic() = 0;
+};
+
+// Counters that are the interface's own (not the engine's, link's or host's).
+struct InterfaceCounters {
+    std::uint64_t sa_send_errors = 0;    // the node's MAD path refused a MAD
+    std::uint64_t host_config_errors = 0;  // MTU, carrier, address or route changes the host refused
+};
+
+class Interface final : public ipoib::EngineIo, private host::HostReceiver {
+public:
+    Interface(InterfaceConfig config, transport::Port& port, std::unique_ptr<host::HostPort> host,
+              InterfaceEvents& events);
+    ~Interface() override;
+    Interface(const Interface&) = delete;
+    Interface& operator=(const Interface&) = delete;
+
+    const std::string& name() const { return host_->name(); }
+
+    // Start-up: the configured addresses and routes, the RFC 4391 link-local
+    // address formed from `port_guid`, admin up. The engine learns the
+    // addresses too. Fails naming what the host refused.
+    expected<void, std::string> configure_host(std::uint64_t port_guid);
+
+    // The port is ACTIVE with an SM: join the broadcast group.
+    void start(const transport::PortAttributes& attributes, Clock::time_point now);
+    bool started() const { return started_; }
+    void on_port_event(transport::PortEvent event, const transport::PortAttributes& attributes,
+                       Clock::time_point now);
+    void on_sa_mad(bytes mad, Clock::time_point now) { engine_->on_sa_mad(mad, now); }
+
+    // Step 1: the host port is readable.
+    void read_host(Clock::time_point now);
+    // Step 2: up to `max` link completions; returns how many (IPoIB
+    // datagrams received, sends completed).
+    std::size_t poll_link(Clock::time_point now, std::size_t max = 1024);
+    // Step 5.
+    void flush_host() { host_->flush(); }
+
+    // The host's addresses and routes, as rtnetlink reports them changing
+    // (the admin's `ip addr add`): the engine answers ARP/ND for them.
+    void host_address_added(const IpPrefix& address, Clock::time_point now);
+    void host_address_removed(const IpPrefix& address, Clock::time_point now);
+    void host_routes_changed() { host_->routes_changed(); }
+
+    // Reload: the addresses and routes the file now names (the difference
+    // is applied to the host), the neighbour timers and send-only join
+    // state. Returns what failed, "" when nothing did.
+    std::string reconfigure(const std::vector<IpPrefix>& addresses, const std::vector<host::HostRoute>& routes,
+                            const ipoib::NeighbourCache::Config& neighbour, std::uint8_t send_only_join_state);
+
+    void tick(Clock::time_point now) { engine_->tick(now); }
+    std::optional<Clock::time_point> next_deadline() const { return engine_->next_deadline(); }
+    // Leaves every group (SIGTERM).
+    void stop(Clock::time_point now) { engine_->stop(now); }
+    bool sa_idle() const { return engine_->sa_idle(); }
+    void flush_neighbours(Clock::time_point now) { engine_->flush_neighbours(now); }
+    void flush_paths(Clock::time_point now) { engine_->flush_paths(now); }
+
+    const ipoib::Engine& engine() const { return *engine_; }
+    const host::HostPort& host() const { return *host_; }
+    const ipoib::PortLink& link() const { return link_; }
+    const InterfaceCounters& counters() const { return counters_; }
+    // Every counter of the interface, by section: engine, neighbour, path,
+    // multicast, sa_client (the MAD path's are the node's), qp, tun.
+    template <class Section>
+    void visit_sections(Section&& section) const;
+
+    // EngineIo
+    void write_tun(bytes ip_packet) override { host_->write(ip_packet); }
+    void send_sa(const sa::SaMad& mad) override {
+        if (!events_.send_sa(mad)) ++counters_.sa_send_errors;
+    }
+    void link_changed(const ipoib::LinkStatus& status) override;
+    void event(const ipoib::EngineEvent& e) override { events_.engine_event(name(), e); }
+
+private:
+    // HostReceiver
+    void on_host_packet(bytes ip_packet, const std::optional<IpAddress>& next_hop) override;
+    void after_host_read(std::size_t datagrams, std::size_t read_index) override;
+    void host_result(const expected<void, std::string>& r, const std::string& what);
+
+    InterfaceConfig config_;
+    transport::Port& port_;
+    std::unique_ptr<host::HostPort> host_;
+    InterfaceEvents& events_;
+    ipoib::PortLink link_;
+    std::unique_ptr<ipoib::Engine> engine_;
+    bool started_ = false;
+    Clock::time_point now_{};  // of the host batch being read
+    InterfaceCounters counters_;
+};
+
+template <class Section>
+void Interface::visit_sections(Section&& section) const {
+    section("engine", [&](CounterSink& out) { visit(engine_->counters(), out); });
+    section("neighbour", [&](CounterSink& out) {
+        out.counter("entries", engine_->neighbours().size());
+        out.counter("reachable_time_ms", static_cast<std::uint64_t>(engine_->neighbours().reachable_time().count()));
+        visit(engine_->neighbours().counters(), out);
+    });
+    section("path", [&](CounterSink& out) {
+        out.counter("entries", engine_->paths().size());
+        visit(engine_->paths().counters(), out);
+    });
+    section("multicast", [&](CounterSink& out) {
+        out.counter("groups", engine_->multicast().groups().size());
+        visit(engine_->multicast().counters(), out);
+    });
+    section("sa_client", [&](CounterSink& out) {
+        visit(engine_->sa_client().counters(), out);
+        out.counter("send_errors", counters_.sa_send_errors);
+    });
+    section("qp", [&](CounterSink& out) { visit(link_.counters(), out); });
+    section("tun", [&](CounterSink& out) {
+        host_->visit_counters(out);
+        out.counter("host_config_errors", counters_.host_config_errors);
+    });
+}
+
+}  // namespace ipoibd::iface
