@@ -4,7 +4,7 @@
 //   ibfabricd [--listen ADDR:PORT] [--pcap FILE] [--sweep-interval 1s] ...
 //
 // main():
-//  1. parse options (errors name the option and value, exit 2)
+//  1. parse options, a table of rows (errors name the option and value, exit 2)
 //  2. open the fabric service (fabric_service.h): bind the UDP socket, open
 //     the capture file (errors exit 1)
 //  3. block the signals, create the timerfd and epoll set, say "listening"
@@ -21,6 +21,7 @@
 #include <iostream>
 
 #include "common/duration.h"
+#include "common/option_table.h"
 #include "common/socket_address.h"
 #include "common/unique_fd.h"
 #include "fabric/fabric_service.h"
@@ -53,35 +54,115 @@ std::optional<std::uint64_t> number(const std::string& s, std::uint64_t max) {
     }
 }
 
+// A duration of more than 0 for `option`.
+cli::Applied positive_duration(const char* option, const std::string& value, std::chrono::milliseconds& into) {
+    auto d = parse_duration(value);
+    if (!d) return unexpected(std::string(option) + ": " + d.error());
+    if (d->count() == 0) return unexpected(std::string(option) + " must be more than 0");
+    into = *d;
+    return {};
+}
+
+// The options, one row each: name, what it takes, help, how it applies
+// (and the value applied when it is not given).
+const cli::Option<Options> kOptions[] = {
+    {"help,h", cli::Takes::nothing, "this text"},
+    {"version", cli::Takes::nothing, "print the version"},
+    {"listen", cli::Takes::value, "UDP address the switch listens on, ADDR:PORT",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         auto l = parse_socket_address(v);
+         if (!l) return unexpected("--listen '" + v + "': " + l.error());
+         if (l->port() == 4791) return unexpected(std::string("--listen: port 4791 is RoCEv2's; the soft fabric must not use it"));
+         o.service.listen = *l;
+         return {};
+     },
+     "0.0.0.0:18516"},
+    {"pcap", cli::Takes::value, "write every packet entering the switch to FILE (pcap, ERF type 21)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         o.service.pcap = v;
+         return {};
+     }},
+    {"ports", cli::Takes::value, "switch ports, 1..254",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto ports = cli::typed<unsigned>("ports", v);
+         if (!ports) return unexpected(ports.error());
+         if (*ports < 1 || *ports > Switch::kMaxPorts) return unexpected("--ports " + std::to_string(*ports) + ": must be 1..254");
+         o.service.sw.num_ports = static_cast<std::uint8_t>(*ports);
+         return {};
+     },
+     "64"},
+    {"sweep-interval", cli::Takes::value, "how often the SM checks the ports (e.g. 1s, 500ms)",
+     [](Options& o, const std::string& v) { return positive_duration("--sweep-interval", v, o.service.sm.sweep_interval); },
+     "1s"},
+    {"link-timeout", cli::Takes::value, "silence after which a port's link is down",
+     [](Options& o, const std::string& v) { return positive_duration("--link-timeout", v, o.service.sw.link_timeout); },
+     "1s"},
+    {"smp-timeout", cli::Takes::value, "time the SM waits for each SMP response",
+     [](Options& o, const std::string& v) { return positive_duration("--smp-timeout", v, o.service.sm.smp_timeout); },
+     "250ms"},
+    {"mtu", cli::Takes::value, "largest MTU of the fabric: 256, 512, 1024, 2048 or 4096",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const std::pair<const char*, ib::Mtu> mtus[] = {{"256", ib::Mtu::mtu256}, {"512", ib::Mtu::mtu512},
+                                                         {"1024", ib::Mtu::mtu1024}, {"2048", ib::Mtu::mtu2048},
+                                                         {"4096", ib::Mtu::mtu4096}};
+         for (const auto& [text, m] : mtus) {
+             if (v != text) continue;
+             o.service.sm.mtu = m;
+             return {};
+         }
+         return unexpected("--mtu '" + v + "': must be 256, 512, 1024, 2048 or 4096");
+     },
+     "4096"},
+    {"subnet-prefix", cli::Takes::value, "GID prefix of the subnet, an IPv6 /64 (default fe80::)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto gid = parse_gid(v);
+         if (!gid || load_be64(gid->data() + 8) != 0)
+             return unexpected("--subnet-prefix '" + v + "': expected the first 64 bits of a GID, such as fe80::");
+         o.service.sm.subnet_prefix = load_be64(gid->data());
+         return {};
+     },
+     "fe80::"},
+    {"lid", cli::Takes::values, "fixed LID for a port: GUID=LID (repeatable)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto eq = v.find('=');
+         const auto guid = eq == std::string::npos ? std::nullopt : number(v.substr(0, eq), ~0ULL);
+         const auto lid = eq == std::string::npos ? std::nullopt : number(v.substr(eq + 1), 0xFFFF);
+         if (!guid || !lid || !ib::is_unicast_lid(static_cast<std::uint16_t>(*lid)) || *lid == o.service.sw.lid)
+             return unexpected("--lid '" + v + "': expected GUID=LID with LID in 0x2..0xbfff");
+         o.service.sm.static_lids[*guid] = static_cast<std::uint16_t>(*lid);
+         return {};
+     }},
+    {"partitions", cli::Takes::value, "partitions file (partitions.conf syntax; default: Default=0x7fff, ipoib : ALL=full)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         if (v.empty()) return {};
+         auto p = load_partitions(v);
+         if (!p) return unexpected(p.error().to_string());
+         o.service.sm.partitions = std::move(*p);
+         return {};
+     }},
+    {"mcast-group", cli::Takes::values, "MLID that every port receives without joining (a test aid beside the SA's groups; repeatable)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto m = number(v, 0xFFFF);
+         if (!m || !ib::is_multicast_lid(static_cast<std::uint16_t>(*m)))
+             return unexpected("--mcast-group '" + v + "': expected an MLID in 0xc000..0xfffe");
+         o.service.flood_groups.push_back(static_cast<std::uint16_t>(*m));
+         return {};
+     }},
+    {"quiet,q", cli::Takes::nothing, "log only errors",
+     [](Options& o, const std::string&) -> cli::Applied {
+         o.quiet = true;
+         return {};
+     }},
+};
+
 std::optional<Options> parse(int argc, char** argv) {
-    Options o;
-    FabricServiceOptions& f = o.service;
-    std::string listen = "0.0.0.0:18516", sweep = "1s", link_timeout = "1s", smp_timeout = "250ms", mtu = "4096";
-    std::string prefix = "fe80::";
-    std::vector<std::string> lids, groups;
-    std::string partitions;
-    unsigned ports = 64;
-    po::options_description desc("ibfabricd options");
-    desc.add_options()
-        ("help,h", "this text")
-        ("version", "print the version")
-        ("listen", po::value(&listen), "UDP address the switch listens on, ADDR:PORT")
-        ("pcap", po::value(&f.pcap), "write every packet entering the switch to FILE (pcap, ERF type 21)")
-        ("ports", po::value(&ports), "switch ports, 1..254")
-        ("sweep-interval", po::value(&sweep), "how often the SM checks the ports (e.g. 1s, 500ms)")
-        ("link-timeout", po::value(&link_timeout), "silence after which a port's link is down")
-        ("smp-timeout", po::value(&smp_timeout), "time the SM waits for each SMP response")
-        ("mtu", po::value(&mtu), "largest MTU of the fabric: 256, 512, 1024, 2048 or 4096")
-        ("subnet-prefix", po::value(&prefix), "GID prefix of the subnet, an IPv6 /64 (default fe80::)")
-        ("lid", po::value(&lids), "fixed LID for a port: GUID=LID (repeatable)")
-        ("partitions", po::value(&partitions), "partitions file (partitions.conf syntax; default: Default=0x7fff, ipoib : ALL=full)")
-        ("mcast-group", po::value(&groups), "MLID that every port receives without joining (a test aid beside the SA's groups; repeatable)")
-        ("quiet,q", "log only errors");
-    po::variables_map vm;
     auto fail = [](const std::string& what) -> std::optional<Options> {
         std::cerr << "ibfabricd: " << what << "\n";
         return std::nullopt;
     };
+    po::options_description desc("ibfabricd options");
+    cli::describe<Options>(kOptions, desc);
+    po::variables_map vm;
     try {
         po::store(po::parse_command_line(argc, argv, desc), vm);
         po::notify(vm);
@@ -96,55 +177,8 @@ std::optional<Options> parse(int argc, char** argv) {
         std::cout << "ibfabricd " IPOIBD_VERSION "\n";
         std::exit(0);
     }
-    auto l = parse_socket_address(listen);
-    if (!l) return fail("--listen '" + listen + "': " + l.error());
-    if (l->port() == 4791) return fail("--listen: port 4791 is RoCEv2's; the soft fabric must not use it");
-    f.listen = *l;
-    if (ports < 1 || ports > Switch::kMaxPorts) return fail("--ports " + std::to_string(ports) + ": must be 1..254");
-    f.sw.num_ports = static_cast<std::uint8_t>(ports);
-    const std::pair<std::string*, std::chrono::milliseconds*> durations[] = {
-        {&sweep, &f.sm.sweep_interval}, {&link_timeout, &f.sw.link_timeout}, {&smp_timeout, &f.sm.smp_timeout}};
-    const char* names[] = {"--sweep-interval", "--link-timeout", "--smp-timeout"};
-    for (std::size_t i = 0; i < 3; ++i) {
-        auto d = parse_duration(*durations[i].first);
-        if (!d) return fail(std::string(names[i]) + ": " + d.error());
-        if (d->count() == 0) return fail(std::string(names[i]) + " must be more than 0");
-        *durations[i].second = *d;
-    }
-    const std::pair<const char*, ib::Mtu> mtus[] = {{"256", ib::Mtu::mtu256}, {"512", ib::Mtu::mtu512},
-                                                    {"1024", ib::Mtu::mtu1024}, {"2048", ib::Mtu::mtu2048},
-                                                    {"4096", ib::Mtu::mtu4096}};
-    bool mtu_ok = false;
-    for (const auto& [text, m] : mtus)
-        if (mtu == text) {
-            f.sm.mtu = m;
-            mtu_ok = true;
-        }
-    if (!mtu_ok) return fail("--mtu '" + mtu + "': must be 256, 512, 1024, 2048 or 4096");
-    const auto gid = parse_gid(prefix);
-    if (!gid || load_be64(gid->data() + 8) != 0)
-        return fail("--subnet-prefix '" + prefix + "': expected the first 64 bits of a GID, such as fe80::");
-    f.sm.subnet_prefix = load_be64(gid->data());
-    for (const std::string& s : lids) {
-        const auto eq = s.find('=');
-        const auto guid = eq == std::string::npos ? std::nullopt : number(s.substr(0, eq), ~0ULL);
-        const auto lid = eq == std::string::npos ? std::nullopt : number(s.substr(eq + 1), 0xFFFF);
-        if (!guid || !lid || !ib::is_unicast_lid(static_cast<std::uint16_t>(*lid)) || *lid == f.sw.lid)
-            return fail("--lid '" + s + "': expected GUID=LID with LID in 0x2..0xbfff");
-        f.sm.static_lids[*guid] = static_cast<std::uint16_t>(*lid);
-    }
-    if (!partitions.empty()) {
-        auto p = load_partitions(partitions);
-        if (!p) return fail(p.error().to_string());
-        f.sm.partitions = std::move(*p);
-    }
-    for (const std::string& s : groups) {
-        const auto m = number(s, 0xFFFF);
-        if (!m || !ib::is_multicast_lid(static_cast<std::uint16_t>(*m)))
-            return fail("--mcast-group '" + s + "': expected an MLID in 0xc000..0xfffe");
-        f.flood_groups.push_back(static_cast<std::uint16_t>(*m));
-    }
-    o.quiet = vm.count("quiet") > 0;
+    Options o;
+    if (auto applied = cli::apply<Options>(kOptions, vm, o); !applied) return fail(applied.error());
     return o;
 }
 

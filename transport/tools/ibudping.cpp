@@ -25,6 +25,7 @@
 #include <iostream>
 #include <random>
 
+#include "common/option_table.h"
 #include "transport/gid.h"
 #include "transport/soft/guid.h"
 #include "transport/soft/soft_port.h"
@@ -240,31 +241,177 @@ int run_client(const Options& o, Port& port, UdQp& qp, int epoll_fd) {
     return sent == o.count && lost == 0 && corrupt == 0 && reordered == 0 ? 0 : 1;
 }
 
+std::optional<std::uint64_t> number(const std::string& s, std::uint64_t max) {
+    try {
+        std::size_t end = 0;
+        const auto v = std::stoull(s, &end, 0);
+        if (end != s.size() || v > max) return std::nullopt;
+        return v;
+    } catch (...) {
+        return std::nullopt;
+    }
+}
+
+bool soft(const Options& o) { return o.port.kind == PortOptions::Kind::soft; }
+
+// The options, one row each: name, what it takes, help, how it applies
+// (and the value applied when it is not given). Rows apply in order:
+// --transport before the soft-only ones, --guid before --instance.
+// The soft-only rows leave their value unread under another transport.
+const cli::Option<Options> kOptions[] = {
+    {"help,h", cli::Takes::nothing, "this text"},
+    {"transport", cli::Takes::value, "soft | verbs",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         if (v == "soft") {
+             o.port.kind = PortOptions::Kind::soft;
+         } else if (v == "verbs") {
+             o.port.kind = PortOptions::Kind::verbs;
+         } else {
+             return unexpected("--transport is soft or verbs, not '" + v + "'");
+         }
+         return {};
+     },
+     "soft"},
+    {"fabric", cli::Takes::value, "soft: ibfabricd address ADDR:PORT",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         if (!soft(o)) return {};
+         auto f = parse_socket_address(v);
+         if (!f) return unexpected("bad --fabric '" + v + "': " + f.error());
+         o.port.fabric = *f;
+         return {};
+     },
+     "127.0.0.1:18516"},
+    {"guid", cli::Takes::value, "soft: port GUID (hex) or auto",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         if (!soft(o) || v == "auto") return {};  // auto: --instance derives it
+         const auto g = number(v, ~0ULL);
+         if (!g || *g == 0) return unexpected("bad --guid '" + v + "'");
+         o.port.guid = *g;
+         return {};
+     },
+     "auto"},
+    {"instance", cli::Takes::value, "soft: name the automatic GUID is derived from",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         if (soft(o) && o.port.guid == 0) o.port.guid = stable_port_guid(v);
+         return {};
+     },
+     "ibudping"},
+    {"device", cli::Takes::value, "verbs: HCA name (default: first)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         o.port.device = v;
+         return {};
+     }},
+    {"port", cli::Takes::value, "verbs: port number",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto n = cli::typed<unsigned>("port", v);
+         if (!n) return unexpected(n.error());
+         o.port.port_num = *n;
+         return {};
+     }},
+    {"qkey", cli::Takes::value, "Q_Key of the QP and of sends",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto q = number(v, 0xFFFFFFFF);
+         if (!q) return unexpected("bad --qkey '" + v + "'");
+         o.qkey = static_cast<std::uint32_t>(*q);
+         return {};
+     }},
+    {"dest-lid", cli::Takes::value, "client: destination LID",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto n = number(v, 0xFFFF);
+         if (!n) return unexpected(std::string("bad --dest-lid or --dest-qpn"));
+         o.dest_lid = static_cast<std::uint16_t>(*n);
+         return {};
+     }},
+    {"dest-qpn", cli::Takes::value, "client: destination QPN",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto n = number(v, 0xFFFFFF);
+         if (!n) return unexpected(std::string("bad --dest-lid or --dest-qpn"));
+         o.dest_qpn = static_cast<std::uint32_t>(*n);
+         return {};
+     }},
+    {"count", cli::Takes::value, "client: datagrams to send; server: stop after this many (0: run until signalled)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto n = cli::typed<std::uint64_t>("count", v);
+         if (!n) return unexpected(n.error());
+         o.count = *n;
+         return {};
+     }},
+    {"size", cli::Takes::value, "client: payload bytes, N or MIN:MAX (at least 12)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto colon = v.find(':');
+         const auto lo = number(v.substr(0, colon), ib::kMaxPmtuBytes);
+         const auto hi = number(colon == std::string::npos ? v : v.substr(colon + 1), ib::kMaxPmtuBytes);
+         if (!lo || !hi || *lo > *hi || *lo < kHeader) return unexpected("bad --size '" + v + "' (12..4096, MIN:MAX)");
+         o.size_min = *lo;
+         o.size_max = *hi;
+         return {};
+     }},
+    {"window", cli::Takes::value, "client: datagrams in flight (1 = ping-pong)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto n = cli::typed<std::size_t>("window", v);
+         if (!n) return unexpected(n.error());
+         if (*n == 0) return unexpected(std::string("--window must be at least 1"));
+         o.window = *n;
+         return {};
+     }},
+    {"timeout", cli::Takes::value, "seconds before giving up",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto n = cli::typed<double>("timeout", v);
+         if (!n) return unexpected(n.error());
+         o.timeout_s = *n;
+         return {};
+     }},
+    {"wait-active", cli::Takes::value, "seconds to wait for the port to become ACTIVE",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto n = cli::typed<double>("wait-active", v);
+         if (!n) return unexpected(n.error());
+         o.wait_active_s = *n;
+         return {};
+     }},
+    {"mgid", cli::Takes::value, "multicast group GID (attach and, as client, send to it)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         if (v.empty()) return {};
+         auto g = parse_gid(v);
+         if (!g) return unexpected("bad --mgid '" + v + "'");
+         o.mgid = *g;
+         return {};
+     }},
+    {"mlid", cli::Takes::value, "multicast LID of the group",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto n = number(v, 0xFFFF);
+         if (!n) return unexpected("bad --mlid '" + v + "'");
+         o.mlid = static_cast<std::uint16_t>(*n);
+         return {};
+     }},
+    {"quiet,q", cli::Takes::nothing, "no per-datagram lines",
+     [](Options& o, const std::string&) -> cli::Applied {
+         o.quiet = true;
+         return {};
+     }},
+    {"mode", cli::Takes::value, "server | client",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         if (v != "server" && v != "client") return unexpected(std::string("say 'server' or 'client'"));
+         o.mode = v;
+         return {};
+     },
+     ""},
+};
+
+// What no single option decides.
+cli::Applied check_together(const Options& o) {
+    if (o.mgid && !ib::is_multicast_lid(o.mlid)) return unexpected(std::string("--mgid needs --mlid in 0xc000..0xfffe"));
+    if (o.mode == "client" && !o.mgid && (o.dest_lid == 0 || o.dest_qpn == 0))
+        return unexpected(std::string("client needs --dest-lid and --dest-qpn (or --mgid/--mlid)"));
+    return {};
+}
+
 std::optional<Options> parse(int argc, char** argv) {
-    Options o;
-    std::string size = "64", mgid, transport_kind = "soft", fabric = "127.0.0.1:18516", guid = "auto", instance = "ibudping";
-    std::string qkey = "0x00c0ffee", dest_lid = "0", dest_qpn = "0", mlid = "0";
+    auto fail = [](const std::string& what) -> std::optional<Options> {
+        std::cerr << "ibudping: " << what << "\n";
+        return std::nullopt;
+    };
     po::options_description desc("ibudping options");
-    desc.add_options()
-        ("help,h", "this text")
-        ("transport", po::value(&transport_kind), "soft | verbs")
-        ("fabric", po::value(&fabric), "soft: ibfabricd address ADDR:PORT")
-        ("guid", po::value(&guid), "soft: port GUID (hex) or auto")
-        ("instance", po::value(&instance), "soft: name the automatic GUID is derived from")
-        ("device", po::value(&o.port.device), "verbs: HCA name (default: first)")
-        ("port", po::value(&o.port.port_num), "verbs: port number")
-        ("qkey", po::value(&qkey), "Q_Key of the QP and of sends")
-        ("dest-lid", po::value(&dest_lid), "client: destination LID")
-        ("dest-qpn", po::value(&dest_qpn), "client: destination QPN")
-        ("count", po::value(&o.count), "client: datagrams to send; server: stop after this many (0: run until signalled)")
-        ("size", po::value(&size), "client: payload bytes, N or MIN:MAX (at least 12)")
-        ("window", po::value(&o.window), "client: datagrams in flight (1 = ping-pong)")
-        ("timeout", po::value(&o.timeout_s), "seconds before giving up")
-        ("wait-active", po::value(&o.wait_active_s), "seconds to wait for the port to become ACTIVE")
-        ("mgid", po::value(&mgid), "multicast group GID (attach and, as client, send to it)")
-        ("mlid", po::value(&mlid), "multicast LID of the group")
-        ("quiet,q", "no per-datagram lines")
-        ("mode", po::value(&o.mode), "server | client");
+    cli::describe<Options>(kOptions, desc);
     po::positional_options_description pos;
     pos.add("mode", 1);
     po::variables_map vm;
@@ -272,69 +419,15 @@ std::optional<Options> parse(int argc, char** argv) {
         po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
         po::notify(vm);
     } catch (const po::error& e) {
-        std::cerr << "ibudping: " << e.what() << "\n";
-        return std::nullopt;
+        return fail(e.what());
     }
     if (vm.count("help")) {
         std::cout << desc << "\n";
         std::exit(0);
     }
-    auto fail = [](const std::string& what) -> std::optional<Options> {
-        std::cerr << "ibudping: " << what << "\n";
-        return std::nullopt;
-    };
-    auto number = [](const std::string& s, std::uint64_t max) -> std::optional<std::uint64_t> {
-        try {
-            std::size_t end = 0;
-            const auto v = std::stoull(s, &end, 0);
-            if (end != s.size() || v > max) return std::nullopt;
-            return v;
-        } catch (...) {
-            return std::nullopt;
-        }
-    };
-    if (o.mode != "server" && o.mode != "client") return fail("say 'server' or 'client'");
-    const auto q = number(qkey, 0xFFFFFFFF), dl = number(dest_lid, 0xFFFF), dq = number(dest_qpn, 0xFFFFFF), ml = number(mlid, 0xFFFF);
-    if (!q) return fail("bad --qkey '" + qkey + "'");
-    if (!dl || !dq) return fail("bad --dest-lid or --dest-qpn");
-    if (!ml) return fail("bad --mlid '" + mlid + "'");
-    o.qkey = static_cast<std::uint32_t>(*q);
-    o.dest_lid = static_cast<std::uint16_t>(*dl);
-    o.dest_qpn = static_cast<std::uint32_t>(*dq);
-    o.mlid = static_cast<std::uint16_t>(*ml);
-    const auto colon = size.find(':');
-    const auto lo = number(size.substr(0, colon), ib::kMaxPmtuBytes);
-    const auto hi = number(colon == std::string::npos ? size : size.substr(colon + 1), ib::kMaxPmtuBytes);
-    if (!lo || !hi || *lo > *hi || *lo < kHeader) return fail("bad --size '" + size + "' (12..4096, MIN:MAX)");
-    o.size_min = *lo;
-    o.size_max = *hi;
-    if (o.window == 0) return fail("--window must be at least 1");
-    if (!mgid.empty()) {
-        auto g = parse_gid(mgid);
-        if (!g) return fail("bad --mgid '" + mgid + "'");
-        if (!ib::is_multicast_lid(o.mlid)) return fail("--mgid needs --mlid in 0xc000..0xfffe");
-        o.mgid = *g;
-    }
-    if (o.mode == "client" && !o.mgid && (o.dest_lid == 0 || o.dest_qpn == 0))
-        return fail("client needs --dest-lid and --dest-qpn (or --mgid/--mlid)");
-    o.quiet = vm.count("quiet") > 0;
-    if (transport_kind == "soft") {
-        o.port.kind = PortOptions::Kind::soft;
-        auto f = parse_socket_address(fabric);
-        if (!f) return fail("bad --fabric '" + fabric + "': " + f.error());
-        o.port.fabric = *f;
-        if (guid == "auto") {
-            o.port.guid = stable_port_guid(instance);
-        } else {
-            const auto g = number(guid, ~0ULL);
-            if (!g || *g == 0) return fail("bad --guid '" + guid + "'");
-            o.port.guid = *g;
-        }
-    } else if (transport_kind == "verbs") {
-        o.port.kind = PortOptions::Kind::verbs;
-    } else {
-        return fail("--transport is soft or verbs, not '" + transport_kind + "'");
-    }
+    Options o;
+    if (auto applied = cli::apply<Options>(kOptions, vm, o); !applied) return fail(applied.error());
+    if (auto together = check_together(o); !together) return fail(together.error());
     return o;
 }
 

@@ -1,0 +1,114 @@
+// Command-line options as a table, in the manner of rdma-core saquery.c's
+// query_cmds[]: one row per option with its name, what it takes, its help
+// text and the handler that applies its value. The command-line tools
+// (ibfabricd, ibudping, ibsaquery) declare their options this way.
+//
+// Boost.Program_options still splits argv, so its messages for an unknown
+// option, a missing value or an option given twice stay the ones the tools
+// have always printed; it needs Boost::program_options linked (header only
+// here). The table makes the options_description (the --help text, in row
+// order) and then calls the handlers in row order, so a handler may read
+// what an earlier row has set.
+#pragma once
+
+#include <boost/lexical_cast.hpp>
+#include <boost/program_options.hpp>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/expected.h"
+
+namespace ipoibd::cli {
+
+// What an option takes after its name.
+enum class Takes {
+    nothing,  // a switch: the handler is called with "" when it is given
+    value,    // one value; giving the option twice is an error
+    values,   // repeatable: the handler is called once per value, in order
+};
+
+// A handler's answer: an error is the whole message, naming the option and
+// the value ("--mtu '1000': must be 256, 512, 1024, 2048 or 4096").
+using Applied = expected<void, std::string>;
+
+template <class Options>
+struct Option {
+    const char* name;  // the long name, then ",x" for a short one: "quiet,q"
+    Takes takes;
+    const char* help;
+    // Applies one value to the options. nullptr: the tool looks at the
+    // option itself (--help, --version, positional words).
+    Applied (*apply)(Options&, const std::string& value) = nullptr;
+    // Applied as if given when the option is absent; not shown in --help.
+    const char* absent = nullptr;
+};
+
+template <class Options>
+using OptionTable = std::span<const Option<Options>>;
+
+// The long name of a row: "quiet" of "quiet,q".
+inline std::string long_name(const char* name) {
+    const std::string n(name);
+    return n.substr(0, n.find(','));
+}
+
+// The rows as Boost options, for the parser and for --help.
+template <class Options>
+void describe(OptionTable<Options> table, boost::program_options::options_description& into) {
+    namespace po = boost::program_options;
+    auto add = into.add_options();
+    for (const Option<Options>& row : table) {
+        switch (row.takes) {
+            case Takes::nothing: add(row.name, row.help); break;
+            case Takes::value: add(row.name, po::value<std::string>(), row.help); break;
+            case Takes::values: add(row.name, po::value<std::vector<std::string>>(), row.help); break;
+        }
+    }
+}
+
+// Calls the handlers of the rows given in `vm` (or with a value for when
+// absent), in row order; the first error ends it.
+template <class Options>
+Applied apply(OptionTable<Options> table, const boost::program_options::variables_map& vm, Options& options) {
+    for (const Option<Options>& row : table) {
+        if (!row.apply) continue;
+        const auto given = vm.find(long_name(row.name));
+        if (given == vm.end()) {
+            if (!row.absent) continue;
+            if (auto r = row.apply(options, row.absent); !r) return r;
+            continue;
+        }
+        switch (row.takes) {
+            case Takes::nothing:
+                if (auto r = row.apply(options, ""); !r) return r;
+                break;
+            case Takes::value:
+                if (auto r = row.apply(options, given->second.template as<std::string>()); !r) return r;
+                break;
+            case Takes::values:
+                for (const std::string& v : given->second.template as<std::vector<std::string>>())
+                    if (auto r = row.apply(options, v); !r) return r;
+                break;
+        }
+    }
+    return {};
+}
+
+// A value read as Boost.Program_options reads a typed option (a
+// lexical_cast, so "-1" wraps for unsigned types as it always has), with
+// its message when the text is not a T.
+template <class T>
+expected<T, std::string> typed(const char* option, const std::string& value) {
+    try {
+        return boost::lexical_cast<T>(value);
+    } catch (const boost::bad_lexical_cast&) {
+        // Boost's own error, worded as when its parser throws it.
+        boost::program_options::invalid_option_value e(value);
+        e.set_option_name(long_name(option));
+        e.set_prefix(boost::program_options::command_line_style::allow_long);
+        return unexpected(std::string(e.what()));
+    }
+}
+
+}  // namespace ipoibd::cli
