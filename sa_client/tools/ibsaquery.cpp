@@ -6,7 +6,8 @@
 //             [-j] [--timeout 500ms --retries 3] COMMAND [ARGS]     (commands: --help)
 //
 // main():
-//  1. parse the connection options and the request(s); usage errors exit 2
+//  1. parse the connection options (a table of rows) and the request(s);
+//     usage errors exit 2
 //  2. open the MAD transport: a soft port brought to ACTIVE by the SM and
 //     its QP1, or a libibumad port
 //  3. for each request: submit it to the SaClient and move MADs between the
@@ -28,6 +29,7 @@
 #include <sstream>
 
 #include "common/duration.h"
+#include "common/option_table.h"
 #include "common/socket_address.h"
 #include "sa_client/mad_transport_soft.h"
 #include "sa_client/sa_client.h"
@@ -105,25 +107,107 @@ expected<std::vector<Request>, Usage> read_batch(const std::string& path) {
     return out;
 }
 
+bool soft(const Options& o) { return o.kind == Options::Kind::soft; }
+
+// The connection options, one row each: name, what it takes, help, how it
+// applies (and the value applied when it is not given). Rows apply in
+// order: --transport before the soft-only ones, --guid before --instance.
+// The soft-only rows leave their value unread under another transport.
+const cli::Option<Options> kOptions[] = {
+    {"help,h", cli::Takes::nothing, "this text"},
+    {"version", cli::Takes::nothing, "print the version"},
+    {"transport", cli::Takes::value, "soft | umad",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         if (v == "soft") {
+             o.kind = Options::Kind::soft;
+         } else if (v == "umad") {
+             o.kind = Options::Kind::umad;
+         } else {
+             return unexpected("--transport '" + v + "': expected soft or umad");
+         }
+         return {};
+     },
+     "soft"},
+    {"fabric", cli::Takes::value, "soft: ibfabricd address ADDR:PORT",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         if (!soft(o)) return {};
+         auto f = parse_socket_address(v);
+         if (!f) return unexpected("--fabric '" + v + "': " + f.error());
+         o.soft.fabric = *f;
+         return {};
+     },
+     "127.0.0.1:18516"},
+    {"guid", cli::Takes::value, "soft: port GUID (hex) or auto",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         if (!soft(o) || v == "auto") return {};  // auto: --instance derives it
+         const auto g = number(v, ~0ULL);
+         if (!g || *g == 0) return unexpected("--guid '" + v + "': expected a non-zero number or auto");
+         o.soft.port_guid = *g;
+         return {};
+     },
+     "auto"},
+    {"instance", cli::Takes::value, "soft: name the automatic GUID is derived from",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         if (!soft(o)) return {};
+         if (o.soft.port_guid == 0) o.soft.port_guid = transport::stable_port_guid(v);
+         o.soft.node_description = "ibsaquery " + v;
+         return {};
+     },
+     "ibsaquery"},
+    {"wait-active", cli::Takes::value, "soft: how long the SM may take to make the port ACTIVE",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         if (!soft(o)) return {};
+         auto w = parse_duration(v);
+         if (!w) return unexpected("--wait-active '" + v + "': " + w.error());
+         o.wait_active = *w;
+         return {};
+     },
+     "10s"},
+    {"ca", cli::Takes::value, "umad: CA name (default: the first)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         o.umad.ca = v;
+         return {};
+     }},
+    {"port", cli::Takes::value, "umad: port number (default: the first ACTIVE one)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto n = cli::typed<unsigned>("port", v);
+         if (!n) return unexpected(n.error());
+         o.umad.port_num = *n;
+         return {};
+     }},
+    {"timeout", cli::Takes::value, "first wait for a response; doubles on each retry",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         auto t = parse_duration(v);
+         if (!t) return unexpected("--timeout '" + v + "': " + t.error());
+         if (t->count() == 0) return unexpected(std::string("--timeout must be more than 0"));
+         o.client.timeout = *t;
+         o.client.max_timeout = std::max(o.client.max_timeout, *t);
+         return {};
+     },
+     "500ms"},
+    {"retries", cli::Takes::value, "times a request is sent again",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto n = cli::typed<unsigned>("retries", v);
+         if (!n) return unexpected(n.error());
+         if (*n > 10) return unexpected("--retries " + std::to_string(*n) + ": at most 10");
+         o.client.retries = *n;
+         return {};
+     }},
+    {"json,j", cli::Takes::nothing, "one JSON object per result",
+     [](Options& o, const std::string&) -> cli::Applied {
+         o.json = true;
+         return {};
+     }},
+    {"verbose,v", cli::Takes::nothing, "transport and client counters on stderr at the end",
+     [](Options& o, const std::string&) -> cli::Applied {
+         o.verbose = true;
+         return {};
+     }},
+};
+
 expected<Options, Usage> parse(int argc, char** argv) {
-    Options o;
-    std::string kind = "soft", fabric = "127.0.0.1:18516", guid = "auto", instance = "ibsaquery";
-    std::string timeout = "500ms", wait_active = "10s";
     po::options_description desc("ibsaquery [options] COMMAND [ARGS]\n\nconnection options");
-    desc.add_options()
-        ("help,h", "this text")
-        ("version", "print the version")
-        ("transport", po::value(&kind), "soft | umad")
-        ("fabric", po::value(&fabric), "soft: ibfabricd address ADDR:PORT")
-        ("guid", po::value(&guid), "soft: port GUID (hex) or auto")
-        ("instance", po::value(&instance), "soft: name the automatic GUID is derived from")
-        ("wait-active", po::value(&wait_active), "soft: how long the SM may take to make the port ACTIVE")
-        ("ca", po::value(&o.umad.ca), "umad: CA name (default: the first)")
-        ("port", po::value(&o.umad.port_num), "umad: port number (default: the first ACTIVE one)")
-        ("timeout", po::value(&timeout), "first wait for a response; doubles on each retry")
-        ("retries", po::value(&o.client.retries), "times a request is sent again")
-        ("json,j", "one JSON object per result")
-        ("verbose,v", "transport and client counters on stderr at the end");
+    cli::describe<Options>(kOptions, desc);
     po::options_description all;
     all.add(desc).add_options()("words", po::value<std::vector<std::string>>(), "");
     po::positional_options_description pos;
@@ -145,35 +229,8 @@ expected<Options, Usage> parse(int argc, char** argv) {
         std::cout << "ibsaquery " IPOIBD_VERSION " (transports: soft" << (umad_transport_built() ? ", umad" : "") << ")\n";
         std::exit(0);
     }
-    o.json = vm.count("json") > 0;
-    o.verbose = vm.count("verbose") > 0;
-    if (kind == "soft") {
-        o.kind = Options::Kind::soft;
-        auto f = parse_socket_address(fabric);
-        if (!f) return unexpected(Usage{"--fabric '" + fabric + "': " + f.error()});
-        o.soft.fabric = *f;
-        if (guid == "auto") {
-            o.soft.port_guid = transport::stable_port_guid(instance);
-        } else {
-            const auto g = number(guid, ~0ULL);
-            if (!g || *g == 0) return unexpected(Usage{"--guid '" + guid + "': expected a non-zero number or auto"});
-            o.soft.port_guid = *g;
-        }
-        o.soft.node_description = "ibsaquery " + instance;
-        auto w = parse_duration(wait_active);
-        if (!w) return unexpected(Usage{"--wait-active '" + wait_active + "': " + w.error()});
-        o.wait_active = *w;
-    } else if (kind == "umad") {
-        o.kind = Options::Kind::umad;
-    } else {
-        return unexpected(Usage{"--transport '" + kind + "': expected soft or umad"});
-    }
-    auto t = parse_duration(timeout);
-    if (!t) return unexpected(Usage{"--timeout '" + timeout + "': " + t.error()});
-    if (t->count() == 0) return unexpected(Usage{"--timeout must be more than 0"});
-    o.client.timeout = *t;
-    o.client.max_timeout = std::max(o.client.max_timeout, *t);
-    if (o.client.retries > 10) return unexpected(Usage{"--retries " + std::to_string(o.client.retries) + ": at most 10"});
+    Options o;
+    if (auto applied = cli::apply<Options>(kOptions, vm, o); !applied) return unexpected(Usage{applied.error()});
 
     // Everything the connection options did not take is the request.
     const auto words = po::collect_unrecognized(parsed.options, po::include_positional);

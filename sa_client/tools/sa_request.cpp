@@ -1,13 +1,12 @@
 #include "sa_client/tools/sa_request.h"
 
-#include <algorithm>
 #include <boost/program_options.hpp>
-#include <map>
 #include <optional>
-#include <set>
+#include <ostream>
 #include <sstream>
 
 #include "common/duration.h"
+#include "common/option_table.h"
 #include "transport/gid.h"
 
 namespace po = boost::program_options;
@@ -16,46 +15,6 @@ namespace ipoibd::sa::tools {
 namespace {
 
 constexpr std::uint64_t kOpenSmDefaultSmKey = 1;
-
-// Which options each command takes.
-const std::map<std::string, std::set<std::string>>& command_options() {
-    static const std::map<std::string, std::set<std::string>> table = {
-        {"port", {}},
-        {"groups", {"sm-key"}},
-        {"group", {"sm-key"}},
-        {"members", {"sm-key"}},
-        {"path", {"sm-key", "sgid", "dgid", "slid", "dlid", "pkey", "table"}},
-        {"join", {"sm-key", "join-state", "qkey", "pkey", "mtu", "rate", "sl", "tclass", "flow-label", "create"}},
-        {"leave", {"sm-key", "join-state"}},
-        {"subscribe", {"sm-key", "listen"}},
-        {"unsubscribe", {"sm-key"}},
-        {"subscriptions", {"sm-key"}},
-    };
-    return table;
-}
-
-po::options_description request_options() {
-    po::options_description d("request options");
-    d.add_options()
-        ("sm-key", po::value<std::string>(), "SM_Key of the request (default 0, untrusted; members: 1)")
-        ("join-state", po::value<std::string>(), "join/leave: full | non | sendonly | sendonly-full (default full)")
-        ("qkey", po::value<std::string>(), "join: Q_Key")
-        ("pkey", po::value<std::string>(), "join, path: P_Key")
-        ("mtu", po::value<std::string>(), "join: [gt|lt|eq|largest:]BYTES, e.g. gt:2048 (default eq)")
-        ("rate", po::value<std::string>(), "join: [gt|lt|eq|largest:]GBPS, e.g. 10 or lt:40")
-        ("sl", po::value<std::string>(), "join: service level")
-        ("tclass", po::value<std::string>(), "join: traffic class")
-        ("flow-label", po::value<std::string>(), "join: flow label")
-        ("create", po::bool_switch(), "join: add the components that let the SA create the group "
-                                      "(Q_Key, TClass, P_Key, FlowLabel, SL; needs --qkey)")
-        ("sgid", po::value<std::string>(), "path: source GID")
-        ("dgid", po::value<std::string>(), "path: destination GID")
-        ("slid", po::value<std::string>(), "path: source LID")
-        ("dlid", po::value<std::string>(), "path: destination LID")
-        ("table", po::bool_switch(), "path: SubnAdmGetTable instead of SubnAdmGet")
-        ("listen", po::value<std::string>(), "subscribe: print Reports for this long (e.g. 10s), then unsubscribe");
-    return d;
-}
 
 std::optional<std::uint64_t> number(const std::string& s, std::uint64_t max) {
     try {
@@ -110,25 +69,278 @@ std::optional<std::uint8_t> rate_code_of_gbps(const std::string& s) {
     return std::nullopt;
 }
 
+// ---------------------------------------------------------------------------
+// Request options: one row each, read into RequestOptions (every value
+// checked; errors read "--mtu 'x': ...", the command is put in front).
+
+struct RequestOptions {
+    std::optional<std::uint64_t> sm_key, qkey, pkey, sl, tclass, flow_label, slid, dlid;
+    std::optional<std::uint8_t> join_state;
+    std::optional<std::pair<Selector, std::uint8_t>> mtu, rate;  // selector and code
+    std::optional<Gid> sgid, dgid;
+    std::optional<std::chrono::milliseconds> listen;
+    bool create = false;
+    bool table = false;
+};
+
+// A number up to `max` for the option `name`.
+cli::Applied read_number(const char* name, const std::string& v, std::uint64_t max, std::optional<std::uint64_t>& into) {
+    const auto n = number(v, max);
+    if (!n) return unexpected("--" + std::string(name) + " '" + v + "': expected a number up to " + std::to_string(max));
+    into = *n;
+    return {};
+}
+
+cli::Applied read_gid(const char* name, const std::string& v, std::optional<Gid>& into) {
+    const auto g = parse_gid(v);
+    if (!g) return unexpected("--" + std::string(name) + " '" + v + "' is not a GID");
+    into = *g;
+    return {};
+}
+
+const cli::Option<RequestOptions> kRequestOptions[] = {
+    {"sm-key", cli::Takes::value, "SM_Key of the request (default 0, untrusted; members: 1)",
+     [](RequestOptions& o, const std::string& v) { return read_number("sm-key", v, ~0ULL, o.sm_key); }},
+    {"join-state", cli::Takes::value, "join/leave: full | non | sendonly | sendonly-full (default full)",
+     [](RequestOptions& o, const std::string& v) -> cli::Applied {
+         o.join_state = join_state_of(v);
+         if (!o.join_state) return unexpected("--join-state '" + v + "': expected full, non, sendonly, sendonly-full or 1..15");
+         return {};
+     }},
+    {"qkey", cli::Takes::value, "join: Q_Key",
+     [](RequestOptions& o, const std::string& v) { return read_number("qkey", v, 0xFFFFFFFF, o.qkey); }},
+    {"pkey", cli::Takes::value, "join, path: P_Key",
+     [](RequestOptions& o, const std::string& v) { return read_number("pkey", v, 0xFFFF, o.pkey); }},
+    {"mtu", cli::Takes::value, "join: [gt|lt|eq|largest:]BYTES, e.g. gt:2048 (default eq)",
+     [](RequestOptions& o, const std::string& v) -> cli::Applied {
+         const auto sv = selector_and_value(v);
+         const std::uint8_t code =
+             sv && !sv->second.empty() ? mtu_code(static_cast<std::uint32_t>(number(sv->second, 4096).value_or(0))) : 0;
+         if (!sv || (code == 0 && sv->first != Selector::largest_available))
+             return unexpected("--mtu '" + v + "': expected [gt|lt|eq|largest:]256|512|1024|2048|4096");
+         o.mtu = std::pair{sv->first, code};
+         return {};
+     }},
+    {"rate", cli::Takes::value, "join: [gt|lt|eq|largest:]GBPS, e.g. 10 or lt:40",
+     [](RequestOptions& o, const std::string& v) -> cli::Applied {
+         const auto sv = selector_and_value(v);
+         const auto code = sv && !sv->second.empty() ? rate_code_of_gbps(sv->second) : std::optional<std::uint8_t>{};
+         if (!sv || (!code && sv->first != Selector::largest_available))
+             return unexpected("--rate '" + v + "': expected [gt|lt|eq|largest:]GBPS, e.g. 10, 2.5, eq:40");
+         o.rate = std::pair{sv->first, code.value_or(0)};
+         return {};
+     }},
+    {"sl", cli::Takes::value, "join: service level",
+     [](RequestOptions& o, const std::string& v) { return read_number("sl", v, 0xF, o.sl); }},
+    {"tclass", cli::Takes::value, "join: traffic class",
+     [](RequestOptions& o, const std::string& v) { return read_number("tclass", v, 0xFF, o.tclass); }},
+    {"flow-label", cli::Takes::value, "join: flow label",
+     [](RequestOptions& o, const std::string& v) { return read_number("flow-label", v, 0xFFFFF, o.flow_label); }},
+    {"create", cli::Takes::nothing,
+     "join: add the components that let the SA create the group (Q_Key, TClass, P_Key, FlowLabel, SL; needs --qkey)",
+     [](RequestOptions& o, const std::string&) -> cli::Applied {
+         o.create = true;
+         return {};
+     }},
+    {"sgid", cli::Takes::value, "path: source GID",
+     [](RequestOptions& o, const std::string& v) { return read_gid("sgid", v, o.sgid); }},
+    {"dgid", cli::Takes::value, "path: destination GID",
+     [](RequestOptions& o, const std::string& v) { return read_gid("dgid", v, o.dgid); }},
+    {"slid", cli::Takes::value, "path: source LID",
+     [](RequestOptions& o, const std::string& v) { return read_number("slid", v, 0xFFFF, o.slid); }},
+    {"dlid", cli::Takes::value, "path: destination LID",
+     [](RequestOptions& o, const std::string& v) { return read_number("dlid", v, 0xFFFF, o.dlid); }},
+    {"table", cli::Takes::nothing, "path: SubnAdmGetTable instead of SubnAdmGet",
+     [](RequestOptions& o, const std::string&) -> cli::Applied {
+         o.table = true;
+         return {};
+     }},
+    {"listen", cli::Takes::value, "subscribe: print Reports for this long (e.g. 10s), then unsubscribe",
+     [](RequestOptions& o, const std::string& v) -> cli::Applied {
+         const auto d = parse_duration(v);
+         if (!d) return unexpected("--listen '" + v + "': " + d.error());
+         o.listen = *d;
+         return {};
+     }},
+};
+
+po::options_description request_options() {
+    po::options_description d("request options");
+    cli::describe<RequestOptions>(kRequestOptions, d);
+    return d;
+}
+
+// ---------------------------------------------------------------------------
+// Commands: one row each (name, what it takes, the options that apply,
+// usage, the handler that makes the query), like saquery's query_cmds[].
+
+// The word after the command, and what it was read as.
+enum class Argument { none, mgid, trap };
+struct ArgumentValue {
+    std::optional<Gid> mgid;
+    std::uint16_t trap = kInformAllTraps;
+};
+
+// A handler fills in `r` (command, text, SM_Key and method already set).
+using Build = expected<void, std::string> (*)(Request& r, const RequestOptions& o, const ArgumentValue& a);
+
+struct Command {
+    const char* name;
+    Argument argument;
+    std::uint8_t method;
+    bool trusted;  // SM_Key 1 (OpenSM's default) unless --sm-key
+    const char* options;  // the request options that apply, separated by spaces
+    const char* synopsis;  // for --help, after the name
+    const char* help;
+    Build build;
+};
+
+expected<void, std::string> build_nothing(Request&, const RequestOptions&, const ArgumentValue&) {
+    return {};
+}
+
+expected<void, std::string> build_groups(Request& r, const RequestOptions&, const ArgumentValue& a) {
+    McMemberQuery q;
+    if (a.mgid) q.set_mgid(*a.mgid);
+    r.query = q;
+    return {};
+}
+
+expected<void, std::string> build_path(Request& r, const RequestOptions& o, const ArgumentValue&) {
+    PathQuery q;
+    if (o.sgid) q.set_sgid(*o.sgid);
+    if (o.dgid) q.set_dgid(*o.dgid);
+    if (o.slid) q.set_slid(static_cast<std::uint16_t>(*o.slid));
+    if (o.dlid) q.set_dlid(static_cast<std::uint16_t>(*o.dlid));
+    if (o.pkey) q.set_p_key(static_cast<std::uint16_t>(*o.pkey));
+    if (!(q.component_mask & (path_comp::dgid | path_comp::dlid))) return unexpected(std::string("give --dgid or --dlid"));
+    if ((q.component_mask & path_comp::sgid) && (q.component_mask & path_comp::slid))
+        return unexpected(std::string("give --sgid or --slid, not both"));
+    if ((q.component_mask & path_comp::dgid) && (q.component_mask & path_comp::dlid))
+        return unexpected(std::string("give --dgid or --dlid, not both"));
+    if (o.table) r.method = ib::method::get_table;
+    r.query = q;
+    return {};
+}
+
+// join and leave: MGID, PortGID (this port's, known once it is open),
+// JoinState; join adds each option given, --create the creation components.
+expected<void, std::string> build_membership(Request& r, const RequestOptions& o, const ArgumentValue& a) {
+    McMemberQuery q;
+    q.set_mgid(*a.mgid);
+    r.with_port_gid = true;
+    q.set_join_state(o.join_state.value_or(join_state::full_member));
+    if (r.command == "leave") {
+        r.query = q;
+        return {};
+    }
+    if (o.create && !o.qkey) return unexpected(std::string("--create needs --qkey (the new group's Q_Key)"));
+    if (o.qkey) q.set_q_key(static_cast<std::uint32_t>(*o.qkey));
+    if (o.pkey || o.create) q.set_p_key(static_cast<std::uint16_t>(o.pkey.value_or(ib::kPKeyDefault)));
+    if (o.sl || o.create) q.set_sl(static_cast<std::uint8_t>(o.sl.value_or(0)));
+    if (o.tclass || o.create) q.set_tclass(static_cast<std::uint8_t>(o.tclass.value_or(0)));
+    if (o.flow_label || o.create) q.set_flow_label(static_cast<std::uint32_t>(o.flow_label.value_or(0)));
+    if (o.mtu) q.set_mtu(o.mtu->first, o.mtu->second);
+    if (o.rate) q.set_rate(o.rate->first, o.rate->second);
+    r.query = q;
+    return {};
+}
+
+expected<void, std::string> build_subscription(Request& r, const RequestOptions& o, const ArgumentValue& a) {
+    // Reports go to the QP the subscription names: this tool's QP1.
+    // OpenSM stores the requester's QPN and removes a subscription only
+    // when the unsubscribing InformInfo names the same QPN.
+    InformInfo info = generic_trap_subscription(a.trap, r.command == "subscribe");
+    info.qpn = ib::kQp1;
+    r.query = info;
+    if (o.listen) r.listen = *o.listen;
+    return {};
+}
+
+expected<void, std::string> build_subscriptions(Request& r, const RequestOptions&, const ArgumentValue&) {
+    r.query = InformInfoRecordQuery{};
+    return {};
+}
+
+const Command kCommands[] = {
+    {"port", Argument::none, 0, false, "", "", "this port and its SM (nothing is sent)", build_nothing},
+    {"groups", Argument::none, ib::method::get_table, false, "sm-key", "",
+     "every multicast group (MCMemberRecord GetTable)", build_groups},
+    {"group", Argument::mgid, ib::method::get, false, "sm-key", "MGID", "one group (MCMemberRecord Get)", build_groups},
+    {"members", Argument::mgid, ib::method::get_table, true, "sm-key", "MGID",
+     "a group's members (GetTable with SM_Key 1 unless --sm-key)", build_groups},
+    {"path", Argument::none, ib::method::get, false, "sm-key sgid dgid slid dlid pkey table",
+     "--dgid G|--dlid L [--sgid G|--slid L] [--pkey P] [--table]", "a PathRecord (source: this port unless given)",
+     build_path},
+    {"join", Argument::mgid, ib::method::set, false,
+     "sm-key join-state qkey pkey mtu rate sl tclass flow-label create",
+     "MGID [--join-state S] [--qkey Q] [--pkey P] [--mtu M] [--rate R] [--sl N]\n"
+     "            [--tclass N] [--flow-label N] [--create]",
+     "", build_membership},
+    {"leave", Argument::mgid, ib::method::del, false, "sm-key join-state", "MGID [--join-state S]", "",
+     build_membership},
+    {"subscribe", Argument::trap, ib::method::set, false, "sm-key listen", "TRAP [--listen D]",
+     "InformInfo subscription to trap 64..67 or all", build_subscription},
+    {"unsubscribe", Argument::trap, ib::method::set, false, "sm-key", "TRAP", "", build_subscription},
+    {"subscriptions", Argument::none, ib::method::get_table, true, "sm-key", "",
+     "InformInfoRecords (SM_Key 1 unless --sm-key)", build_subscriptions},
+};
+
+bool applies(const Command& c, const std::string& option) {
+    std::istringstream names(c.options);
+    for (std::string name; names >> name;)
+        if (name == option) return true;
+    return false;
+}
+
+const Command* find_command(const std::string& name) {
+    for (const Command& c : kCommands)
+        if (name == c.name) return &c;
+    return nullptr;
+}
+
+// The words after the command and before or between its options.
+expected<ArgumentValue, std::string> read_argument(const Command& command, const std::vector<std::string>& args) {
+    if (args.size() != (command.argument == Argument::none ? 0u : 1u)) {
+        if (command.argument == Argument::mgid) return unexpected(std::string("give one MGID"));
+        if (command.argument == Argument::trap) return unexpected(std::string("give one trap number (64..67) or all"));
+        return unexpected("takes no arguments, got '" + args.front() + "'");
+    }
+    ArgumentValue a;
+    if (command.argument == Argument::mgid) {
+        a.mgid = parse_gid(args.front());
+        if (!a.mgid) return unexpected("'" + args.front() + "' is not a GID");
+    }
+    if (command.argument == Argument::trap && args.front() != "all") {
+        const auto n = number(args.front(), 0xFFFF);
+        if (!n) return unexpected("'" + args.front() + "': expected a trap number (64..67) or all");
+        a.trap = static_cast<std::uint16_t>(*n);
+    }
+    return a;
+}
+
+// "  name synopsis" and its help in a column, or on the next line when the
+// synopsis is too long for it.
+void usage_line(std::ostream& out, const std::string& synopsis, const std::string& help) {
+    constexpr std::size_t kColumn = 30;
+    out << "  " << synopsis;
+    if (help.empty()) {
+        out << "\n";
+    } else if (synopsis.size() < kColumn) {
+        out << std::string(kColumn - synopsis.size(), ' ') << help << "\n";
+    } else {
+        out << "\n" << std::string(kColumn + 2, ' ') << help << "\n";
+    }
+}
+
 }  // namespace
 
 std::string request_usage() {
     std::ostringstream s;
-    s << "commands:\n"
-         "  port                          this port and its SM (nothing is sent)\n"
-         "  groups                        every multicast group (MCMemberRecord GetTable)\n"
-         "  group MGID                    one group (MCMemberRecord Get)\n"
-         "  members MGID                  a group's members (GetTable with SM_Key 1 unless --sm-key)\n"
-         "  path --dgid G|--dlid L [--sgid G|--slid L] [--pkey P] [--table]\n"
-         "                                a PathRecord (source: this port unless given)\n"
-         "  join MGID [--join-state S] [--qkey Q] [--pkey P] [--mtu M] [--rate R] [--sl N]\n"
-         "            [--tclass N] [--flow-label N] [--create]\n"
-         "  leave MGID [--join-state S]\n"
-         "  subscribe TRAP [--listen D]   InformInfo subscription to trap 64..67 or all\n"
-         "  unsubscribe TRAP\n"
-         "  subscriptions                 InformInfoRecords (SM_Key 1 unless --sm-key)\n"
-         "  batch FILE                    one command per line ('-': stdin; '#' comments)\n"
-      << request_options();
+    s << "commands:\n";
+    for (const Command& c : kCommands) usage_line(s, std::string(c.name) + (*c.synopsis ? " " : "") + c.synopsis, c.help);
+    usage_line(s, "batch FILE", "one command per line ('-': stdin; '#' comments)");
+    s << request_options();
     return s.str();
 }
 
@@ -137,8 +349,9 @@ expected<Request, std::string> parse_request(const std::vector<std::string>& wor
     for (const std::string& w : words) r.text += (r.text.empty() ? "" : " ") + w;
     if (words.empty()) return unexpected(std::string("no command (see --help)"));
     r.command = words.front();
-    const auto allowed = command_options().find(r.command);
-    if (allowed == command_options().end()) return unexpected("unknown command '" + r.command + "' (see --help)");
+    const Command* command = find_command(r.command);
+    if (!command) return unexpected("unknown command '" + r.command + "' (see --help)");
+    auto fail = [&](const std::string& what) { return unexpected(r.command + ": " + what); };
 
     po::options_description desc = request_options();
     desc.add_options()("args", po::value<std::vector<std::string>>(), "");
@@ -150,147 +363,21 @@ expected<Request, std::string> parse_request(const std::vector<std::string>& wor
         po::store(po::command_line_parser(rest).options(desc).positional(pos).run(), vm);
         po::notify(vm);
     } catch (const po::error& e) {
-        return unexpected(r.command + ": " + e.what());
+        return fail(e.what());
     }
-    auto fail = [&](const std::string& what) { return unexpected(r.command + ": " + what); };
-    for (const auto& [name, value] : vm) {
-        if (name == "args" || value.defaulted()) continue;
-        if (name == "create" || name == "table") {
-            if (!value.as<bool>()) continue;
-        }
-        if (!allowed->second.count(name)) return fail("--" + name + " does not apply to '" + r.command + "'");
+    for (const auto& given : vm) {
+        const std::string& name = given.first;
+        if (name == "args") continue;
+        if (!applies(*command, name)) return fail("--" + name + " does not apply to '" + r.command + "'");
     }
-    const auto args = vm.count("args") ? vm["args"].as<std::vector<std::string>>() : std::vector<std::string>{};
-    const bool wants_mgid = r.command == "group" || r.command == "members" || r.command == "join" || r.command == "leave";
-    const bool wants_trap = r.command == "subscribe" || r.command == "unsubscribe";
-    if (args.size() != (wants_mgid || wants_trap ? 1u : 0u)) {
-        if (wants_mgid) return fail("give one MGID");
-        if (wants_trap) return fail("give one trap number (64..67) or all");
-        return fail("takes no arguments, got '" + args.front() + "'");
-    }
-    std::optional<Gid> mgid;
-    if (wants_mgid) {
-        mgid = parse_gid(args.front());
-        if (!mgid) return fail("'" + args.front() + "' is not a GID");
-    }
-    auto opt = [&](const char* name) -> std::optional<std::string> {
-        if (!vm.count(name)) return std::nullopt;
-        return vm[name].as<std::string>();
-    };
-    auto num_opt = [&](const char* name, std::uint64_t max) -> expected<std::optional<std::uint64_t>, std::string> {
-        const auto s = opt(name);
-        if (!s) return std::optional<std::uint64_t>{};
-        const auto n = number(*s, max);
-        if (!n) return fail("--" + std::string(name) + " '" + *s + "': expected a number up to " + std::to_string(max));
-        return std::optional<std::uint64_t>{*n};
-    };
-
-    auto sm_key = num_opt("sm-key", ~0ULL);
-    if (!sm_key) return unexpected(sm_key.error());
-    const bool trusted = r.command == "members" || r.command == "subscriptions";
-    r.sm_key = sm_key->value_or(trusted ? kOpenSmDefaultSmKey : 0);
-
-    if (r.command == "port") return r;
-    if (wants_trap) {
-        std::uint16_t trap = kInformAllTraps;
-        if (args.front() != "all") {
-            const auto n = number(args.front(), 0xFFFF);
-            if (!n) return fail("'" + args.front() + "': expected a trap number (64..67) or all");
-            trap = static_cast<std::uint16_t>(*n);
-        }
-        r.method = ib::method::set;
-        // Reports go to the QP the subscription names: this tool's QP1.
-        // OpenSM stores the requester's QPN and removes a subscription only
-        // when the unsubscribing InformInfo names the same QPN.
-        InformInfo info = generic_trap_subscription(trap, r.command == "subscribe");
-        info.qpn = ib::kQp1;
-        r.query = info;
-        if (const auto s = opt("listen")) {
-            const auto d = parse_duration(*s);
-            if (!d) return fail("--listen '" + *s + "': " + d.error());
-            r.listen = *d;
-        }
-        return r;
-    }
-    if (r.command == "subscriptions") {
-        r.method = ib::method::get_table;
-        r.query = InformInfoRecordQuery{};
-        return r;
-    }
-    if (r.command == "groups" || r.command == "group" || r.command == "members") {
-        McMemberQuery q;
-        if (mgid) q.set_mgid(*mgid);
-        r.method = r.command == "group" ? ib::method::get : ib::method::get_table;
-        r.query = q;
-        return r;
-    }
-    if (r.command == "path") {
-        PathQuery q;
-        for (const char* name : {"sgid", "dgid"}) {
-            if (const auto s = opt(name)) {
-                const auto g = parse_gid(*s);
-                if (!g) return fail("--" + std::string(name) + " '" + *s + "' is not a GID");
-                name[0] == 's' ? q.set_sgid(*g) : q.set_dgid(*g);
-            }
-        }
-        auto slid = num_opt("slid", 0xFFFF), dlid = num_opt("dlid", 0xFFFF), pkey = num_opt("pkey", 0xFFFF);
-        for (const auto* e : {&slid, &dlid, &pkey})
-            if (!*e) return unexpected(e->error());
-        if (*slid) q.set_slid(static_cast<std::uint16_t>(**slid));
-        if (*dlid) q.set_dlid(static_cast<std::uint16_t>(**dlid));
-        if (*pkey) q.set_p_key(static_cast<std::uint16_t>(**pkey));
-        if (!(q.component_mask & (path_comp::dgid | path_comp::dlid))) return fail("give --dgid or --dlid");
-        if ((q.component_mask & path_comp::sgid) && (q.component_mask & path_comp::slid))
-            return fail("give --sgid or --slid, not both");
-        if ((q.component_mask & path_comp::dgid) && (q.component_mask & path_comp::dlid))
-            return fail("give --dgid or --dlid, not both");
-        r.method = vm["table"].as<bool>() ? ib::method::get_table : ib::method::get;
-        r.query = q;
-        return r;
-    }
-
-    // join, leave
-    McMemberQuery q;
-    q.set_mgid(*mgid);
-    r.with_port_gid = true;
-    std::uint8_t js = join_state::full_member;
-    if (const auto s = opt("join-state")) {
-        const auto v = join_state_of(*s);
-        if (!v) return fail("--join-state '" + *s + "': expected full, non, sendonly, sendonly-full or 1..15");
-        js = *v;
-    }
-    q.set_join_state(js);
-    r.method = r.command == "join" ? ib::method::set : ib::method::del;
-    if (r.command == "leave") {
-        r.query = q;
-        return r;
-    }
-    const bool create = vm["create"].as<bool>();
-    auto qkey = num_opt("qkey", 0xFFFFFFFF), pkey = num_opt("pkey", 0xFFFF), sl = num_opt("sl", 0xF),
-         tclass = num_opt("tclass", 0xFF), flow = num_opt("flow-label", 0xFFFFF);
-    for (const auto* e : {&qkey, &pkey, &sl, &tclass, &flow})
-        if (!*e) return unexpected(e->error());
-    if (create && !*qkey) return fail("--create needs --qkey (the new group's Q_Key)");
-    if (*qkey) q.set_q_key(static_cast<std::uint32_t>(**qkey));
-    if (*pkey || create) q.set_p_key(static_cast<std::uint16_t>(pkey->value_or(ib::kPKeyDefault)));
-    if (*sl || create) q.set_sl(static_cast<std::uint8_t>(sl->value_or(0)));
-    if (*tclass || create) q.set_tclass(static_cast<std::uint8_t>(tclass->value_or(0)));
-    if (*flow || create) q.set_flow_label(static_cast<std::uint32_t>(flow->value_or(0)));
-    if (const auto s = opt("mtu")) {
-        const auto sv = selector_and_value(*s);
-        const std::uint8_t code = sv && !sv->second.empty() ? mtu_code(static_cast<std::uint32_t>(number(sv->second, 4096).value_or(0))) : 0;
-        if (!sv || (code == 0 && sv->first != Selector::largest_available))
-            return fail("--mtu '" + *s + "': expected [gt|lt|eq|largest:]256|512|1024|2048|4096");
-        q.set_mtu(sv->first, code);
-    }
-    if (const auto s = opt("rate")) {
-        const auto sv = selector_and_value(*s);
-        const auto code = sv && !sv->second.empty() ? rate_code_of_gbps(sv->second) : std::optional<std::uint8_t>{};
-        if (!sv || (!code && sv->first != Selector::largest_available))
-            return fail("--rate '" + *s + "': expected [gt|lt|eq|largest:]GBPS, e.g. 10, 2.5, eq:40");
-        q.set_rate(sv->first, code.value_or(0));
-    }
-    r.query = q;
+    const auto argument =
+        read_argument(*command, vm.count("args") ? vm["args"].as<std::vector<std::string>>() : std::vector<std::string>{});
+    if (!argument) return fail(argument.error());
+    RequestOptions options;
+    if (auto applied = cli::apply<RequestOptions>(kRequestOptions, vm, options); !applied) return fail(applied.error());
+    r.sm_key = options.sm_key.value_or(command->trusted ? kOpenSmDefaultSmKey : 0);
+    r.method = command->method;
+    if (auto built = command->build(r, options, *argument); !built) return fail(built.error());
     return r;
 }
 
