@@ -37,6 +37,7 @@
 #include "sa_client/tools/sa_request.h"
 #include "transport/gid.h"
 #include "transport/soft/guid.h"
+#include "transport/port_factory.h"
 #include "transport/soft/soft_port.h"
 
 namespace po = boost::program_options;
@@ -251,35 +252,31 @@ expected<Options, Usage> parse(int argc, char** argv) {
 // The MAD transport
 
 struct Connection {
-    std::unique_ptr<transport::SoftPort> soft_port;  // soft only; outlives the transport
+    std::unique_ptr<transport::Port> soft_port;  // soft only; outlives the transport
     std::unique_ptr<MadTransport> transport;
 };
 
 // A soft port on the fabric, ACTIVE with an SM LID, and its QP1.
 expected<Connection, std::string> open_soft(const Options& o) {
-    auto port = transport::SoftPort::open(o.soft);
+    transport::PortOptions po;
+    po.kind = transport::PortOptions::Kind::soft;
+    po.fabric = o.soft.fabric;
+    po.guid = o.soft.port_guid;
+    po.node_description = o.soft.node_description;
+    auto port = transport::open_port(po);
     if (!port) return unexpected("could not open a soft port to " + o.soft.fabric.to_string() + ": " + port.error().message());
-    transport::SoftPort& p = **port;
-    const auto deadline = Clock::now() + o.wait_active;
-    while (p.attributes().state != transport::PortState::active || p.attributes().sm_lid == 0) {
-        if (Clock::now() > deadline)
-            return unexpected("the port did not become ACTIVE within " + std::to_string(o.wait_active.count()) +
-                              " ms (state " + to_string(p.attributes().state) + "; is ibfabricd at " +
-                              o.soft.fabric.to_string() + "?)");
-        pollfd pfd{.fd = p.fd(), .events = POLLIN, .revents = 0};
-        ::poll(&pfd, 1, 20);
-        p.process();
-        transport::PortEvent events[8];
-        while (p.poll_events(events) > 0) {
-        }
-    }
+    transport::Port& p = *port->port;
+    if (!transport::wait_until_active(p, o.wait_active))
+        return unexpected("the port did not become ACTIVE within " + std::to_string(o.wait_active.count()) +
+                          " ms (state " + to_string(p.attributes().state) + "; is ibfabricd at " +
+                          o.soft.fabric.to_string() + "?)");
     auto gsi = p.create_gsi_qp(kGsiSendDepth, kGsiReceiveDepth);
     if (!gsi) return unexpected("could not create QP1: " + gsi.error().message());
     auto t = SoftMadTransport::open(p, std::move(*gsi));
     if (!t) return unexpected(t.error().message());
     Connection c;
     c.transport = std::move(*t);
-    c.soft_port = std::move(*port);
+    c.soft_port = std::move(port->port);
     return c;
 }
 

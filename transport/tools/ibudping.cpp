@@ -28,7 +28,7 @@
 #include "common/option_table.h"
 #include "transport/gid.h"
 #include "transport/soft/guid.h"
-#include "transport/soft/soft_port.h"
+#include "transport/soft/guid.h"
 #include "transport/port_factory.h"
 
 namespace po = boost::program_options;
@@ -89,6 +89,12 @@ struct ReceiveRing {
 
 // Waits for the port fd (or sleeps a little for fd-less ports), lets the
 // port do its I/O, and reports its events.
+void print_event(Port& port, PortEvent e) {
+    const auto a = port.attributes();
+    std::printf("event %s: state %s LID 0x%04x SM LID 0x%04x\n", to_string(e), to_string(a.state), a.lid, a.sm_lid);
+    std::fflush(stdout);
+}
+
 void pump(Port& port, int epoll_fd, int timeout_ms) {
     if (epoll_fd >= 0) {
         epoll_event ev;
@@ -98,38 +104,25 @@ void pump(Port& port, int epoll_fd, int timeout_ms) {
     }
     port.process();
     PortEvent events[8];
-    for (std::size_t n = port.poll_events(events), i = 0; i < n; ++i) {
-        const auto a = port.attributes();
-        std::printf("event %s: state %s LID 0x%04x SM LID 0x%04x\n", to_string(events[i]), to_string(a.state), a.lid, a.sm_lid);
-        std::fflush(stdout);
-    }
+    for (std::size_t n = port.poll_events(events), i = 0; i < n; ++i) print_event(port, events[i]);
 }
 
-// Drop counters of a soft port, one line per non-zero reason.
-void print_port_counters(Port& port) {
-    auto* soft = dynamic_cast<SoftPort*>(&port);
-    if (!soft) return;
-    const PortCounters& c = soft->counters();
-    std::printf("port: rx %llu tx %llu\n", static_cast<unsigned long long>(c.rx_packets), static_cast<unsigned long long>(c.tx_packets));
-    const SoftCutThroughCounters& ct = soft->cut_through_counters();
-    std::printf("cut-through: hints %llu direct_tx %llu via_switch_tx %llu direct_rx %llu refresh_requests %llu markers %llu held %llu drain_timeouts %llu\n",
-                static_cast<unsigned long long>(ct.hints), static_cast<unsigned long long>(ct.direct_tx),
-                static_cast<unsigned long long>(ct.via_switch_tx), static_cast<unsigned long long>(ct.direct_rx),
-                static_cast<unsigned long long>(ct.refresh_requests), static_cast<unsigned long long>(ct.markers),
-                static_cast<unsigned long long>(ct.held), static_cast<unsigned long long>(ct.drain_timeouts));
-    for (std::size_t i = 0; i < ib::kDropReasonCount; ++i)
-        if (c.malformed[i]) std::printf("port malformed %s %llu\n", ib::to_string(static_cast<ib::DropReason>(i)), static_cast<unsigned long long>(c.malformed[i]));
-    for (std::size_t i = 0; i < kDeliveryDropCount; ++i)
-        if (c.undelivered[i]) std::printf("port undelivered %s %llu\n", to_string(static_cast<DeliveryDrop>(i)), static_cast<unsigned long long>(c.undelivered[i]));
+// The port's counters (packets, drops by reason, cut-through), one line
+// per non-zero counter.
+void print_port_counters(const Port& port) {
+    struct Printer final : CounterSink {
+        void counter(std::string_view name, std::uint64_t value) override {
+            if (value != 0)
+                std::printf("port %.*s %llu\n", static_cast<int>(name.size()), name.data(),
+                            static_cast<unsigned long long>(value));
+        }
+    } printer;
+    port.visit_counters(printer);
 }
 
-bool wait_active(Port& port, int epoll_fd, double seconds) {
-    const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
-    while (port.attributes().state != PortState::active) {
-        if (Clock::now() > deadline || g_stop) return false;
-        pump(port, epoll_fd, 20);
-    }
-    return true;
+bool wait_active(Port& port, double seconds) {
+    const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(seconds));
+    return wait_until_active(port, timeout, [&](PortEvent e) { print_event(port, e); }, [] { return g_stop != 0; });
 }
 
 int run_server(const Options& o, Port& port, UdQp& qp, int epoll_fd) {
@@ -455,7 +448,7 @@ int main(int argc, char** argv) {
         ev.events = EPOLLIN;
         ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, port_fd, &ev);
     }
-    if (!wait_active(p, epoll_fd, o.wait_active_s)) {
+    if (!wait_active(p, o.wait_active_s)) {
         std::fprintf(stderr, "ibudping: port not ACTIVE after %.0f s (state %s)\n", o.wait_active_s, to_string(p.attributes().state));
         return 1;
     }
