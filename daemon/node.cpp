@@ -89,7 +89,17 @@ Node::Node(config::DaemonConfig config, std::string config_file, std::string ins
     drops_log_ = std::make_unique<RateLimitedLog>(log_, LogLevel::debug);
 }
 
-Node::~Node() = default;
+// The loop may outlive the node (tests run several nodes on one loop): no
+// handler of ours may stay registered.
+Node::~Node() {
+    if (timer_) loop_.cancel_timer(*timer_);
+    for (const auto& i : interfaces_)
+        if (i->host().fd() >= 0) loop_.remove_fd(i->host().fd());
+    if (monitor_) loop_.remove_fd(monitor_->fd());
+    if (mad_ && mad_->wait_source().fd >= 0) loop_.remove_fd(mad_->wait_source().fd);
+    if (port_ && port_->fd() >= 0) loop_.remove_fd(port_->fd());
+    if (fabric_service_) loop_.remove_fd(fabric_service_->fd());
+}
 
 // ---------------------------------------------------------------------------
 // 1. The fabric
@@ -122,7 +132,7 @@ expected<void, std::string> Node::open_fabric() {
     po.fabric = config_.fabric.address;
     po.guid = config_.fabric.port_guid ? config_.fabric.port_guid : transport::stable_port_guid(instance_);
     po.node_description = "ipoibd " + instance_;
-    // At most what a reap before each process() gives back: on_port_ready
+    // At most what a reap before each process() gives back: port_ready
     // polls up to 1024 completions (sends among them) before it.
     po.receive_budget = std::min<std::size_t>(config_.queues.receive_depth, 256);
     po.deferred_flush = true;
@@ -137,26 +147,30 @@ expected<void, std::string> Node::open_fabric() {
     if (!opened->verbs_unavailable.empty())
         log_.info("no HCA (" + opened->verbs_unavailable + "): using the soft fabric at " +
                   config_.fabric.address.to_string());
-    port_ = std::move(opened->port);
-    port_name_ = std::move(opened->name);
-    port_device_ = std::move(opened->device);
+    return attach_port(std::move(*opened));
+}
+
+expected<void, std::string> Node::attach_port(transport::OpenedPort opened) {
+    port_ = std::move(opened.port);
+    port_name_ = std::move(opened.name);
+    port_device_ = std::move(opened.device);
     if (!config_.daemon.capture.empty())
         if (auto r = open_capture(config_.daemon.capture); !r) {
             // An HCA's packets are not ours to see: not a reason to stay down.
             if (!r.error().unsupported) return unexpected(r.error().message);
             log_.warning(r.error().message + "; not capturing");
         }
-    // on_port_ready() processes the port before it reaps QP1.
+    // port_ready() processes the port before it reaps QP1.
     auto mad = sa::open_mad_path(*port_, {.ca = config_.fabric.device, .port_num = config_.fabric.port, .process_port = false});
     if (!mad) return unexpected("could not open the SA MAD path: " + mad.error().message());
     mad_ = std::move(*mad);
     if (port_->fd() >= 0)
-        if (auto r = loop_.add_fd(port_->fd(), [this] { on_port_ready(); }); !r)
+        if (auto r = loop_.add_fd(port_->fd(), [this] { port_ready(); }); !r)
             return unexpected("could not watch the port: " + r.error().message());
     const sa::MadWaitSource ws = mad_->wait_source();
     mad_pollable_ = ws.fd >= 0 && ws.epoll_capable;
     if (mad_pollable_ && ws.fd != port_->fd())
-        if (auto r = loop_.add_fd(ws.fd, [this] { on_port_ready(); }); !r)
+        if (auto r = loop_.add_fd(ws.fd, [this] { port_ready(); }); !r)
             return unexpected("could not watch the MAD path: " + r.error().message());
     log_.info("port " + port_name_ + " opened", {{field::kDevice, port_device_}});
     return {};
@@ -300,7 +314,7 @@ void Node::receive_mads(Clock::time_point now) {
         64);
 }
 
-void Node::on_port_ready() {
+void Node::port_ready() {
     const Clock::time_point now = Clock::now();
     // Reap before every process(): each one may deliver a receive queue's
     // worth of datagrams, and a QP without posted buffers drops them.
@@ -381,10 +395,10 @@ void Node::housekeeping() {
         fabric_service_->after_wakeup(now);
     }
     if (!mad_pollable_) receive_mads(now);
-    if (port_->needs_periodic_process()) on_port_ready();
+    if (port_->needs_periodic_process()) port_ready();
     handle_port_events(now);
     for (auto& i : interfaces_) i->tick(now);
-    port_->flush();  // not process(): receiving is on_port_ready's, which reaps the QPs first
+    port_->flush();  // not process(): receiving is port_ready's, which reaps the QPs first
     for (auto& i : interfaces_) i->flush_host();
     if (capture_) capture_->flush();
     drops_log_->flush(now);
@@ -404,6 +418,17 @@ int Node::run() {
     loop_.on_signal(SIGINT, [this](const SignalInfo&) { stop("SIGINT"); });
     loop_.on_signal(SIGHUP, [this](const SignalInfo&) { reload(); });
     loop_.on_signal(SIGUSR1, [this](const SignalInfo&) { log_counters(); });
+    start();
+    if (auto r = loop_.run(); !r) {
+        log_.error("event loop failed: " + r.error().message());
+        return 1;
+    }
+    const std::string ifname = interfaces_.empty() ? instance_ : interfaces_.front()->name();
+    log_.info("ipoibd stopped", {{field::kIfname, ifname}});
+    return 0;
+}
+
+void Node::start() {
     loop_.set_busy_poll(config_.daemon.busy_poll);
     // [daemon] watchdog = no: no pings (a unit with WatchdogSec= would then
     // restart the daemon; drop WatchdogSec= along with it).
@@ -416,12 +441,6 @@ int Node::run() {
               msgid::kDaemonStarted);
     start_interfaces_if_ready(Clock::now());
     housekeeping();
-    if (auto r = loop_.run(); !r) {
-        log_.error("event loop failed: " + r.error().message());
-        return 1;
-    }
-    log_.info("ipoibd stopped", {{field::kIfname, ifname}});
-    return 0;
 }
 
 void Node::stop(const char* why) {

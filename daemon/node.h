@@ -51,6 +51,7 @@
 #include "sa_client/mad_transport.h"
 #include "transport/capture/erf_pcap.h"
 #include "transport/port.h"
+#include "transport/port_factory.h"
 
 namespace ipoibd::fabric {
 class FabricService;
@@ -74,11 +75,21 @@ public:
     Node& operator=(const Node&) = delete;
 
     expected<void, std::string> open_fabric();
+    // The second half of open_fabric(): a port opened elsewhere (tests: an
+    // in-memory fabric's) becomes the node's, with its MAD path and capture.
+    expected<void, std::string> attach_port(transport::OpenedPort opened);
     expected<void, std::string> create_interfaces();
     expected<void, std::string> open_control();
     void drop_capabilities();
     // Runs until SIGTERM/SIGINT; the exit status.
     int run();
+    // What run() does before it loops: the interfaces start when the port
+    // is ACTIVE, the timer is armed. Tests that drive a shared loop call it
+    // instead of run().
+    void start();
+    // The port's fd is readable: reap, process, reap (tests call it for
+    // ports without an fd, between the node's periodic passes).
+    void port_ready();
 
     // For tests: the node's parts.
     transport::Port& port() { return *port_; }
@@ -98,7 +109,6 @@ private:
     void host_warning(const std::string& ifname, const std::string& message) override;
     void traffic() override { loop_.keep_polling(); }
 
-    void on_port_ready();
     void handle_port_events(Clock::time_point now);
     void receive_mads(Clock::time_point now);
     std::size_t poll_links(Clock::time_point now, std::size_t max);

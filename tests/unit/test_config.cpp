@@ -708,6 +708,33 @@ TEST(ConfigReload, LiveKeys) {
     EXPECT_FALSE(plan.needs_restart());
 }
 
+TEST(ConfigReload, ApplyLiveTakesTheLiveKeysAndKeepsTheRestartOnes) {
+    const DaemonConfig running = default_config("ib0");
+    const DaemonConfig reloaded = everything_changed();
+    const DaemonConfig applied = apply_live(running, reloaded);
+    // Every key, by the table: live ones read as the reloaded file says,
+    // restart ones as they run.
+    for (const KeySpec& key : config_keys()) {
+        const DaemonConfig& expected_from = key.apply == Apply::live ? reloaded : running;
+        EXPECT_EQ(key.get(applied), key.get(expected_from)) << key.full_name();
+    }
+    EXPECT_TRUE(diff_for_reload(applied, reloaded).needs_restart());
+    EXPECT_TRUE(diff_for_reload(applied, reloaded).live.empty());
+    // Applying the running file again changes nothing.
+    EXPECT_EQ(apply_live(running, running), running);
+}
+
+TEST(ConfigReload, ApplyLiveEmptiesListsAndClearsTheCapture) {
+    DaemonConfig running = default_config("ib0");
+    running.interface.addresses.push_back(*parse_interface_address("198.18.0.1/24"));
+    running.interface.routes.push_back(*parse_route("198.19.0.0/24 via 198.18.0.2"));
+    running.daemon.capture = "/var/tmp/ib0.pcap";
+    const DaemonConfig applied = apply_live(running, default_config("ib0"));
+    EXPECT_TRUE(applied.interface.addresses.empty());
+    EXPECT_TRUE(applied.interface.routes.empty());
+    EXPECT_EQ(applied.daemon.capture, "");
+}
+
 TEST(ConfigReload, RestartKeys) {
     const DaemonConfig running = default_config("ib0");
     const auto plan = diff_for_reload(running, everything_changed());

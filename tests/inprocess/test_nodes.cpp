@@ -1,0 +1,146 @@
+// Whole nodes in one process (node_harness.h): the link comes up, ARP and
+// ND resolve, IP crosses both ways, a peer restarts with a new QPN. Each
+// test body runs over the in-memory fabric and over the soft fabric.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "tests/inprocess/node_harness.h"
+
+namespace ipoibd::inprocess {
+namespace {
+
+using ipoib::test::icmp_echo_v4;
+using ipoib::test::icmp_echo_v6;
+using ipoib::test::ip;
+
+constexpr std::uint64_t kGuidA = 0x0002c90300a10001ULL;
+constexpr std::uint64_t kGuidB = 0x0002c90300a10002ULL;
+constexpr std::uint64_t kGuidC = 0x0002c90300a10003ULL;
+
+bool received(const TestNode& n, const std::vector<std::uint8_t>& packet) {
+    const auto written = n.host->take_written();
+    // take_written() empties the list: put back what was not this packet.
+    bool found = false;
+    for (const auto& p : written) {
+        if (p == packet) {
+            found = true;
+        } else {
+            n.host->write(p);
+        }
+    }
+    return found;
+}
+
+bool neighbour_has_hw(const TestNode& n, const IpAddress& address) {
+    for (const auto& e : n.interface().engine().neighbours().entries())
+        if (e.ip == address && e.hw) return true;
+    return false;
+}
+
+class Nodes : public ::testing::TestWithParam<FabricKind> {
+protected:
+    void SetUp() override {
+        fabric_ = std::make_unique<Fabric>(GetParam());
+        a_ = &fabric_->add_node("a", {"198.18.0.1/24", "2001:db8::1/64"}, kGuidA);
+        b_ = &fabric_->add_node("b", {"198.18.0.2/24", "2001:db8::2/64"}, kGuidB);
+        ASSERT_TRUE(fabric_->run_until([&] { return a_->link_up() && b_->link_up(); }))
+            << "a " << a_->link_up() << " b " << b_->link_up();
+    }
+
+    // Sends `packet` from `from`'s host until `to`'s host receives it (the
+    // first ones may wait for ARP/ND and a path, or be dropped while a new
+    // peer announces itself).
+    bool deliver(TestNode& from, TestNode& to, const std::vector<std::uint8_t>& packet) {
+        for (int attempt = 0; attempt < 20; ++attempt) {
+            from.host->inject(packet);
+            if (fabric_->run_until([&] { return received(to, packet); }, 500ms)) return true;
+        }
+        return false;
+    }
+
+    std::unique_ptr<Fabric> fabric_;
+    TestNode* a_ = nullptr;
+    TestNode* b_ = nullptr;
+};
+
+TEST_P(Nodes, LinkComesUpWithTheGroupMtuAndCarrier) {
+    for (TestNode* n : {a_, b_}) {
+        EXPECT_TRUE(n->host->carrier()) << n->name;
+        EXPECT_TRUE(n->host->up()) << n->name;
+        EXPECT_EQ(n->host->mtu(), n->interface().engine().link().mtu) << n->name;
+        EXPECT_TRUE(n->host->mtu() == 2044 || n->host->mtu() == 4092) << n->host->mtu();
+        // The configured addresses and the RFC 4391 link-local one.
+        EXPECT_EQ(n->host->addresses().size(), 3u) << n->name;
+        EXPECT_NE(n->qpn(), 0u);
+    }
+}
+
+TEST_P(Nodes, Ipv4CrossesBothWaysAfterArp) {
+    const auto request = icmp_echo_v4("198.18.0.1", "198.18.0.2", 1);
+    ASSERT_TRUE(deliver(*a_, *b_, request));
+    EXPECT_TRUE(neighbour_has_hw(*a_, ip("198.18.0.2")));
+    const auto reply = icmp_echo_v4("198.18.0.2", "198.18.0.1", 1);
+    ASSERT_TRUE(deliver(*b_, *a_, reply));
+    EXPECT_GE(a_->interface().engine().counters().arp_requests_tx + b_->interface().engine().counters().arp_requests_tx,
+              1u);
+}
+
+TEST_P(Nodes, Ipv6CrossesBothWaysAfterNeighbourDiscovery) {
+    const auto request = icmp_echo_v6("2001:db8::1", "2001:db8::2", 7);
+    ASSERT_TRUE(deliver(*a_, *b_, request));
+    EXPECT_TRUE(neighbour_has_hw(*a_, ip("2001:db8::2")));
+    // Learned from ND only (an NA, or the Source Link-Layer Address option
+    // of B's NS): IPv6 has no other way.
+    const auto& c = a_->interface().engine().counters();
+    EXPECT_GE(c.na_rx + c.ns_rx, 1u);
+    ASSERT_TRUE(deliver(*b_, *a_, icmp_echo_v6("2001:db8::2", "2001:db8::1", 7)));
+}
+
+TEST_P(Nodes, ThreeNodesReachEachOther) {
+    TestNode& c = fabric_->add_node("c", {"198.18.0.3/24", "2001:db8::3/64"}, kGuidC);
+    ASSERT_TRUE(fabric_->run_until([&] { return c.link_up(); }));
+    EXPECT_TRUE(deliver(c, *a_, icmp_echo_v4("198.18.0.3", "198.18.0.1", 3)));
+    EXPECT_TRUE(deliver(*b_, c, icmp_echo_v4("198.18.0.2", "198.18.0.3", 4)));
+    EXPECT_TRUE(deliver(c, *b_, icmp_echo_v6("2001:db8::3", "2001:db8::2", 5)));
+}
+
+TEST_P(Nodes, PeerRestartingWithANewQpnIsReachedAgain) {
+    ASSERT_TRUE(deliver(*a_, *b_, icmp_echo_v4("198.18.0.1", "198.18.0.2", 1)));
+    const std::uint32_t old_qpn = b_->qpn();
+    TestNode& b = fabric_->restart_node(1);
+    b_ = &b;
+    ASSERT_TRUE(fabric_->run_until([&] { return b.link_up(); }));
+    EXPECT_NE(b.qpn(), old_qpn);
+    // A learns the new QPN (B's gratuitous ARP, or a new resolution) and
+    // its packets reach the new B.
+    ASSERT_TRUE(deliver(*a_, b, icmp_echo_v4("198.18.0.1", "198.18.0.2", 2)));
+    bool knows_new_qpn = false;
+    for (const auto& e : a_->interface().engine().neighbours().entries())
+        if (e.ip == ip("198.18.0.2") && e.hw) knows_new_qpn = e.hw->qpn == b.qpn();
+    EXPECT_TRUE(knows_new_qpn);
+    ASSERT_TRUE(deliver(b, *a_, icmp_echo_v4("198.18.0.2", "198.18.0.1", 2)));
+}
+
+TEST_P(Nodes, ControlAnswersComeFromTheNode) {
+    ASSERT_TRUE(deliver(*a_, *b_, icmp_echo_v4("198.18.0.1", "198.18.0.2", 9)));
+    const std::string status = a_->node->answer("status");
+    EXPECT_NE(status.find("\"link\":\"up\""), std::string::npos) << status;
+    EXPECT_NE(status.find("\"interface\":\"ib0\""), std::string::npos) << status;
+    const std::string stats = a_->node->answer("stats");
+    EXPECT_NE(stats.find("\"tx_unicast\":"), std::string::npos) << stats;
+    EXPECT_NE(stats.find("\"port\":{"), std::string::npos) << stats;
+    const std::string neigh = a_->node->answer("neigh");
+    EXPECT_NE(neigh.find("198.18.0.2"), std::string::npos) << neigh;
+    EXPECT_NE(a_->node->answer("flush neigh").find("\"flushed\":\"neigh\""), std::string::npos);
+    EXPECT_TRUE(a_->interface().engine().neighbours().entries().empty() ||
+                std::none_of(a_->interface().engine().neighbours().entries().begin(),
+                             a_->interface().engine().neighbours().entries().end(),
+                             [](const auto& e) { return e.hw.has_value() && e.queued > 0; }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Fabrics, Nodes, ::testing::Values(FabricKind::memory, FabricKind::soft),
+                         [](const ::testing::TestParamInfo<FabricKind>& p) { return to_string(p.param); });
+
+}  // namespace
+}  // namespace ipoibd::inprocess
