@@ -1,0 +1,31 @@
+// A fake libibumad for the node-over-fake-HCA test: one CA ("fake_ib0",
+// port 1, the fake libibverbs' port), one SubnAdm agent, and an SA behind
+// it that answers with the engine tests' ScriptedSa. fake_umad.cpp defines
+// the umad_* entry points the MAD path calls (mad_transport_umad.cpp);
+// linked into a test executable they take the place of the real library's.
+//   - umad_send() hands the MAD to the SA at once; its answer (if any) is
+//     queued and a pipe becomes readable: umad_get_fd()
+//   - umad_recv() returns queued answers, -EWOULDBLOCK when none
+#pragma once
+
+#include <cstdint>
+
+#include "tests/unit/engine_harness.h"
+
+namespace fake_umad {
+
+struct Config {
+    std::uint16_t lid = 0x0011;     // the fake HCA's port (fake_verbs::Config)
+    std::uint16_t sm_lid = 0x0001;
+    std::uint64_t port_guid = 0x0002C90300001234ULL;
+};
+
+// Starts afresh: no port open, nothing queued, a new SA.
+void reset(const Config& config = Config{});
+ipoibd::ipoib::test::ScriptedSa& sa();
+struct Stats {
+    int sent = 0, received = 0, registered = 0, open_ports = 0;
+};
+const Stats& stats();
+
+}  // namespace fake_umad
