@@ -25,6 +25,9 @@
 #   openvpn-2044  OpenVPN p2p UDP, no crypto, mssfix 0    198.19.1.2    MTU 2044
 #   openvpn-4092  same                                    198.19.1.2    MTU 4092
 #   socat-4092    socat TUN <-> UDP-DATAGRAM              198.19.3.2    MTU 4092
+#   base-2044     the ipoibd-2044 row with the ipoibd, ibfabricd and ipoibctl
+#   base-4092     of BASE_BIN (another build: old against new in one run);
+#                 added to ROWS, after each ipoibd row, when BASE_BIN is set
 # (the OpenVPN and socat invocations are those of ../shared/bench/peers.sh)
 #
 # Per row, from A to B:
@@ -57,6 +60,8 @@
 #      MEMORY=1  NEIGHBOURS=10000  MCAST_GROUPS=1000  DISTINCT_GIDS=1
 #      BUSY_POLL=20ms (ipoibd's [daemon] busy-poll for the second ping; 0: no
 #      second ping, and the RTT target is judged on the as-shipped figure)
+#      BASE_BIN=DIR (a second build's bin directory: base-* rows, and the
+#      ratios of ipoibd to it)
 #      SKIP_INSTALL=1  RESULTS=DIR (keep raw output: runs.tsv, logs, iperf3
 #      JSON, ping output, configurations)
 # Needs: ipoibd ibfabricd ipoibctl bench_arp_fill in BIN
@@ -72,6 +77,12 @@ UDP_LEN=1400
 LIFE=${LIFE:-180}       # upper bound on the lifetime of any process started here (s)
 ALL_ROWS="veth ipoibd-2044 ipoibd-4092 openvpn-2044 openvpn-4092 socat-4092"
 ROWS=${ROWS-$ALL_ROWS}   # ROWS="" runs no row (memory only)
+BASE_BIN=${BASE_BIN:-}
+if [ -n "$BASE_BIN" ]; then
+  BASE_BIN=$(cd "$BASE_BIN" 2>/dev/null && pwd) || { echo "tunnel.sh: BASE_BIN directory not found" >&2; exit 2; }
+  # Each base row right after its ipoibd row, so both see the same load.
+  ROWS=$(for r in $ROWS; do echo "$r"; case $r in ipoibd-*) echo "base-${r#ipoibd-}" ;; esac; done | xargs)
+fi
 REPEAT=${REPEAT:-3}      # rounds over ROWS, interleaved; the table shows medians
 MEMORY=${MEMORY:-1}
 NEIGHBOURS=${NEIGHBOURS:-10000}
@@ -334,7 +345,7 @@ set_busy_poll() {
 }
 ctl() {  # NS SOCKET ARGS...
   local ns=$1 sock=$2; shift 2
-  ip netns exec "$ns" timeout 10 "$BIN/ipoibctl" -s "$sock" "$@"
+  ip netns exec "$ns" timeout 10 "${ROW_BIN:-$BIN}/ipoibctl" -s "$sock" "$@"
 }
 wait_link_up() {  # NS SOCKET SECONDS
   local deadline=$((SECONDS + $3))
@@ -345,7 +356,7 @@ wait_link_up() {  # NS SOCKET SECONDS
 }
 start_fabric() {  # NAME [ibfabricd args]
   local name=$1; shift
-  bg "$name" $NSF "$BIN/ibfabricd" --listen "$FABRIC" -q "$@"
+  bg "$name" $NSF "${ROW_BIN:-$BIN}/ibfabricd" --listen "$FABRIC" -q "$@"
   FAB_WRAP=$LASTPID
   FAB_PID=$(child_of "$FAB_WRAP") || die "$name: ibfabricd did not start"
 }
@@ -355,8 +366,9 @@ row_veth() {
   measure veth $UB $UL_MTU "kernel only (veth, bridge, veth); no tunnel process"
 }
 
-row_ipoibd() {  # row_ipoibd MTU
-  local mtu=$1 name=ipoibd-$1 fabargs=(--mtu 4096)
+row_ipoibd() {  # row_ipoibd MTU [NAME BIN]
+  local mtu=$1 name=${2:-ipoibd-$1} fabargs=(--mtu 4096)
+  local ROW_BIN=${3:-$BIN}
   if [ "$mtu" -gt 2044 ]; then
     # The broadcast group's MTU is the partition's (OpenSM's default 2048):
     # a 4096-byte group gives the 4092-byte interface MTU.
@@ -368,8 +380,8 @@ row_ipoibd() {  # row_ipoibd MTU
   write_ipoibd_config "$RUN/$name-a.conf" $GUID_A 198.18.0.1/24 "$mtu" "$RUN/a.sock" 0
   write_ipoibd_config "$RUN/$name-b.conf" $GUID_B 198.18.0.2/24 "$mtu" "$RUN/b.sock" 0
   cp "$RUN/$name-a.conf" "$RUN/$name-b.conf" "$RAW/"
-  bg "$name.ipoibd-a" $NSA "$BIN/ipoibd" -i ib0 -c "$RUN/$name-a.conf" --log-target stderr; local wa=$LASTPID
-  bg "$name.ipoibd-b" $NSB "$BIN/ipoibd" -i ib0 -c "$RUN/$name-b.conf" --log-target stderr; local wb=$LASTPID
+  bg "$name.ipoibd-a" $NSA "$ROW_BIN/ipoibd" -i ib0 -c "$RUN/$name-a.conf" --log-target stderr; local wa=$LASTPID
+  bg "$name.ipoibd-b" $NSB "$ROW_BIN/ipoibd" -i ib0 -c "$RUN/$name-b.conf" --log-target stderr; local wb=$LASTPID
   local pa pb
   pa=$(child_of $wa); pb=$(child_of $wb)
   if ! wait_link_up $NSA "$RUN/a.sock" 20 || ! wait_link_up $NSB "$RUN/b.sock" 20; then
@@ -429,6 +441,8 @@ run_row() {
     veth)         row_veth ;;
     ipoibd-2044)  row_ipoibd 2044 ;;
     ipoibd-4092)  row_ipoibd 4092 ;;
+    base-2044)    row_ipoibd 2044 base-2044 "$BASE_BIN" ;;
+    base-4092)    row_ipoibd 4092 base-4092 "$BASE_BIN" ;;
     openvpn-2044) row_openvpn 2044 ;;
     openvpn-4092) row_openvpn 4092 ;;
     socat-4092)   row_socat 4092 ;;
@@ -561,6 +575,14 @@ report() {
         "$(ratio "$(field_of $me 7)" "$(field_of $peer 7)")" "$(ratio "$(field_of $me 8)" "$(field_of $peer 8)")" \
         "$(ratio "$(field_of $me 9)" "$(field_of $peer 7)")" "$(ratio "$(field_of $me 10)" "$(field_of $peer 8)")"
     done
+    for m in 2044 4092; do
+      [ -n "$(field_of base-$m 1)" ] && [ -n "$(field_of ipoibd-$m 1)" ] || continue
+      printf '  %-12s / %-13s TCP %-7s UDP pps %-7s RTT avg %-7s RTT p99 %-7s busy-poll RTT avg %-7s p99 %s\n' \
+        "ipoibd-$m" "base-$m" \
+        "$(ratio "$(field_of ipoibd-$m 3)" "$(field_of base-$m 3)")" "$(ratio "$(field_of ipoibd-$m 5)" "$(field_of base-$m 5)")" \
+        "$(ratio "$(field_of ipoibd-$m 7)" "$(field_of base-$m 7)")" "$(ratio "$(field_of ipoibd-$m 8)" "$(field_of base-$m 8)")" \
+        "$(ratio "$(field_of ipoibd-$m 9)" "$(field_of base-$m 9)")" "$(ratio "$(field_of ipoibd-$m 10)" "$(field_of base-$m 10)")"
+    done
     if [ "$MEMORY" = 1 ]; then
       echo
       echo "ipoibd resident memory (VmRSS):"
@@ -602,6 +624,7 @@ setup_underlay
   echo "date: $(date -Is)   host: $(uname -n)   kernel: $(uname -r)"
   echo "cpus: $(nproc) x$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)   loadavg at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "ipoibd: $("$BIN/ipoibd" --version 2>&1 | head -1) ($BIN, git $(git -C "$REPO" describe --always --dirty 2>/dev/null || echo '?'))"
+  [ -z "$BASE_BIN" ] || echo "base-* rows: $BASE_BIN (git $(git -C "$BASE_BIN" describe --always --dirty 2>/dev/null || echo '?'))"
   echo "$(iperf3 --version | head -1); $(openvpn --version | head -1 | cut -d' ' -f1-2); $(socat -V | grep -m1 'socat version' | cut -d' ' -f2-3)"
   echo "params: T=$T s, UDP -b 0 -l $UDP_LEN, ping n=$NPING i=$PING_INT s, underlay MTU $UL_MTU"
 } >"$RES/versions.txt"
