@@ -251,8 +251,8 @@ void ControlServer::read_request(Client& c) {
 
 void ControlServer::answer(Client& c, std::string_view line) {
     c.answering = true;
-    const auto command = control::find_command(line);
-    if (!command) {
+    const auto request = control::parse_request(line);
+    if (!request) {
         ++counters_.unknown_command;
         JsonWriter w;
         w.begin_object().field("error", "unknown command '" + std::string(line) + "'").key("commands").begin_array();
@@ -261,7 +261,7 @@ void ControlServer::answer(Client& c, std::string_view line) {
         c.answer = w.take();
     } else {
         try {
-            c.answer = handler_(*command);
+            c.answer = handler_(request->text());
             ++counters_.answered;
         } catch (const std::exception& e) {
             ++counters_.handler_errors;

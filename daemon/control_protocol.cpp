@@ -33,6 +33,27 @@ std::optional<std::string_view> find_command(std::string_view request) {
     return *it;
 }
 
+std::string Request::text() const {
+    return interface.empty() ? std::string(command) : std::string(command) + " " + interface;
+}
+
+std::optional<Request> parse_request(std::string_view request) {
+    if (request.size() > kMaxRequestLine) return std::nullopt;
+    const std::string words = normalise(request);
+    if (auto bare = std::find(kCommands.begin(), kCommands.end(), std::string_view(words)); bare != kCommands.end())
+        return Request{*bare, {}};
+    const auto space = words.rfind(' ');
+    if (space == std::string::npos) return std::nullopt;
+    const std::string_view head = std::string_view(words).substr(0, space);
+    const std::string_view name = std::string_view(words).substr(space + 1);
+    auto it = std::find(kCommands.begin(), kCommands.end(), head);
+    if (it == kCommands.end()) return std::nullopt;
+    if (std::find(kNodeCommands.begin(), kNodeCommands.end(), *it) != kNodeCommands.end()) return std::nullopt;
+    if (name.empty() || name.size() > kMaxInterfaceName || name == "." || name == "..") return std::nullopt;
+    if (name.find_first_of("/:") != std::string_view::npos) return std::nullopt;
+    return Request{*it, std::string(name)};
+}
+
 std::string socket_path(std::string_view instance) {
     return std::string(kSocketDir) + "/" + std::string(instance) + ".sock";
 }

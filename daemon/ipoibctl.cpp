@@ -41,7 +41,7 @@ struct Options {
     std::string socket;
     bool json = false;
     std::chrono::milliseconds timeout{5000};
-    std::string command;
+    std::string command;  // with the interface name, when one is given
 };
 
 std::string command_list() {
@@ -59,6 +59,8 @@ expected<std::optional<Options>, std::string> parse_options(int argc, char** arg
         ("instance,i", po::value<std::string>()->default_value("ib0"),
          "daemon instance (its interface); the socket is /run/ipoibd/INSTANCE.sock")
         ("socket,s", po::value<std::string>(), "control socket path (instead of -i)")
+        ("interface,I", po::value<std::string>(),
+         "the interface to ask about (ib0, ib0.8001); default: every interface, the first for status and stats")
         ("json,j", "print the daemon's JSON answer as it is")
         ("timeout,t", po::value<std::string>()->default_value("5s"), "how long to wait for the answer");
     po::options_description hidden;
@@ -76,7 +78,7 @@ expected<std::optional<Options>, std::string> parse_options(int argc, char** arg
         return unexpected(std::string(e.what()));
     }
     if (vm.count("help")) {
-        std::cout << "Usage: ipoibctl [-i INSTANCE | -s SOCKET] [-j] [-t TIMEOUT] COMMAND\n"
+        std::cout << "Usage: ipoibctl [-i INSTANCE | -s SOCKET] [-I INTERFACE] [-j] [-t TIMEOUT] COMMAND\n"
                   << "Commands: " << command_list() << "\n\n"
                   << visible << "\nExit status: 0 ok, 1 the daemon answered an error, 2 usage, "
                   << "3 ipoibd is not running, 4 other failures.\n";
@@ -105,7 +107,15 @@ expected<std::optional<Options>, std::string> parse_options(int argc, char** arg
     if (words.empty()) return unexpected("no command given (" + command_list() + ")");
     const auto command = control::find_command(words);
     if (!command) return unexpected("unknown command '" + words + "' (" + command_list() + ")");
-    o.command = std::string(*command);
+    control::Request request{*command, {}};
+    if (vm.count("interface")) request.interface = vm["interface"].as<std::string>();
+    if (!control::parse_request(request.text()))
+        return unexpected("'" + request.text() + "': " +
+                          (request.interface.empty() ? std::string("not a request")
+                                                     : "'" + std::string(*command) +
+                                                           "' takes no interface, or '" + request.interface +
+                                                           "' is not an interface name"));
+    o.command = request.text();
     return std::optional<Options>(std::move(o));
 }
 

@@ -48,7 +48,7 @@
 #include "interface/interface.h"
 #include "netlink/monitor.h"
 #include "netlink/netlink_socket.h"
-#include "sa_client/mad_transport.h"
+#include "sa_client/mad_agent.h"
 #include "transport/capture/erf_pcap.h"
 #include "transport/port.h"
 #include "transport/port_factory.h"
@@ -96,21 +96,22 @@ public:
     const std::vector<std::unique_ptr<iface::Interface>>& interfaces() const { return interfaces_; }
     // Adds an interface on an existing host port (tests: a fake host).
     expected<void, std::string> add_interface(std::unique_ptr<host::HostPort> host);
-    // The control socket's answer to `command` (as ipoibctl gets it).
-    std::string answer(std::string_view command);
+    // The control socket's answer to a request (control_protocol.h: a
+    // command and an optional interface name), as ipoibctl gets it.
+    std::string answer(std::string_view request);
     void stop(const char* why);
     void reload();
 
 private:
     // InterfaceEvents
-    bool send_sa(const sa::SaMad& mad) override;
+    bool send_sa(sa::MadClient& from, const sa::SaMad& mad) override;
     void link_changed(const std::string& ifname, const ipoib::LinkStatus& status) override;
     void engine_event(const std::string& ifname, const ipoib::EngineEvent& event) override;
     void host_warning(const std::string& ifname, const std::string& message) override;
     void traffic() override { loop_.keep_polling(); }
 
     void handle_port_events(Clock::time_point now);
-    void receive_mads(Clock::time_point now);
+    void receive_mads();
     std::size_t poll_links(Clock::time_point now, std::size_t max);
     void on_monitor_readable();
     void start_interfaces_if_ready(Clock::time_point now);
@@ -124,6 +125,7 @@ private:
     void housekeeping();
     void log_counters();
     iface::Interface* interface_named(std::string_view name);
+    const iface::Interface* interface_named(std::string_view name) const;
 
     struct CaptureError {
         bool unsupported = false;  // the port's packets are not ours to see (verbs)
@@ -132,11 +134,12 @@ private:
     expected<void, CaptureError> open_capture(const std::string& path);
 
     // node_answers.cpp: the control socket's JSON
-    std::string answer_status() const;
-    std::string answer_neigh() const;
-    std::string answer_paths() const;
-    std::string answer_mcast() const;
-    std::string answer_stats() const;
+    std::string answer_interfaces() const;
+    std::string answer_status(const iface::Interface& i) const;
+    std::string answer_neigh(const std::vector<const iface::Interface*>& chosen) const;
+    std::string answer_paths(const std::vector<const iface::Interface*>& chosen) const;
+    std::string answer_mcast(const std::vector<const iface::Interface*>& chosen) const;
+    std::string answer_stats(const iface::Interface& i) const;
 
     config::DaemonConfig config_;
     std::string config_file_;
@@ -150,7 +153,7 @@ private:
     std::unique_ptr<transport::Port> port_;
     std::string port_name_;    // "soft 0x...", "mlx5_0 port 1"
     std::string port_device_;  // "soft", "mlx5_0": IB_DEVICE
-    std::unique_ptr<sa::MadTransport> mad_;
+    std::unique_ptr<sa::MadAgent> mad_;  // QP1, shared by the interfaces' SA clients
     bool mad_pollable_ = true;
     std::optional<netlink::NetlinkSocket> nl_;
     std::unique_ptr<netlink::RtnlMonitor> monitor_;

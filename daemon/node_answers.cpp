@@ -4,6 +4,7 @@
 
 #include "daemon/node.h"
 #include "daemon/journal_fields.h"
+#include "daemon/control_protocol.h"
 #include "daemon/json.h"
 #include "ipoib/hw_address.h"
 #include "sa_client/sa_records.h"
@@ -36,42 +37,68 @@ private:
 
 }  // namespace
 
-std::string Node::answer(std::string_view command) {
+std::string Node::answer(std::string_view text) {
     const Clock::time_point now = Clock::now();
-    if (command == "status") return answer_status();
-    if (command == "neigh") return answer_neigh();
-    if (command == "paths") return answer_paths();
-    if (command == "mcast") return answer_mcast();
-    if (command == "stats") return answer_stats();
+    const auto request = control::parse_request(text);
+    if (!request) return json_error("unknown command");
+    const std::string_view command = request->command;
+    if (command == "interfaces") return answer_interfaces();
+    // The interfaces asked about: the one named, else every one.
+    std::vector<const iface::Interface*> chosen;
+    if (!request->interface.empty()) {
+        const iface::Interface* named = interface_named(request->interface);
+        if (!named) return json_error("no interface " + request->interface + " on this node");
+        chosen.push_back(named);
+    } else {
+        for (const auto& i : interfaces_) chosen.push_back(i.get());
+    }
+    if (chosen.empty()) return json_error("no interface");
+    if (command == "status") return answer_status(*chosen.front());
+    if (command == "neigh") return answer_neigh(chosen);
+    if (command == "paths") return answer_paths(chosen);
+    if (command == "mcast") return answer_mcast(chosen);
+    if (command == "stats") return answer_stats(*chosen.front());
     JsonWriter j;
-    if (command == "flush neigh") {
-        std::size_t n = 0;
-        for (auto& i : interfaces_) {
-            n += i->engine().neighbours().size();
-            i->flush_neighbours(now);
-            log_.info("neighbour cache flushed by the operator", {{field::kIfname, i->name()}});
+    const bool neigh = command == "flush neigh";
+    if (!neigh && command != "flush paths") return json_error("unknown command");
+    std::size_t n = 0;
+    for (const iface::Interface* c : chosen) {
+        iface::Interface& i = *interface_named(c->name());
+        if (neigh) {
+            n += i.engine().neighbours().size();
+            i.flush_neighbours(now);
+        } else {
+            n += i.engine().paths().size();
+            i.flush_paths(now);
         }
-        end_of_turn();
-        j.begin_object().field("flushed", "neigh").field("entries", n).end_object();
-        return j.take();
+        log_.info(neigh ? "neighbour cache flushed by the operator" : "path cache flushed by the operator",
+                  {{field::kIfname, i.name()}});
     }
-    if (command == "flush paths") {
-        std::size_t n = 0;
-        for (auto& i : interfaces_) {
-            n += i->engine().paths().size();
-            i->flush_paths(now);
-            log_.info("path cache flushed by the operator", {{field::kIfname, i->name()}});
-        }
-        j.begin_object().field("flushed", "paths").field("entries", n).end_object();
-        return j.take();
-    }
-    return json_error("unknown command");
+    end_of_turn();
+    j.begin_object().field("flushed", neigh ? "neigh" : "paths").field("entries", n).end_object();
+    return j.take();
 }
 
-std::string Node::answer_status() const {
+std::string Node::answer_interfaces() const {
     JsonWriter j;
-    if (interfaces_.empty()) return json_error("no interface");
-    const iface::Interface& i = *interfaces_.front();
+    j.begin_array();
+    for (const auto& i : interfaces_) {
+        const ipoib::LinkStatus& l = i->engine().link();
+        j.begin_object();
+        j.field("interface", i->name());
+        j.field("ifindex", i->host().ifindex());
+        j.field("pkey", field::format_pkey(i->engine().pkey()));
+        j.field("link", l.up ? "up" : "down");
+        j.field("mtu", l.mtu);
+        j.field("qpn", field::format_qpn(l.qpn));
+        j.end_object();
+    }
+    j.end_array();
+    return j.take();
+}
+
+std::string Node::answer_status(const iface::Interface& i) const {
+    JsonWriter j;
     const ipoib::Engine& engine = i.engine();
     const ipoib::LinkStatus& l = engine.link();
     const transport::PortAttributes a = port_->attributes();
@@ -88,7 +115,7 @@ std::string Node::answer_status() const {
     j.field("gid", format_gid(a.gid()));
     j.field("qpn", field::format_qpn(l.qpn));
     j.field("hw_address", ipoib::format_hw_address(l.hw));
-    j.field("pkey", field::format_pkey(config_.fabric.pkey));
+    j.field("pkey", field::format_pkey(engine.pkey()));
     j.field("broadcast_mgid", format_gid(engine.multicast().broadcast_mgid()));
     j.field("broadcast_mlid", field::format_lid(l.broadcast_mlid));
     j.field("qkey", l.params.qkey);
@@ -105,11 +132,11 @@ std::string Node::answer_status() const {
     return j.take();
 }
 
-std::string Node::answer_neigh() const {
+std::string Node::answer_neigh(const std::vector<const iface::Interface*>& chosen) const {
     JsonWriter j;
     j.begin_array();
     const auto now = Clock::now();
-    for (const auto& i : interfaces_)
+    for (const iface::Interface* i : chosen)
         for (const ipoib::NeighbourEntryView& e : i->engine().neighbours().entries()) {
             j.begin_object();
             j.field("address", to_string(e.ip));
@@ -124,10 +151,10 @@ std::string Node::answer_neigh() const {
     return j.take();
 }
 
-std::string Node::answer_paths() const {
+std::string Node::answer_paths(const std::vector<const iface::Interface*>& chosen) const {
     JsonWriter j;
     j.begin_array();
-    for (const auto& i : interfaces_)
+    for (const iface::Interface* i : chosen)
         for (const ipoib::PathEntryView& p : i->engine().paths().entries()) {
             j.begin_object();
             j.field("dgid", format_gid(p.dgid));
@@ -143,10 +170,10 @@ std::string Node::answer_paths() const {
     return j.take();
 }
 
-std::string Node::answer_mcast() const {
+std::string Node::answer_mcast(const std::vector<const iface::Interface*>& chosen) const {
     JsonWriter j;
     j.begin_array();
-    for (const auto& i : interfaces_)
+    for (const iface::Interface* i : chosen)
         for (const ipoib::McastGroupView& g : i->engine().multicast().groups()) {
             j.begin_object();
             j.field("mgid", format_gid(g.mgid));
@@ -168,7 +195,7 @@ std::string Node::answer_mcast() const {
 // interface per node today; several will nest under their names), then
 // the node's: port (the backend's own counters), netlink, busy_poll,
 // control.
-std::string Node::answer_stats() const {
+std::string Node::answer_stats(const iface::Interface& i) const {
     JsonWriter j;
     JsonCounters out(j);
     auto section = [&](std::string_view name, const auto& visit_section) {
@@ -177,8 +204,11 @@ std::string Node::answer_stats() const {
         j.end_object();
     };
     j.begin_object();
-    if (!interfaces_.empty()) interfaces_.front()->visit_sections(section);
-    section("mad", [&](CounterSink& o) { visit(mad_->counters(), o); });
+    i.visit_sections(section);
+    section("mad", [&](CounterSink& o) {
+        visit(mad_->path().counters(), o);
+        visit(mad_->counters(), o);
+    });
     section("port", [&](CounterSink& o) {
         port_->visit_counters(o);
         visit(counters_, o);

@@ -72,7 +72,7 @@ void Interface::read_host(Clock::time_point now) {
     if (reads > 0) events_.traffic();
     port_.flush();
     poll_link(Clock::now(), 256);
-    host_->flush();
+    // The host port is flushed at the end of the node's turn.
 }
 
 void Interface::on_host_packet(bytes ip_packet, const std::optional<IpAddress>& next_hop) {

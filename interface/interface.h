@@ -9,7 +9,8 @@
 //  1. host readable: read_host() takes a batch of the host's IP datagrams
 //     (host_port.h) into the engine, which sends IPoIB frames on the link;
 //     a long run is handed to the wire before the send queue fills
-//     (after_host_read);
+//     (after_host_read); then the sends leave and their completions are
+//     reaped;
 //  2. port readable: the node calls poll_link() before and after every
 //     Port::process(), so the receive queue never runs dry; each datagram
 //     goes to the engine, which writes IP packets to the host;
@@ -37,6 +38,7 @@
 #include "host/host_port.h"
 #include "ipoib/engine.h"
 #include "ipoib/port_link.h"
+#include "sa_client/mad_agent.h"
 #include "sa_client/sa_mad.h"
 #include "transport/port.h"
 
@@ -58,8 +60,9 @@ struct InterfaceConfig {
 class InterfaceEvents {
 public:
     virtual ~InterfaceEvents() = default;
-    // One SA MAD to send on the node's MAD path; false when it refused it.
-    virtual bool send_sa(const sa::SaMad& mad) = 0;
+    // One SA MAD from `from` (the interface's SA client) to send through
+    // the node's MAD agent; false when the path refused it.
+    virtual bool send_sa(sa::MadClient& from, const sa::SaMad& mad) = 0;
     // The engine's link came up or went down (the node tells systemd).
     virtual void link_changed(const std::string& ifname, const ipoib::LinkStatus& status) = 0;
     // An engine event to log (journald), with its structured fields.
@@ -76,7 +79,7 @@ struct InterfaceCounters {
     std::uint64_t host_config_errors = 0;  // MTU, carrier, address or route changes the host refused
 };
 
-class Interface final : public ipoib::EngineIo, private host::HostReceiver {
+class Interface final : public ipoib::EngineIo, public sa::MadClient, private host::HostReceiver {
 public:
     Interface(InterfaceConfig config, transport::Port& port, std::unique_ptr<host::HostPort> host,
               InterfaceEvents& events);
@@ -96,7 +99,9 @@ public:
     bool started() const { return started_; }
     void on_port_event(transport::PortEvent event, const transport::PortAttributes& attributes,
                        Clock::time_point now);
-    void on_sa_mad(bytes mad, Clock::time_point now) { engine_->on_sa_mad(mad, now); }
+    // sa::MadClient: an SA MAD for this interface's SA client (the node's
+    // MAD agent dispatches by TID and method).
+    void on_mad(bytes mad) override { engine_->on_sa_mad(mad, Clock::now()); }
 
     // Step 1: the host port is readable.
     void read_host(Clock::time_point now);
@@ -138,7 +143,7 @@ public:
     // EngineIo
     void write_tun(bytes ip_packet) override { host_->write(ip_packet); }
     void send_sa(const sa::SaMad& mad) override {
-        if (!events_.send_sa(mad)) ++counters_.sa_send_errors;
+        if (!events_.send_sa(*this, mad)) ++counters_.sa_send_errors;
     }
     void link_changed(const ipoib::LinkStatus& status) override;
     void event(const ipoib::EngineEvent& e) override { events_.engine_event(name(), e); }

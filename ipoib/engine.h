@@ -245,6 +245,7 @@ public:
     void flush_paths(Clock::time_point now);
 
     const LinkStatus& link() const { return link_; }
+    std::uint16_t pkey() const { return config_.pkey; }  // the partition this engine serves
     bool stopped() const { return stopped_; }
     std::vector<AddressView> addresses() const;
     const NeighbourCache& neighbours() const { return neighbours_; }

@@ -112,6 +112,16 @@ public:
     virtual std::size_t valid_bytes() const { return kSaMadSize; }
 
     virtual const MadTransportCounters& counters() const = 0;
+
+    // Receive the MADs of another management class too (the MAD agent's
+    // clients: mad_agent.h). QP1 on the soft and in-memory fabrics carries
+    // every class already; libibumad registers one more agent with the
+    // kernel's MAD layer, which refuses a class another process holds.
+    virtual expected<void, MadTransportError> register_class(std::uint8_t mgmt_class, std::uint8_t class_version) {
+        (void)mgmt_class;
+        (void)class_version;
+        return {};
+    }
 };
 
 // ---------------------------------------------------------------------------

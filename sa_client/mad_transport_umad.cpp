@@ -66,7 +66,7 @@ bool epoll_accepts(int fd) {
 class UmadTransport final : public MadTransport {
 public:
     UmadTransport(const UmadTransportConfig& config, umad_port_t port, int portid, int agent)
-        : config_(config), port_(port), portid_(portid), agent_(agent),
+        : config_(config), port_(port), portid_(portid), agent_(agent), agents_{agent},
           simulated_(!epoll_accepts(umad_get_fd(portid))),
           send_buf_(umad_size() + kSaMadSize), recv_buf_(umad_size() + kSaMadSize) {}
 
@@ -127,7 +127,7 @@ public:
                 continue;
             }
             if (r < 0) break;  // nothing queued (libumad2sim: -EWOULDBLOCK as the value)
-            if (r != agent_) {
+            if (std::find(agents_.begin(), agents_.end(), r) == agents_.end()) {
                 ++counters_.dropped;
                 continue;
             }
@@ -164,11 +164,24 @@ public:
     std::size_t valid_bytes() const override { return simulated_ ? kSimulatorValidBytes : kSaMadSize; }
     const MadTransportCounters& counters() const override { return counters_; }
 
+    expected<void, MadTransportError> register_class(std::uint8_t mgmt_class, std::uint8_t class_version) override {
+        const int agent = umad_register(portid_, mgmt_class, class_version, 0, nullptr);
+        if (agent < 0)
+            return unexpected(MadTransportError{
+                MadTransportErrc::open_failed,
+                umad_error(("umad_register (class " + std::to_string(mgmt_class) + " version " +
+                            std::to_string(class_version) + ")").c_str(),
+                           agent)});
+        agents_.push_back(agent);
+        return {};
+    }
+
 private:
     UmadTransportConfig config_;
     umad_port_t port_;
     int portid_;
-    int agent_;
+    int agent_;                // SubnAdm's, which send() uses
+    std::vector<int> agents_;  // every class registered (register_class)
     bool simulated_;
     std::vector<std::uint8_t> send_buf_;
     std::vector<std::uint8_t> recv_buf_;

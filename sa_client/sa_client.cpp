@@ -34,7 +34,7 @@ void SaClient::Handle::cancel() {
 
 bool SaClient::Handle::pending() const { return client_ && client_->transactions_.count(key_) > 0; }
 
-SaClient::SaClient(Config config) : config_(config) {}
+SaClient::SaClient(Config config) : config_(config), next_key_(config.first_key) {}
 
 SaClient::Handle SaClient::submit(SaMad request, SaCallback callback, Clock::time_point now) {
     ++counters_.requests;

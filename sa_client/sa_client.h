@@ -74,6 +74,10 @@ public:
         std::size_t max_outstanding = 32;
         std::size_t max_queued = 1024;
         std::uint32_t tid_high = 0x1B0B0000;  // identifies this client in TIDs
+        // The low 32 bits of the first TID; counted up from there. Clients
+        // that share a MAD agent start apart (the kernel and libumad2sim
+        // rewrite the high 32 bits, so responses are matched on the low).
+        std::uint32_t first_key = 1;
     };
 
     // Cancels its request when destroyed or cancel()ed. A Handle must not

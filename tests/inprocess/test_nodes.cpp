@@ -132,7 +132,14 @@ TEST_P(Nodes, ControlAnswersComeFromTheNode) {
     EXPECT_NE(stats.find("\"port\":{"), std::string::npos) << stats;
     const std::string neigh = a_->node->answer("neigh");
     EXPECT_NE(neigh.find("198.18.0.2"), std::string::npos) << neigh;
-    EXPECT_NE(a_->node->answer("flush neigh").find("\"flushed\":\"neigh\""), std::string::npos);
+    // Named interfaces: the one there is, and one that is not.
+    const std::string list = a_->node->answer("interfaces");
+    EXPECT_NE(list.find("\"interface\":\"ib0\""), std::string::npos) << list;
+    EXPECT_NE(list.find("\"pkey\":\"0xffff\""), std::string::npos) << list;
+    EXPECT_NE(a_->node->answer("neigh ib0").find("198.18.0.2"), std::string::npos);
+    EXPECT_NE(a_->node->answer("stats ib0").find("\"tx_unicast\":"), std::string::npos);
+    EXPECT_NE(a_->node->answer("neigh ib9").find("\"error\":\"no interface ib9 on this node\""), std::string::npos);
+    EXPECT_NE(a_->node->answer("flush neigh ib0").find("\"flushed\":\"neigh\""), std::string::npos);
     EXPECT_TRUE(a_->interface().engine().neighbours().entries().empty() ||
                 std::none_of(a_->interface().engine().neighbours().entries().begin(),
                              a_->interface().engine().neighbours().entries().end(),

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "sa_client/mad_agent.h"
 #include "sa_client/mad_transport_soft.h"
 #include "sa_client/sa_client.h"
 #include "sa_client/sa_records.h"
@@ -206,6 +207,123 @@ TEST_F(MadTransportTest, SaClientTransaction) {
     EXPECT_EQ((*result)->header.header.method, ib::method::get_resp);
     EXPECT_EQ(client.counters().responses, 1u);
     EXPECT_EQ(client.counters().unmatched, 0u);
+}
+
+// ---------------------------------------------------------------------------
+// The QP1 MAD agent over the same path: clients share QP1; responses reach
+// the client whose request had the TID, unsolicited MADs the clients of
+// their class and method; the rest is counted.
+
+struct Recorder final : MadClient {
+    std::vector<SaMad> got;
+    void on_mad(bytes mad) override { got.push_back(SaMad::read_from(mad.data())); }
+};
+
+struct MadAgentTest : MadTransportTest {
+    MadAgent agent{std::move(transport)};  // the fixture's path: QP1 is one per port
+    Recorder a, b;
+    void SetUp() override {
+        ASSERT_TRUE(agent.register_client(a, ib::mgmt_class::subn_adm, ib::class_version::subn_adm,
+                                          {ib::method::report}).has_value());
+        ASSERT_TRUE(agent.register_client(b, ib::mgmt_class::subn_adm, ib::class_version::subn_adm).has_value());
+    }
+    // The SA sends `mad` to the client's QP1 unsolicited.
+    void from_sa(const SaMad& mad) {
+        std::vector<std::uint8_t> wire(kSaMadSize);
+        mad.write_to(wire.data());
+        sa.send_to(2, wire);
+        fabric.run();
+    }
+    void round_trip() {
+        fabric.run();
+        sa.serve();
+        fabric.run();
+        agent.receive();
+    }
+};
+
+TEST_F(MadAgentTest, ResponsesGoToTheClientWhoseRequestHadTheTid) {
+    ASSERT_TRUE(agent.send(a, get_request(0x1B0B000000000001ULL)).has_value());
+    ASSERT_TRUE(agent.send(b, get_request(0x1B0B000001000001ULL)).has_value());
+    round_trip();
+    ASSERT_EQ(a.got.size(), 1u);
+    ASSERT_EQ(b.got.size(), 1u);
+    EXPECT_EQ(a.got[0].header.transaction_id, 0x1B0B000000000001ULL);
+    EXPECT_EQ(b.got[0].header.transaction_id, 0x1B0B000001000001ULL);
+    EXPECT_EQ(agent.counters().dispatched, 2u);
+}
+
+TEST_F(MadAgentTest, ResponsesAreMatchedOnTheLow32BitsOfTheTid) {
+    // The kernel's MAD layer (and libumad2sim) rewrite the high 32 bits.
+    ASSERT_TRUE(agent.send(b, get_request(0x1B0B0000000000A1ULL)).has_value());
+    fabric.run();
+    ASSERT_EQ(sa.serve(), 1u);
+    SaMad resp = sa.last_request;
+    resp.header.method = ib::method::get_resp;
+    resp.header.transaction_id = 0x7777777700000000ULL | 0xA1;
+    from_sa(resp);
+    (void)agent.receive();
+    fabric.run();
+    (void)agent.receive();
+    EXPECT_TRUE(a.got.empty());
+    EXPECT_EQ(b.got.size(), 2u);  // the fake SA's own answer and the rewritten one
+}
+
+TEST_F(MadAgentTest, UnsolicitedMadsGoToTheClientsTakingTheirMethod) {
+    SaMad report = get_request(0x55);
+    report.header.method = ib::method::report;
+    from_sa(report);
+    agent.receive();
+    EXPECT_EQ(a.got.size(), 1u);  // registered for Report
+    EXPECT_TRUE(b.got.empty());
+}
+
+TEST_F(MadAgentTest, WhatNoClientClaimsIsCountedByReason) {
+    SaMad late = get_request(0x99);  // a response to no request of ours
+    late.header.method = ib::method::get_resp;
+    from_sa(late);
+    SaMad set = get_request(0x98);  // SubnAdm, a method nobody takes
+    set.header.method = ib::method::set;
+    from_sa(set);
+    SaMad cm = get_request(0x97);  // a class nobody registered (CM)
+    cm.header.mgmt_class = ib::mgmt_class::com_mgt;
+    from_sa(cm);
+    agent.receive();
+    EXPECT_TRUE(a.got.empty());
+    EXPECT_TRUE(b.got.empty());
+    EXPECT_EQ(agent.counters().unmatched_response, 1u);
+    EXPECT_EQ(agent.counters().unclaimed_method, 1u);
+    EXPECT_EQ(agent.counters().unclaimed_class, 1u);
+    EXPECT_EQ(agent.counters().dispatched, 0u);
+}
+
+TEST_F(MadAgentTest, ANewClassIsClaimedOnceAClientRegistersIt) {
+    Recorder cm;
+    ASSERT_TRUE(agent.register_client(cm, ib::mgmt_class::com_mgt, 2, {ib::method::send}).has_value());
+    SaMad req = get_request(0x42);
+    req.header.mgmt_class = ib::mgmt_class::com_mgt;
+    req.header.class_version = 2;
+    req.header.method = ib::method::send;
+    from_sa(req);
+    agent.receive();
+    EXPECT_EQ(cm.got.size(), 1u);
+    agent.unregister_client(cm);
+    from_sa(req);
+    agent.receive();
+    EXPECT_EQ(cm.got.size(), 1u);
+    EXPECT_EQ(agent.counters().unclaimed_class, 1u);
+}
+
+TEST_F(MadAgentTest, TheTidTableIsBounded) {
+    for (std::uint64_t t = 1; t <= MadAgent::kMaxOutstanding + 10; ++t) {
+        ASSERT_TRUE(agent.send(a, get_request(t)).has_value());
+        fabric.run();
+        sa.serve();  // keeps QP1's queues moving
+        fabric.run();
+        agent.receive();
+    }
+    EXPECT_EQ(agent.counters().requests_forgotten, 10u);
+    EXPECT_EQ(a.got.size(), MadAgent::kMaxOutstanding + 10);
 }
 
 }  // namespace

@@ -1,0 +1,98 @@
+// The QP1 MAD agent: one per port, owning the port's MAD path (a
+// MadTransport: QP1 and its receive buffers on the soft and in-memory
+// fabrics, a libibumad port on HCAs) and sharing it among clients, as the
+// kernel's ib_mad shares QP1 among its agents. Clients today: the SA client
+// of each interface (SubnAdm); next: the connection manager (class 0x07).
+//
+// 1. register_client(): a client names its management class and version
+//    and the methods it takes unsolicited (an SA Report, a CM REQ); the
+//    path is told of a class it does not carry yet (umad: one more
+//    umad_register).
+// 2. send(): a client's MAD goes out on the path; a request's transaction
+//    ID (its low 32 bits: the kernel and libumad2sim rewrite the high ones)
+//    is remembered for that client, in a bounded table.
+// 3. receive(): every MAD the path has is dispatched, in order:
+//      a response (R bit) to the client whose request had its TID;
+//      anything else to the clients of its class that take its method;
+//    what no client claims is dropped and counted by reason.
+//
+// Threading: one thread, like the path.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "common/byte_io.h"
+#include "common/counters.h"
+#include "common/expected.h"
+#include "sa_client/mad_transport.h"
+#include "sa_client/sa_mad.h"
+
+namespace ipoibd::sa {
+
+class MadClient {
+public:
+    virtual ~MadClient() = default;
+    // One MAD for this client: a response to one of its requests, or an
+    // unsolicited MAD of its class and methods.
+    virtual void on_mad(bytes mad) = 0;
+};
+
+struct MadAgentCounters {
+    std::uint64_t dispatched = 0;          // MADs handed to a client
+    std::uint64_t unmatched_response = 0;  // a response to no request of any client (late, foreign)
+    std::uint64_t unclaimed_class = 0;     // a request or trap of a class no client registered
+    std::uint64_t unclaimed_method = 0;    // of a registered class, a method no client takes
+    std::uint64_t too_short = 0;           // shorter than a MAD header
+    std::uint64_t requests_forgotten = 0;  // outstanding TIDs pushed out of the bounded table
+};
+void visit(const MadAgentCounters& c, CounterSink& out);
+
+class MadAgent {
+public:
+    // TIDs remembered at once; the oldest goes first (a request that old has
+    // long been retried or given up by its client).
+    static constexpr std::size_t kMaxOutstanding = 4096;
+
+    explicit MadAgent(std::unique_ptr<MadTransport> path);
+
+    // A client of `mgmt_class` (version `class_version`) that also takes the
+    // unsolicited MADs whose method is in `methods` (responses to its own
+    // requests always reach it). Fails when the path cannot carry the class.
+    expected<void, MadTransportError> register_client(MadClient& client, std::uint8_t mgmt_class,
+                                                      std::uint8_t class_version,
+                                                      std::vector<std::uint8_t> methods = {});
+    // Forgets `client` and its outstanding requests.
+    void unregister_client(MadClient& client);
+
+    // Sends `mad` for `client` (SA MADs go to the SM's QP1).
+    expected<void, MadTransportError> send(MadClient& client, const SaMad& mad);
+    // Dispatches up to `max` received MADs; returns how many were read.
+    std::size_t receive(std::size_t max = 64);
+
+    MadTransport& path() { return *path_; }
+    const MadTransport& path() const { return *path_; }
+    const MadAgentCounters& counters() const { return counters_; }
+
+private:
+    struct Registration {
+        MadClient* client = nullptr;
+        std::uint8_t mgmt_class = 0;
+        std::vector<std::uint8_t> methods;
+    };
+    void dispatch(bytes mad);
+    void remember(std::uint32_t tid, MadClient& client);
+
+    std::unique_ptr<MadTransport> path_;
+    std::vector<Registration> clients_;
+    std::vector<std::pair<std::uint8_t, std::uint8_t>> classes_;  // (class, version) the path carries
+    std::unordered_map<std::uint32_t, MadClient*> outstanding_;   // by TID (low 32 bits)
+    std::deque<std::uint32_t> outstanding_order_;                 // oldest first
+    MadAgentCounters counters_;
+};
+
+}  // namespace ipoibd::sa
