@@ -27,7 +27,10 @@
 #   socat-4092    socat TUN <-> UDP-DATAGRAM              198.19.3.2    MTU 4092
 #   base-2044     the ipoibd-2044 row with the ipoibd, ibfabricd and ipoibctl
 #   base-4092     of BASE_BIN (another build: old against new in one run);
-#                 added to ROWS, after each ipoibd row, when BASE_BIN is set
+#                 added to ROWS beside each ipoibd row when BASE_BIN is set,
+#                 after it in odd rounds and before it in even ones (the
+#                 first of two back-to-back rows measured a slower busy-poll
+#                 RTT, whichever build it was)
 # (the OpenVPN and socat invocations are those of ../shared/bench/peers.sh)
 #
 # Per row, from A to B:
@@ -631,7 +634,12 @@ setup_underlay
 : >"$RES/runs.tsv"
 for rep in $(seq "$REPEAT"); do
   TAG=.r$rep
-  for row in $ROWS; do
+  order=$ROWS
+  if [ -n "$BASE_BIN" ] && [ $((rep % 2)) = 0 ]; then
+    # base-X before ipoibd-X in even rounds.
+    order=$(echo "$ROWS" | tr ' ' '\n' | awk '/^ipoibd-/ { held = $0; next } { print } /^base-/ && held { print held; held = "" }' | xargs)
+  fi
+  for row in $order; do
     log "== $row (run $rep of $REPEAT)"
     run_row "$row"
   done

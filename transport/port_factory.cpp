@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "transport/memory/memory_fabric.h"
 #include "transport/soft/soft_port.h"
 
 namespace ipoibd::transport {
@@ -31,10 +32,22 @@ std::string verbs_name(const PortOptions& o) {
     return (o.device.empty() ? std::string("first HCA") : o.device) + " port " + std::to_string(o.port_num);
 }
 
+expected<OpenedPort, Error> open_memory(const PortOptions& o) {
+    if (!o.memory) return unexpected(Error{Errc::invalid_argument, "a memory port needs its fabric"});
+    auto port = o.memory->add_port({.port_guid = o.guid, .lid = o.lid});
+    PortEvent programmed[8];
+    (void)port->poll_events(programmed);  // the fabric's "SM programmed the port" events
+    char guid[24];
+    std::snprintf(guid, sizeof guid, "0x%016llx", static_cast<unsigned long long>(port->attributes().port_guid));
+    return OpenedPort{.port = std::move(port), .name = std::string("memory ") + guid, .device = "memory",
+                      .verbs_unavailable = {}};
+}
+
 }  // namespace
 
 expected<OpenedPort, Error> open_port(const PortOptions& o) {
     if (o.kind == PortOptions::Kind::soft) return open_soft(o);
+    if (o.kind == PortOptions::Kind::memory) return open_memory(o);
     auto verbs = open_verbs(o.device, o.port_num);
     if (verbs)
         return OpenedPort{.port = std::move(*verbs), .name = verbs_name(o), .device = o.device, .verbs_unavailable = {}};

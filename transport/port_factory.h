@@ -15,11 +15,14 @@
 
 namespace ipoibd::transport {
 
+class MemoryFabric;
+
 struct PortOptions {
     enum class Kind : std::uint8_t {
         automatic,  // verbs when an HCA answers, else soft
         soft,
         verbs,
+        memory,     // a port of `memory` (tests: the in-process layer)
     } kind = Kind::soft;
     // soft
     SocketAddress fabric;  // where ibfabricd (or an embedded fabric) listens
@@ -32,6 +35,10 @@ struct PortOptions {
     // verbs
     std::string device;  // empty: the first HCA
     unsigned port_num = 1;
+    // memory: the fabric (must outlive the port) and the port's LID (0:
+    // the next free one; a port coming back may keep its old one)
+    MemoryFabric* memory = nullptr;
+    std::uint16_t lid = 0;
 };
 
 struct OpenedPort {

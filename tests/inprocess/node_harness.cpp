@@ -108,12 +108,15 @@ std::unique_ptr<TestNode> Fabric::make_node(const std::string& name, const std::
     if (kind_ == FabricKind::memory) {
         auto [it, fresh] = lids_.try_emplace(guid, next_lid_);
         if (fresh) ++next_lid_;
-        auto port = memory_->add_port({.port_guid = guid, .lid = it->second});
-        transport::PortEvent drained[8];
-        (void)port->poll_events(drained);  // the fabric's "SM programmed the port" events
-        memory_sa_->sa().add_port(port->attributes().gid(), port->attributes().lid);
-        auto r = t->node->attach_port({.port = std::move(port), .name = "memory " + name, .device = "memory",
-                                       .verbs_unavailable = {}});
+        transport::PortOptions po;
+        po.kind = transport::PortOptions::Kind::memory;
+        po.memory = memory_.get();
+        po.guid = guid;
+        po.lid = it->second;
+        auto port = transport::open_port(po);
+        if (!port) throw std::runtime_error(port.error().message());
+        memory_sa_->sa().add_port(port->port->attributes().gid(), port->port->attributes().lid);
+        auto r = t->node->attach_port(std::move(*port));
         if (!r) throw std::runtime_error(r.error());
     } else if (auto r = t->node->open_fabric(); !r) {
         throw std::runtime_error(r.error());

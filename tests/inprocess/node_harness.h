@@ -23,6 +23,7 @@
 #include "host/fake_host_port.h"
 #include "tests/unit/engine_harness.h"
 #include "transport/memory/memory_fabric.h"
+#include "transport/port_factory.h"
 
 namespace ipoibd::inprocess {
 
