@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstring>
 
 #include "config/load.h"
 #include "daemon/capabilities.h"
@@ -97,7 +98,10 @@ Node::Node(config::DaemonConfig config, std::string config_file, std::string ins
 // The loop may outlive the node (tests run several nodes on one loop): no
 // handler of ours may stay registered.
 Node::~Node() {
+    // The capture tap reads members that go before the port does.
+    if (port_) (void)port_->set_capture({});
     if (timer_) loop_.cancel_timer(*timer_);
+    if (started_ && config_.daemon.watchdog) loop_.set_on_iteration({});
     for (const auto& i : interfaces_)
         if (i->host().fd() >= 0) loop_.remove_fd(i->host().fd());
     if (monitor_) loop_.remove_fd(monitor_->fd());
@@ -212,6 +216,10 @@ expected<void, std::string> Node::create_interfaces() {
     nl_.emplace(std::move(*nl));
     auto tun = host::TunPort::open(config_.interface.name, *nl_);
     if (!tun) return unexpected(tun.error());
+    (*tun)->on_write_error([this, name = (*tun)->name()](int error) {
+        drops_log_->log("tun_write", "could not write to " + name + ": " + std::strerror(error),
+                        {{field::kIfname, name}}, Clock::now());
+    });
     if (auto r = add_interface(std::move(*tun)); !r) return r;
 
     auto monitor = netlink::RtnlMonitor::open();
@@ -325,6 +333,11 @@ void Node::receive_mads() {
 }
 
 void Node::port_ready() {
+    process_port();
+    end_of_turn();
+}
+
+void Node::process_port() {
     const Clock::time_point now = Clock::now();
     // Reap before every process(): each one may deliver a receive queue's
     // worth of datagrams, and a QP without posted buffers drops them.
@@ -335,7 +348,6 @@ void Node::port_ready() {
     receive_mads();
     moved += poll_links(now, 1024);
     if (moved > 0) loop_.keep_polling();  // IPoIB traffic (not link heartbeats or SA MADs)
-    end_of_turn();
 }
 
 void Node::end_of_turn() {
@@ -405,7 +417,7 @@ void Node::housekeeping() {
         fabric_service_->after_wakeup(now);
     }
     if (!mad_pollable_) receive_mads();
-    if (port_->needs_periodic_process()) port_ready();
+    if (port_->needs_periodic_process()) process_port();  // the flushes and the timer follow
     handle_port_events(now);
     for (auto& i : interfaces_) i->tick(now);
     port_->flush();  // not process(): receiving is port_ready's, which reaps the QPs first
@@ -439,6 +451,7 @@ int Node::run() {
 }
 
 void Node::start() {
+    started_ = true;
     loop_.set_busy_poll(config_.daemon.busy_poll);
     // [daemon] watchdog = no: no pings (a unit with WatchdogSec= would then
     // restart the daemon; drop WatchdogSec= along with it).

@@ -62,7 +62,6 @@ namespace ipoibd::daemon {
 // The node's own counters.
 struct NodeCounters {
     std::uint64_t capture_errors = 0;  // packets the capture file did not take
-    std::uint64_t sa_mads_unclaimed = 0;  // SA MADs for no interface's TID
 };
 void visit(const NodeCounters& c, CounterSink& out);
 
@@ -90,6 +89,8 @@ public:
     // The port's fd is readable: reap, process, reap (tests call it for
     // ports without an fd, between the node's periodic passes).
     void port_ready();
+    // Reap, process, reap, MADs, reap; the caller ends the turn.
+    void process_port();
 
     // For tests: the node's parts.
     transport::Port& port() { return *port_; }
@@ -158,6 +159,7 @@ private:
     std::optional<netlink::NetlinkSocket> nl_;
     std::unique_ptr<netlink::RtnlMonitor> monitor_;
     std::vector<std::unique_ptr<iface::Interface>> interfaces_;
+    bool started_ = false;  // start() ran: the loop's iteration hook is ours
     bool ready_sent_ = false;
     bool stopping_ = false;
     Clock::time_point stop_deadline_{};

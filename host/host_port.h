@@ -42,8 +42,9 @@ public:
     // routing chose, nullopt when the destination is on-link, a group
     // address, or the lookup failed (counted by the port).
     virtual void on_host_packet(bytes ip_packet, const std::optional<IpAddress>& next_hop) = 0;
-    // After each read: `datagrams` is how many on_host_packet() calls it made
-    // (a TSO super-packet makes up to 45), `read_index` counts reads in this
+    // After a read that may have carried several datagrams (a TUN with
+    // offloads: a TSO super-packet makes up to 45): `datagrams` is how many
+    // on_host_packet() calls it made, `read_index` counts reads in this
     // batch from 0. Lets the owner hand a long run to its link before its
     // send queue fills.
     virtual void after_host_read(std::size_t datagrams, std::size_t read_index) = 0;
@@ -81,8 +82,8 @@ public:
     virtual expected<void, std::string> set_carrier(bool on) = 0;
     virtual expected<void, std::string> set_mtu(std::uint32_t mtu) = 0;
     virtual expected<void, std::string> set_up(bool up) = 0;
-    // nodad: the address needs no duplicate address detection by the host
-    // (the IPoIB engine does DAD on the fabric).
+    // The host does no duplicate address detection on it (IPv6 NODAD): the
+    // IPoIB engine does DAD on the fabric.
     virtual expected<void, std::string> add_address(const IpPrefix& address) = 0;
     virtual expected<void, std::string> remove_address(const IpPrefix& address) = 0;
     virtual expected<void, std::string> add_route(const HostRoute& route) = 0;

@@ -33,7 +33,6 @@ expected<std::unique_ptr<TunPort>, std::string> TunPort::open(const std::string&
     auto tun = open_tun({.name = name, .multi_queue = false, .persist = false, .offload = true});
     if (!tun) return unexpected(tun.error().message());
     std::unique_ptr<TunPort> port(new TunPort(std::move(*tun), nl));
-    if (auto r = port->set_carrier(false); !r) return unexpected(r.error());  // none until the broadcast join
     // The link-local address is RFC 4391's (port GUID as EUI-64), which the
     // owner adds; not one the kernel would invent for a device without a
     // link layer.
@@ -55,7 +54,9 @@ TunPort::~TunPort() = default;
 
 void TunPort::deliver(bytes ip_packet, HostReceiver& receiver) {
     std::optional<IpAddress> next_hop;
-    if (auto dst = destination_of(ip_packet); dst && !is_multicast(*dst)) {
+    // Group and broadcast destinations have no next hop to look up.
+    if (auto dst = destination_of(ip_packet);
+        dst && !is_multicast(*dst) && !(dst->is_v4() && dst->v4_bytes() == kIpv4LimitedBroadcast)) {
         auto hop = next_hops_.resolve(*dst);
         if (hop && hop->via_gateway)
             next_hop = hop->address;
@@ -77,8 +78,7 @@ std::size_t TunPort::read_batch(HostReceiver& receiver, std::size_t max_reads) {
         ++reads;
         const mutable_bytes read(read_buffer_.data(), static_cast<std::size_t>(n));
         if (!device_.offload) {
-            deliver(read, receiver);
-            receiver.after_host_read(1, i);
+            deliver(read, receiver);  // one datagram: the batch leaves at its end
             continue;
         }
         // A TSO super-packet becomes datagrams of the link MTU here.
@@ -104,6 +104,7 @@ void TunPort::write(bytes ip_packet) {
 void TunPort::write_now(bytes data) {
     if (::write(device_.fd.get(), data.data(), data.size()) < 0) {
         ++counters_.tx_errors;
+        if (write_error_) write_error_(errno);
         return;
     }
     ++counters_.tx_packets;
@@ -160,23 +161,27 @@ expected<void, std::string> TunPort::remove_route(const HostRoute& route) {
     return {};
 }
 
+void visit(const TunCounters& c, CounterSink& out) {
+    out.counter("rx_packets", c.rx_packets);
+    out.counter("rx_errors", c.rx_errors);
+    out.counter("tx_packets", c.tx_packets);
+    out.counter("tx_errors", c.tx_errors);
+    out.counter("next_hop_failures", c.next_hop_failures);
+    out.counter("rx_segmented", c.rx_segmented);
+    visit_reasons<OffloadError>(out, "offload_", c.offload_errors, [](OffloadError e) { return to_string(e); });
+}
+
 void TunPort::visit_counters(CounterSink& out) const {
-    out.counter("rx_packets", counters_.rx_packets);
-    out.counter("rx_errors", counters_.rx_errors);
-    out.counter("tx_packets", counters_.tx_packets);
-    out.counter("tx_errors", counters_.tx_errors);
-    out.counter("next_hop_failures", counters_.next_hop_failures);
+    visit(counters_, out);
     const netlink::NextHopCounters& nh = next_hops_.counters();
     out.counter("next_hop_hits", nh.hits);
     out.counter("next_hop_misses", nh.misses);
     out.counter("next_hop_invalidations", nh.invalidations);
     out.counter("next_hop_evictions", nh.evictions);
-    out.counter("rx_segmented", counters_.rx_segmented);
     if (coalescer_) {
         out.counter("tx_coalesced_in", coalescer_->packets_in());
         out.counter("tx_coalesced_out", coalescer_->packets_out());
     }
-    visit_reasons<OffloadError>(out, "offload_", counters_.offload_errors, [](OffloadError e) { return to_string(e); });
 }
 
 }  // namespace ipoibd::host

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,11 +36,13 @@ struct TunCounters {
     std::uint64_t rx_segmented = 0;       // datagrams cut from TSO super-packets
     std::array<std::uint64_t, kOffloadErrorCount> offload_errors{};
 };
+// As "rx_packets", "offload_<reason>", ...
+void visit(const TunCounters& c, CounterSink& out);
 
 class TunPort final : public HostPort {
 public:
-    // Creates `name` (exact, or a pattern with %d), carrier off. `nl` must
-    // outlive the port.
+    // Creates `name` (exact, or a pattern with %d). `nl` must outlive the
+    // port. The owner turns the carrier off until its link is up.
     static expected<std::unique_ptr<TunPort>, std::string> open(const std::string& name, netlink::NetlinkSocket& nl);
     ~TunPort() override;
 
@@ -60,6 +63,9 @@ public:
     void visit_counters(CounterSink& out) const override;
 
     const TunCounters& counters() const { return counters_; }
+    // Called with errno for every write() the TUN refused (counted in
+    // tx_errors whether or not a hook is set): for a rate-limited log.
+    void on_write_error(std::function<void(int error)> hook) { write_error_ = std::move(hook); }
 
 private:
     TunPort(TunDevice device, netlink::NetlinkSocket& nl);
@@ -73,6 +79,7 @@ private:
     std::vector<std::uint8_t> segment_buffer_;
     std::unique_ptr<TunCoalescer> coalescer_;  // offload TUNs: GRO-like writes
     TunCounters counters_;
+    std::function<void(int)> write_error_;
 };
 
 }  // namespace ipoibd::host

@@ -25,6 +25,11 @@ std::vector<T> missing_from(const std::vector<T>& a, const std::vector<T>& b) {
 
 }  // namespace
 
+void visit(const InterfaceCounters& c, CounterSink& out) {
+    out.counter("sa_send_errors", c.sa_send_errors);
+    out.counter("host_config_errors", c.host_config_errors);
+}
+
 Interface::Interface(InterfaceConfig config, transport::Port& port, std::unique_ptr<host::HostPort> host,
                      InterfaceEvents& events)
     : config_(std::move(config)),
@@ -37,6 +42,9 @@ Interface::Interface(InterfaceConfig config, transport::Port& port, std::unique_
 Interface::~Interface() = default;
 
 expected<void, std::string> Interface::configure_host(std::uint64_t port_guid) {
+    // No carrier until the broadcast group is joined; a host that cannot
+    // say so (no TUNSETCARRIER) still works.
+    host_result(host_->set_carrier(false));
     for (const IpPrefix& p : config_.addresses)
         if (auto r = host_->add_address(p); !r) return unexpected("could not configure " + name() + ": " + r.error());
     // The link-local address is RFC 4391's (port GUID as EUI-64).
@@ -93,10 +101,12 @@ std::size_t Interface::poll_link(Clock::time_point now, std::size_t max) {
 // ---------------------------------------------------------------------------
 // The host side
 
-void Interface::host_result(const expected<void, std::string>& r, const std::string& what) {
+// The host port's errors name the operation ("could not set the carrier of
+// ib0: ...", the rtnetlink request): counted and logged.
+void Interface::host_result(const expected<void, std::string>& r) {
     if (r) return;
     ++counters_.host_config_errors;
-    events_.host_warning(name(), "could not " + what + ": " + r.error());
+    events_.host_warning(name(), r.error());
 }
 
 void Interface::link_changed(const ipoib::LinkStatus& s) {
@@ -106,11 +116,11 @@ void Interface::link_changed(const ipoib::LinkStatus& s) {
                                              " is more than the broadcast group carries; using " +
                                              std::to_string(s.mtu) +
                                              " (the fabric's partition sets the group MTU)");
-        host_result(host_->set_mtu(s.mtu), "set the MTU of " + name());
-        host_result(host_->set_carrier(true), "set the carrier of " + name());
+        host_result(host_->set_mtu(s.mtu));
+        host_result(host_->set_carrier(true));
         host_->routes_changed();
     } else {
-        host_result(host_->set_carrier(false), "clear the carrier of " + name());
+        host_result(host_->set_carrier(false));
     }
     events_.link_changed(name(), s);
 }

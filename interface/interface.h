@@ -78,6 +78,8 @@ struct InterfaceCounters {
     std::uint64_t sa_send_errors = 0;    // the node's MAD path refused a MAD
     std::uint64_t host_config_errors = 0;  // MTU, carrier, address or route changes the host refused
 };
+// As "sa_send_errors", "host_config_errors".
+void visit(const InterfaceCounters& c, CounterSink& out);
 
 class Interface final : public ipoib::EngineIo, public sa::MadClient, private host::HostReceiver {
 public:
@@ -152,7 +154,7 @@ private:
     // HostReceiver
     void on_host_packet(bytes ip_packet, const std::optional<IpAddress>& next_hop) override;
     void after_host_read(std::size_t datagrams, std::size_t read_index) override;
-    void host_result(const expected<void, std::string>& r, const std::string& what);
+    void host_result(const expected<void, std::string>& r);
 
     InterfaceConfig config_;
     transport::Port& port_;
@@ -181,15 +183,10 @@ void Interface::visit_sections(Section&& section) const {
         out.counter("groups", engine_->multicast().groups().size());
         visit(engine_->multicast().counters(), out);
     });
-    section("sa_client", [&](CounterSink& out) {
-        visit(engine_->sa_client().counters(), out);
-        out.counter("send_errors", counters_.sa_send_errors);
-    });
+    section("sa_client", [&](CounterSink& out) { visit(engine_->sa_client().counters(), out); });
     section("qp", [&](CounterSink& out) { visit(link_.counters(), out); });
-    section("tun", [&](CounterSink& out) {
-        host_->visit_counters(out);
-        out.counter("host_config_errors", counters_.host_config_errors);
-    });
+    section("tun", [&](CounterSink& out) { host_->visit_counters(out); });
+    section("interface", [&](CounterSink& out) { visit(counters_, out); });
 }
 
 }  // namespace ipoibd::iface

@@ -35,28 +35,44 @@ expected<void, MadTransportError> MadAgent::register_client(MadClient& client, s
 
 void MadAgent::unregister_client(MadClient& client) {
     std::erase_if(clients_, [&](const Registration& r) { return r.client == &client; });
-    std::erase_if(outstanding_, [&](const auto& entry) { return entry.second == &client; });
+    // Their entries in outstanding_order_ no longer match a generation.
+    std::erase_if(outstanding_, [&](const auto& entry) { return entry.second.client == &client; });
 }
 
-void MadAgent::remember(std::uint32_t tid, MadClient& client) {
-    auto [it, fresh] = outstanding_.try_emplace(tid, &client);
+bool MadAgent::registered(const MadClient* client) const {
+    return std::any_of(clients_.begin(), clients_.end(), [&](const Registration& r) { return r.client == client; });
+}
+
+void MadAgent::remember(std::uint64_t k, MadClient& client) {
+    const std::uint64_t generation = next_generation_++;
+    auto [it, fresh] = outstanding_.try_emplace(k, Outstanding{&client, generation});
     if (!fresh) {
         // A retry (same client), or another client's TID reused: the newest
         // request owns it.
-        if (it->second != &client) ++counters_.requests_forgotten;
-        it->second = &client;
-        return;
+        if (it->second.client != &client) ++counters_.requests_forgotten;
+        it->second = {&client, generation};
     }
-    outstanding_order_.push_back(tid);
-    while (outstanding_order_.size() > kMaxOutstanding) {
-        if (outstanding_.erase(outstanding_order_.front()) > 0) ++counters_.requests_forgotten;
+    outstanding_order_.emplace_back(k, generation);
+    while (outstanding_.size() > kMaxOutstanding && !outstanding_order_.empty()) {
+        const auto [oldest, gen] = outstanding_order_.front();
+        outstanding_order_.pop_front();
+        auto e = outstanding_.find(oldest);
+        if (e == outstanding_.end() || e->second.generation != gen) continue;  // answered or re-sent since
+        outstanding_.erase(e);
+        ++counters_.requests_forgotten;
+    }
+    // Entries whose requests were answered leave stale order records: drop
+    // them from the front so the queue stays as bounded as the table.
+    while (!outstanding_order_.empty()) {
+        auto e = outstanding_.find(outstanding_order_.front().first);
+        if (e != outstanding_.end() && e->second.generation == outstanding_order_.front().second) break;
         outstanding_order_.pop_front();
     }
 }
 
 expected<void, MadTransportError> MadAgent::send(MadClient& client, const SaMad& mad) {
     auto r = path_->send(mad);
-    if (r && !mad.header.is_response()) remember(static_cast<std::uint32_t>(mad.header.transaction_id), client);
+    if (r && !mad.header.is_response()) remember(key(mad.header.mgmt_class, mad.header.transaction_id), client);
     return r;
 }
 
@@ -71,22 +87,30 @@ void MadAgent::dispatch(bytes mad) {
     }
     const ib::MadHeader h = ib::MadHeader::read_from(mad.data());
     if (h.is_response()) {
-        auto it = outstanding_.find(static_cast<std::uint32_t>(h.transaction_id));
+        auto it = outstanding_.find(key(h.mgmt_class, h.transaction_id));
         if (it == outstanding_.end()) {
             ++counters_.unmatched_response;
             return;
         }
+        MadClient* client = it->second.client;
+        // A single-MAD response completes its request; RMPP segments keep
+        // the entry (more follow; the client's ACKs carry the TID again).
+        const bool rmpp = mad.size() >= kSaHeaderSize && h.mgmt_class == ib::mgmt_class::subn_adm &&
+                          RmppHeader::read_from(mad.data() + ib::MadHeader::size).active();
+        if (!rmpp) outstanding_.erase(it);
         ++counters_.dispatched;
-        it->second->on_mad(mad);  // RMPP: more segments, and ACKs, keep the same TID
+        client->on_mad(mad);
         return;
     }
     bool of_class = false, taken = false;
-    // A client may unregister from inside on_mad: walk a copy.
+    // A client may unregister (itself or another) from inside on_mad: walk
+    // a copy, and call only clients still registered.
     const std::vector<Registration> clients = clients_;
     for (const Registration& r : clients) {
         if (r.mgmt_class != h.mgmt_class) continue;
         of_class = true;
         if (std::find(r.methods.begin(), r.methods.end(), h.method) == r.methods.end()) continue;
+        if (!registered(r.client)) continue;
         taken = true;
         ++counters_.dispatched;
         r.client->on_mad(mad);

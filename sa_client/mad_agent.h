@@ -8,11 +8,15 @@
 //    and the methods it takes unsolicited (an SA Report, a CM REQ); the
 //    path is told of a class it does not carry yet (umad: one more
 //    umad_register).
-// 2. send(): a client's MAD goes out on the path; a request's transaction
-//    ID (its low 32 bits: the kernel and libumad2sim rewrite the high ones)
-//    is remembered for that client, in a bounded table.
+// 2. send(): a client's MAD goes out on the path; a request's management
+//    class and transaction ID (its low 32 bits: the kernel and libumad2sim
+//    rewrite the high ones) are remembered for that client, in a bounded
+//    table.
 // 3. receive(): every MAD the path has is dispatched, in order:
-//      a response (R bit) to the client whose request had its TID;
+//      a response (R bit) to the client whose request had its class and
+//      TID; a single-MAD response completes the request and frees its
+//      entry, RMPP segments keep it (more follow, and the client's ACKs
+//      carry the TID again);
 //      anything else to the clients of its class that take its method;
 //    what no client claims is dropped and counted by reason.
 //
@@ -48,7 +52,7 @@ struct MadAgentCounters {
     std::uint64_t unclaimed_class = 0;     // a request or trap of a class no client registered
     std::uint64_t unclaimed_method = 0;    // of a registered class, a method no client takes
     std::uint64_t too_short = 0;           // shorter than a MAD header
-    std::uint64_t requests_forgotten = 0;  // outstanding TIDs pushed out of the bounded table
+    std::uint64_t requests_forgotten = 0;  // outstanding requests pushed out of the bounded table
 };
 void visit(const MadAgentCounters& c, CounterSink& out);
 
@@ -73,6 +77,8 @@ public:
     expected<void, MadTransportError> send(MadClient& client, const SaMad& mad);
     // Dispatches up to `max` received MADs; returns how many were read.
     std::size_t receive(std::size_t max = 64);
+    // Requests whose responses the agent still waits for.
+    std::size_t outstanding() const { return outstanding_.size(); }
 
     MadTransport& path() { return *path_; }
     const MadTransport& path() const { return *path_; }
@@ -84,14 +90,24 @@ private:
         std::uint8_t mgmt_class = 0;
         std::vector<std::uint8_t> methods;
     };
+    // (management class, TID low 32 bits)
+    static std::uint64_t key(std::uint8_t mgmt_class, std::uint64_t tid) {
+        return (std::uint64_t{mgmt_class} << 32) | (tid & 0xFFFFFFFFu);
+    }
+    struct Outstanding {
+        MadClient* client = nullptr;
+        std::uint64_t generation = 0;  // which entry of outstanding_order_ is this one's
+    };
     void dispatch(bytes mad);
-    void remember(std::uint32_t tid, MadClient& client);
+    void remember(std::uint64_t k, MadClient& client);
+    bool registered(const MadClient* client) const;
 
     std::unique_ptr<MadTransport> path_;
     std::vector<Registration> clients_;
     std::vector<std::pair<std::uint8_t, std::uint8_t>> classes_;  // (class, version) the path carries
-    std::unordered_map<std::uint32_t, MadClient*> outstanding_;   // by TID (low 32 bits)
-    std::deque<std::uint32_t> outstanding_order_;                 // oldest first
+    std::unordered_map<std::uint64_t, Outstanding> outstanding_;  // by key()
+    std::deque<std::pair<std::uint64_t, std::uint64_t>> outstanding_order_;  // (key, generation), oldest first
+    std::uint64_t next_generation_ = 1;
     MadAgentCounters counters_;
 };
 

@@ -133,6 +133,9 @@ int umad_send(int portid, int agentid, void* umad, int length, int, int) {
         hdr.agent_id = kAgent;
         hdr.length = static_cast<uint32_t>(ipoibd::sa::kSaMadSize);
         std::memcpy(buf.data(), &hdr, sizeof hdr);
+        // The kernel's MAD layer puts its own agent number into the high 32
+        // bits of the TID: only the low 32 come back as they were sent.
+        answer->header.transaction_id = (answer->header.transaction_id & 0xFFFFFFFFu) | 0x00C0FFEE00000000ULL;
         answer->write_to(buf.data() + sizeof(ib_user_mad_t));
         s.answers.push_back(std::move(buf));
         const char one = 1;

@@ -4,7 +4,8 @@
 // the umad_* entry points the MAD path calls (mad_transport_umad.cpp);
 // linked into a test executable they take the place of the real library's.
 //   - umad_send() hands the MAD to the SA at once; its answer (if any) is
-//     queued and a pipe becomes readable: umad_get_fd()
+//     queued, with the high 32 bits of its TID rewritten as the kernel
+//     does, and a pipe becomes readable: umad_get_fd()
 //   - umad_recv() returns queued answers, -EWOULDBLOCK when none
 #pragma once
 

@@ -12,12 +12,16 @@
 #include "common/counters.h"
 #include "daemon/control.h"
 #include "daemon/event_loop.h"
+#include "daemon/node.h"
+#include "host/tun_port.h"
+#include "interface/interface.h"
 #include "ipoib/engine.h"
 #include "ipoib/multicast.h"
 #include "ipoib/neighbour_cache.h"
 #include "ipoib/path_cache.h"
 #include "ipoib/port_link.h"
 #include "netlink/monitor.h"
+#include "sa_client/mad_agent.h"
 #include "sa_client/mad_transport.h"
 #include "sa_client/sa_client.h"
 #include "transport/port_core.h"
@@ -38,9 +42,11 @@ struct Collect final : CounterSink {
 };
 
 // Every field of `T` is a std::uint64_t or an array of them: fill them
-// all with 1, visit, and expect one unit per field (arrays: per entry).
+// all with 1, visit, and expect one unit per field (arrays: per entry),
+// each under a name of its own but for `summed` fields that a visit adds
+// into another's name.
 template <class T>
-void expect_every_field_visited(const char* what) {
+void expect_every_field_visited(const char* what, std::size_t summed = 0) {
     static_assert(std::is_trivially_copyable_v<T>);
     static_assert(sizeof(T) % sizeof(std::uint64_t) == 0, "counter structs hold 64-bit counters only");
     constexpr std::size_t fields = sizeof(T) / sizeof(std::uint64_t);
@@ -51,6 +57,7 @@ void expect_every_field_visited(const char* what) {
     Collect out;
     visit(c, out);
     EXPECT_EQ(out.total, fields) << what << ": a field is not visited (or visited twice)";
+    EXPECT_EQ(out.seen.size() + summed, fields) << what << ": a field is not visited, another twice";
 }
 
 TEST(Counters, EveryFieldOfEveryStructIsVisited) {
@@ -66,9 +73,14 @@ TEST(Counters, EveryFieldOfEveryStructIsVisited) {
     expect_every_field_visited<transport::SmaCounters>("SmaCounters");
     expect_every_field_visited<transport::SoftLinkCounters>("SoftLinkCounters");
     expect_every_field_visited<transport::SoftCutThroughCounters>("SoftCutThroughCounters");
-    expect_every_field_visited<netlink::MonitorCounters>("MonitorCounters");
+    // link, address and route events are shown as their sum.
+    expect_every_field_visited<netlink::MonitorCounters>("MonitorCounters", 2);
     expect_every_field_visited<daemon::BusyPollCounters>("BusyPollCounters");
     expect_every_field_visited<daemon::ControlCounters>("ControlCounters");
+    expect_every_field_visited<daemon::NodeCounters>("NodeCounters");
+    expect_every_field_visited<sa::MadAgentCounters>("MadAgentCounters");
+    expect_every_field_visited<iface::InterfaceCounters>("InterfaceCounters");
+    expect_every_field_visited<host::TunCounters>("TunCounters");
 }
 
 TEST(Counters, ReasonArraysShowOnlyTheReasonsThatHappened) {

@@ -50,6 +50,14 @@ public:
         return answered;
     }
 
+    // Takes the requests that arrived and answers none (buffers posted again).
+    void drop_requests() {
+        Completion wc[16];
+        for (std::size_t n = qp_->poll(wc); n > 0; n = qp_->poll(wc))
+            for (std::size_t i = 0; i < n; ++i)
+                if (wc[i].kind == CompletionKind::receive) post(wc[i].wr_id);
+    }
+
     void send_to(std::uint16_t dlid, bytes payload) {
         const transport::SendRequest s{.ah = {.dlid = dlid}, .remote_qpn = ib::kQp1, .remote_qkey = ib::kGsiQKey, .payload = payload};
         ASSERT_EQ(*qp_->post_send({&s, 1}), 1u);
@@ -257,16 +265,15 @@ TEST_F(MadAgentTest, ResponsesAreMatchedOnTheLow32BitsOfTheTid) {
     // The kernel's MAD layer (and libumad2sim) rewrite the high 32 bits.
     ASSERT_TRUE(agent.send(b, get_request(0x1B0B0000000000A1ULL)).has_value());
     fabric.run();
-    ASSERT_EQ(sa.serve(), 1u);
-    SaMad resp = sa.last_request;
+    sa.drop_requests();  // the answer below is the SA's
+    SaMad resp = get_request(0x7777777700000000ULL | 0xA1);
     resp.header.method = ib::method::get_resp;
-    resp.header.transaction_id = 0x7777777700000000ULL | 0xA1;
     from_sa(resp);
     (void)agent.receive();
-    fabric.run();
-    (void)agent.receive();
     EXPECT_TRUE(a.got.empty());
-    EXPECT_EQ(b.got.size(), 2u);  // the fake SA's own answer and the rewritten one
+    ASSERT_EQ(b.got.size(), 1u);
+    EXPECT_EQ(b.got[0].header.transaction_id, 0x7777777700000000ULL | 0xA1);
+    EXPECT_EQ(agent.outstanding(), 0u);
 }
 
 TEST_F(MadAgentTest, UnsolicitedMadsGoToTheClientsTakingTheirMethod) {
@@ -314,16 +321,80 @@ TEST_F(MadAgentTest, ANewClassIsClaimedOnceAClientRegistersIt) {
     EXPECT_EQ(agent.counters().unclaimed_class, 1u);
 }
 
-TEST_F(MadAgentTest, TheTidTableIsBounded) {
+TEST_F(MadAgentTest, AnsweredRequestsLeaveTheTable) {
+    for (std::uint64_t t = 1; t <= MadAgent::kMaxOutstanding + 10; ++t) {
+        ASSERT_TRUE(agent.send(a, get_request(t)).has_value());
+        round_trip();
+    }
+    EXPECT_EQ(a.got.size(), MadAgent::kMaxOutstanding + 10);
+    EXPECT_EQ(agent.outstanding(), 0u);
+    EXPECT_EQ(agent.counters().requests_forgotten, 0u);
+    // A second answer to an answered request is nobody's.
+    SaMad again = get_request(1);
+    again.header.method = ib::method::get_resp;
+    from_sa(again);
+    agent.receive();
+    EXPECT_EQ(agent.counters().unmatched_response, 1u);
+}
+
+TEST_F(MadAgentTest, UnansweredRequestsAreBoundedOldestFirst) {
+    // The fake SA stays silent: requests pile up, the oldest are forgotten.
     for (std::uint64_t t = 1; t <= MadAgent::kMaxOutstanding + 10; ++t) {
         ASSERT_TRUE(agent.send(a, get_request(t)).has_value());
         fabric.run();
-        sa.serve();  // keeps QP1's queues moving
-        fabric.run();
-        agent.receive();
+        sa.drop_requests();
     }
+    EXPECT_EQ(agent.outstanding(), MadAgent::kMaxOutstanding);
     EXPECT_EQ(agent.counters().requests_forgotten, 10u);
-    EXPECT_EQ(a.got.size(), MadAgent::kMaxOutstanding + 10);
+    SaMad oldest = get_request(1);  // forgotten
+    oldest.header.method = ib::method::get_resp;
+    from_sa(oldest);
+    SaMad newest = get_request(MadAgent::kMaxOutstanding + 10);
+    newest.header.method = ib::method::get_resp;
+    from_sa(newest);
+    agent.receive();
+    EXPECT_EQ(agent.counters().unmatched_response, 1u);
+    ASSERT_EQ(a.got.size(), 1u);
+    EXPECT_EQ(a.got[0].header.transaction_id, MadAgent::kMaxOutstanding + 10);
+}
+
+TEST_F(MadAgentTest, AResponseOfAnotherClassDoesNotCompleteARequest) {
+    ASSERT_TRUE(agent.send(a, get_request(0x31)).has_value());
+    fabric.run();
+    sa.drop_requests();
+    SaMad cm = get_request(0x31);  // same TID, the CM's class
+    cm.header.mgmt_class = ib::mgmt_class::com_mgt;
+    cm.header.method = ib::method::get_resp;
+    from_sa(cm);
+    agent.receive();
+    EXPECT_TRUE(a.got.empty());
+    EXPECT_EQ(agent.counters().unmatched_response, 1u);
+    EXPECT_EQ(agent.outstanding(), 1u);
+}
+
+TEST_F(MadAgentTest, AClientUnregisteredDuringDispatchIsNotCalled) {
+    struct Leaver final : MadClient {
+        MadAgent* agent = nullptr;
+        MadClient* other = nullptr;
+        int got = 0;
+        void on_mad(bytes) override {
+            ++got;
+            agent->unregister_client(*other);
+        }
+    };
+    Recorder late;
+    Leaver leaver;
+    leaver.agent = &agent;
+    leaver.other = &late;
+    ASSERT_TRUE(agent.register_client(leaver, ib::mgmt_class::com_mgt, 2, {ib::method::send}).has_value());
+    ASSERT_TRUE(agent.register_client(late, ib::mgmt_class::com_mgt, 2, {ib::method::send}).has_value());
+    SaMad req = get_request(0x43);
+    req.header.mgmt_class = ib::mgmt_class::com_mgt;
+    req.header.method = ib::method::send;
+    from_sa(req);
+    agent.receive();
+    EXPECT_EQ(leaver.got, 1);
+    EXPECT_TRUE(late.got.empty());
 }
 
 }  // namespace
