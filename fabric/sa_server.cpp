@@ -50,6 +50,27 @@ std::optional<std::uint16_t> ipoib_mgid_pkey(const ib::Gid& g) {
 
 bool zero_gid(const ib::Gid& g) { return std::all_of(g.begin(), g.end(), [](std::uint8_t b) { return b == 0; }); }
 
+// The signature of SA-assigned MGIDs (IBA 15.2.5.17; OpenSM's too).
+constexpr std::uint16_t kSaAssignedSignature = 0xA01B;
+
+// Whether a requested MGID may name a new group, as OpenSM checks it
+// (IBA 4.1.1 for the multicast GID format): a multicast prefix (0xFF); an
+// IPoIB signature (0x401B, 0x601B) is taken as it is; otherwise the three
+// reserved flag bits are zero, and the SA's own signature is not asked
+// for with link-local scope, which is the SA's to assign.
+bool valid_requested_mgid(const ib::Gid& g) {
+    if (g[0] != 0xFF) return false;
+    const std::uint16_t signature = load_be16(g.data() + 2);
+    if (signature == 0x401B || signature == 0x601B) return true;
+    if (g[1] & 0xE0) return false;
+    if (signature == kSaAssignedSignature && (g[1] & 0x0F) == sa::mgid_scope::link_local) return false;
+    return true;
+}
+
+// PathRecord/MCMemberRecord MTU codes 1 (256) to 5 (4096); 0 and 6-63 are
+// reserved (IBA 15.2.5.17, table 205).
+bool valid_mtu_code(std::uint8_t mtu) { return mtu >= 1 && mtu <= 5; }
+
 }  // namespace
 
 SaServer::SaServer(SaServerConfig config, Switch& sw, PortList ports)
@@ -306,6 +327,7 @@ std::uint16_t SaServer::create_group(const sa::McMemberRecord& req, std::uint64_
     if ((mask & sa::kMcMemberCreateComponents) != sa::kMcMemberCreateComponents) return sa::sa_status::err_req_insufficient_components;
     if (!(req.join_state & (sa::join_state::full_member | sa::join_state::send_only_full_member))) return sa::sa_status::err_req_invalid;
     if (!holds_pkey(requester, req.p_key)) return sa::sa_status::err_req_invalid;
+    if (!zero_gid(req.mgid) && !valid_requested_mgid(req.mgid)) return sa::sa_status::err_req_invalid;
     sa::McMemberRecord g = req;
     // MTU and rate: what the selector asks for, within the requester's port.
     std::uint8_t mtu = requester.mtu;
@@ -314,13 +336,14 @@ std::uint16_t SaServer::create_group(const sa::McMemberRecord& req, std::uint64_
         if (s == Selector::exactly) mtu = req.mtu;
         else if (s == Selector::greater_than) mtu = std::max<std::uint8_t>(static_cast<std::uint8_t>(req.mtu + 1), requester.mtu);
         else if (s == Selector::less_than) mtu = std::min<std::uint8_t>(static_cast<std::uint8_t>(req.mtu - 1), requester.mtu);
-        if (mtu > requester.mtu || !selects(s, mtu, req.mtu)) return sa::sa_status::err_req_invalid;
+        if (!valid_mtu_code(mtu) || mtu > requester.mtu || !selects(s, mtu, req.mtu)) return sa::sa_status::err_req_invalid;
     }
     std::uint8_t rate = requester.rate;
     if (mask & mc::rate) {
         const Selector s = (mask & mc::rate_selector) ? req.rate_selector : Selector::exactly;
         if (s == Selector::exactly) rate = req.rate;
-        if (sa::rate_mbps(rate) > sa::rate_mbps(requester.rate) || !rate_selects(s, rate, req.rate)) return sa::sa_status::err_req_invalid;
+        if (sa::rate_mbps(rate) == 0 || sa::rate_mbps(rate) > sa::rate_mbps(requester.rate) || !rate_selects(s, rate, req.rate))
+            return sa::sa_status::err_req_invalid;  // a reserved rate code, or more than the port has
     }
     g.mtu_selector = Selector::exactly;
     g.mtu = mtu;
@@ -346,10 +369,16 @@ std::uint16_t SaServer::create_group(const sa::McMemberRecord& req, std::uint64_
         g.rate = b.rate;
     }
     if (zero_gid(req.mgid)) {
-        // The SA names the group: ff1S:a01b:PPPP::N, as OpenSM does.
+        // The SA names the group: ff1S:a01b:PPPP::N, as OpenSM does; never
+        // a name a group already has (a requested one, or an earlier N
+        // after the counter wrapped).
         ib::Gid m{0xFF, static_cast<std::uint8_t>(0x10 | ((mask & mc::scope) ? req.scope : sa::mgid_scope::link_local)), 0xA0, 0x1B};
         store_be16(m.data() + 4, req.p_key);
-        store_be32(m.data() + 12, next_mgid_++);
+        std::size_t tries = 0;
+        do {
+            if (++tries > groups_.size() + 1) return sa::sa_status::err_no_resources;
+            store_be32(m.data() + 12, next_mgid_++);
+        } while (groups_.contains(m));
         g.mgid = m;
     }
     g.mlid = allocate_mlid();

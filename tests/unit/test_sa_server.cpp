@@ -2,6 +2,8 @@
 // against ibfabricd's SA, plus forwarding and partitions.
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "fabric/sa_server.h"
 #include "sa_client/rmpp.h"
 #include "transport/gid.h"
@@ -90,7 +92,7 @@ TEST_F(SaServerTest, JoinBroadcastAsFullMemberProgramsTheSwitch) {
 }
 
 TEST_F(SaServerTest, UnknownGroupNeedsCreationComponents) {
-    const ib::Gid mgid = *parse_gid("ff12:a01b:ffff::42");
+    const ib::Gid mgid = *parse_gid("ff15:a01b:ffff::42");
     const SaMad r = ask(ib::method::set, join_bcast(0xA).set_mgid(mgid), 2);
     EXPECT_EQ(r.header.status, sa::sa_status::err_req_insufficient_components);
     const SaMad ok = ask(ib::method::set, create(mgid, 0xA), 2);
@@ -100,6 +102,54 @@ TEST_F(SaServerTest, UnknownGroupNeedsCreationComponents) {
     EXPECT_EQ(g.q_key, 0x1234u);
     EXPECT_EQ(g.mtu, 4) << "the requester's MTU when none is asked";
     EXPECT_EQ(sa.counters().groups_created, 1u);
+}
+
+// A create is refused as OpenSM refuses it (ERR_REQ_INVALID): named cases.
+TEST_F(SaServerTest, CreatesWithReservedCodesOrMgidsAreRefused) {
+    struct Case {
+        const char* name;
+        const char* mgid;
+        std::optional<std::uint8_t> mtu;   // Selector exactly
+        std::optional<std::uint8_t> rate;  // Selector exactly
+        std::uint16_t status;
+    };
+    const Case cases[] = {
+        {"MTU code 0 (below 256)", "ff15:e01b::11", 0, std::nullopt, sa::sa_status::err_req_invalid},
+        {"MTU code 6 (reserved)", "ff15:e01b::12", 6, std::nullopt, sa::sa_status::err_req_invalid},
+        {"rate code 0 (reserved)", "ff15:e01b::13", std::nullopt, 0, sa::sa_status::err_req_invalid},
+        {"rate code 1 (reserved)", "ff15:e01b::14", std::nullopt, 1, sa::sa_status::err_req_invalid},
+        {"rate code 63 (unknown)", "ff15:e01b::15", std::nullopt, 63, sa::sa_status::err_req_invalid},
+        {"not a multicast prefix", "fe15:e01b::16", std::nullopt, std::nullopt, sa::sa_status::err_req_invalid},
+        {"reserved flag bits set", "ff35:e01b::17", std::nullopt, std::nullopt, sa::sa_status::err_req_invalid},
+        {"SA signature with link-local scope", "ff12:a01b:ffff::18", std::nullopt, std::nullopt,
+         sa::sa_status::err_req_invalid},
+        {"SA signature, site-local scope", "ff15:a01b:ffff::19", std::nullopt, std::nullopt, 0},
+        {"transient flag, any signature", "ff12:e01b::1a", std::nullopt, std::nullopt, 0},
+        {"MTU 2048 and 10 Gb/s", "ff15:e01b::1b", 4, 3, 0},
+    };
+    for (const Case& c : cases) {
+        auto q = create(*parse_gid(c.mgid), 0xA);
+        if (c.mtu) q.set_mtu(sa::Selector::exactly, *c.mtu);
+        if (c.rate) q.set_rate(sa::Selector::exactly, *c.rate);
+        EXPECT_EQ(ask(ib::method::set, q, 2).header.status, c.status) << c.name;
+    }
+}
+
+TEST_F(SaServerTest, AnSaNamedMgidNeverTakesAnExistingGroupsName) {
+    // A requester took the name the SA's counter would give next.
+    const ib::Gid taken = *parse_gid("ff15:a01b:ffff::1");
+    auto mine = create(taken, 0xA);
+    mine.set_q_key(0x1111);
+    ASSERT_EQ(ask(ib::method::set, mine, 2).header.status, 0);
+    auto named = create(ib::Gid{}, 0xB);
+    named.set_scope(sa::mgid_scope::site_local).set_q_key(0x2222);
+    const SaMad r = ask(ib::method::set, named, 3);
+    ASSERT_EQ(r.header.status, 0);
+    const auto g = sa::get_record<sa::McMemberRecord>(r);
+    EXPECT_NE(g.mgid, taken);
+    EXPECT_EQ(g.q_key, 0x2222u) << "a group of its own, not someone else's";
+    EXPECT_EQ(sa.groups().at(taken).params.q_key, 0x1111u);
+    EXPECT_EQ(sa.counters().groups_created, 2u);
 }
 
 TEST_F(SaServerTest, MismatchingMtuSelectorAndQKeyAreRefused) {
@@ -120,7 +170,7 @@ TEST_F(SaServerTest, JoinForAnotherPortOrOutsideThePartitionIsRefused) {
 }
 
 TEST_F(SaServerTest, LeaveAndQueryAfterLeave) {
-    const ib::Gid mgid = *parse_gid("ff12:a01b:ffff::77");
+    const ib::Gid mgid = *parse_gid("ff15:a01b:ffff::77");
     ASSERT_EQ(ask(ib::method::set, create(mgid, 0xA), 2).header.status, 0);
     ASSERT_EQ(ask(ib::method::set, join_bcast(0xA), 2).header.status, 0);
     McMemberQuery members;
@@ -241,7 +291,7 @@ TEST_F(SaServerTest, BadRequestsGetStatusesOrAreIgnored) {
 }
 
 TEST_F(SaServerTest, LostPortLeavesItsGroups) {
-    const ib::Gid mgid = *parse_gid("ff12:a01b:ffff::99");
+    const ib::Gid mgid = *parse_gid("ff15:a01b:ffff::99");
     ASSERT_EQ(ask(ib::method::set, create(mgid, 0xA), 2).header.status, 0);
     ASSERT_EQ(ask(ib::method::set, join_bcast(0xA), 2).header.status, 0);
     sa.port_gone(0xA);
@@ -271,7 +321,7 @@ struct SaTrapTest : SaServerTest {
 TEST_F(SaTrapTest, GroupCreatedAndDeletedAreReported) {
     subscribe(3, sa::trap_number::mcast_group_created);
     subscribe(3, sa::trap_number::mcast_group_deleted);
-    const ib::Gid mgid = *parse_gid("ff12:a01b:ffff::5");
+    const ib::Gid mgid = *parse_gid("ff15:a01b:ffff::5");
     ASSERT_EQ(ask(ib::method::set, create(mgid, 0xA), 2).header.status, 0);
     auto r = reports();
     ASSERT_EQ(r.size(), 1u);
