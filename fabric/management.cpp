@@ -56,7 +56,10 @@ void FabricManagement::send_mad(const sa::SaMad& mad, std::uint16_t dlid, std::u
     spec.lrh.slid = switch_.lid();
     spec.grh = grh;
     spec.bth.opcode = ib::op::ud_send_only;
-    spec.bth.pkey = pkey;
+    // The SM's port is a full member of every partition: its MADs carry the
+    // full-member P_Key, which a limited member of the partition can
+    // receive (two limited members may not talk, IBA 10.9.3).
+    spec.bth.pkey = static_cast<std::uint16_t>(pkey | 0x8000);
     spec.bth.dest_qp = dest_qp;
     spec.ext.deth = {ib::kGsiQKey, ib::kQp1};
     spec.payload = bytes_out;

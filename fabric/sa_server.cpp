@@ -199,7 +199,7 @@ std::vector<sa::SaMad> SaServer::handle(const sa::SaMad& request, std::uint16_t 
             return reply(status);
         }
         if (method == ib::method::get || method == ib::method::get_table) {
-            const auto found = query_groups(rec, mask, request.sm_key == config_.sm_key);
+            const auto found = query_groups(rec, mask, *requester, request.sm_key == config_.sm_key);
             return respond_records(resp, method, found, to);
         }
         return reply(ib::mad_status::method_attr_not_supported);
@@ -420,10 +420,14 @@ std::uint16_t SaServer::leave(const sa::McMemberRecord& req, std::uint64_t mask,
     return kOk;
 }
 
-std::vector<sa::McMemberRecord> SaServer::query_groups(const sa::McMemberRecord& req, std::uint64_t mask, bool trusted) const {
+std::vector<sa::McMemberRecord> SaServer::query_groups(const sa::McMemberRecord& req, std::uint64_t mask,
+                                                       const SaPort& requester, bool trusted) const {
     std::vector<sa::McMemberRecord> out;
     for (const auto& [mgid, g] : groups_) {
         const sa::McMemberRecord& p = g.params;
+        // Groups of a partition the requester is not in are not its to see
+        // (as OpenSM: the requester's port must hold the group's P_Key).
+        if (!holds_pkey(requester, p.p_key)) continue;
         if ((mask & mc::mgid) && req.mgid != p.mgid) continue;
         if ((mask & mc::mlid) && req.mlid != p.mlid) continue;
         if ((mask & mc::q_key) && req.q_key != p.q_key) continue;

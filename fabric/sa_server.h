@@ -128,7 +128,8 @@ private:
     std::uint16_t join(const sa::McMemberRecord& req, std::uint64_t mask, const SaPort& requester, sa::McMemberRecord& out);
     std::uint16_t create_group(const sa::McMemberRecord& req, std::uint64_t mask, const SaPort& requester, McGroup& out);
     std::uint16_t leave(const sa::McMemberRecord& req, std::uint64_t mask, const SaPort& requester, sa::McMemberRecord& out);
-    std::vector<sa::McMemberRecord> query_groups(const sa::McMemberRecord& req, std::uint64_t mask, bool trusted) const;
+    std::vector<sa::McMemberRecord> query_groups(const sa::McMemberRecord& req, std::uint64_t mask, const SaPort& requester,
+                                                 bool trusted) const;
     std::vector<sa::PathRecord> query_paths(const sa::PathRecord& req, std::uint64_t mask, const SaPort& requester,
                                             bool all_sources) const;
     struct Requester {

@@ -11,6 +11,8 @@
 #include <filesystem>
 
 #include "fabric/fabric_service.h"
+#include "fabric/sa_server.h"
+#include "transport/gid.h"
 #include "fabric/management.h"
 #include "fabric/sm.h"
 #include "fabric/switch.h"
@@ -226,6 +228,38 @@ TEST_F(FabricTest, TruncatedOrForeignMadsToTheSaAreCountedNotAnswered) {
     EXPECT_TRUE(net.down.empty()) << "nothing answered";
     p.bth.dest_qp = 0x48;
     EXPECT_FALSE(m.on_packet(p, {}, 1)) << "not the SA's: the switch counts it";
+}
+
+TEST_F(FabricTest, SaAnswersLimitedMembersWithTheFullMemberPKey) {
+    // A limited member of the default partition asks with P_Key 0x7FFF; an
+    // answer with 0x7FFF would be limited-to-limited, which its port drops
+    // (IBA 10.9.3): the SM's port is a full member and answers as one.
+    Ca a(net, 1, 0xA1);
+    plug(a);
+    advance(std::chrono::milliseconds(1600));
+    const std::uint16_t lid = a.port.core().attributes().lid;
+    ASSERT_NE(lid, 0);
+    SaServer sa(SaServerConfig{}, *sw, [] { return std::vector<SaPort>{}; });
+    FabricManagement m(*sw, *sm, sa);
+    sa::McMemberQuery q;
+    q.set_mgid(*parse_gid("ff12:401b:ffff::ffff:ffff"));
+    auto mad = q.request(ib::method::get, 0x42);
+    ASSERT_TRUE(mad.has_value());
+    std::vector<std::uint8_t> payload(sa::kSaMadSize);
+    mad->write_to(payload.data());
+    ib::Packet p;
+    p.lrh.slid = lid;
+    p.bth.dest_qp = ib::kQp1;
+    p.bth.pkey = 0x7FFF;
+    p.ext.deth = {ib::kGsiQKey, ib::kQp1};
+    p.payload = payload;
+    net.down.clear();
+    ASSERT_TRUE(m.on_packet(p, {}, 1));
+    std::optional<std::uint16_t> answer_pkey;
+    for (const auto& [to, d] : net.down)
+        if (to == a.address && d.size() > ib::Lrh::size + 4) answer_pkey = load_be16(d.data() + ib::Lrh::size + 2);
+    ASSERT_TRUE(answer_pkey.has_value()) << "the SA answered";
+    EXPECT_EQ(*answer_pkey, 0xFFFF);
 }
 
 TEST_F(FabricTest, StaticLidFromConfig) {

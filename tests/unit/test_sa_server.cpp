@@ -135,6 +135,27 @@ TEST_F(SaServerTest, CreatesWithReservedCodesOrMgidsAreRefused) {
     }
 }
 
+TEST_F(SaServerTest, GroupsOfAnotherPartitionAreNotShown) {
+    // Port C (LID 4) is in partition 0x8001 only: the default partition's
+    // broadcast group and a group created there are not its to see.
+    ASSERT_EQ(ask(ib::method::set, create(*parse_gid("ff15:e01b::21"), 0xA), 2).header.status, 0);
+    McMemberQuery all;
+    auto table = all.request(ib::method::get_table, 0x77);
+    ASSERT_TRUE(table.has_value());
+    const auto seen_by_a = sa.handle(*table, 2);
+    const auto seen_by_c = sa.handle(*table, 4);
+    ASSERT_FALSE(seen_by_a.empty());
+    ASSERT_FALSE(seen_by_c.empty());
+    EXPECT_EQ(seen_by_c[0].header.status, 0);
+    const sa::SaData none{};
+    EXPECT_EQ(seen_by_c[0].data, none) << "no record for C";
+    EXPECT_NE(seen_by_a[0].data, none) << "A sees its partition's groups";
+    McMemberQuery one;
+    one.set_mgid(kBroadcast);
+    EXPECT_EQ(ask(ib::method::get, one, 4).header.status, sa::sa_status::err_no_records);
+    EXPECT_EQ(ask(ib::method::get, one, 2).header.status, 0);
+}
+
 TEST_F(SaServerTest, AnSaNamedMgidNeverTakesAnExistingGroupsName) {
     // A requester took the name the SA's counter would give next.
     const ib::Gid taken = *parse_gid("ff15:a01b:ffff::1");
