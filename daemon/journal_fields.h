@@ -52,6 +52,8 @@ inline std::string format_lid(std::uint16_t lid) { return detail::hex(lid, 4); }
 inline std::string format_qpn(std::uint32_t qpn) { return detail::hex(qpn & 0xffffffu, 6); }
 // "0xffff": the full P_Key, membership bit included.
 inline std::string format_pkey(std::uint16_t pkey) { return detail::hex(pkey, 4); }
+// "0x00000b1b": the 32-bit Q_Key, as the journal's IB_QKEY writes it.
+inline std::string format_qkey(std::uint32_t qkey) { return detail::hex(qkey, 8); }
 // "0x0200": the 16-bit MAD status as it is on the wire.
 inline std::string format_mad_status(std::uint16_t status) { return detail::hex(status, 4); }
 

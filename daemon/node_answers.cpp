@@ -118,7 +118,7 @@ std::string Node::answer_status(const iface::Interface& i) const {
     j.field("pkey", field::format_pkey(engine.pkey()));
     j.field("broadcast_mgid", format_gid(engine.multicast().broadcast_mgid()));
     j.field("broadcast_mlid", field::format_lid(l.broadcast_mlid));
-    j.field("qkey", l.params.qkey);
+    j.field("qkey", field::format_qkey(l.params.qkey));  // hex, as the journal and the LIDs and QPNs beside it
     j.field("embedded_fabric", fabric_service_ != nullptr);
     j.field("uptime_s", std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started_at_).count());
     j.key("addresses").begin_array();

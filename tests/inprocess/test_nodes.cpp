@@ -127,6 +127,7 @@ TEST_P(Nodes, ControlAnswersComeFromTheNode) {
     const std::string status = a_->node->answer("status");
     EXPECT_NE(status.find("\"link\":\"up\""), std::string::npos) << status;
     EXPECT_NE(status.find("\"interface\":\"ib0\""), std::string::npos) << status;
+    EXPECT_NE(status.find("\"qkey\":\"0x00000b1b\""), std::string::npos) << status;  // hex, as the journal
     const std::string stats = a_->node->answer("stats");
     EXPECT_NE(stats.find("\"tx_unicast\":"), std::string::npos) << stats;
     EXPECT_NE(stats.find("\"port\":{"), std::string::npos) << stats;
