@@ -13,7 +13,10 @@
 
 #include <boost/lexical_cast.hpp>
 #include <boost/program_options.hpp>
+#include <cstdint>
+#include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -108,6 +111,20 @@ expected<T, std::string> typed(const char* option, const std::string& value) {
         e.set_option_name(long_name(option));
         e.set_prefix(boost::program_options::command_line_style::allow_long);
         return unexpected(std::string(e.what()));
+    }
+}
+
+// A number in decimal, hex (0x) or octal (0) of at most `max`; nullopt for
+// anything else, a sign included ("-1" is not the largest number).
+inline std::optional<std::uint64_t> number(const std::string& s, std::uint64_t max) {
+    if (s.empty() || s[0] == '-' || s[0] == '+') return std::nullopt;
+    try {
+        std::size_t end = 0;
+        const auto v = std::stoull(s, &end, 0);
+        if (end != s.size() || v > max) return std::nullopt;
+        return v;
+    } catch (const std::logic_error&) {  // invalid_argument, out_of_range
+        return std::nullopt;
     }
 }
 

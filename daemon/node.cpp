@@ -72,7 +72,6 @@ LogLevel level_of(ipoib::EngineEventKind k) {
     }
 }
 
-
 std::vector<host::HostRoute> host_routes(const std::vector<config::Route>& routes) {
     std::vector<host::HostRoute> out;
     out.reserve(routes.size());
@@ -536,11 +535,6 @@ iface::Interface* Node::interface_named(std::string_view name) {
     return nullptr;
 }
 
-const iface::Interface* Node::interface_named(std::string_view name) const {
-    for (const auto& i : interfaces_)
-        if (i->name() == name) return i.get();
-    return nullptr;
-}
 
 // ---------------------------------------------------------------------------
 // InterfaceEvents

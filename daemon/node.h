@@ -126,7 +126,6 @@ private:
     void housekeeping();
     void log_counters();
     iface::Interface* interface_named(std::string_view name);
-    const iface::Interface* interface_named(std::string_view name) const;
 
     struct CaptureError {
         bool unsupported = false;  // the port's packets are not ours to see (verbs)

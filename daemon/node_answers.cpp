@@ -44,9 +44,9 @@ std::string Node::answer(std::string_view text) {
     const std::string_view command = request->command;
     if (command == "interfaces") return answer_interfaces();
     // The interfaces asked about: the one named, else every one.
-    std::vector<const iface::Interface*> chosen;
+    std::vector<iface::Interface*> chosen;
     if (!request->interface.empty()) {
-        const iface::Interface* named = interface_named(request->interface);
+        iface::Interface* named = interface_named(request->interface);
         if (!named) return json_error("no interface " + request->interface + " on this node");
         chosen.push_back(named);
     } else {
@@ -54,16 +54,17 @@ std::string Node::answer(std::string_view text) {
     }
     if (chosen.empty()) return json_error("no interface");
     if (command == "status") return answer_status(*chosen.front());
-    if (command == "neigh") return answer_neigh(chosen);
-    if (command == "paths") return answer_paths(chosen);
-    if (command == "mcast") return answer_mcast(chosen);
+    const std::vector<const iface::Interface*> shown(chosen.begin(), chosen.end());
+    if (command == "neigh") return answer_neigh(shown);
+    if (command == "paths") return answer_paths(shown);
+    if (command == "mcast") return answer_mcast(shown);
     if (command == "stats") return answer_stats(*chosen.front());
     JsonWriter j;
     const bool neigh = command == "flush neigh";
     if (!neigh && command != "flush paths") return json_error("unknown command");
     std::size_t n = 0;
-    for (const iface::Interface* c : chosen) {
-        iface::Interface& i = *interface_named(c->name());
+    for (iface::Interface* c : chosen) {
+        iface::Interface& i = *c;
         if (neigh) {
             n += i.engine().neighbours().size();
             i.flush_neighbours(now);

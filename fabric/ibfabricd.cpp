@@ -43,16 +43,7 @@ void log_line(const std::string& s) {
     std::fflush(stderr);
 }
 
-std::optional<std::uint64_t> number(const std::string& s, std::uint64_t max) {
-    try {
-        std::size_t end = 0;
-        const auto v = std::stoull(s, &end, 0);
-        if (end != s.size() || v > max) return std::nullopt;
-        return v;
-    } catch (...) {
-        return std::nullopt;
-    }
-}
+using cli::number;
 
 // A duration of more than 0 for `option`.
 cli::Applied positive_duration(const char* option, const std::string& value, std::chrono::milliseconds& into) {

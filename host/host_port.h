@@ -63,8 +63,7 @@ public:
 
     virtual const std::string& name() const = 0;  // "ib0"
     virtual std::uint32_t ifindex() const = 0;    // 0 for a fake
-    // Readable when read_batch() has packets; -1: call read_batch() after
-    // inject (fakes).
+    // Readable when read_batch() has packets (the fake's is an eventfd).
     virtual int fd() const = 0;
 
     // Reads up to `max_reads` packets from the host without blocking and

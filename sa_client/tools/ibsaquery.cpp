@@ -67,16 +67,7 @@ struct Usage {
     std::string what;
 };
 
-std::optional<std::uint64_t> number(const std::string& s, std::uint64_t max) {
-    try {
-        std::size_t end = 0;
-        const auto v = std::stoull(s, &end, 0);
-        if (s.empty() || s[0] == '-' || end != s.size() || v > max) return std::nullopt;
-        return v;
-    } catch (...) {
-        return std::nullopt;
-    }
-}
+using cli::number;
 
 std::vector<std::string> split_words(const std::string& line) {
     std::istringstream in(line);

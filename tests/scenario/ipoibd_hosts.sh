@@ -46,20 +46,8 @@ declare -A NS=([a]=$A [b]=$B [c]=$C)
 declare -A PID
 
 # --- the underlay: a bridge in FAB, one veth per host ------------------------
-ip netns add "$FAB"; NAMESPACES+=("$FAB")
-ip -n "$FAB" link set lo up
-ip -n "$FAB" link add br0 type bridge
-ip -n "$FAB" addr add 198.18.100.100/24 dev br0
-ip -n "$FAB" link set br0 up
-for h in a b c; do
-  ns=${NS[$h]}
-  ip netns add "$ns"; NAMESPACES+=("$ns")
-  ip -n "$ns" link set lo up
-  ip link add "u$h$$" netns "$ns" type veth peer name "p$h$$" netns "$FAB"
-  ip -n "$FAB" link set "p$h$$" master br0 up
-  ip -n "$ns" addr add "${UNDERLAY[$h]}/24" dev "u$h$$"
-  ip -n "$ns" link set "u$h$$" up
-done
+star_underlay "$FAB" 198.18.100.100/24
+for h in a b c; do star_host "$FAB" "${NS[$h]}" "$h$$" "${UNDERLAY[$h]}/24"; done
 # D: a network behind B.
 ip netns add "$D"; NAMESPACES+=("$D")
 ip -n "$D" link set lo up

@@ -54,6 +54,26 @@ netns_pair() {
   ip -n "$b" link set "v$$b" up
 }
 
+# star_underlay FAB BRIDGE_CIDR: namespace FAB with a bridge br0 at
+# BRIDGE_CIDR (where ibfabricd listens); star_host FAB NS TAG HOST_CIDR: a
+# namespace NS joined to that bridge by a veth pair (u<TAG>/p<TAG>).
+star_underlay() {
+  ip netns add "$1"; NAMESPACES+=("$1")
+  ip -n "$1" link set lo up
+  ip -n "$1" link add br0 type bridge
+  ip -n "$1" addr add "$2" dev br0
+  ip -n "$1" link set br0 up
+}
+star_host() {
+  local fab=$1 ns=$2 tag=$3
+  ip netns add "$ns"; NAMESPACES+=("$ns")
+  ip -n "$ns" link set lo up
+  ip link add "u$tag" netns "$ns" type veth peer name "p$tag" netns "$fab"
+  ip -n "$fab" link set "p$tag" master br0 up
+  ip -n "$ns" addr add "$4" dev "u$tag"
+  ip -n "$ns" link set "u$tag" up
+}
+
 # start NS LOG CMD...: runs CMD in namespace NS in the background; sets $!
 # and remembers the PID for cleanup.
 start() {

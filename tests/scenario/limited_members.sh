@@ -22,20 +22,8 @@ declare -A GUID=([a]=0x0002c90300c0000a [b]=0x0002c90300c0000b [c]=0x0002c90300c
 declare -A UNDERLAY=([a]=198.18.102.1 [b]=198.18.102.2 [c]=198.18.102.3)
 declare -A INDEX=([a]=1 [b]=2 [c]=3)
 
-ip netns add "$FAB"; NAMESPACES+=("$FAB")
-ip -n "$FAB" link set lo up
-ip -n "$FAB" link add br0 type bridge
-ip -n "$FAB" addr add 198.18.102.100/24 dev br0
-ip -n "$FAB" link set br0 up
-for h in a b c; do
-  ns=${NS[$h]}
-  ip netns add "$ns"; NAMESPACES+=("$ns")
-  ip -n "$ns" link set lo up
-  ip link add "l$h$$" netns "$ns" type veth peer name "m$h$$" netns "$FAB"
-  ip -n "$FAB" link set "m$h$$" master br0 up
-  ip -n "$ns" addr add "${UNDERLAY[$h]}/24" dev "l$h$$"
-  ip -n "$ns" link set "l$h$$" up
-done
+star_underlay "$FAB" 198.18.102.100/24
+for h in a b c; do star_host "$FAB" "${NS[$h]}" "l$h$$" "${UNDERLAY[$h]}/24"; done
 
 cat >"$WORK/partitions.conf" <<EOF2
 Default=0x7fff, ipoib : ALL=limited, ${GUID[a]}=full ;

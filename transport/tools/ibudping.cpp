@@ -234,16 +234,7 @@ int run_client(const Options& o, Port& port, UdQp& qp, int epoll_fd) {
     return sent == o.count && lost == 0 && corrupt == 0 && reordered == 0 ? 0 : 1;
 }
 
-std::optional<std::uint64_t> number(const std::string& s, std::uint64_t max) {
-    try {
-        std::size_t end = 0;
-        const auto v = std::stoull(s, &end, 0);
-        if (end != s.size() || v > max) return std::nullopt;
-        return v;
-    } catch (...) {
-        return std::nullopt;
-    }
-}
+using cli::number;
 
 bool soft(const Options& o) { return o.port.kind == PortOptions::Kind::soft; }
 
