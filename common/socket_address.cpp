@@ -27,6 +27,18 @@ std::string SocketAddress::to_string() const {
     return "(no address)";
 }
 
+std::string SocketAddress::host_key() const {
+    if (family() == AF_INET) {
+        const auto& a = reinterpret_cast<const sockaddr_in*>(&storage)->sin_addr;
+        return std::string(reinterpret_cast<const char*>(&a), sizeof a);
+    }
+    if (family() == AF_INET6) {
+        const auto& a = reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_addr;
+        return std::string(reinterpret_cast<const char*>(&a), sizeof a);
+    }
+    return {};
+}
+
 bool SocketAddress::operator==(const SocketAddress& o) const {
     return length == o.length && std::memcmp(&storage, &o.storage, length) == 0;
 }

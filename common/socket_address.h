@@ -22,6 +22,9 @@ struct SocketAddress {
     sockaddr* get() { return reinterpret_cast<sockaddr*>(&storage); }
     std::uint16_t port() const;
     std::string to_string() const;  // same form as parse() accepts
+    // The host part without the port, as raw bytes (4 or 16): a map key for
+    // "the same host".
+    std::string host_key() const;
     bool operator==(const SocketAddress& o) const;
 };
 

@@ -92,6 +92,8 @@ Node::Node(config::DaemonConfig config, std::string config_file, std::string ins
       notify_(notify),
       loop_(loop) {
     drops_log_ = std::make_unique<RateLimitedLog>(log_, LogLevel::debug);
+    // Datagrams from outside the fabric: someone is trying something.
+    fabric_drops_log_ = std::make_unique<RateLimitedLog>(log_, LogLevel::warning);
 }
 
 // The loop may outlive the node (tests run several nodes on one loop): no
@@ -99,6 +101,7 @@ Node::Node(config::DaemonConfig config, std::string config_file, std::string ins
 Node::~Node() {
     // The capture tap reads members that go before the port does.
     if (port_) (void)port_->set_capture({});
+    if (port_) port_->set_drop_log({});
     if (timer_) loop_.cancel_timer(*timer_);
     if (started_ && config_.daemon.watchdog) loop_.set_on_iteration({});
     for (const auto& i : interfaces_)
@@ -164,6 +167,9 @@ expected<void, std::string> Node::attach_port(transport::OpenedPort opened) {
     port_ = std::move(opened.port);
     port_name_ = std::move(opened.name);
     port_device_ = std::move(opened.device);
+    port_->set_drop_log([this](std::string_view reason, const std::string& message) {
+        fabric_drops_log_->log(reason, message, {}, Clock::now());
+    });
     if (!config_.daemon.capture.empty())
         if (auto r = open_capture(config_.daemon.capture); !r) {
             // An HCA's packets are not ours to see: not a reason to stay down.
@@ -423,6 +429,7 @@ void Node::housekeeping() {
     for (auto& i : interfaces_) i->flush_host();
     if (capture_) capture_->flush();
     drops_log_->flush(now);
+    fabric_drops_log_->flush(now);
     if (stopping_) {
         const bool idle = std::all_of(interfaces_.begin(), interfaces_.end(), [](const auto& i) { return i->sa_idle(); });
         if (idle || now >= stop_deadline_) {

@@ -170,6 +170,7 @@ private:
     std::unique_ptr<ControlServer> control_;
     std::optional<capture::ErfPcapWriter> capture_;
     std::unique_ptr<RateLimitedLog> drops_log_;
+    std::unique_ptr<RateLimitedLog> fabric_drops_log_;  // what the port refused for its source (warning)
     NodeCounters counters_;
 };
 

@@ -122,8 +122,11 @@ void FabricService::handle_link_events(Clock::time_point now) {
 std::string FabricService::stats() const {
     std::string out;
     const auto& c = switch_.counters();
-    append(out, "switch: lid 0x%04x forwarded %llu to_management %llu link_packets in %llu out %llu\n", switch_.lid(),
-           ull(c.forwarded), ull(c.to_management), ull(c.link_packets_in), ull(c.link_packets_out));
+    append(out,
+           "switch: lid 0x%04x forwarded %llu to_management %llu link_packets in %llu out %llu route_hints %llu "
+           "permits %llu ports_reclaimed %llu\n",
+           switch_.lid(), ull(c.forwarded), ull(c.to_management), ull(c.link_packets_in), ull(c.link_packets_out),
+           ull(c.route_hints), ull(c.permits), ull(c.ports_reclaimed));
     for (std::size_t i = 0; i < kSwitchDropCount; ++i)
         if (c.dropped[i]) append(out, "switch drop %s %llu\n", to_string(static_cast<SwitchDrop>(i)), ull(c.dropped[i]));
     for (std::size_t i = 0; i < ib::kDropReasonCount; ++i)

@@ -168,6 +168,7 @@ void SubnetManager::on_response(SmPort& port, const ib::Smp& smp) {
                     log("SM: port " + std::to_string(port.switch_port) + " (GUID " + hex(port.port_guid, 16) +
                         ") changed state behind the SM's back; configuring it again");
                     switch_.clear_unicast_route(port.lid);
+                    switch_.set_port_active(port.switch_port, false);
                     if (hooks_.port_lost) hooks_.port_lost(port);
                     after_port_info(port, info);
                 }
@@ -223,6 +224,7 @@ void SubnetManager::finish(SmPort& port) {
         return;
     }
     switch_.set_unicast_route(port.lid, port.switch_port);
+    switch_.set_port_active(port.switch_port, true);
     port.phase = SmPortPhase::active;
     ++counters_.ports_configured;
     if (hooks_.port_active) hooks_.port_active(port);
@@ -230,17 +232,29 @@ void SubnetManager::finish(SmPort& port) {
         "\" ACTIVE with LID " + hex(port.lid, 4) + (port.reregister ? ", client reregister requested" : ""));
 }
 
-void SubnetManager::lose(std::uint8_t switch_port, const char* why) {
+void SubnetManager::lose(std::uint8_t switch_port, const char* why, bool keep) {
     const auto it = ports_.find(switch_port);
     if (it == ports_.end()) return;
-    if (it->second.phase == SmPortPhase::active) {
-        switch_.clear_unicast_route(it->second.lid);
+    SmPort& port = it->second;
+    if (port.phase == SmPortPhase::active) {
+        switch_.clear_unicast_route(port.lid);
+        switch_.set_port_active(switch_port, false);
         ++counters_.ports_lost;
-        if (hooks_.port_lost) hooks_.port_lost(it->second);
-        log("SM: port " + std::to_string(switch_port) + " GUID " + hex(it->second.port_guid, 16) + " LID " +
-            hex(it->second.lid, 4) + " gone (" + why + ")");
+        if (hooks_.port_lost) hooks_.port_lost(port);
+        log("SM: port " + std::to_string(switch_port) + " GUID " + hex(port.port_guid, 16) + " LID " +
+            hex(port.lid, 4) + " gone (" + why + ")" + (keep ? "; looking for it at every sweep" : ""));
     }
-    in_flight_.erase(it->second.tid);
+    in_flight_.erase(port.tid);
+    if (keep) {
+        // The link is still up: the port may answer again (a stalled
+        // process). It is discovered afresh at the next sweeps, keeps its
+        // LID (it still has it, and given_lids_ holds it for its GUID) and
+        // is asked to reregister.
+        port.tid = 0;
+        port.sweeping = false;
+        port.phase = SmPortPhase::failed;
+        return;
+    }
     ports_.erase(it);
 }
 
@@ -260,7 +274,7 @@ void SubnetManager::tick(Clock::time_point now) {
             port.phase = SmPortPhase::failed;
         }
     }
-    for (std::uint8_t sp : lost) lose(sp, "no answer to the sweep");
+    for (std::uint8_t sp : lost) lose(sp, "no answer to the sweep", true);
     if (now < next_sweep_) return;
     next_sweep_ = now + config_.sweep_interval;
     for (auto& [sp, port] : ports_) {

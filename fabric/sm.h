@@ -14,10 +14,13 @@
 //     ClientReregister when the port already had a LID (another SM, or this
 //     one before a restart or link flap, configured it: its SA state is gone)
 //  5. Set PortInfo PortState ACTIVE; route the LID to the port in the switch
-// Then every sweep_interval a Get PortInfo checks each ACTIVE port; a port
-// that stops answering (after retries) or whose link drops is removed and
-// its route cleared. Each SMP is retried smp_retries times, smp_timeout
-// apart; a port whose configuration fails is tried again at the next sweep.
+// Then every sweep_interval a Get PortInfo checks each ACTIVE port. A port
+// whose link drops is removed and its route cleared; one that stops
+// answering (after retries) loses its route too but stays known: every
+// sweep tries it again from step 1, so that it comes back, with its LID and
+// a client reregister, within a sweep of answering again. Each SMP is
+// retried smp_retries times, smp_timeout apart; a port whose configuration
+// fails is tried again at the next sweep.
 #pragma once
 
 #include <chrono>
@@ -117,7 +120,9 @@ private:
     void after_port_info(SmPort& port, const ib::PortInfo& info);
     void set_port_info(SmPort& port);
     void finish(SmPort& port);
-    void lose(std::uint8_t switch_port, const char* why);
+    // keep: the link is up, the port stays known (failed) and is sought
+    // again at the next sweeps.
+    void lose(std::uint8_t switch_port, const char* why, bool keep = false);
     std::uint16_t choose_lid(const SmPort& port, std::uint16_t current) const;
     bool lid_taken(std::uint16_t lid, std::uint8_t except_port) const;
     void log(const std::string& line) const {

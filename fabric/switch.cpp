@@ -41,7 +41,7 @@ void Switch::on_datagram(const SocketAddress& from, bytes datagram, Clock::time_
     ports_[*port].last_heard = now;
     ++ports_[*port].rx_packets;
     if (transport::is_soft_control(datagram)) {
-        // A port asks to keep its cut-through route (route_hint.h).
+        // A port asks for a cut-through route (route_hint.h).
         const auto request = transport::decode_route_request(datagram);
         const auto route = request ? lft_.find(request->dlid) : lft_.end();
         if (!request || route == lft_.end() || !config_.cut_through || tap_) {
@@ -49,9 +49,8 @@ void Switch::on_datagram(const SocketAddress& from, bytes datagram, Clock::time_
             return;
         }
         // Answered in the order of the port's datagrams: everything it sent
-        // before the request has been forwarded by now (the marker, route_hint.h).
-        hints_sent_.erase({*port, request->dlid});
-        maybe_send_hint(*port, route->second, request->dlid, now, request->marker);
+        // before the request has been forwarded by now.
+        answer_route_request(*port, route->second, request->dlid, request->nonce, now);
         return;
     }
     if (tap_) tap_(datagram, false);
@@ -76,17 +75,74 @@ void Switch::on_link_packet(const SocketAddress& from, bytes datagram, Clock::ti
     ++counters_.link_packets_in;
     auto port = port_of(from);
     if (!port) {
-        for (std::size_t p = 1; p < ports_.size() && !port; ++p)
-            if (!ports_[p].plugged) port = static_cast<std::uint8_t>(p);
-        if (!port) {
-            count(SwitchDrop::ports_full);
-            return;
-        }
-        ports_[*port] = PortSlot{true, from, now, 0, 0};
+        port = admit(from, now);
+        if (!port) return;
+        ports_[*port] = PortSlot{.plugged = true, .peer = from, .last_heard = now, .plugged_at = now};
         link_events_.push_back({*port, true});
         send_link_packet(*port);  // answer at once: the peer's link comes up now
     }
     ports_[*port].last_heard = now;
+}
+
+std::optional<std::uint8_t> Switch::admit(const SocketAddress& from, Clock::time_point now) {
+    const std::string host = from.host_key();
+    std::uint32_t pending = 0;
+    for (std::size_t p = 1; p < ports_.size(); ++p)
+        if (ports_[p].plugged && !ports_[p].active && ports_[p].peer.host_key() == host) ++pending;
+    if (pending >= config_.max_pending_per_host) {
+        count(SwitchDrop::admission_pending);
+        return std::nullopt;
+    }
+    // The host's token bucket: full for a host not seen lately.
+    auto it = admission_.find(host);
+    if (it == admission_.end()) {
+        if (admission_.size() >= kMaxAdmissionHosts) {
+            const double full = config_.admission_burst;
+            std::erase_if(admission_, [&](const auto& kv) {
+                const std::chrono::duration<double> idle = now - kv.second.refilled;
+                return kv.second.tokens + idle.count() * config_.admission_rate >= full;
+            });
+        }
+        if (admission_.size() >= kMaxAdmissionHosts) {
+            count(SwitchDrop::admission_rate);
+            return std::nullopt;
+        }
+        it = admission_.emplace(host, Admission{static_cast<double>(config_.admission_burst), now}).first;
+    }
+    Admission& a = it->second;
+    const std::chrono::duration<double> elapsed = now - a.refilled;
+    a.tokens = std::min<double>(config_.admission_burst, a.tokens + elapsed.count() * config_.admission_rate);
+    a.refilled = now;
+    if (a.tokens < 1.0) {
+        count(SwitchDrop::admission_rate);
+        return std::nullopt;
+    }
+    std::optional<std::uint8_t> port;
+    for (std::size_t p = 1; p < ports_.size() && !port; ++p)
+        if (!ports_[p].plugged) port = static_cast<std::uint8_t>(p);
+    if (!port) {
+        // Full: the longest-plugged port that has had its chance to become
+        // ACTIVE and did not gives way.
+        std::optional<std::uint8_t> oldest;
+        for (std::size_t p = 1; p < ports_.size(); ++p) {
+            const PortSlot& slot = ports_[p];
+            if (slot.active || now - slot.plugged_at < config_.reclaim_after) continue;
+            if (!oldest || slot.plugged_at < ports_[*oldest].plugged_at) oldest = static_cast<std::uint8_t>(p);
+        }
+        if (!oldest) {
+            count(SwitchDrop::ports_full);
+            return std::nullopt;
+        }
+        unplug(*oldest);
+        ++counters_.ports_reclaimed;
+        port = oldest;
+    }
+    a.tokens -= 1.0;
+    return port;
+}
+
+void Switch::set_port_active(std::uint8_t port, bool active) {
+    if (port_up(port)) ports_[port].active = active;
 }
 
 void Switch::tick(Clock::time_point now) {
@@ -161,18 +217,41 @@ void Switch::forward(bytes datagram, const ib::Lrh& lrh, std::uint8_t in_port, C
     if (config_.cut_through && !tap_ && now != Clock::time_point{}) maybe_send_hint(in_port, it->second, lrh.dlid, now);
 }
 
-void Switch::maybe_send_hint(std::uint8_t in_port, std::uint8_t out_port, std::uint16_t dlid, Clock::time_point now,
-                             std::uint8_t marker) {
+void Switch::maybe_send_hint(std::uint8_t in_port, std::uint8_t out_port, std::uint16_t dlid, Clock::time_point now) {
     if (in_port == out_port || !port_up(in_port) || !port_up(out_port)) return;
     auto& last = hints_sent_[{in_port, dlid}];
     if (last != Clock::time_point{} && now - last < config_.hint_ttl / 2) return;
     last = now;
+    send_hint(in_port, out_port, dlid, 0);
+}
+
+void Switch::answer_route_request(std::uint8_t in_port, std::uint8_t out_port, std::uint16_t dlid,
+                                  std::uint64_t nonce, Clock::time_point now) {
+    if (in_port == out_port || !port_up(in_port) || !port_up(out_port)) {
+        count(SwitchDrop::bad_route_request);
+        return;
+    }
+    hints_sent_[{in_port, dlid}] = now;
+    // The destination first: the permit must be there before the first
+    // direct packet (both leave in this order on one socket).
+    transport::PeerPermit permit;
+    permit.ttl_ms = static_cast<std::uint16_t>(std::min<std::int64_t>(2 * config_.hint_ttl.count(), 60'000));
+    permit.peer = ports_[in_port].peer;
+    transport::SoftControlBuffer buf;
+    if (transport::encode_peer_permit(permit, buf)) {
+        output_.send(ports_[out_port].peer, buf);
+        ++counters_.permits;
+    }
+    send_hint(in_port, out_port, dlid, nonce);
+}
+
+void Switch::send_hint(std::uint8_t in_port, std::uint8_t out_port, std::uint16_t dlid, std::uint64_t nonce) {
     transport::RouteHint hint;
     hint.dlid = dlid;
     hint.ttl_ms = static_cast<std::uint16_t>(std::min<std::int64_t>(config_.hint_ttl.count(), 60'000));
     hint.peer = ports_[out_port].peer;
-    hint.marker = marker;
-    std::array<std::uint8_t, transport::RouteHint::size> buf;
+    hint.nonce = nonce;
+    transport::SoftControlBuffer buf;
     if (!transport::encode_route_hint(hint, buf)) return;
     output_.send(ports_[in_port].peer, buf);
     ++counters_.route_hints;
@@ -293,6 +372,8 @@ const char* to_string(SwitchDrop d) {
         case SwitchDrop::management_no_agent: return "management_no_agent";
         case SwitchDrop::dr_discarded: return "dr_discarded";
         case SwitchDrop::bad_route_request: return "bad_route_request";
+        case SwitchDrop::admission_rate: return "admission_rate";
+        case SwitchDrop::admission_pending: return "admission_pending";
         case SwitchDrop::count_: break;
     }
     return "unknown";

@@ -4,7 +4,9 @@
 // 1. A 6-byte link packet from a new UDP peer plugs it into the lowest free
 //    switch port: the link is up, the switch answers with link packets on
 //    every tick, and the SM is told (poll_link_events). A peer silent for
-//    link_timeout is unplugged: link down, its port freed.
+//    link_timeout is unplugged: link down, its port freed. A port is its
+//    UDP address: a datagram from any other address is not that port's.
+//    One sender cannot take the table (admission, below).
 // 2. Data packets get the link-layer checks of a switch (length, LVer,
 //    PktLen, VCRC); the ICRC is the destination's business.
 // 3. Unicast goes out of LinearForwardingTable[DLID]; multicast out of every
@@ -15,6 +17,13 @@
 //    of IBA 14.2.2 (smp_dr.h); the rest is handed to the local agents (SM
 //    on QP0, SA on QP1) through ManagementSink.
 // Every drop is counted by SwitchDrop.
+//
+// Admission of new ports, per source host (IP address, any UDP port): at
+// most admission_burst new ports at once, then admission_rate a second; at
+// most max_pending_per_host ports that the SM has not made ACTIVE. When the
+// table is full, a newcomer takes the place of the longest-plugged port
+// that is not ACTIVE and has had reclaim_after to become so (the SM makes a
+// real port ACTIVE in well under a second); an ACTIVE port keeps its place.
 #pragma once
 
 #include <array>
@@ -24,6 +33,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "common/socket_address.h"
@@ -46,6 +56,8 @@ enum class SwitchDrop : std::uint8_t {
     management_no_agent,   // nobody on port 0 serves that QP
     dr_discarded,        // the directed-route hop rules refused it
     bad_route_request,   // a cut-through route request that is malformed, for no route, or refused
+    admission_rate,      // a new port from a host over its admission rate
+    admission_pending,   // a new port from a host with max_pending_per_host ports not yet ACTIVE
     count_
 };
 inline constexpr std::size_t kSwitchDropCount = static_cast<std::size_t>(SwitchDrop::count_);
@@ -59,6 +71,8 @@ struct SwitchCounters {
     std::uint64_t to_management = 0;   // packets handed to port 0
     std::uint64_t link_packets_in = 0;
     std::uint64_t link_packets_out = 0;
+    std::uint64_t permits = 0;          // cut-through permits sent to destination ports
+    std::uint64_t ports_reclaimed = 0;  // ports not ACTIVE unplugged to make room for a newcomer
     std::uint64_t dropped_for(SwitchDrop d) const { return dropped[static_cast<std::size_t>(d)]; }
 };
 
@@ -99,7 +113,13 @@ public:
         // of a forwarded unicast packet where its DLID's port listens.
         bool cut_through = true;
         std::chrono::milliseconds hint_ttl{2000};
+        // Admission of new ports per source host (above).
+        std::uint32_t admission_burst = 16;
+        double admission_rate = 2.0;  // new ports a second, after the burst
+        std::uint32_t max_pending_per_host = 16;
+        std::chrono::milliseconds reclaim_after{5000};
     };
+    static constexpr std::size_t kMaxAdmissionHosts = 4096;
 
     Switch(const Config& config, SwitchOutput& output);
 
@@ -130,6 +150,9 @@ public:
     // A group every plugged port belongs to (predefined groups before the SA).
     void set_multicast_flood(std::uint16_t mlid, bool flood);
 
+    // The SM tells the switch which ports it made ACTIVE (admission).
+    void set_port_active(std::uint8_t port, bool active);
+
     bool port_up(std::uint8_t port) const;
     std::optional<SocketAddress> peer_of(std::uint8_t port) const;
     const SwitchCounters& counters() const { return counters_; }
@@ -139,16 +162,26 @@ private:
         bool plugged = false;
         SocketAddress peer;
         Clock::time_point last_heard{};
+        Clock::time_point plugged_at{};
+        bool active = false;  // the SM made it ACTIVE
         std::uint64_t rx_packets = 0;
         std::uint64_t tx_packets = 0;
     };
+    struct Admission {
+        double tokens = 0;
+        Clock::time_point refilled{};
+    };
 
     std::optional<std::uint8_t> port_of(const SocketAddress& peer) const;
+    // A switch port for a new peer, or nullopt (counted).
+    std::optional<std::uint8_t> admit(const SocketAddress& from, Clock::time_point now);
+    void answer_route_request(std::uint8_t in_port, std::uint8_t out_port, std::uint16_t dlid, std::uint64_t nonce,
+                              Clock::time_point now);
     void on_link_packet(const SocketAddress& from, bytes datagram, Clock::time_point now);
     // `now` unset: a management packet (no cut-through hint).
     void forward(bytes datagram, const ib::Lrh& lrh, std::uint8_t in_port, Clock::time_point now = {});
-    void maybe_send_hint(std::uint8_t in_port, std::uint8_t out_port, std::uint16_t dlid, Clock::time_point now,
-                         std::uint8_t marker = 0);
+    void maybe_send_hint(std::uint8_t in_port, std::uint8_t out_port, std::uint16_t dlid, Clock::time_point now);
+    void send_hint(std::uint8_t in_port, std::uint8_t out_port, std::uint16_t dlid, std::uint64_t nonce);
     void forget_hints(std::uint8_t port);
     // Last hint sent to (ingress port, DLID).
     std::map<std::pair<std::uint8_t, std::uint16_t>, Clock::time_point> hints_sent_;
@@ -164,6 +197,7 @@ private:
     ManagementSink* management_ = nullptr;
     Tap tap_;
     std::vector<PortSlot> ports_;  // index = port number; 0 unused here
+    std::map<std::string, Admission> admission_;  // by source host; at most kMaxAdmissionHosts
     std::map<std::uint16_t, std::uint8_t> lft_;
     std::map<std::uint16_t, std::set<std::uint8_t>> mft_;
     std::set<std::uint16_t> flooded_;

@@ -32,6 +32,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/byte_io.h"
@@ -201,6 +202,10 @@ public:
 // Sees every packet a port sends (outbound = true) and every datagram it
 // receives, before validation: for pcap captures.
 using PacketTap = std::function<void(bytes packet, bool outbound)>;
+// Told of what a port drops because of who sent it (a datagram from outside
+// the fabric, a forged route hint): a short reason token and a sentence
+// naming the source. The owner rate-limits it.
+using PortDropLog = std::function<void(std::string_view reason, const std::string& message)>;
 
 class Port {
 public:
@@ -246,6 +251,9 @@ public:
     // Starts (or with an empty tap, stops) handing every packet to `tap`;
     // not_supported where the packets are not the backend's to see (verbs).
     virtual expected<void, Error> set_capture(PacketTap tap);
+    // Where the port reports drops by source (PortDropLog); ports that
+    // have none ignore it.
+    virtual void set_drop_log(PortDropLog) {}
 
     // The backend's own counters (packets, drops by reason, its link), by
     // name; nothing for backends that keep none.

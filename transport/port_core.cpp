@@ -161,7 +161,7 @@ std::optional<std::size_t> PortCore::pkey_index_matching(std::uint16_t pkey) con
     return std::nullopt;
 }
 
-void PortCore::receive(bytes datagram) {
+void PortCore::receive(bytes datagram, bool via_switch) {
     if (tap_) tap_(datagram, false);
     auto parsed = ib::parse_packet(datagram, {.pmtu = ib::mtu_bytes(attributes_.active_mtu)});
     if (!parsed) {
@@ -169,6 +169,10 @@ void PortCore::receive(bytes datagram) {
         return;
     }
     const ib::Packet& pkt = *parsed;
+    if (!via_switch && (pkt.bth.dest_qp == ib::kQp0 || ib::is_multicast_lid(pkt.lrh.dlid))) {
+        count(DeliveryDrop::not_via_switch);
+        return;
+    }
     if (pkt.bth.dest_qp == ib::kQp0) {
         if (smp_handler_ && smp_handler_(pkt)) {
             ++counters_.rx_packets;
@@ -379,6 +383,7 @@ const char* to_string(DeliveryDrop d) {
         case DeliveryDrop::pkey_mismatch: return "pkey_mismatch";
         case DeliveryDrop::qkey_mismatch: return "qkey_mismatch";
         case DeliveryDrop::no_receive_buffer: return "no_receive_buffer";
+        case DeliveryDrop::not_via_switch: return "not_via_switch";
         case DeliveryDrop::buffer_too_small: return "buffer_too_small";
         case DeliveryDrop::smp_not_handled: return "smp_not_handled";
         case DeliveryDrop::count_: break;

@@ -10,7 +10,9 @@
 // Inbound flow (receive):
 //  1. parse_packet() against the port's MTU: malformed packets counted by
 //     ib::DropReason
-//  2. port state: INIT passes only QP0 SMPs; ARMED and ACTIVE pass all
+//  2. port state: INIT passes only QP0 SMPs; ARMED and ACTIVE pass all;
+//     a packet straight from a peer (not via the switch) may not be an SMP
+//     or multicast
 //  3. QP0 (SMPs) go to the subnet management agent hook
 //  4. unicast: DLID must be the port's LID range; multicast: QPs attached to
 //     (MLID, GRH DGID); each target QP then:
@@ -45,6 +47,7 @@ enum class DeliveryDrop : std::uint8_t {
     no_receive_buffer,       // receive queue empty (UD: silently dropped)
     buffer_too_small,        // completed with local_length_error
     smp_not_handled,         // QP0 packet the subnet management agent refused
+    not_via_switch,          // an SMP or multicast straight from a peer: only the switch sends those
     count_
 };
 inline constexpr std::size_t kDeliveryDropCount = static_cast<std::size_t>(DeliveryDrop::count_);
@@ -106,8 +109,9 @@ public:
     // it receives, before validation (for captures); empty: none.
     void set_tap(PacketTap tap) { tap_ = std::move(tap); }
 
-    // One datagram from the link.
-    void receive(bytes datagram);
+    // One datagram from the link. via_switch false: it came straight from
+    // a peer (soft fabric cut-through), which may send unicast data only.
+    void receive(bytes datagram, bool via_switch = true);
 
     // Sends a raw packet built by the caller (SMA responses) and counts it.
     bool transmit_raw(bytes packet);

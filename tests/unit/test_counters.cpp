@@ -73,6 +73,7 @@ TEST(Counters, EveryFieldOfEveryStructIsVisited) {
     expect_every_field_visited<transport::SmaCounters>("SmaCounters");
     expect_every_field_visited<transport::SoftLinkCounters>("SoftLinkCounters");
     expect_every_field_visited<transport::SoftCutThroughCounters>("SoftCutThroughCounters");
+    expect_every_field_visited<transport::SoftTrustCounters>("SoftTrustCounters");
     // link, address and route events are shown as their sum.
     expect_every_field_visited<netlink::MonitorCounters>("MonitorCounters", 2);
     expect_every_field_visited<daemon::BusyPollCounters>("BusyPollCounters");

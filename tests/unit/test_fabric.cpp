@@ -7,6 +7,9 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <netinet/in.h>
+
+#include <cstring>
 #include <deque>
 #include <filesystem>
 
@@ -321,6 +324,31 @@ TEST_F(FabricTest, SweepDropsAPortThatStopsAnswering) {
     EXPECT_FALSE(sw->unicast_route(2).has_value());
 }
 
+// A port silent for 3 s (its link up: a stalled process) is given up, then
+// found again by the sweeps once it answers: same LID, reprogrammed, asked
+// to reregister, within a sweep interval (plus the SMPs' time) of answering.
+TEST_F(FabricTest, APortThatStopsAnsweringComesBackWithItsLid) {
+    Ca a(net, 1, 0xA1), b(net, 2, 0xB2);
+    plug(a);
+    plug(b);
+    const std::uint16_t lid = a.port.core().attributes().lid;
+    a.events();
+    a.answers = false;
+    advance(std::chrono::milliseconds(3000));
+    ASSERT_EQ(sm->counters().ports_lost, 1u);
+    EXPECT_FALSE(sw->unicast_route(lid).has_value());
+    ASSERT_EQ(sm->ports().count(1), 1u);  // still known: sought at every sweep
+    EXPECT_NE(sm->ports().at(1).phase, SmPortPhase::active);
+    a.answers = true;
+    advance(sm_config.sweep_interval + std::chrono::milliseconds(1000));
+    EXPECT_EQ(sm->ports().at(1).phase, SmPortPhase::active);
+    EXPECT_EQ(a.port.core().attributes().lid, lid);
+    EXPECT_EQ(sw->unicast_route(lid), std::optional<std::uint8_t>(1));
+    EXPECT_TRUE(has(a.events(), PortEvent::client_reregister));
+    EXPECT_EQ(sm->counters().ports_lost, 1u);  // lost once, not at every failed sweep
+    EXPECT_EQ(b.port.core().attributes().state, PortState::active);
+}
+
 TEST_F(FabricTest, SmRestartKeepsLidsAndAsksForReregistration) {
     Ca a(net, 1, 0xA1), b(net, 2, 0xB2);
     plug(b);  // b first: LID 2
@@ -359,6 +387,107 @@ TEST_F(FabricTest, LinkFlapReprogramsThePort) {
     const auto ev = a.events();
     EXPECT_TRUE(has(ev, PortEvent::port_active));
     EXPECT_TRUE(has(ev, PortEvent::client_reregister));
+}
+
+// ---------------------------------------------------------------------------
+// Admission: one sender cannot take the switch's port table.
+
+SocketAddress host_port(int host, int port) {
+    return *parse_socket_address("198.18.1." + std::to_string(host) + ":" + std::to_string(port));
+}
+
+struct AdmissionTest : FabricTest {
+    void SetUp() override {
+        sw = std::make_unique<Switch>(Switch::Config{.lid = 1,
+                                                     .num_ports = 8,
+                                                     .link_timeout = std::chrono::milliseconds(1000),
+                                                     .admission_burst = 4,
+                                                     .admission_rate = 1.0,
+                                                     .max_pending_per_host = 3,
+                                                     .reclaim_after = std::chrono::milliseconds(5000)},
+                                       net);
+        sm_config.sweep_interval = std::chrono::milliseconds(500);
+        sm = std::make_unique<SubnetManager>(sm_config, *sw);
+        sw->set_management(sm.get());
+    }
+    // A sender that only sends link packets (it never answers an SMP).
+    std::vector<SocketAddress> squatters;
+    void squat(int host, int first, int count) {
+        for (int i = 0; i < count; ++i) squatters.push_back(host_port(host, first + i));
+    }
+    void keep_squatting() {
+        for (const auto& s : squatters) sw->on_datagram(s, link_packet(), now);
+        net.down.clear();
+        net.up.clear();
+        LinkEvent le[8];
+        for (std::size_t n = sw->poll_link_events(le), i = 0; i < n; ++i) sm->on_link_event(le[i], now);
+    }
+    std::size_t plugged() const {
+        std::size_t n = 0;
+        for (std::uint8_t p = 1; p <= 8; ++p) n += sw->port_up(p);
+        return n;
+    }
+};
+
+TEST_F(AdmissionTest, OneHostGetsAtMostItsPendingPortsAndRealHostsStillComeUp) {
+    squat(50, 5000, 200);
+    for (int i = 0; i < 10; ++i) {
+        keep_squatting();
+        now += std::chrono::milliseconds(300);
+    }
+    EXPECT_EQ(plugged(), 3u);  // max_pending_per_host
+    EXPECT_GT(sw->counters().dropped_for(SwitchDrop::admission_pending), 0u);
+    Ca a(net, 1, 0xA1), b(net, 2, 0xB2);
+    plug(a);
+    plug(b);
+    EXPECT_EQ(a.port.core().attributes().state, PortState::active);
+    EXPECT_EQ(b.port.core().attributes().state, PortState::active);
+}
+
+TEST_F(AdmissionTest, NewPortsFromOneHostAreRateLimited) {
+    // ACTIVE ports do not count as pending: only the rate holds them back.
+    std::vector<std::unique_ptr<Ca>> cas;
+    for (int i = 0; i < 6; ++i) cas.push_back(std::make_unique<Ca>(net, 10, 0xC0 + static_cast<std::uint64_t>(i)));
+    for (int i = 0; i < 6; ++i) cas[static_cast<std::size_t>(i)]->address = host_port(9, 6000 + i);
+    for (auto& ca : cas) plug(*ca);
+    std::size_t active = 0;
+    for (auto& ca : cas) active += ca->port.core().attributes().state == PortState::active;
+    EXPECT_EQ(active, 4u);  // the burst
+    EXPECT_EQ(sw->counters().dropped_for(SwitchDrop::admission_rate), 2u);
+    advance(std::chrono::milliseconds(2100));  // two more tokens; the CAs keep sending link packets
+    active = 0;
+    for (auto& ca : cas) active += ca->port.core().attributes().state == PortState::active;
+    EXPECT_EQ(active, 6u);
+}
+
+TEST_F(AdmissionTest, AFullTableReclaimsPortsThatNeverBecameActiveNotActiveOnes) {
+    Ca a(net, 1, 0xA1), b(net, 2, 0xB2);
+    plug(a);
+    plug(b);
+    squat(60, 5000, 3);
+    squat(61, 5000, 3);
+    keep_squatting();
+    ASSERT_EQ(plugged(), 8u);
+    Ca c(net, 3, 0xC3);
+    plug(c);
+    EXPECT_NE(c.port.core().attributes().state, PortState::active);
+    EXPECT_GT(sw->counters().dropped_for(SwitchDrop::ports_full), 0u);
+    // The squatters had reclaim_after to become ACTIVE and did not.
+    for (int i = 0; i < 60; ++i) {
+        now += std::chrono::milliseconds(100);
+        keep_squatting();
+        for (Ca* ca : {&a, &b, &c}) net.up.emplace_back(ca->address, link_packet());
+        run();
+        sw->tick(now);
+        LinkEvent le[8];
+        for (std::size_t n = sw->poll_link_events(le), k = 0; k < n; ++k) sm->on_link_event(le[k], now);
+        sm->tick(now);
+        run();
+    }
+    EXPECT_EQ(c.port.core().attributes().state, PortState::active);
+    EXPECT_EQ(a.port.core().attributes().state, PortState::active);
+    EXPECT_EQ(b.port.core().attributes().state, PortState::active);
+    EXPECT_GE(sw->counters().ports_reclaimed, 1u);
 }
 
 // FabricService on loopback: no namespace, no root.
@@ -498,7 +627,13 @@ TEST(RouteHint, RoundTripsAndRefusesWhatIsNotOne) {
     EXPECT_EQ(back->peer, h.peer);
 
     auto bad = buf;
-    bad[4] = 2;  // version
+    bad[4] = 1;  // version 1: no nonce
+    EXPECT_FALSE(transport::decode_route_hint(bad));
+    bad = buf;
+    bad[11] = 1;  // reserved
+    EXPECT_FALSE(transport::decode_route_hint(bad));
+    bad = buf;
+    store_be16(bad.data() + 12, 0);  // UDP port 0
     EXPECT_FALSE(transport::decode_route_hint(bad));
     bad = buf;
     bad[10] = 5;  // family
@@ -506,7 +641,8 @@ TEST(RouteHint, RoundTripsAndRefusesWhatIsNotOne) {
     bad = buf;
     store_be16(bad.data() + 6, 0xC001);  // a multicast DLID
     EXPECT_FALSE(transport::decode_route_hint(bad));
-    EXPECT_FALSE(transport::decode_route_hint(bytes(buf).first(29)));
+    EXPECT_FALSE(transport::decode_route_hint(bytes(buf).first(37)));
+    EXPECT_FALSE(transport::decode_peer_permit(buf));  // a hint is not a permit
     EXPECT_FALSE(transport::is_soft_control(link_packet()));
 }
 
@@ -540,7 +676,7 @@ TEST_F(FabricTest, ForwardedUnicastEarnsTheSenderARouteHint) {
             EXPECT_EQ(h->dlid, lid_b);
             EXPECT_EQ(h->peer, b.address);
             EXPECT_EQ(h->ttl_ms, 2000);
-            EXPECT_EQ(h->marker, 0);
+            EXPECT_EQ(h->nonce, 0u);  // unsolicited: names no route a port may take
         }
     // Within half the TTL no second hint; after it, one again.
     now += std::chrono::milliseconds(500);
@@ -557,31 +693,54 @@ TEST_F(FabricTest, ForwardedUnicastEarnsTheSenderARouteHint) {
     EXPECT_EQ(hints_to(net, a.address), 0u);
 }
 
-TEST(RouteHint, RequestsRoundTripWithTheirMarker) {
-    std::array<std::uint8_t, transport::RouteHint::size> buf;
-    transport::encode_route_request({.dlid = 0x0042, .marker = 7}, buf);
+TEST(RouteHint, RequestsRoundTripWithTheirNonce) {
+    transport::SoftControlBuffer buf;
+    transport::encode_route_request({.dlid = 0x0042, .nonce = 0x1122334455667788}, buf);
     EXPECT_TRUE(transport::is_soft_control(buf));
     const auto r = transport::decode_route_request(buf);
     ASSERT_TRUE(r);
     EXPECT_EQ(r->dlid, 0x42);
-    EXPECT_EQ(r->marker, 7);
+    EXPECT_EQ(r->nonce, 0x1122334455667788u);
     EXPECT_FALSE(transport::decode_route_hint(buf));  // a request is not a hint
-    transport::encode_route_request({.dlid = 0xC000, .marker = 0}, buf);
-    EXPECT_FALSE(transport::decode_route_request(buf));
+    transport::encode_route_request({.dlid = 0xC000, .nonce = 1}, buf);
+    EXPECT_FALSE(transport::decode_route_request(buf));  // multicast DLID
+    transport::encode_route_request({.dlid = 0x0042, .nonce = 0}, buf);
+    EXPECT_FALSE(transport::decode_route_request(buf));  // a request must carry a nonce
 }
 
-TEST(RouteHint, MarkerRoundTrips) {
+TEST(RouteHint, NonceRoundTrips) {
     transport::RouteHint h;
     h.dlid = 0x0042;
     h.ttl_ms = 2000;
     h.peer = *parse_socket_address("198.18.100.2:40000");
-    h.marker = 200;
-    std::array<std::uint8_t, transport::RouteHint::size> buf;
+    h.nonce = 0xFEDCBA9876543210;
+    transport::SoftControlBuffer buf;
     ASSERT_TRUE(transport::encode_route_hint(h, buf));
-    EXPECT_EQ(buf[11], 200);
+    EXPECT_EQ(load_be64(buf.data() + 30), 0xFEDCBA9876543210u);
     const auto back = transport::decode_route_hint(buf);
     ASSERT_TRUE(back);
-    EXPECT_EQ(back->marker, 200);
+    EXPECT_EQ(back->nonce, 0xFEDCBA9876543210u);
+}
+
+TEST(RouteHint, PermitsRoundTripAndRefuseWhatIsNotOne) {
+    transport::PeerPermit p{.ttl_ms = 4000, .peer = *parse_socket_address("[2001:db8::7]:4711")};
+    transport::SoftControlBuffer buf;
+    ASSERT_TRUE(transport::encode_peer_permit(p, buf));
+    const auto back = transport::decode_peer_permit(buf);
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back->ttl_ms, 4000);
+    EXPECT_EQ(back->peer, p.peer);
+    EXPECT_FALSE(transport::decode_route_hint(buf));
+    EXPECT_FALSE(transport::decode_route_request(buf));
+    auto bad = buf;
+    store_be16(bad.data() + 8, 0);  // no lifetime
+    EXPECT_FALSE(transport::decode_peer_permit(bad));
+    bad = buf;
+    store_be64(bad.data() + 30, 5);  // a permit carries no nonce
+    EXPECT_FALSE(transport::decode_peer_permit(bad));
+    bad = buf;
+    store_be16(bad.data() + 6, 2);  // nor a DLID
+    EXPECT_FALSE(transport::decode_peer_permit(bad));
 }
 
 TEST_F(FabricTest, RouteRequestRenewsTheHintWithoutData) {
@@ -589,21 +748,26 @@ TEST_F(FabricTest, RouteRequestRenewsTheHintWithoutData) {
     plug(a);
     plug(b);
     const std::uint16_t lid_b = b.port.core().attributes().lid;
-    std::array<std::uint8_t, transport::RouteHint::size> req;
-    transport::encode_route_request({.dlid = lid_b, .marker = 9}, req);
+    transport::SoftControlBuffer req;
+    transport::encode_route_request({.dlid = lid_b, .nonce = 9}, req);
     net.down.clear();
     sw->on_datagram(a.address, req, now);
     ASSERT_EQ(hints_to(net, a.address), 1u);
-    // The answer echoes the request's marker (what a port switching a route
-    // to direct waits for, route_hint.h); unsolicited hints carry 0.
-    for (const auto& [peer, d] : net.down) {
-        if (transport::is_soft_control(d)) {
-            EXPECT_EQ(transport::decode_route_hint(d)->marker, 9);
-        }
-    }
+    // The answer echoes the request's nonce (the only hint a port takes,
+    // route_hint.h); and B, the destination, is told that A may send to it
+    // for twice the hint's TTL, before A hears of the route.
+    ASSERT_EQ(net.down.size(), 2u);
+    EXPECT_EQ(net.down[0].first, b.address);
+    const auto permit = transport::decode_peer_permit(net.down[0].second);
+    ASSERT_TRUE(permit);
+    EXPECT_EQ(permit->peer, a.address);
+    EXPECT_EQ(permit->ttl_ms, 4000);
+    EXPECT_EQ(net.down[1].first, a.address);
+    EXPECT_EQ(transport::decode_route_hint(net.down[1].second)->nonce, 9u);
+    EXPECT_EQ(sw->counters().permits, 1u);
     // A request for a LID with no route is dropped and counted.
     net.down.clear();
-    transport::encode_route_request({.dlid = 0x0999, .marker = 1}, req);
+    transport::encode_route_request({.dlid = 0x0999, .nonce = 1}, req);
     const auto before = sw->counters().dropped_for(SwitchDrop::bad_route_request);
     sw->on_datagram(a.address, req, now);
     EXPECT_EQ(hints_to(net, a.address), 0u);
@@ -741,7 +905,8 @@ TEST(CutThrough, ABurstOverTheHoldGoesThroughTheSwitchBehindANewMarker) {
     std::vector<int> expected(71);
     for (int i = 0; i < 71; ++i) expected[static_cast<std::size_t>(i)] = i;
     EXPECT_EQ(n.received, expected);
-    EXPECT_EQ(n.cut().direct_tx, 5u);  // the first marker's answer was ignored
+    EXPECT_EQ(n.cut().direct_tx, 5u);  // the first request's answer was refused: not the current nonce
+    EXPECT_EQ(n.cut().hints_refused, 1u);
     EXPECT_EQ(n.cut().drain_timeouts, 0u);
 }
 
@@ -802,6 +967,147 @@ TEST(CutThrough, AGroBurstLargerThanTheReceiveQueueIsHandedOverInTurns) {
     EXPECT_EQ(n.b->core().counters().undelivered[static_cast<std::size_t>(transport::DeliveryDrop::no_receive_buffer)],
               0u);
     EXPECT_GE(n.b->udp_counters().rx_gro_messages, 1u);
+}
+
+// ---------------------------------------------------------------------------
+// Who may send what to a soft port (soft_port.h, route_hint.h).
+
+Wire forged_packet(std::uint16_t slid, std::uint16_t dlid, std::uint32_t dest_qp, std::uint32_t qkey, bytes payload) {
+    ib::PacketSpec spec;
+    spec.lrh.vl = dest_qp == ib::kQp0 ? ib::kVl15 : 0;
+    spec.lrh.dlid = dlid;
+    spec.lrh.slid = slid;
+    spec.bth.opcode = ib::op::ud_send_only;
+    spec.bth.pkey = ib::kPKeyDefault;
+    spec.bth.dest_qp = dest_qp;
+    spec.ext.deth = {qkey, dest_qp == ib::kQp0 ? ib::kQp0 : 0x99};
+    spec.payload = payload;
+    Wire out(ib::packet_size(spec));
+    EXPECT_TRUE(ib::build_packet(spec, out));
+    return out;
+}
+
+// SubnSet(PortInfo) PortState Down, LID-routed: what took a host down.
+Wire forged_port_down(std::uint16_t slid, std::uint16_t dlid) {
+    ib::Smp smp;
+    smp.mgmt_class = ib::mgmt_class::subn_lid_routed;
+    smp.method = ib::method::set;
+    smp.attribute_id = ib::smp_attr::port_info;
+    smp.transaction_id = 0x666;
+    ib::PortInfo down;
+    down.port_state = ib::port_state::down;
+    down.lid = dlid;
+    EXPECT_TRUE(ib::put_attribute(down, smp.data).has_value());
+    std::array<std::uint8_t, ib::kMadSize> mad{};
+    smp.write_to(mad.data());
+    return forged_packet(slid, dlid, ib::kQp0, 0, mad);
+}
+
+struct Udp {
+    UniqueFd fd{::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)};
+    SocketAddress address;
+    Udp() {
+        const auto any = *parse_socket_address("127.0.0.1:0");
+        EXPECT_EQ(::bind(fd.get(), any.get(), any.length), 0);
+        address.length = sizeof address.storage;
+        ::getsockname(fd.get(), address.get(), &address.length);
+    }
+    void send(const Wire& d, const SocketAddress& to) const {
+        EXPECT_EQ(::sendto(fd.get(), d.data(), d.size(), 0, to.get(), to.length), static_cast<ssize_t>(d.size()));
+    }
+    std::size_t pending() const {
+        std::size_t n = 0;
+        std::array<std::uint8_t, 4200> buf;
+        while (::recv(fd.get(), buf.data(), buf.size(), MSG_DONTWAIT) >= 0) ++n;
+        return n;
+    }
+};
+
+TEST(SoftPortTrust, ForgedSmpsAndDataFromAForeignAddressChangeNothingAndAreCounted) {
+    MarkerNet n;
+    open_marker_net(n);
+    if (HasFatalFailure()) return;
+    const std::uint16_t lid_a = n.a->attributes().lid, lid_b = n.b->attributes().lid;
+    std::vector<std::string> logged;
+    n.b->set_drop_log([&](std::string_view reason, const std::string& m) { logged.push_back(std::string(reason) + ": " + m); });
+    Udp forger;
+    const std::array<std::uint8_t, 4> data{9, 9, 9, 9};
+    forger.send(forged_port_down(1, lid_b), n.b->local_address());
+    forger.send(forged_packet(lid_a, lid_b, n.qb->qpn(), 7, data), n.b->local_address());
+    transport::SoftControlBuffer ctl;
+    transport::encode_route_hint({.dlid = lid_a, .ttl_ms = 60000, .peer = forger.address, .nonce = 0}, ctl);
+    forger.send(Wire(ctl.begin(), ctl.end()), n.b->local_address());
+    transport::encode_peer_permit({.ttl_ms = 60000, .peer = forger.address}, ctl);
+    forger.send(Wire(ctl.begin(), ctl.end()), n.b->local_address());
+    forger.send(link_packet(), n.b->local_address());
+    ASSERT_TRUE(n.pump_until([&] { return n.b->trust_counters().foreign == 5; }));
+    for (int i = 0; i < 20; ++i) n.pump(true);
+    EXPECT_EQ(n.b->attributes().state, PortState::active);
+    EXPECT_TRUE(n.received.empty());
+    EXPECT_EQ(n.b->cut_through_counters().permits, 0u);
+    ASSERT_FALSE(logged.empty());
+    EXPECT_NE(logged[0].find("foreign_source: dropped a packet from " + forger.address.to_string()), std::string::npos)
+        << logged[0];
+
+    // A real peer the switch named may send unicast data, never an SMP.
+    n.send(0);
+    ASSERT_TRUE(n.pump_until([&] { return n.received.size() == 1 && n.cut().hints >= 1; }));
+    n.send(1);
+    ASSERT_TRUE(n.pump_until([&] { return n.received.size() == 2; }));
+    EXPECT_EQ(n.cut().direct_tx, 1u);
+    EXPECT_EQ(n.b->cut_through_counters().direct_rx, 1u);
+    EXPECT_GE(n.b->cut_through_counters().permits, 1u);
+    const auto smp_drops = [&] {
+        return n.b->core().counters().undelivered[static_cast<std::size_t>(transport::DeliveryDrop::not_via_switch)];
+    };
+    ASSERT_TRUE(n.a->send_raw(forged_port_down(lid_a, lid_b)));  // straight to B: A has the route
+    ASSERT_TRUE(n.pump_until([&] { return smp_drops() == 1; }));
+    EXPECT_EQ(n.b->attributes().state, PortState::active);
+    EXPECT_EQ(forger.pending(), 0u);
+}
+
+// What a raw socket can do: a route hint with the fabric's source address.
+// Only a hint echoing one of the port's own nonces moves a route.
+TEST(SoftPortTrust, ASpoofedRouteHintFromTheFabricsAddressRedirectsNothing) {
+    UniqueFd raw(::socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW));
+    if (!raw) GTEST_SKIP() << "needs a raw socket (root)";
+    MarkerNet n;
+    open_marker_net(n);
+    if (HasFatalFailure()) return;
+    const std::uint16_t lid_b = n.b->attributes().lid;
+    n.send(0);
+    ASSERT_TRUE(n.pump_until([&] { return n.received.size() == 1 && n.cut().hints >= 1; }));
+    Udp forger;
+    const auto spoof = [&](std::uint64_t nonce) {
+        transport::SoftControlBuffer ctl;
+        transport::encode_route_hint({.dlid = lid_b, .ttl_ms = 60000, .peer = forger.address, .nonce = nonce}, ctl);
+        // IPv4 + UDP headers by hand: source = the fabric's address.
+        Wire d(20 + 8 + ctl.size());
+        sockaddr_in from{}, to{};
+        const SocketAddress fabric = n.fabric->local_address(), port = n.a->local_address();
+        std::memcpy(&from, &fabric.storage, sizeof from);
+        std::memcpy(&to, &port.storage, sizeof to);
+        d[0] = 0x45;
+        store_be16(d.data() + 2, static_cast<std::uint16_t>(d.size()));
+        d[8] = 64;
+        d[9] = IPPROTO_UDP;
+        std::memcpy(d.data() + 12, &from.sin_addr, 4);
+        std::memcpy(d.data() + 16, &to.sin_addr, 4);
+        std::memcpy(d.data() + 20, &from.sin_port, 2);
+        std::memcpy(d.data() + 22, &to.sin_port, 2);
+        store_be16(d.data() + 24, static_cast<std::uint16_t>(8 + ctl.size()));  // checksum 0: none (IPv4)
+        std::copy(ctl.begin(), ctl.end(), d.begin() + 28);
+        sockaddr_in dst = to;
+        ASSERT_EQ(::sendto(raw.get(), d.data(), d.size(), 0, reinterpret_cast<const sockaddr*>(&dst), sizeof dst),
+                  static_cast<ssize_t>(d.size()));
+    };
+    const std::uint64_t refused = n.cut().hints_refused;
+    spoof(0x1234567890ABCDEF);  // a guessed nonce
+    spoof(0);                   // "a route exists": the port asks the real switch
+    ASSERT_TRUE(n.pump_until([&] { return n.cut().hints_refused == refused + 1; }));
+    for (std::uint8_t i = 1; i <= 20; ++i) n.send(i);
+    ASSERT_TRUE(n.pump_until([&] { return n.received.size() == 21; }));
+    EXPECT_EQ(forger.pending(), 0u);
 }
 
 TEST(SoftPortOpen, RefusesAConfigurationItCannotRun) {

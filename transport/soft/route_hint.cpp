@@ -11,15 +11,65 @@ namespace ipoibd::transport {
 
 namespace {
 
-// Magic, version, type, DLID, marker; the rest zero.
-void write_common(std::uint8_t type, std::uint16_t dlid, std::uint8_t marker,
-                  std::array<std::uint8_t, RouteHint::size>& out) {
+constexpr std::size_t kNonceOffset = 30;
+
+// Magic, version, type, DLID, nonce; the rest zero.
+void write_common(std::uint8_t type, std::uint16_t dlid, std::uint64_t nonce, SoftControlBuffer& out) {
     out.fill(0);
     std::copy(RouteHint::kMagic.begin(), RouteHint::kMagic.end(), out.begin());
     out[4] = RouteHint::kVersion;
     out[5] = type;
     store_be16(out.data() + 6, dlid);
-    out[11] = marker;
+    store_be64(out.data() + kNonceOffset, nonce);
+}
+
+bool valid_header(bytes d, std::uint8_t type) {
+    return d.size() == RouteHint::size && is_soft_control(d) && d[4] == RouteHint::kVersion && d[5] == type &&
+           d[11] == 0;
+}
+
+bool write_address(const SocketAddress& peer, SoftControlBuffer& out) {
+    store_be16(out.data() + 12, peer.port());
+    if (peer.family() == AF_INET) {
+        sockaddr_in a{};
+        std::memcpy(&a, &peer.storage, sizeof a);
+        out[10] = 4;
+        std::memcpy(out.data() + 14, &a.sin_addr, 4);
+        return true;
+    }
+    if (peer.family() == AF_INET6) {
+        sockaddr_in6 a{};
+        std::memcpy(&a, &peer.storage, sizeof a);
+        out[10] = 6;
+        std::memcpy(out.data() + 14, &a.sin6_addr, 16);
+        return true;
+    }
+    return false;
+}
+
+std::optional<SocketAddress> read_address(bytes d) {
+    SocketAddress peer;
+    const std::uint16_t port = load_be16(d.data() + 12);
+    if (port == 0) return std::nullopt;
+    if (d[10] == 4) {
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(port);
+        std::memcpy(&a.sin_addr, d.data() + 14, 4);
+        std::memcpy(&peer.storage, &a, sizeof a);
+        peer.length = sizeof a;
+        return peer;
+    }
+    if (d[10] == 6) {
+        sockaddr_in6 a{};
+        a.sin6_family = AF_INET6;
+        a.sin6_port = htons(port);
+        std::memcpy(&a.sin6_addr, d.data() + 14, 16);
+        std::memcpy(&peer.storage, &a, sizeof a);
+        peer.length = sizeof a;
+        return peer;
+    }
+    return std::nullopt;
 }
 
 }  // namespace
@@ -29,65 +79,51 @@ bool is_soft_control(bytes d) {
 }
 
 std::optional<RouteHint> decode_route_hint(bytes d) {
-    if (d.size() != RouteHint::size || !is_soft_control(d)) return std::nullopt;
-    if (d[4] != RouteHint::kVersion || d[5] != RouteHint::kTypeUnicast) return std::nullopt;
+    if (!valid_header(d, RouteHint::kTypeUnicast)) return std::nullopt;
     RouteHint h;
-    h.marker = d[11];
     h.dlid = load_be16(d.data() + 6);
     h.ttl_ms = load_be16(d.data() + 8);
+    h.nonce = load_be64(d.data() + kNonceOffset);
     if (!ib::is_unicast_lid(h.dlid)) return std::nullopt;
-    const std::uint16_t port = load_be16(d.data() + 12);
-    if (d[10] == 4) {
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_port = htons(port);
-        std::memcpy(&a.sin_addr, d.data() + 14, 4);
-        std::memcpy(&h.peer.storage, &a, sizeof a);
-        h.peer.length = sizeof a;
-    } else if (d[10] == 6) {
-        sockaddr_in6 a{};
-        a.sin6_family = AF_INET6;
-        a.sin6_port = htons(port);
-        std::memcpy(&a.sin6_addr, d.data() + 14, 16);
-        std::memcpy(&h.peer.storage, &a, sizeof a);
-        h.peer.length = sizeof a;
-    } else {
-        return std::nullopt;
-    }
+    const auto peer = read_address(d);
+    if (!peer) return std::nullopt;
+    h.peer = *peer;
     return h;
 }
 
-bool encode_route_hint(const RouteHint& h, std::array<std::uint8_t, RouteHint::size>& out) {
-    write_common(RouteHint::kTypeUnicast, h.dlid, h.marker, out);
+bool encode_route_hint(const RouteHint& h, SoftControlBuffer& out) {
+    write_common(RouteHint::kTypeUnicast, h.dlid, h.nonce, out);
     store_be16(out.data() + 8, h.ttl_ms);
-    store_be16(out.data() + 12, h.peer.port());
-    if (h.peer.family() == AF_INET) {
-        sockaddr_in a{};
-        std::memcpy(&a, &h.peer.storage, sizeof a);
-        out[10] = 4;
-        std::memcpy(out.data() + 14, &a.sin_addr, 4);
-        return true;
-    }
-    if (h.peer.family() == AF_INET6) {
-        sockaddr_in6 a{};
-        std::memcpy(&a, &h.peer.storage, sizeof a);
-        out[10] = 6;
-        std::memcpy(out.data() + 14, &a.sin6_addr, 16);
-        return true;
-    }
-    return false;
+    return write_address(h.peer, out);
 }
 
-void encode_route_request(const RouteRequest& request, std::array<std::uint8_t, RouteHint::size>& out) {
-    write_common(RouteHint::kTypeRequest, request.dlid, request.marker, out);
+void encode_route_request(const RouteRequest& request, SoftControlBuffer& out) {
+    write_common(RouteHint::kTypeRequest, request.dlid, request.nonce, out);
 }
 
 std::optional<RouteRequest> decode_route_request(bytes d) {
-    if (d.size() != RouteHint::size || !is_soft_control(d)) return std::nullopt;
-    if (d[4] != RouteHint::kVersion || d[5] != RouteHint::kTypeRequest) return std::nullopt;
-    const RouteRequest r{.dlid = load_be16(d.data() + 6), .marker = d[11]};
-    if (!ib::is_unicast_lid(r.dlid)) return std::nullopt;
+    if (!valid_header(d, RouteHint::kTypeRequest)) return std::nullopt;
+    const RouteRequest r{.dlid = load_be16(d.data() + 6), .nonce = load_be64(d.data() + kNonceOffset)};
+    if (!ib::is_unicast_lid(r.dlid) || r.nonce == 0) return std::nullopt;
     return r;
+}
+
+bool encode_peer_permit(const PeerPermit& permit, SoftControlBuffer& out) {
+    write_common(RouteHint::kTypePermit, 0, 0, out);
+    store_be16(out.data() + 8, permit.ttl_ms);
+    return write_address(permit.peer, out);
+}
+
+std::optional<PeerPermit> decode_peer_permit(bytes d) {
+    if (!valid_header(d, RouteHint::kTypePermit) || load_be16(d.data() + 6) != 0 ||
+        load_be64(d.data() + kNonceOffset) != 0)
+        return std::nullopt;
+    PeerPermit p;
+    p.ttl_ms = load_be16(d.data() + 8);
+    const auto peer = read_address(d);
+    if (!peer || p.ttl_ms == 0) return std::nullopt;
+    p.peer = *peer;
+    return p;
 }
 
 }  // namespace ipoibd::transport

@@ -2,6 +2,7 @@
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/timerfd.h>
 
 #include <cerrno>
@@ -28,6 +29,15 @@ private:
 namespace {
 
 Error sys_error(const std::string& what, int err) { return Error{Errc::system_error, what, err}; }
+
+// An unpredictable non-zero nonce: a forger who cannot see our requests
+// cannot answer them.
+std::uint64_t random_nonce() {
+    std::uint64_t n = 0;
+    while (n == 0)
+        if (::getrandom(&n, sizeof n, 0) != static_cast<ssize_t>(sizeof n)) n = 0;
+    return n;
+}
 
 }  // namespace
 
@@ -106,12 +116,22 @@ void SoftPort::visit_counters(CounterSink& out) const {
     visit(udp_counters(), out);
     visit(link_counters(), out);
     visit(cut_through_counters(), out);
+    visit(trust_counters(), out);
     visit(sma_counters(), out);
+}
+
+void visit(const SoftTrustCounters& c, CounterSink& out) {
+    out.counter("foreign_dropped", c.foreign);
+    out.counter("peer_control_dropped", c.peer_not_data);
+    out.counter("control_malformed", c.control_malformed);
+    out.counter("permits_full", c.permits_full);
 }
 
 void visit(const SoftCutThroughCounters& c, CounterSink& out) {
     out.counter("route_hints", c.hints);
-    out.counter("route_hints_bad", c.hints_bad);
+    out.counter("route_hints_unsolicited", c.hints_unsolicited);
+    out.counter("route_hints_refused", c.hints_refused);
+    out.counter("route_permits", c.permits);
     out.counter("direct_tx", c.direct_tx);
     out.counter("direct_rx", c.direct_rx);
     out.counter("via_switch_tx", c.via_switch_tx);
@@ -135,6 +155,7 @@ void SoftPort::process() {
     // several times per loop turn, and a read that finds nothing is a
     // system call on every packet's path.
     const auto now = std::chrono::steady_clock::now();
+    now_ = now;
     std::uint64_t expirations = 0;
     if (now >= timer_due_ && ::read(timer_.get(), &expirations, sizeof expirations) == sizeof expirations &&
         expirations > 0) {
@@ -197,8 +218,8 @@ bool SoftPort::transmit(bytes packet) {
                 release_held(dlid, config_.fabric, false);
                 ++cut_.via_switch_tx;
                 const bool queued = socket_.queue(packet, &config_.fabric);
-                if (now < d.drain_deadline && send_marker(dlid)) {
-                    d.marker = last_marker_;
+                if (now < d.drain_deadline && send_request(dlid, &d.nonce)) {
+                    ++cut_.markers;
                     ++cut_.marker_retries;
                     return queued;
                 }
@@ -208,9 +229,7 @@ bool SoftPort::transmit(bytes packet) {
                 return queued;
             } else if (now < d.expires) {
                 if (now >= d.refresh_at && !d.refresh_asked) {
-                    std::array<std::uint8_t, RouteHint::size> req;
-                    encode_route_request({.dlid = dlid, .marker = 0}, req);
-                    if (socket_.queue(req, &config_.fabric)) ++cut_.refresh_requests;
+                    if (send_request(dlid, &d.nonce)) ++cut_.refresh_requests;
                     d.refresh_asked = true;
                 }
                 ++cut_.direct_tx;
@@ -230,32 +249,74 @@ void SoftPort::on_route_hint(const RouteHint& hint) {
     hints_lid_ = a.lid;
     hints_sm_lid_ = a.sm_lid;
     hints_reregistrations_ = port_.reregistrations();
-    ++cut_.hints;
     const auto now = std::chrono::steady_clock::now();
     const auto ttl = std::chrono::milliseconds(hint.ttl_ms);
     auto it = direct_.find(hint.dlid);
-    if (it == direct_.end()) {
-        // A new route. Packets sent through the switch may still be in it:
-        // a marker behind them, and packets held until its answer.
-        if (!send_marker(hint.dlid)) return;  // no marker, no route: try with a later hint
-        direct_[hint.dlid] = Direct{.peer = hint.peer, .expires = now + ttl, .refresh_at = now + ttl / 2,
-                                    .refresh_asked = false, .draining = true, .marker = last_marker_,
-                                    .drain_deadline = now + kDrainTimeout};
+    if (hint.nonce == 0) {
+        // "A route exists": ask for it, behind the packets sent through the
+        // switch so far, and hold later ones until the answer.
+        ++cut_.hints_unsolicited;
+        if (it != direct_.end()) return;  // asked already, or in use
+        Direct d{.peer = {}, .expires = now + ttl, .refresh_at = now + ttl / 2, .refresh_asked = false, .nonce = 0,
+                 .draining = true, .drain_deadline = now + kDrainTimeout};
+        if (!send_request(hint.dlid, &d.nonce)) return;  // no request, no route: try with a later hint
+        ++cut_.markers;
+        direct_[hint.dlid] = d;
         return;
     }
+    if (it == direct_.end() || it->second.nonce != hint.nonce) {
+        ++cut_.hints_refused;
+        if (drop_log_)
+            drop_log_("route_hint_refused", "refused a route hint for LID " + std::to_string(hint.dlid) + " to " +
+                                                hint.peer.to_string() + " that answers no request of ours");
+        return;
+    }
+    ++cut_.hints;
     Direct& d = it->second;
-    if (d.draining && (hint.marker == 0 || hint.marker != d.marker)) return;  // not the marker's answer
     const bool was_draining = d.draining;
     d = Direct{.peer = hint.peer, .expires = now + ttl, .refresh_at = now + ttl / 2, .refresh_asked = false};
     if (was_draining) release_held(hint.dlid, d.peer, true);
 }
 
-bool SoftPort::send_marker(std::uint16_t dlid) {
-    last_marker_ = static_cast<std::uint8_t>(last_marker_ == 255 ? 1 : last_marker_ + 1);
-    std::array<std::uint8_t, RouteHint::size> req;
-    encode_route_request({.dlid = dlid, .marker = last_marker_}, req);
+void SoftPort::on_permit(const PeerPermit& permit) {
+    ++cut_.permits;
+    const auto expires = now_ + std::chrono::milliseconds(permit.ttl_ms);
+    for (Permit& p : permits_)
+        if (p.peer == permit.peer) {
+            p.expires = std::max(p.expires, expires);
+            return;
+        }
+    std::erase_if(permits_, [this](const Permit& p) { return p.expires <= now_; });
+    last_permit_ = 0;
+    if (permits_.size() >= kMaxPermits) {
+        ++trust_.permits_full;
+        return;
+    }
+    permits_.push_back(Permit{permit.peer, expires});
+}
+
+bool SoftPort::permitted(const SocketAddress& from) {
+    if (last_permit_ < permits_.size() && permits_[last_permit_].peer == from)
+        return permits_[last_permit_].expires > now_;
+    for (std::size_t i = 0; i < permits_.size(); ++i)
+        if (permits_[i].peer == from) {
+            last_permit_ = i;
+            return permits_[i].expires > now_;
+        }
+    return false;
+}
+
+void SoftPort::refuse(std::string_view reason, const SocketAddress& from, const char* what) {
+    if (drop_log_) drop_log_(reason, std::string("dropped ") + what + " from " + from.to_string() + ", not the fabric (" +
+                                         config_.fabric.to_string() + ") nor a peer it named");
+}
+
+bool SoftPort::send_request(std::uint16_t dlid, std::uint64_t* nonce) {
+    const std::uint64_t n = random_nonce();
+    SoftControlBuffer req;
+    encode_route_request({.dlid = dlid, .nonce = n}, req);
     if (!socket_.queue(req, &config_.fabric)) return false;
-    ++cut_.markers;
+    *nonce = n;
     return true;
 }
 
@@ -279,6 +340,7 @@ void SoftPort::forget_hints() {
     direct_.clear();
 }
 
+
 void SoftPort::expire_drains(std::chrono::steady_clock::time_point now) {
     for (auto it = direct_.begin(); it != direct_.end();) {
         if (it->second.draining && now >= it->second.drain_deadline) {
@@ -292,24 +354,26 @@ void SoftPort::expire_drains(std::chrono::steady_clock::time_point now) {
 }
 
 void SoftPort::on_datagram(bytes datagram, const SocketAddress& from) {
-    const bool from_fabric = from == config_.fabric;
-    if (!from_fabric) {
-        // Only IBA packets come straight from peers; PortCore validates them.
-        if (datagram.size() == ib::LinkPacket::size || is_soft_control(datagram) || !link_up_) {
-            ++cut_.hints_bad;
+    if (!(from == config_.fabric)) {
+        // Only unicast IBA packets come straight from peers, and only from
+        // those the switch named (PortCore refuses SMPs and multicast).
+        const bool control = datagram.size() == ib::LinkPacket::size || is_soft_control(datagram);
+        if (!link_up_ || !permitted(from)) {
+            ++trust_.foreign;
+            refuse("foreign_source", from, control ? "a control datagram" : "a packet");
+            return;
+        }
+        if (control) {
+            ++trust_.peer_not_data;
+            refuse("peer_control", from, "a link packet or route control datagram");
             return;
         }
         ++cut_.direct_rx;
-        port_.core().receive(datagram);
+        port_.core().receive(datagram, false);
         return;
     }
     if (is_soft_control(datagram)) {
-        const auto hint = decode_route_hint(datagram);
-        if (!hint || !link_up_ || port_.core().attributes().state != PortState::active) {
-            ++cut_.hints_bad;
-            return;
-        }
-        on_route_hint(*hint);
+        on_control(datagram);
         return;
     }
     if (datagram.size() == ib::LinkPacket::size) {
@@ -323,6 +387,26 @@ void SoftPort::on_datagram(bytes datagram, const SocketAddress& from) {
         return;
     }
     port_.core().receive(datagram);
+}
+
+void SoftPort::on_control(bytes datagram) {
+    if (const auto hint = decode_route_hint(datagram)) {
+        if (!link_up_ || port_.core().attributes().state != PortState::active) {
+            ++cut_.hints_refused;
+            return;
+        }
+        on_route_hint(*hint);
+        return;
+    }
+    if (const auto permit = decode_peer_permit(datagram)) {
+        if (!link_up_) {
+            ++trust_.foreign;
+            return;
+        }
+        on_permit(*permit);
+        return;
+    }
+    ++trust_.control_malformed;
 }
 
 }  // namespace ipoibd::transport
@@ -348,6 +432,7 @@ SoftPort::SoftPort(const SoftPortConfig& config, UdpBatchSocket socket, UniqueFd
 void SoftPort::set_link(bool up) {
     link_up_ = up;
     forget_hints();  // the SM will program the port anew
+    permits_.clear();
     ++(up ? link_.link_ups : link_.link_downs);
     if (up)
         port_.link_up();

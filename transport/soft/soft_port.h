@@ -14,10 +14,14 @@
 //    process() hands over at most receive_budget datagrams; an eventfd in
 //    fd()'s set stays readable while more are waiting.
 // 5. Cut-through (route_hint.h): the switch's route hints let unicast go
-//    straight to the destination port's UDP address until they expire.
-//    The socket is therefore not connected: IBA packets are taken from any
-//    sender (PortCore validates them), link packets and hints only from the
-//    fabric.
+//    straight to the destination port's UDP address until they expire. The
+//    socket is therefore not connected, and who sent a datagram decides
+//    what it may be: from the fabric's address, anything; from a peer the
+//    switch named in a current permit, unicast IBA packets to QPs other than
+//    QP0; from anyone else, nothing. A route is taken only from a hint that
+//    echoes the random nonce of one of the port's own route requests. Every
+//    refusal is counted (SoftTrustCounters, SoftCutThroughCounters) and
+//    reported to the drop log with its source.
 #pragma once
 
 #include <chrono>
@@ -50,8 +54,10 @@ struct SoftPortConfig {
 };
 
 struct SoftCutThroughCounters {
-    std::uint64_t hints = 0;          // route hints accepted
-    std::uint64_t hints_bad = 0;      // malformed, or not from the fabric: ignored
+    std::uint64_t hints = 0;          // route hints accepted (answers to our requests)
+    std::uint64_t hints_unsolicited = 0;  // "a route exists" (nonce 0): answered with a request
+    std::uint64_t hints_refused = 0;  // a nonce we did not ask with (forged or stale): ignored
+    std::uint64_t permits = 0;        // the switch named a peer that may send to us
     std::uint64_t direct_tx = 0;      // unicast packets sent straight to a peer
     std::uint64_t direct_rx = 0;      // packets received from a peer, not the switch
     std::uint64_t via_switch_tx = 0;  // packets sent to the switch
@@ -64,6 +70,16 @@ struct SoftCutThroughCounters {
 
 // As "route_hints", "direct_tx", ...
 void visit(const SoftCutThroughCounters& c, CounterSink& out);
+
+// Datagrams refused for who sent them.
+struct SoftTrustCounters {
+    std::uint64_t foreign = 0;          // from an address that is neither the fabric nor a permitted peer
+    std::uint64_t peer_not_data = 0;    // a link packet or control datagram from a peer, not the fabric
+    std::uint64_t control_malformed = 0;  // from the fabric, magic "IBSF" but no valid hint or permit
+    std::uint64_t permits_full = 0;     // a permit that did not fit (kMaxPermits current ones)
+};
+// As "foreign_dropped", ...
+void visit(const SoftTrustCounters& c, CounterSink& out);
 
 struct SoftLinkCounters {
     std::uint64_t link_packets_sent = 0;
@@ -90,6 +106,7 @@ public:
     expected<std::unique_ptr<UdQp>, Error> create_gsi_qp(std::uint32_t send_depth,
                                                          std::uint32_t receive_depth) override;
     expected<void, Error> set_capture(PacketTap tap) override;
+    void set_drop_log(PortDropLog log) override { drop_log_ = std::move(log); }
     // The port's packets, its UDP socket, its link, cut-through and SMA.
     void visit_counters(CounterSink& out) const override;
 
@@ -111,6 +128,7 @@ public:
     const UdpCounters& udp_counters() const { return socket_.counters(); }
     const SoftLinkCounters& link_counters() const { return link_; }
     const SoftCutThroughCounters& cut_through_counters() const { return cut_; }
+    const SoftTrustCounters& trust_counters() const { return trust_; }
     const SmaCounters& sma_counters() const { return port_.sma().counters(); }
     SocketAddress local_address() const { return socket_.local_address(); }
 
@@ -121,8 +139,13 @@ private:
     bool transmit(bytes packet);
     bool hints_current() const;  // the route hints still belong to this programming of the port
     void forget_hints();         // held packets go through the switch, in order
+    void on_control(bytes datagram);
     void on_route_hint(const RouteHint& hint);
-    bool send_marker(std::uint16_t dlid);  // a route request with the next marker; false: not queued
+    void on_permit(const PeerPermit& permit);
+    bool permitted(const SocketAddress& from);
+    void refuse(std::string_view reason, const SocketAddress& from, const char* what);
+    // A route request with a fresh nonce (kept in *nonce); false: not queued.
+    bool send_request(std::uint16_t dlid, std::uint64_t* nonce);
     // Sends the held packets for `dlid` (all DLIDs when 0) to `to`, in order.
     void release_held(std::uint16_t dlid, const SocketAddress& to, bool direct);
     void expire_drains(std::chrono::steady_clock::time_point now);
@@ -147,10 +170,12 @@ private:
         std::chrono::steady_clock::time_point expires{};
         std::chrono::steady_clock::time_point refresh_at{};  // ask for a fresh hint from here on
         bool refresh_asked = false;
-        // A new route: packets held until the hint answering `marker`
+        // The nonce of our last request for this route: only a hint that
+        // echoes it is taken.
+        std::uint64_t nonce = 0;
+        // A new route: packets held until the hint answering `nonce`
         // comes back, or until drain_deadline (route_hint.h).
         bool draining = false;
-        std::uint8_t marker = 0;
         std::chrono::steady_clock::time_point drain_deadline{};
     };
     static constexpr std::size_t kMaxHeld = 64;
@@ -160,7 +185,16 @@ private:
         std::vector<std::uint8_t> packet;
     };
     std::vector<Held> held_;  // in the order sent; at most kMaxHeld
-    std::uint8_t last_marker_ = 0;
+    struct Permit {
+        SocketAddress peer;
+        std::chrono::steady_clock::time_point expires{};
+    };
+    static constexpr std::size_t kMaxPermits = 256;  // a switch has at most 254 ports
+    std::vector<Permit> permits_;
+    std::size_t last_permit_ = 0;  // where the last match was: a stream comes from one peer
+    std::chrono::steady_clock::time_point now_{};  // read once per process()
+    PortDropLog drop_log_;
+    SoftTrustCounters trust_;
     std::unordered_map<std::uint16_t, Direct> direct_;  // by DLID; bounded by the unicast LID space
     std::uint16_t hints_lid_ = 0;     // the port's LID and SM LID when the hints came
     std::uint16_t hints_sm_lid_ = 0;
