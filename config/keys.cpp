@@ -125,6 +125,16 @@ const KeySpec kKeys[] = {
      .help = "soft: the UDP address of the fabric (ibfabricd --listen)",
      .set = [](DaemonConfig& c, std::string_view v) { return store(c.fabric.address, parse_fabric_address(v, false)); },
      .get = [](const DaemonConfig& c) { return one(c.fabric.address.to_string()); }},
+    {.section = "fabric", .name = "bind", .value_name = "any|ADDR:PORT",
+     .help = "soft: this port's own UDP address (where peers and the fabric reach it); any: a free port",
+     .set = [](DaemonConfig& c, std::string_view v) -> expected<void, Reason> {
+         if (v == "any") {
+             c.fabric.bind.reset();
+             return {};
+         }
+         return store(c.fabric.bind, parse_fabric_address(v, true));
+     },
+     .get = [](const DaemonConfig& c) { return one(c.fabric.bind ? c.fabric.bind->to_string() : std::string("any")); }},
     {.section = "fabric", .name = "port-guid", .value_name = "GUID",
      .help = "soft: the port GUID; 0: a stable GUID derived from host and instance",
      .set = [](DaemonConfig& c, std::string_view v) { return store(c.fabric.port_guid, parse_guid(v)); },

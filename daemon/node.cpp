@@ -143,6 +143,7 @@ expected<void, std::string> Node::open_fabric() {
     case config::Transport::verbs: po.kind = transport::PortOptions::Kind::verbs; break;
     }
     po.fabric = config_.fabric.address;
+    po.bind_to = config_.fabric.bind;
     po.guid = config_.fabric.port_guid ? config_.fabric.port_guid : transport::stable_port_guid(instance_);
     po.node_description = "ipoibd " + instance_;
     // At most what a reap before each process() gives back: port_ready

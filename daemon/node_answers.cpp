@@ -110,6 +110,7 @@ std::string Node::answer_status(const iface::Interface& i) const {
     j.field("link", l.up ? "up" : "down");
     j.field("mtu", l.mtu);
     j.field("port", port_name_);
+    j.field("port_address", port_->underlay_address());  // a soft port's UDP address; "" on an HCA
     j.field("port_state", transport::to_string(a.state));
     j.field("lid", field::format_lid(a.lid));
     j.field("sm_lid", field::format_lid(a.sm_lid));

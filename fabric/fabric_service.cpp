@@ -46,6 +46,12 @@ expected<std::unique_ptr<FabricService>, std::string> FabricService::open(Fabric
         return unexpected("switch ports " + std::to_string(options.sw.num_ports) + ": must be 1..254");
     if (options.listen.port() == kRoceV2Port)
         return unexpected(std::string("listen port 4791 is RoCEv2's; the soft fabric must not use it"));
+    if (options.sm.m_key.mode == MKeyPolicy::Mode::derived && options.sm.m_key.secret == Secret{})
+        options.sm.m_key.secret = random_secret();  // this run's keys; a restart waits for the leases
+    if (options.sm.m_key.protect_bits > 3)
+        return unexpected("M_Key protect bits " + std::to_string(options.sm.m_key.protect_bits) + ": must be 0..3");
+    if (options.sm.m_key.mode == MKeyPolicy::Mode::fixed && options.sm.m_key.fixed == 0)
+        return unexpected(std::string("a fixed M_Key of 0 is no key: use none"));
     auto socket = transport::UdpBatchSocket::open(options.listen, nullptr);
     if (!socket) return unexpected(socket.error().message());
     std::optional<capture::ErfPcapWriter> pcap;
@@ -137,9 +143,11 @@ std::string FabricService::stats() const {
            ull(u.rx_datagrams), ull(u.rx_gro_messages), ull(u.rx_oversized), ull(u.rx_errors), ull(u.tx_datagrams),
            ull(u.tx_gso_runs), ull(u.tx_queue_full), ull(u.tx_errors));
     const auto& s = sm_.counters();
-    append(out, "sm: smps %llu responses %llu errors %llu timeouts %llu unexpected %llu configured %llu lost %llu\n",
+    append(out,
+           "sm: smps %llu responses %llu errors %llu timeouts %llu unexpected %llu configured %llu lost %llu "
+           "traps %llu m_key_traps %llu sets_unanswered %llu\n",
            ull(s.smps_sent), ull(s.responses), ull(s.error_responses), ull(s.timeouts), ull(s.unexpected_responses),
-           ull(s.ports_configured), ull(s.ports_lost));
+           ull(s.ports_configured), ull(s.ports_lost), ull(s.traps), ull(s.m_key_traps), ull(s.sets_unanswered));
     for (const auto& [switch_port, p] : sm_.ports()) {
         const auto peer = switch_.peer_of(switch_port);
         append(out, "port %u: %s lid 0x%04x guid 0x%016llx peer %s \"%s\"\n", switch_port, to_string(p.phase), p.lid,

@@ -139,6 +139,50 @@ const cli::Option<Options> kOptions[] = {
          o.service.flood_groups.push_back(static_cast<std::uint16_t>(*m));
          return {};
      }},
+    {"m-key", cli::Takes::value,
+     "M_Key the SM gives the ports: random (per port, from a secret drawn at start), file:PATH (per port, from the "
+     "secret in PATH, created 0600 when missing: restarts keep the keys), a 64-bit number (one key for all), or none",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         MKeyPolicy& k = o.service.sm.m_key;
+         if (v == "none") {
+             k.mode = MKeyPolicy::Mode::none;
+         } else if (v == "random") {
+             k.mode = MKeyPolicy::Mode::derived;
+             k.secret = random_secret();
+         } else if (v.starts_with("file:")) {
+             auto secret = load_key_file(v.substr(5), true);
+             if (!secret) return unexpected("--m-key '" + v + "': " + secret.error());
+             k.mode = MKeyPolicy::Mode::derived;
+             k.secret = *secret;
+         } else {
+             const auto n = number(v, ~0ULL);
+             if (!n || *n == 0)
+                 return unexpected("--m-key '" + v + "': expected random, file:PATH, none or a non-zero 64-bit number");
+             k.mode = MKeyPolicy::Mode::fixed;
+             k.fixed = *n;
+         }
+         return {};
+     },
+     "random"},
+    {"m-key-protect", cli::Takes::value,
+     "M_KeyProtectBits: 0 (Gets show the key), 1 (Gets hide it), 2 or 3 (Gets need it too); Sets always need it",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto n = number(v, 3);
+         if (!n) return unexpected("--m-key-protect '" + v + "': must be 0, 1, 2 or 3");
+         o.service.sm.m_key.protect_bits = static_cast<std::uint8_t>(*n);
+         return {};
+     },
+     "1"},
+    {"m-key-lease", cli::Takes::value,
+     "M_KeyLeasePeriod: seconds after a violation until a port drops its protection if its SM stays silent "
+     "(0: never)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto n = number(v, 0xFFFF);
+         if (!n) return unexpected("--m-key-lease '" + v + "': must be 0..65535 seconds");
+         o.service.sm.m_key.lease_seconds = static_cast<std::uint16_t>(*n);
+         return {};
+     },
+     "15"},
     {"quiet,q", cli::Takes::nothing, "log only errors",
      [](Options& o, const std::string&) -> cli::Applied {
          o.quiet = true;

@@ -35,6 +35,11 @@ void SubnetManager::on_link_event(const LinkEvent& event, Clock::time_point now)
     SmPort& port = ports_[event.port];
     port = SmPort{};
     port.switch_port = event.port;
+    // Before NodeInfo names the port: the key of whoever was here last.
+    const auto last = last_guid_at_.find(event.port);
+    port.m_key = config_.m_key.mode == MKeyPolicy::Mode::fixed ? config_.m_key.fixed
+                 : last != last_guid_at_.end()                 ? m_key_for(last->second)
+                                                               : 0;
     start(port);
 }
 
@@ -52,6 +57,7 @@ void SubnetManager::send(SmPort& port, std::uint8_t method, std::uint16_t attrib
     smp.attribute_id = attribute;
     smp.attribute_modifier = modifier;
     smp.transaction_id = next_tid_++;
+    smp.m_key = port.m_key;
     smp.data = data;
     const std::array<std::uint8_t, 1> path{port.switch_port};
     ib::dr_set_initial_path(smp, path);
@@ -87,6 +93,10 @@ void SubnetManager::resend(SmPort& port) {
 }
 
 void SubnetManager::on_smp(const ib::Smp& smp, std::uint8_t /*in_port*/) {
+    if (smp.method == ib::method::trap) {
+        on_trap(smp);
+        return;
+    }
     if (!(smp.method & ib::method::response_bit)) return;  // requests to this SM: none served
     for (auto& [sp, port] : ports_) {
         if (port.tid != smp.transaction_id || port.phase == SmPortPhase::failed) continue;
@@ -119,6 +129,8 @@ void SubnetManager::on_response(SmPort& port, const ib::Smp& smp) {
             port.node_guid = ni.node_guid;
             port.port_guid = ni.port_guid;
             port.local_port_num = ni.local_port_num;
+            last_guid_at_[port.switch_port] = port.port_guid;
+            if (config_.m_key.mode == MKeyPolicy::Mode::derived) port.m_key = m_key_for(port.port_guid);
             // A GUID is in one place at a time: the same port plugged in
             // again (a soft port's process restarted before its old link
             // timed out) replaces the old attachment at once, so that the
@@ -147,6 +159,7 @@ void SubnetManager::on_response(SmPort& port, const ib::Smp& smp) {
         case SmPortPhase::set_port_info:
         case SmPortPhase::activate: {
             port.port_info = ib::PortInfo::read_from(smp.data.data());
+            port.m_key = port.port_info.m_key;  // the Set gave it our key
             if (port.port_info.port_state == ib::port_state::armed) {
                 ib::PortInfo next = port.port_info;
                 next.port_state = ib::port_state::active;
@@ -180,6 +193,10 @@ void SubnetManager::on_response(SmPort& port, const ib::Smp& smp) {
 
 void SubnetManager::after_port_info(SmPort& port, const ib::PortInfo& info) {
     port.port_info = info;
+    // A Get shows the port's M_Key when it is ours or the protect bits are
+    // 0 (then it may be anyone's, say a lost SM's whose lease ran out):
+    // the Sets that follow carry the key the port has.
+    if (info.m_key != 0) port.m_key = info.m_key;
     port.lid = choose_lid(port, info.lid);
     port.reregister = info.lid != 0;
     if (port.lid == 0) {
@@ -212,6 +229,9 @@ void SubnetManager::set_port_info(SmPort& port) {
     next.port_physical_state = 0;
     next.link_down_default_state = 0;
     next.client_reregister = port.reregister;
+    next.m_key = m_key_for(port.port_guid);
+    next.m_key_protect_bits = config_.m_key.mode == MKeyPolicy::Mode::none ? 0 : config_.m_key.protect_bits;
+    next.m_key_lease_period = config_.m_key.mode == MKeyPolicy::Mode::none ? 0 : config_.m_key.lease_seconds;
     port.phase = SmPortPhase::set_port_info;
     send(port, ib::method::set, ib::smp_attr::port_info, port.local_port_num, to_data(next));
 }
@@ -269,6 +289,16 @@ void SubnetManager::tick(Clock::time_point now) {
         } else if (port.phase == SmPortPhase::active) {
             lost.push_back(sp);
         } else {
+            const bool a_set = port.phase == SmPortPhase::set_pkeys || port.phase == SmPortPhase::set_port_info ||
+                               port.phase == SmPortPhase::activate;
+            if (a_set) {
+                // It answered the Gets: a port that drops the Sets holds an
+                // M_Key this SM does not know (14.2.4).
+                ++counters_.sets_unanswered;
+                log("SM: port " + std::to_string(sp) + " GUID " + hex(port.port_guid, 16) +
+                    " answers Gets but not Sets: it holds an M_Key this SM does not know; trying again at every "
+                    "sweep until its M_Key lease runs out");
+            }
             in_flight_.erase(port.tid);
             port.tid = 0;
             port.phase = SmPortPhase::failed;
@@ -286,6 +316,56 @@ void SubnetManager::tick(Clock::time_point now) {
             send(port, ib::method::get, ib::smp_attr::port_info, port.local_port_num, {});
         }
     }
+}
+
+std::uint64_t SubnetManager::m_key_for(std::uint64_t guid) const {
+    switch (config_.m_key.mode) {
+        case MKeyPolicy::Mode::none: return 0;
+        case MKeyPolicy::Mode::fixed: return config_.m_key.fixed;
+        case MKeyPolicy::Mode::derived: {
+            const std::uint64_t k = derive_u64(config_.m_key.secret, "ipoibd M_Key", guid);
+            return k != 0 ? k : 1;  // 0 would mean "no key"
+        }
+    }
+    return 0;
+}
+
+// A Trap on QP0 (LID-routed to this SM): counted, Trap 256 logged, and
+// answered with a TrapRepress so that the port stops repeating it.
+void SubnetManager::on_trap(const ib::Smp& smp) {
+    ++counters_.traps;
+    if (smp.attribute_id != ib::smp_attr::notice) return;
+    const auto notice = ib::SmpNotice::read_from(smp.data.data());
+    const SmPort* issuer = nullptr;
+    for (const auto& [sp, p] : ports_)
+        if (p.lid == notice.issuer_lid && p.lid != 0) issuer = &p;
+    if (notice.is_generic && notice.trap_number == ib::trap::bad_m_key) {
+        ++counters_.m_key_traps;
+        const auto t = ib::read_bad_m_key(notice.data_details);
+        log("SM: port LID " + hex(notice.issuer_lid, 4) +
+            (issuer ? " GUID " + hex(issuer->port_guid, 16) : std::string()) + " refused " +
+            (t.method == ib::method::set ? "a Set " : "a request ") + ib::smp_attribute_name(t.attribute_id) +
+            " from LID " + hex(t.lid, 4) + " with a bad M_Key (Trap 256)");
+    }
+    if (!issuer) return;
+    ib::Smp repress = smp;
+    repress.method = ib::method::trap_repress;
+    repress.m_key = issuer->m_key;
+    std::array<std::uint8_t, ib::kMadSize> mad{};
+    repress.write_to(mad.data());
+    ib::PacketSpec spec;
+    spec.lrh.vl = ib::kVl15;
+    spec.lrh.dlid = notice.issuer_lid;
+    spec.lrh.slid = switch_.lid();
+    spec.bth.opcode = ib::op::ud_send_only;
+    spec.bth.dest_qp = ib::kQp0;
+    spec.ext.deth = {0, ib::kQp0};
+    spec.payload = mad;
+    std::array<std::uint8_t, ib::Lrh::size + ib::Bth::size + ib::Deth::size + ib::kMadSize + 6> out{};
+    const auto n = ib::build_packet(spec, out);
+    if (!n) return;
+    switch_.send_from_management(bytes(out).first(*n), 0);
+    ++counters_.smps_sent;
 }
 
 bool SubnetManager::lid_taken(std::uint16_t lid, std::uint8_t except_port) const {

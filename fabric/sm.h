@@ -14,6 +14,14 @@
 //     ClientReregister when the port already had a LID (another SM, or this
 //     one before a restart or link flap, configured it: its SA state is gone)
 //  5. Set PortInfo PortState ACTIVE; route the LID to the port in the switch
+// Every SMP carries the port's M_Key. The SM gives each port one in step 4
+// (M_KeyPolicy: per port from a secret, one for all, or none) with the
+// protect bits and lease period, and so holds the only key that can change
+// a port. A port that shows another key (protect bits 0 make a Get show
+// it) is set with the key it shows; one that hides it refuses the SM's Sets
+// until its lease runs out (IBA 14.2.4), and every sweep tries again. Trap
+// 256 (Bad M_Key) from a port is logged, counted and answered with a
+// TrapRepress.
 // Then every sweep_interval a Get PortInfo checks each ACTIVE port. A port
 // whose link drops is removed and its route cleared; one that stops
 // answering (after retries) loses its route too but stays known: every
@@ -31,11 +39,25 @@
 #include <string>
 #include <vector>
 
+#include "common/secret.h"
 #include "fabric/partitions.h"
 #include "fabric/switch.h"
 #include "transport/wire/smp.h"
 
 namespace ipoibd::fabric {
+
+struct MKeyPolicy {
+    enum class Mode : std::uint8_t {
+        none,     // M_Key 0: no protection
+        fixed,    // one key for every port (OpenSM's m_key)
+        derived,  // per port: keyed BLAKE2b of the port GUID under `secret`
+    };
+    Mode mode = Mode::derived;
+    std::uint64_t fixed = 0;
+    Secret secret;                  // all zero: FabricService::open draws a random one
+    std::uint8_t protect_bits = 1;  // 0-3; 1: Gets work (the key hidden), Sets need the key
+    std::uint16_t lease_seconds = 15;  // 0: protection never lapses
+};
 
 struct SmConfig {
     std::uint64_t subnet_prefix = 0xFE80000000000000ULL;
@@ -46,6 +68,7 @@ struct SmConfig {
     std::chrono::milliseconds smp_timeout{250};
     unsigned smp_retries = 3;
     std::uint8_t subnet_timeout = 18;  // 4.096 us * 2^18, about 1 s
+    MKeyPolicy m_key;
 };
 
 enum class SmPortPhase : std::uint8_t {
@@ -70,6 +93,7 @@ struct SmPort {
     std::uint16_t lid = 0;
     ib::PortInfo port_info;  // as last read or set
     bool reregister = false;
+    std::uint64_t m_key = 0;  // the M_Key this SM's SMPs to the port carry
     // The SMP in flight.
     std::uint64_t tid = 0;
     Clock::time_point deadline{};
@@ -85,6 +109,9 @@ struct SmCounters {
     std::uint64_t unexpected_responses = 0;
     std::uint64_t ports_configured = 0;
     std::uint64_t ports_lost = 0;
+    std::uint64_t traps = 0;           // Traps received
+    std::uint64_t m_key_traps = 0;     // of those, Trap 256 (Bad M_Key)
+    std::uint64_t sets_unanswered = 0; // configurations that failed with no answer to a Set (a key the SM lacks)
 };
 
 // Human-readable SM log lines (ibfabricd sends them to its log).
@@ -124,6 +151,9 @@ private:
     // again at the next sweeps.
     void lose(std::uint8_t switch_port, const char* why, bool keep = false);
     std::uint16_t choose_lid(const SmPort& port, std::uint16_t current) const;
+    // The M_Key this SM gives the port with `guid`.
+    std::uint64_t m_key_for(std::uint64_t guid) const;
+    void on_trap(const ib::Smp& smp);
     bool lid_taken(std::uint16_t lid, std::uint8_t except_port) const;
     void log(const std::string& line) const {
         if (log_) log_(line);
@@ -135,6 +165,7 @@ private:
     Hooks hooks_;
     std::map<std::uint8_t, SmPort> ports_;
     std::map<std::uint64_t, std::uint16_t> given_lids_;  // GUID -> LID this SM assigned
+    std::map<std::uint8_t, std::uint64_t> last_guid_at_;  // switch port -> the GUID last seen there
     std::map<std::uint64_t, ib::Smp> in_flight_;         // TID -> request, for retries
     std::uint64_t next_tid_ = 1;
     Clock::time_point now_{};

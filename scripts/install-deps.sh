@@ -8,7 +8,7 @@ packages=(
   # toolchain
   cmake ninja-build g++ clang libclang-rt-14-dev pkg-config ccache
   # libraries
-  zlib1g-dev libisal-dev libboost-program-options-dev libmnl-dev libsystemd-dev libcap-dev
+  zlib1g-dev libisal-dev libboost-program-options-dev libmnl-dev libsystemd-dev libcap-dev libsodium-dev
   # verbs backend (real HCAs) and the libibumad SA path
   libibverbs-dev libibumad-dev librdmacm-dev ibverbs-providers
   # tests

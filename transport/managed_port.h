@@ -1,14 +1,16 @@
 // A port that a subnet manager programs: PortCore plus the port's subnet
 // management agent, wired together.
 //
-//  - SMPs arriving on QP0 go to the SMA; its GetResp goes back on VL15 from
-//    QP0, through the same link;
+//  - SMPs arriving on QP0 go to the SMA; its GetResp (and a Trap 256 for an
+//    M_Key violation) goes out on VL15 from QP0, through the same link;
 //  - every change the SMA makes (LID, SM LID, P_Keys, state, MTU) reaches
 //    the PortCore, and the SMA's events are raised on it in the SMA's order;
 //  - the backend reports the physical link with link_up()/link_down().
 // The soft backend is a ManagedPort plus UDP; engine tests drive one with a
 // switch and SM in memory.
 #pragma once
+
+#include <functional>
 
 #include "transport/port_core.h"
 #include "transport/sma.h"
@@ -25,6 +27,10 @@ public:
     const PortCore& core() const { return core_; }
     const Sma& sma() const { return sma_; }
 
+    // What runs the SMA's M_Key lease: the steady clock, or a test's fake.
+    using Clock = Sma::Clock;
+    void set_clock(std::function<Clock::time_point()> clock) { clock_ = std::move(clock); }
+
     void link_up() { apply(sma_.link_up()); }
     void link_down() { apply(sma_.link_down()); }
 
@@ -35,12 +41,14 @@ public:
 
 private:
     bool handle_smp(const ib::Packet& packet);
+    void send_qp0(const SmaResponse& mad);
     void apply(const SmaResult& result);
 
     LinkSink& link_;
     Sma sma_;  // before core_: the core starts from the SMA's attributes
     PortCore core_;
     std::uint64_t reregistrations_ = 0;
+    std::function<Clock::time_point()> clock_ = [] { return Clock::now(); };
 };
 
 }  // namespace ipoibd::transport

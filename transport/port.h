@@ -251,6 +251,9 @@ public:
     // Starts (or with an empty tap, stops) handing every packet to `tap`;
     // not_supported where the packets are not the backend's to see (verbs).
     virtual expected<void, Error> set_capture(PacketTap tap);
+    // The port's own address on the underlay (a soft port's UDP address),
+    // for `ipoibctl status`; "" for an HCA.
+    virtual std::string underlay_address() const { return {}; }
     // Where the port reports drops by source (PortDropLog); ports that
     // have none ignore it.
     virtual void set_drop_log(PortDropLog) {}

@@ -14,6 +14,7 @@ namespace {
 expected<OpenedPort, Error> open_soft(const PortOptions& o) {
     SoftPortConfig c;
     c.fabric = o.fabric;
+    c.bind_to = o.bind_to;
     c.port_guid = o.guid;
     c.node_description = o.node_description;
     if (o.receive_budget != 0) c.receive_budget = o.receive_budget;

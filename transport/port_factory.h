@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/socket_address.h"
@@ -26,6 +27,7 @@ struct PortOptions {
     } kind = Kind::soft;
     // soft
     SocketAddress fabric;  // where ibfabricd (or an embedded fabric) listens
+    std::optional<SocketAddress> bind_to;  // the port's own UDP address; none: any address, a free port
     std::uint64_t guid = 0;  // the port GUID; required, non-zero
     std::string node_description = "ipoibd soft port";
     std::size_t receive_budget = 0;  // datagrams per process(); 0: the backend's default

@@ -8,6 +8,10 @@ namespace ipoibd::transport {
 void visit(const SmaCounters& c, CounterSink& out) {
     out.counter("sma_responses", c.responses);
     out.counter("sma_error_responses", c.error_responses);
+    out.counter("sma_m_key_lease_expiries", c.m_key_lease_expiries);
+    out.counter("sma_traps_sent", c.traps_sent);
+    out.counter("sma_traps_suppressed", c.traps_suppressed);
+    out.counter("sma_trap_represses", c.trap_represses);
     visit_reasons<SmaDrop>(out, "sma_dropped_", c.dropped, [](SmaDrop d) { return to_string(d); });
 }
 namespace {
@@ -141,13 +145,12 @@ Sma::Sma(SmaIdentity identity)
 // ---------------------------------------------------------------------------
 // One SMP
 
-SmaResult Sma::handle(bytes mad, std::uint16_t lrh_slid) {
+SmaResult Sma::handle(bytes mad, std::uint16_t lrh_slid, Clock::time_point now) {
     auto decoded = ib::decode_smp(mad);
     if (!decoded) return drop(SmaDrop::not_smp);
     ib::Smp request = *decoded;
-    const bool response_or_trap = (request.method & ib::method::response_bit) != 0 ||
-                                  request.method == ib::method::trap ||
-                                  request.method == ib::method::trap_repress;
+    const bool repress = request.method == ib::method::trap_repress;
+    const bool response_or_trap = (request.method & ib::method::response_bit) != 0 || request.method == ib::method::trap;
     if (response_or_trap) return drop(SmaDrop::not_a_request);
     if (request.is_directed_route()) {
         const auto hop = ib::dr_receive_request(request, identity_.port_num);
@@ -161,30 +164,78 @@ SmaResult Sma::handle(bytes mad, std::uint16_t lrh_slid) {
     SmaResult result;
     ib::Smp reply = request;
     reply.method = ib::method::get_resp;
-    if (request.base_version != ib::kMadBaseVersion || request.class_version != ib::class_version::subn) {
+    if (!repress && (request.base_version != ib::kMadBaseVersion || request.class_version != ib::class_version::subn)) {
         reply.status = bad_version;
         return respond(reply, lrh_slid, std::move(result));
     }
-    const MKeyCheck m_key = check_m_key(request);
+    const MKeyCheck m_key = check_m_key(request, now);
     if (m_key == MKeyCheck::fail) {
-        if (port_info_.m_key_violations != 0xFFFF) ++port_info_.m_key_violations;
-        return drop(SmaDrop::m_key_mismatch);
+        on_m_key_violation(request, lrh_slid, now, result);
+        return drop(SmaDrop::m_key_mismatch, std::move(result));
+    }
+    if (repress) {  // the SM got our trap: nothing to answer
+        ++counters_.trap_represses;
+        return result;
     }
     reply.status = process(request, reply.data, m_key, result);
     return respond(reply, lrh_slid, std::move(result));
 }
 
-// 14.2.4: a port whose M_Key is 0 checks nothing. Otherwise a request with
-// another M_Key may still Get when M_KeyProtectBits is 0 (PortInfo shows the
-// M_Key) or 1 (PortInfo shows 0 instead); at 2 and 3, and for every Set, it
-// fails. The lease period is not run: a failed check leaves the protection on.
-Sma::MKeyCheck Sma::check_m_key(const ib::Smp& request) const {
-    if (port_info_.m_key == 0 || request.m_key == port_info_.m_key) return MKeyCheck::pass;
+Sma::MKeyCheck Sma::check_m_key(const ib::Smp& request, Clock::time_point now) {
+    if (lease_ends_ && now >= *lease_ends_) {
+        // The lease ran out: whoever holds the key has not used it for the
+        // whole period. Protection off; the M_Key stays (a Get shows it).
+        lease_ends_.reset();
+        port_info_.m_key_protect_bits = 0;
+        ++counters_.m_key_lease_expiries;
+    }
+    if (port_info_.m_key == 0 || request.m_key == port_info_.m_key) {
+        lease_ends_.reset();
+        return MKeyCheck::pass;
+    }
     if (request.method == ib::method::get) {
         if (port_info_.m_key_protect_bits == 0) return MKeyCheck::pass;
         if (port_info_.m_key_protect_bits == 1) return MKeyCheck::pass_hide_m_key;
     }
     return MKeyCheck::fail;
+}
+
+void Sma::on_m_key_violation(const ib::Smp& request, std::uint16_t lrh_slid, Clock::time_point now,
+                             SmaResult& result) {
+    if (port_info_.m_key_violations != 0xFFFF) ++port_info_.m_key_violations;
+    if (!lease_ends_ && port_info_.m_key_lease_period != 0)
+        lease_ends_ = now + std::chrono::seconds(port_info_.m_key_lease_period);
+    // Trap 256 to the master SM, if there is one to tell; one a second.
+    if (port_info_.master_sm_lid == 0 || port_info_.lid == 0) return;
+    if (last_trap_ && now - *last_trap_ < std::chrono::seconds(1)) {
+        ++counters_.traps_suppressed;
+        return;
+    }
+    last_trap_ = now;
+    ib::SmpNotice notice;
+    notice.type = ib::trap::type_security;
+    notice.producer_type = ib::trap::producer_channel_adapter;
+    notice.trap_number = ib::trap::bad_m_key;
+    notice.issuer_lid = port_info_.lid;
+    ib::write_bad_m_key({.lid = lrh_slid,
+                         .dr_slid = request.is_directed_route() ? request.dr_slid : std::uint16_t{0},
+                         .method = request.method,
+                         .attribute_id = request.attribute_id,
+                         .attribute_modifier = request.attribute_modifier,
+                         .m_key = request.m_key},
+                        notice.data_details);
+    ib::Smp trap;
+    trap.mgmt_class = ib::mgmt_class::subn_lid_routed;
+    trap.method = ib::method::trap;
+    trap.attribute_id = ib::smp_attr::notice;
+    trap.transaction_id = next_trap_tid_++;
+    trap.m_key = port_info_.m_key;
+    notice.write_to(trap.data.data());
+    SmaResponse out;
+    trap.write_to(out.mad.data());
+    out.dlid = port_info_.master_sm_lid;
+    result.trap = out;
+    ++counters_.traps_sent;
 }
 
 // Returns the MAD status; fills `data` when the status is 0.

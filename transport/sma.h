@@ -13,8 +13,8 @@
 //  3. directed route: the destination's hop rule (smp_dr.h,
 //     dr_receive_request): records ReturnPath, advances HopPointer, or drops;
 //  4. BaseVersion and ClassVersion must be 1: GetResp status 0x0004;
-//  5. M_Key check (14.2.4): drop silently and count an M_KeyViolation when
-//     it fails;
+//  5. M_Key check (14.2.4), as below: drop silently, count an
+//     M_KeyViolation, start the lease and send Trap 256 when it fails;
 //  6. method: Get or Set, else status 0x0008; attribute and method: else
 //     status 0x000C; AttributeModifier and Set values: else status 0x001C,
 //     and an invalid Set changes nothing;
@@ -23,12 +23,23 @@
 //     request's Data when the status is an error; for directed route D = 1
 //     and the responder's hop rule (dr_send_response) picks the way back.
 //
+// The M_Key (14.2.4): a port whose M_Key is 0, or a request carrying it,
+// passes. Otherwise a Get passes at M_KeyProtectBits 0 (PortInfo shows the
+// M_Key) and 1 (PortInfo shows 0 in its place); a Get at 2 or 3, every Set
+// and a TrapRepress fail: an M_Key violation. A violation starts the lease
+// countdown (M_KeyLeasePeriod seconds; 0: it never runs) unless it is
+// running; a request with the right M_Key stops it; when it runs out, the
+// protect bits become 0, so that an SM that lost the key can read it with a
+// Get and take the port back. Each violation sends Trap 256 (Bad M_Key) to
+// the master SM, at most one a second (the rest counted).
+//
 // Supported: Get NodeInfo, NodeDescription, PortInfo, P_KeyTable, GUIDInfo
-// (block 0); Set PortInfo, P_KeyTable. Choices the spec leaves open are in
-// docs/smp.md.
+// (block 0); Set PortInfo, P_KeyTable; TrapRepress (consumed). Choices the
+// spec leaves open are in docs/smp.md.
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -81,6 +92,8 @@ struct SmaResponse {
 
 struct SmaResult {
     std::optional<SmaResponse> response;
+    // A Trap to send, LID-routed to the master SM (dlid), from QP0 to QP0.
+    std::optional<SmaResponse> trap;
     // In this order: lid_change, sm_change, pkey_change, then port_down or
     // port_active, then client_reregister.
     std::vector<PortEvent> events;
@@ -91,6 +104,10 @@ struct SmaResult {
 struct SmaCounters {
     std::uint64_t responses = 0;         // GetResps returned
     std::uint64_t error_responses = 0;   // of those, with a non-zero status
+    std::uint64_t m_key_lease_expiries = 0;  // protection dropped to 0 after a lease ran out
+    std::uint64_t traps_sent = 0;        // Trap 256 to the SM
+    std::uint64_t traps_suppressed = 0;  // violations within a second of the last trap
+    std::uint64_t trap_represses = 0;    // TrapRepresses taken
     std::array<std::uint64_t, kSmaDropCount> dropped{};
     std::uint64_t dropped_for(SmaDrop d) const { return dropped[static_cast<std::size_t>(d)]; }
 };
@@ -103,8 +120,10 @@ public:
     // PortPhysicalState Polling), no LID, P_Key table {0xFFFF, 0, ...}.
     explicit Sma(SmaIdentity identity);
 
-    // One SMP received on QP0; `lrh_slid` is the LRH SLID it came from.
-    SmaResult handle(bytes mad, std::uint16_t lrh_slid);
+    using Clock = std::chrono::steady_clock;
+    // One SMP received on QP0; `lrh_slid` is the LRH SLID it came from;
+    // `now` runs the M_Key lease.
+    SmaResult handle(bytes mad, std::uint16_t lrh_slid, Clock::time_point now = Clock::now());
 
     // The physical link came up (PortPhysicalState LinkUp; PortState Down ->
     // Init) or went down (Polling; PortState Down, port_down if it was Active).
@@ -123,7 +142,8 @@ public:
 private:
     enum class MKeyCheck : std::uint8_t { pass, pass_hide_m_key, fail };
 
-    MKeyCheck check_m_key(const ib::Smp& request) const;
+    MKeyCheck check_m_key(const ib::Smp& request, Clock::time_point now);
+    void on_m_key_violation(const ib::Smp& request, std::uint16_t lrh_slid, Clock::time_point now, SmaResult& result);
     std::uint16_t process(const ib::Smp& request, ib::SmpData& data, MKeyCheck m_key, SmaResult& result);
     std::uint16_t process_get(const ib::Smp& request, ib::SmpData& data, MKeyCheck m_key) const;
     std::uint16_t set_port_info(const ib::Smp& request, ib::SmpData& data, SmaResult& result);
@@ -140,6 +160,9 @@ private:
     ib::PortInfo port_info_;
     std::vector<std::uint16_t> p_keys_;
     SmaCounters counters_;
+    std::optional<Clock::time_point> lease_ends_;  // the M_Key lease is running
+    std::optional<Clock::time_point> last_trap_;
+    std::uint64_t next_trap_tid_ = 1;
 };
 
 }  // namespace ipoibd::transport

@@ -34,6 +34,17 @@ expect 2 "--ports 0: must be 1..254" "$BIN/ibfabricd" --ports 0
 expect 2 "--subnet-prefix 'fe80::1'" "$BIN/ibfabricd" --subnet-prefix fe80::1
 expect 2 "/nonexistent/p.conf:0: cannot be read" "$BIN/ibfabricd" --partitions /nonexistent/p.conf
 expect 2 "unrecognised option '--bogus'" "$BIN/ibfabricd" --bogus
+expect 2 "--m-key '0': expected random, file:PATH, none or a non-zero 64-bit number" "$BIN/ibfabricd" --m-key 0
+expect 2 "--m-key-protect '4': must be 0, 1, 2 or 3" "$BIN/ibfabricd" --m-key-protect 4
+expect 2 "--m-key-lease '70000': must be 0..65535 seconds" "$BIN/ibfabricd" --m-key-lease 70000
+KEYDIR=$(mktemp -d)
+printf '%064x\n' 7 >"$KEYDIR/open.key"
+chmod 0644 "$KEYDIR/open.key"
+expect 2 "key file $KEYDIR/open.key has mode 0644: others may read it" "$BIN/ibfabricd" --m-key "file:$KEYDIR/open.key"
+printf 'not a key\n' >"$KEYDIR/bad.key"
+chmod 0600 "$KEYDIR/bad.key"
+expect 2 "key file $KEYDIR/bad.key: expected 64 hexadecimal digits" "$BIN/ibfabricd" --m-key "file:$KEYDIR/bad.key"
+rm -rf "$KEYDIR"
 expect 1 "could not open capture file /nonexistent-dir/x.pcap" "$BIN/ibfabricd" --listen 127.0.0.1:0 --pcap /nonexistent-dir/x.pcap
 expect 2 "bad --size '5'" "$BIN/ibudping" --size 5 client --dest-lid 2 --dest-qpn 0x48
 expect 2 "client needs --dest-lid and --dest-qpn" "$BIN/ibudping" client

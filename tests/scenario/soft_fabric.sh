@@ -36,7 +36,10 @@ MLID=0xc001
 # The forger gets a LID of its own, so its frames are told apart in the capture.
 FORGER_GUID=0x02000000000f0f0f
 FORGER=0x00f0
-FABRIC_ARGS=(--listen "$FABRIC" --sweep-interval 500ms --link-timeout 1s --mcast-group "$MLID" --lid "$FORGER_GUID=$FORGER")
+# The M_Key secret in a file: the restarted ibfabricd (step 7) holds the
+# keys it gave the ports and reprograms them at once.
+FABRIC_ARGS=(--listen "$FABRIC" --sweep-interval 500ms --link-timeout 1s --mcast-group "$MLID" --lid "$FORGER_GUID=$FORGER"
+  --m-key "file:$WORK/m_key")
 
 start "$A" "$WORK/fabric.log" "$BIN/ibfabricd" "${FABRIC_ARGS[@]}" --pcap "$WORK/fabric.pcap"
 FAB=$!

@@ -117,8 +117,10 @@ const BadFile kBadFiles[] = {
      "FILE:1: colour = blue: key outside any section; keys follow a [section] line"},
     {"semicolon_is_not_a_comment", "[fabric]\n; port = 2\n",
      "FILE:2: [fabric] ; port = 2: unknown key; comments start with '#', not ';'"},
+    {"bind_roce_port", "[fabric]\nbind = 198.18.0.2:4791\n",
+     "FILE:2: [fabric] bind = 198.18.0.2:4791: port 4791 is RoCEv2's; the soft fabric must not use it"},
     {"missing_key", "[fabric]\n= 2\n", "FILE:2: [fabric] = 2: unknown key; [fabric] has transport, device, port, "
-                                        "address, port-guid, embedded, embedded-listen, pkey"},
+                                        "address, bind, port-guid, embedded, embedded-listen, pkey"},
     {"repeated_key", "[interface]\nmtu = 1500\nname = ib0\nmtu = 2044\n",
      "FILE:4: [interface] mtu = 2044: mtu is already set on line 2 (only address and route may repeat)"},
     {"repeated_key_in_a_reopened_section", "[daemon]\nwatchdog = no\n[fabric]\nport = 1\n[daemon]\nwatchdog = yes\n",
@@ -295,6 +297,7 @@ TEST(ConfigDefaults, EveryKey) {
     EXPECT_EQ(c.fabric.device, "");
     EXPECT_EQ(c.fabric.port, 1u);
     EXPECT_EQ(c.fabric.address.to_string(), "127.0.0.1:18516");
+    EXPECT_FALSE(c.fabric.bind);
     EXPECT_EQ(c.fabric.port_guid, 0u);
     EXPECT_FALSE(c.fabric.embedded);
     EXPECT_EQ(c.fabric.embedded_listen.to_string(), "0.0.0.0:18516");
@@ -449,6 +452,16 @@ TEST(ConfigDefaults, EmbeddedDefaultsReachEachOther) {
                                "address = 198.18.0.1:18516\n",
                                "f", "ib0");
     EXPECT_TRUE(pinned.has_value()) << pinned.error().message;
+}
+
+TEST(ConfigDefaults, BindTakesAnAddressOrAny) {
+    auto c = parse_config("[fabric]\nbind = 198.18.0.2:40000\n", "f", "ib0");
+    ASSERT_TRUE(c.has_value()) << c.error().message;
+    ASSERT_TRUE(c->fabric.bind);
+    EXPECT_EQ(c->fabric.bind->to_string(), "198.18.0.2:40000");
+    c = parse_config("[fabric]\nbind = any\n", "f", "ib0");
+    ASSERT_TRUE(c.has_value()) << c.error().message;
+    EXPECT_FALSE(c->fabric.bind);
 }
 
 TEST(ConfigDefaults, BadInstanceIsRefused) {

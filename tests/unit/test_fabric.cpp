@@ -61,12 +61,14 @@ struct Ca final : transport::LinkSink {
 struct Net final : SwitchOutput {
     std::deque<std::pair<SocketAddress, Wire>> down, up;  // switch->CA, CA->switch
     std::vector<Ca*> cas;
+    const Clock::time_point* now = nullptr;  // the test's fake clock, for the SMAs' M_Key leases
     void send(const SocketAddress& peer, bytes d) override { down.emplace_back(peer, Wire(d.begin(), d.end())); }
 };
 
 Ca::Ca(Net& n, int id, std::uint64_t guid)
     : net(n), address(addr(id)), port(transport::SmaIdentity{.node_guid = guid, .port_guid = guid, .node_description = "ca"}, *this) {
     net.cas.push_back(this);
+    if (net.now) port.set_clock([&n] { return *n.now; });
 }
 
 bool Ca::transmit(bytes p) {
@@ -81,7 +83,10 @@ struct FabricTest : ::testing::Test {
     std::unique_ptr<Switch> sw;
     std::unique_ptr<SubnetManager> sm;
 
-    void SetUp() override { start_fabric(); }
+    void SetUp() override {
+        net.now = &now;
+        start_fabric();
+    }
 
     void start_fabric() {
         sm.reset();
@@ -398,6 +403,7 @@ SocketAddress host_port(int host, int port) {
 
 struct AdmissionTest : FabricTest {
     void SetUp() override {
+        net.now = &now;
         sw = std::make_unique<Switch>(Switch::Config{.lid = 1,
                                                      .num_ports = 8,
                                                      .link_timeout = std::chrono::milliseconds(1000),
@@ -1108,6 +1114,72 @@ TEST(SoftPortTrust, ASpoofedRouteHintFromTheFabricsAddressRedirectsNothing) {
     for (std::uint8_t i = 1; i <= 20; ++i) n.send(i);
     ASSERT_TRUE(n.pump_until([&] { return n.received.size() == 21; }));
     EXPECT_EQ(forger.pending(), 0u);
+}
+
+// ---------------------------------------------------------------------------
+// M_Key: the SM keys every port; a forged Set from inside the fabric fails.
+
+TEST_F(FabricTest, TheSmKeysEveryPortAndAForgedSetFailsWithATrap) {
+    std::vector<std::string> log;
+    sm = std::make_unique<SubnetManager>(sm_config, *sw, [&](const std::string& l) { log.push_back(l); });
+    sw->set_management(sm.get());
+    Ca a(net, 1, 0xA1), b(net, 2, 0xB2), evil(net, 3, 0xE3);
+    plug(a);
+    plug(b);
+    plug(evil);
+    const ib::PortInfo pa = a.port.sma().port_info(), pb = b.port.sma().port_info();
+    EXPECT_NE(pa.m_key, 0u);
+    EXPECT_NE(pa.m_key, pb.m_key);  // one per port
+    EXPECT_EQ(pa.m_key_protect_bits, 1);
+    EXPECT_EQ(pa.m_key_lease_period, 15);
+    EXPECT_EQ(sm->ports().at(1).m_key, pa.m_key);
+    a.events();
+
+    // Another port of the fabric tries SubnSet(PortInfo) PortState Down.
+    ASSERT_TRUE(evil.port.core().transmit_raw(forged_port_down(evil.port.core().attributes().lid, pa.lid)));
+    run();
+    EXPECT_EQ(a.port.core().attributes().state, PortState::active);
+    EXPECT_TRUE(a.events().empty());
+    EXPECT_EQ(a.port.sma().port_info().m_key_violations, 1);
+    EXPECT_EQ(a.port.sma().counters().traps_sent, 1u);
+    EXPECT_EQ(sm->counters().m_key_traps, 1u);
+    EXPECT_EQ(a.port.sma().counters().trap_represses, 1u);  // the SM answered
+    ASSERT_FALSE(log.empty());
+    EXPECT_NE(log.back().find("refused a Set PortInfo from LID " + std::string(evil.port.core().attributes().lid == 4 ? "0x0004" : "?")),
+              std::string::npos)
+        << log.back();
+    // The sweeps go on with the key: the port stays ACTIVE.
+    advance(std::chrono::milliseconds(2000));
+    EXPECT_EQ(sm->ports().at(1).phase, SmPortPhase::active);
+    EXPECT_EQ(sm->counters().ports_lost, 0u);
+}
+
+// An SM that lost the keys (a restart with another secret) cannot Set the
+// ports until their leases run out; then it reads the keys (protect bits 0)
+// and takes them back, with a client reregister.
+TEST_F(FabricTest, AnSmThatLostTheKeysTakesThePortsBackAfterTheLease) {
+    sm_config.m_key.lease_seconds = 3;
+    sm_config.m_key.secret.bytes[0] = 1;
+    start_fabric();
+    Ca a(net, 1, 0xA1);
+    plug(a);
+    const std::uint64_t old_key = a.port.sma().port_info().m_key;
+    a.events();
+    sm_config.m_key.secret.bytes[0] = 2;  // the new SM's keys are others
+    start_fabric();
+    plug(a);
+    advance(std::chrono::milliseconds(1200));  // the Set's retries
+    EXPECT_NE(sm->ports().at(1).phase, SmPortPhase::active);
+    EXPECT_GE(sm->counters().sets_unanswered, 1u);
+    EXPECT_EQ(a.port.sma().port_info().m_key, old_key);
+    // The lease (3 s from the first refused Set) runs out; the next sweep's
+    // Get shows the key.
+    advance(std::chrono::milliseconds(4000));
+    EXPECT_EQ(sm->ports().at(1).phase, SmPortPhase::active);
+    EXPECT_NE(a.port.sma().port_info().m_key, old_key);
+    EXPECT_EQ(a.port.sma().port_info().m_key_protect_bits, 1);
+    EXPECT_EQ(a.port.sma().counters().m_key_lease_expiries, 1u);
+    EXPECT_TRUE(has(a.events(), PortEvent::client_reregister));
 }
 
 TEST(SoftPortOpen, RefusesAConfigurationItCannotRun) {

@@ -478,6 +478,94 @@ TEST(Sma, MKeyProtection) {
     EXPECT_EQ(data_of<ib::PortInfo>(answer(sma, get)).m_key, 0xABCDu);
 }
 
+// A violation starts the lease (M_KeyLeasePeriod seconds); a request with
+// the key stops it; when it runs out the protect bits become 0, so that a
+// Get shows the key to an SM that lost it. Each violation sends Trap 256 to
+// the master SM, at most one a second.
+TEST(Sma, MKeyLeaseAndTraps) {
+    using namespace std::chrono_literals;
+    Sma sma = armed_port();
+    const auto t0 = Sma::Clock::time_point{} + 1h;
+    ib::PortInfo pi = settable(sma.port_info());
+    pi.m_key = 0xABCD;
+    pi.m_key_protect_bits = 2;
+    pi.m_key_lease_period = 10;
+    ASSERT_EQ(set_port_info(sma, pi).first, 0);
+    ASSERT_NE(sma.port_info().master_sm_lid, 0);
+    ASSERT_NE(sma.port_info().lid, 0);
+
+    // A forged Set from LID 0x0007: dropped, a trap to the SM.
+    ib::PortInfo down = pi;
+    down.port_state = ib::port_state::down;
+    Smp forged = smp(ib::mgmt_class::subn_lid_routed, ib::method::set, ib::smp_attr::port_info, 0);
+    ASSERT_TRUE(ib::put_attribute(down, forged.data));
+    forged.m_key = 0x6666;
+    SmaResult r = sma.handle(wire(forged), 0x0007, t0);
+    EXPECT_EQ(r.drop, SmaDrop::m_key_mismatch);
+    EXPECT_TRUE(r.events.empty());
+    EXPECT_EQ(sma.port_info().port_state, pi.port_state);
+    ASSERT_TRUE(r.trap);
+    EXPECT_EQ(r.trap->dlid, sma.port_info().master_sm_lid);
+    const auto trap = *ib::decode_smp(r.trap->mad);
+    EXPECT_EQ(trap.method, ib::method::trap);
+    EXPECT_EQ(trap.mgmt_class, ib::mgmt_class::subn_lid_routed);
+    EXPECT_EQ(trap.attribute_id, ib::smp_attr::notice);
+    const auto notice = ib::SmpNotice::read_from(trap.data.data());
+    EXPECT_TRUE(notice.is_generic);
+    EXPECT_EQ(notice.type, ib::trap::type_security);
+    EXPECT_EQ(notice.trap_number, ib::trap::bad_m_key);
+    EXPECT_EQ(notice.issuer_lid, sma.port_info().lid);
+    EXPECT_EQ(ib::read_bad_m_key(notice.data_details),
+              (ib::BadMKeyTrap{.lid = 0x0007, .method = ib::method::set, .attribute_id = ib::smp_attr::port_info,
+                               .m_key = 0x6666}));
+    // Within the second: counted, no second trap.
+    r = sma.handle(wire(forged), 0x0007, t0 + 500ms);
+    EXPECT_FALSE(r.trap);
+    EXPECT_EQ(sma.counters().traps_suppressed, 1u);
+    EXPECT_EQ(sma.counters().traps_sent, 1u);
+
+    // The lease started at the first violation: 10 s later protection is off
+    // and a Get with any key shows the M_Key.
+    Smp get = smp(ib::mgmt_class::subn_lid_routed, ib::method::get, ib::smp_attr::port_info, 0);
+    get.m_key = 0x1111;
+    EXPECT_EQ(sma.handle(wire(get), 0x0001, t0 + 9s).drop, SmaDrop::m_key_mismatch);
+    r = sma.handle(wire(get), 0x0001, t0 + 10s);
+    ASSERT_TRUE(r.response);
+    EXPECT_EQ(ib::PortInfo::read_from(ib::decode_smp(r.response->mad)->data.data()).m_key, 0xABCDu);
+    EXPECT_EQ(sma.port_info().m_key_protect_bits, 0);
+    EXPECT_EQ(sma.counters().m_key_lease_expiries, 1u);
+    // Still no Set without the key; with it, the SM takes the port back.
+    EXPECT_EQ(sma.handle(wire(forged), 0x0007, t0 + 11s).drop, SmaDrop::m_key_mismatch);
+    pi.m_key = 0x5EC7E7;
+    Smp take = smp(ib::mgmt_class::subn_lid_routed, ib::method::set, ib::smp_attr::port_info, 0);
+    ASSERT_TRUE(ib::put_attribute(pi, take.data));
+    take.m_key = 0xABCD;
+    r = sma.handle(wire(take), 0x0001, t0 + 12s);
+    ASSERT_TRUE(r.response);
+    EXPECT_EQ(sma.port_info().m_key, 0x5EC7E7u);
+    EXPECT_EQ(sma.port_info().m_key_protect_bits, 2);
+}
+
+TEST(Sma, TheRightKeyStopsTheLease) {
+    using namespace std::chrono_literals;
+    Sma sma = armed_port();
+    const auto t0 = Sma::Clock::time_point{} + 1h;
+    ib::PortInfo pi = settable(sma.port_info());
+    pi.m_key = 0xABCD;
+    pi.m_key_protect_bits = 2;
+    pi.m_key_lease_period = 10;
+    ASSERT_EQ(set_port_info(sma, pi).first, 0);
+    Smp get = smp(ib::mgmt_class::subn_lid_routed, ib::method::get, ib::smp_attr::port_info, 0);
+    get.m_key = 0x1111;
+    EXPECT_EQ(sma.handle(wire(get), 0x0009, t0).drop, SmaDrop::m_key_mismatch);
+    get.m_key = 0xABCD;  // the SM's sweep
+    EXPECT_TRUE(sma.handle(wire(get), 0x0001, t0 + 5s).response);
+    get.m_key = 0x1111;
+    EXPECT_EQ(sma.handle(wire(get), 0x0009, t0 + 20s).drop, SmaDrop::m_key_mismatch);  // a new lease from here
+    EXPECT_EQ(sma.port_info().m_key_protect_bits, 2);
+    EXPECT_EQ(sma.counters().m_key_lease_expiries, 0u);
+}
+
 // ---------------------------------------------------------------------------
 // Statuses
 
@@ -558,8 +646,11 @@ TEST(Sma, DropsWhatItCannotAnswer) {
     expect_drop(sa, SmaDrop::not_smp, "SubnAdm class");
     expect_drop(wire(dr_arriving(ib::method::get_resp, ib::smp_attr::node_info)), SmaDrop::not_a_request,
                 "GetResp");
-    expect_drop(wire(dr_arriving(ib::method::trap_repress, ib::smp_attr::notice)), SmaDrop::not_a_request,
-                "TrapRepress");
+    // A TrapRepress (with the M_Key, here none) is taken quietly.
+    const SmaResult repress = sma.handle(wire(dr_arriving(ib::method::trap_repress, ib::smp_attr::notice)), kPermissive);
+    EXPECT_FALSE(repress.drop);
+    EXPECT_FALSE(repress.response);
+    EXPECT_EQ(sma.counters().trap_represses, 1u);
     expect_drop(wire(dr_arriving(ib::method::trap, ib::smp_attr::notice)), SmaDrop::not_a_request, "Trap");
 
     Smp mid = dr_arriving(ib::method::get, ib::smp_attr::node_info);
@@ -573,7 +664,7 @@ TEST(Sma, DropsWhatItCannotAnswer) {
 
     const SmaCounters& c = sma.counters();
     EXPECT_EQ(c.dropped_for(SmaDrop::not_smp), 2u);
-    EXPECT_EQ(c.dropped_for(SmaDrop::not_a_request), 3u);
+    EXPECT_EQ(c.dropped_for(SmaDrop::not_a_request), 2u);
     EXPECT_EQ(c.dropped_for(SmaDrop::directed_route), 2u);
     EXPECT_EQ(c.responses, 0u);
     for (std::size_t i = 0; i < kSmaDropCount; ++i) EXPECT_STRNE(to_string(static_cast<SmaDrop>(i)), "unknown");

@@ -107,6 +107,7 @@ public:
                                                          std::uint32_t receive_depth) override;
     expected<void, Error> set_capture(PacketTap tap) override;
     void set_drop_log(PortDropLog log) override { drop_log_ = std::move(log); }
+    std::string underlay_address() const override { return local_address().to_string(); }
     // The port's packets, its UDP socket, its link, cut-through and SMA.
     void visit_counters(CounterSink& out) const override;
 

@@ -306,6 +306,47 @@ PKeyTableBlock PKeyTableBlock::read_from(const std::uint8_t* p) {
     return b;
 }
 
+void SmpNotice::write_to(std::uint8_t* p) const {
+    p[0] = static_cast<std::uint8_t>((is_generic ? 0x80 : 0) | (type & 0x7F));
+    store_be24(p + 1, producer_type);
+    store_be16(p + 4, trap_number);
+    store_be16(p + 6, issuer_lid);
+    store_be16(p + 8, static_cast<std::uint16_t>((notice_toggle ? 0x8000 : 0) | (notice_count & 0x7FFF)));
+    std::copy(data_details.begin(), data_details.end(), p + 10);
+}
+
+SmpNotice SmpNotice::read_from(const std::uint8_t* p) {
+    SmpNotice n;
+    n.is_generic = (p[0] & 0x80) != 0;
+    n.type = p[0] & 0x7F;
+    n.producer_type = load_be24(p + 1);
+    n.trap_number = load_be16(p + 4);
+    n.issuer_lid = load_be16(p + 6);
+    n.notice_toggle = (p[8] & 0x80) != 0;
+    n.notice_count = load_be16(p + 8) & 0x7FFF;
+    std::copy(p + 10, p + 64, n.data_details.begin());
+    return n;
+}
+
+void write_bad_m_key(const BadMKeyTrap& t, std::array<std::uint8_t, 54>& d) {
+    d.fill(0);
+    store_be16(d.data(), t.lid);
+    store_be16(d.data() + 2, t.dr_slid);
+    d[4] = t.method;
+    store_be16(d.data() + 6, t.attribute_id);
+    store_be32(d.data() + 8, t.attribute_modifier);
+    store_be64(d.data() + 12, t.m_key);
+}
+
+BadMKeyTrap read_bad_m_key(const std::array<std::uint8_t, 54>& d) {
+    return BadMKeyTrap{.lid = load_be16(d.data()),
+                       .dr_slid = load_be16(d.data() + 2),
+                       .method = d[4],
+                       .attribute_id = load_be16(d.data() + 6),
+                       .attribute_modifier = load_be32(d.data() + 8),
+                       .m_key = load_be64(d.data() + 12)};
+}
+
 void GuidInfoBlock::write_to(std::uint8_t* p) const {
     for (std::size_t i = 0; i < entries; ++i) store_be64(p + 8 * i, guids[i]);
 }

@@ -324,6 +324,55 @@ inline constexpr std::uint32_t p_key_table_modifier(std::uint16_t block, std::ui
     return (std::uint32_t{port} << 16) | block;
 }
 
+// ---------------------------------------------------------------------------
+// Notice in an SMP (a Trap or TrapRepress, IBA 14.2.5.1): the first 64 bytes
+// of the Notice attribute (13.4.8.2; an SMP's Data has no room for
+// IssuerGID).
+//   0     IsGeneric(7) Type(6:0)     1-3 ProducerType (24 bits)
+//   4-5   TrapNumber                 6-7 IssuerLID
+//   8-9   NoticeToggle(15) NoticeCount(14:0)
+//   10-63 DataDetails (54 bytes)
+struct SmpNotice {
+    static constexpr std::size_t size = 64;
+
+    bool is_generic = true;
+    std::uint8_t type = 0;            // 7 bits: 2 security
+    std::uint32_t producer_type = 0;  // 24 bits: 1 CA, 2 switch
+    std::uint16_t trap_number = 0;
+    std::uint16_t issuer_lid = 0;
+    bool notice_toggle = false;
+    std::uint16_t notice_count = 0;   // 15 bits
+    std::array<std::uint8_t, 54> data_details{};
+
+    bool fields_in_range() const { return type <= 0x7F && producer_type <= 0xFFFFFF && notice_count <= 0x7FFF; }
+    void write_to(std::uint8_t* p) const;
+    static SmpNotice read_from(const std::uint8_t* p);
+    bool operator==(const SmpNotice&) const = default;
+};
+
+namespace trap {
+inline constexpr std::uint8_t type_security = 2;
+inline constexpr std::uint32_t producer_channel_adapter = 1;
+inline constexpr std::uint16_t bad_m_key = 256;
+}  // namespace trap
+
+// Trap 256, Bad M_Key (14.2.5.1): DataDetails
+//   0-1 LIDADDR (the requester's LRH SLID)   2-3 DRSLID
+//   4   Method   5 reserved   6-7 AttributeID   8-11 AttributeModifier
+//   12-19 M_Key (the one the request carried)
+//   20  DRNotice(7) DRPathTruncated(6) DRHopCount(5:0)   21-50 DRNoticeReturnPath
+struct BadMKeyTrap {
+    std::uint16_t lid = 0;
+    std::uint16_t dr_slid = 0;
+    std::uint8_t method = 0;
+    std::uint16_t attribute_id = 0;
+    std::uint32_t attribute_modifier = 0;
+    std::uint64_t m_key = 0;
+    bool operator==(const BadMKeyTrap&) const = default;
+};
+void write_bad_m_key(const BadMKeyTrap& t, std::array<std::uint8_t, 54>& details);
+BadMKeyTrap read_bad_m_key(const std::array<std::uint8_t, 54>& details);
+
 // GUIDInfo (IBA 14.2.5.5): one block of 8 GUIDs; AttributeModifier is the
 // block number. GUID index 0 is the port GUID and read-only.
 struct GuidInfoBlock {
