@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <sstream>
 
 #include "common/byte_io.h"
 #include "common/unique_fd.h"
@@ -21,6 +23,20 @@ void init_sodium() {
 }
 
 std::string errno_text(int err) { return std::strerror(err); }
+
+// A regular file that only its owner may read.
+expected<void, std::string> check_key_file(int fd, const std::string& path) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) return unexpected("could not stat key file " + path + ": " + errno_text(errno));
+    if (!S_ISREG(st.st_mode)) return unexpected("key file " + path + " is not a regular file");
+    if ((st.st_mode & 077) != 0) {
+        char mode[8];
+        std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+        return unexpected("key file " + path + " has mode " + mode +
+                          ": others may read it; make it 0600 and owned by the daemon's user");
+    }
+    return {};
+}
 
 }  // namespace
 
@@ -64,15 +80,7 @@ expected<Secret, std::string> load_key_file(const std::string& path, bool create
         return s;
     }
     if (!fd) return unexpected("could not open key file " + path + ": " + errno_text(errno));
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) return unexpected("could not stat key file " + path + ": " + errno_text(errno));
-    if (!S_ISREG(st.st_mode)) return unexpected("key file " + path + " is not a regular file");
-    if ((st.st_mode & 077) != 0) {
-        char mode[8];
-        std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-        return unexpected("key file " + path + " has mode " + mode +
-                          ": others may read it; make it 0600 and owned by the daemon's user");
-    }
+    if (auto checked = check_key_file(fd.get(), path); !checked) return unexpected(checked.error());
     char buf[128];
     const ssize_t n = ::read(fd.get(), buf, sizeof buf);
     if (n < 0) return unexpected("could not read key file " + path + ": " + errno_text(errno));
@@ -91,6 +99,31 @@ std::uint64_t derive_u64(const Secret& s, std::string_view context, std::uint64_
     std::array<std::uint8_t, crypto_generichash_BYTES_MIN> out{};
     ::crypto_generichash(out.data(), out.size(), message.data(), clen + 8, s.bytes.data(), s.bytes.size());
     return load_be64(out.data());
+}
+
+expected<FabricKeys, std::string> load_fabric_key_file(const std::string& path) {
+    // The mode checks as any key file (which reads the first line).
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (!fd) return unexpected("could not open key file " + path + ": " + errno_text(errno));
+    if (auto checked = check_key_file(fd.get(), path); !checked) return unexpected(checked.error());
+    std::string text;
+    char buf[512];
+    for (ssize_t n; text.size() < 4096 && (n = ::read(fd.get(), buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
+    ::sodium_memzero(buf, sizeof buf);
+    std::istringstream in(text);
+    FabricKeys keys;
+    std::string line;
+    int number = 0;
+    while (std::getline(in, line)) {
+        ++number;
+        if (line.empty() || line.front() == '#') continue;
+        auto key = parse_secret(line);
+        if (!key) return unexpected(path + ":" + std::to_string(number) + ": " + key.error());
+        if (keys.keys.size() == 2) return unexpected(path + ":" + std::to_string(number) + ": at most two keys (the one to send with, and one more to accept)");
+        keys.keys.push_back(*key);
+    }
+    if (keys.keys.empty()) return unexpected(path + ": no key");
+    return keys;
 }
 
 }  // namespace ipoibd

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/expected.h"
 
@@ -32,6 +33,19 @@ expected<Secret, std::string> parse_secret(std::string_view hex);
 // Reads `path`. With create, a missing file is created (mode 0600) holding a
 // new random key. Errors name the path and what is wrong.
 expected<Secret, std::string> load_key_file(const std::string& path, bool create);
+
+// The keys of a fabric key file: the first seals, all open
+// (transport/soft/fabric_auth.h).
+struct FabricKeys {
+    std::vector<Secret> keys;  // 1 or 2
+    bool operator==(const FabricKeys&) const = default;
+};
+
+// A fabric key file: one or two lines of 64 hex digits (the first is the
+// key to send with, a second one is also accepted; lines starting with #
+// are comments), mode 0600 or 0400. Errors name the file, the line and
+// what is wrong.
+expected<FabricKeys, std::string> load_fabric_key_file(const std::string& path);
 
 // A 64-bit value for `input` under the secret, separated by `context` (so
 // that one secret serves several uses): keyed BLAKE2b.

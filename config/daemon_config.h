@@ -76,6 +76,7 @@ struct FabricSection {
     unsigned port = 1;                             // verbs: HCA port number, 1..254
     SocketAddress address = default_fabric_address();  // soft: where ibfabricd listens
     std::optional<SocketAddress> bind;             // soft: this port's own UDP address; none: any, a free port
+    std::string key_file;                          // soft: the fabric key file; empty: none
     std::uint64_t port_guid = 0;                   // soft: 0 = stable GUID from host and instance
     bool embedded = false;                         // host the switch, SM and SA in this process
     SocketAddress embedded_listen = default_embedded_listen();

@@ -135,6 +135,13 @@ const KeySpec kKeys[] = {
          return store(c.fabric.bind, parse_fabric_address(v, true));
      },
      .get = [](const DaemonConfig& c) { return one(c.fabric.bind ? c.fabric.bind->to_string() : std::string("any")); }},
+    {.section = "fabric", .name = "key-file", .value_name = "PATH",
+     .help = "soft: the fabric key file (one or two 64-hex-digit keys, mode 0600); re-read on reload; empty: none",
+     .set = [](DaemonConfig& c, std::string_view v) {
+         c.fabric.key_file = std::string(v);
+         return expected<void, Reason>();
+     },
+     .get = [](const DaemonConfig& c) { return one(c.fabric.key_file); }},
     {.section = "fabric", .name = "port-guid", .value_name = "GUID",
      .help = "soft: the port GUID; 0: a stable GUID derived from host and instance",
      .set = [](DaemonConfig& c, std::string_view v) { return store(c.fabric.port_guid, parse_guid(v)); },

@@ -118,9 +118,16 @@ Node::~Node() {
 // 1. The fabric
 
 expected<void, std::string> Node::open_fabric() {
+    std::optional<FabricKeys> keys;
+    if (!config_.fabric.key_file.empty()) {
+        auto k = load_fabric_key_file(config_.fabric.key_file);
+        if (!k) return unexpected("[fabric] key-file: " + k.error());
+        keys = *k;
+    }
     if (config_.fabric.embedded) {
         fabric::FabricServiceOptions o;
         o.listen = config_.fabric.embedded_listen;
+        o.keys = keys;
         o.log = [this](const std::string& line) { log_.info(line, {{field::kIfname, instance_}}); };
         auto service = fabric::FabricService::open(std::move(o));
         if (!service) return unexpected("could not start the embedded fabric service: " + service.error());
@@ -144,6 +151,7 @@ expected<void, std::string> Node::open_fabric() {
     }
     po.fabric = config_.fabric.address;
     po.bind_to = config_.fabric.bind;
+    po.keys = keys;
     po.guid = config_.fabric.port_guid ? config_.fabric.port_guid : transport::stable_port_guid(instance_);
     po.node_description = "ipoibd " + instance_;
     // At most what a reap before each process() gives back: port_ready
@@ -510,6 +518,18 @@ void Node::reload() {
         failed += i->reconfigure(next.interface.addresses, routes, neighbour_cache_config(next.neighbour),
                                  join_state_bits(next.multicast.send_only_join));
     loop_.set_busy_poll(next.daemon.busy_poll);
+    // The fabric key file is read again (rotation); a new path needs a restart.
+    if (!config_.fabric.key_file.empty()) {
+        auto keys = load_fabric_key_file(config_.fabric.key_file);
+        if (!keys) {
+            failed += " [fabric] key-file: " + keys.error() + " (keys in use kept);";
+        } else {
+            if (auto r = port_->set_fabric_keys(*keys); !r) failed += " fabric key: " + r.error().message() + ";";
+            if (fabric_service_)
+                if (auto r = fabric_service_->set_fabric_keys(*keys); !r) failed += " embedded fabric key: " + r.error() + ";";
+            if (failed.empty()) applied += std::string(applied.empty() ? "" : ", ") + "fabric key";
+        }
+    }
     if (next.daemon.capture != config_.daemon.capture) {
         capture_.reset();
         (void)port_->set_capture({});

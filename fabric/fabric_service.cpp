@@ -46,6 +46,7 @@ expected<std::unique_ptr<FabricService>, std::string> FabricService::open(Fabric
         return unexpected("switch ports " + std::to_string(options.sw.num_ports) + ": must be 1..254");
     if (options.listen.port() == kRoceV2Port)
         return unexpected(std::string("listen port 4791 is RoCEv2's; the soft fabric must not use it"));
+    if (options.keys && options.keys->keys.empty()) return unexpected(std::string("a fabric key set with no key"));
     if (options.sm.m_key.mode == MKeyPolicy::Mode::derived && options.sm.m_key.secret == Secret{})
         options.sm.m_key.secret = random_secret();  // this run's keys; a restart waits for the leases
     if (options.sm.m_key.protect_bits > 3)
@@ -86,6 +87,10 @@ FabricService::FabricService(FabricServiceOptions options, transport::UdpBatchSo
                            management_.flush();
                        }});
     switch_.set_management(&management_);
+    if (options_.keys) {
+        auth_ = std::make_unique<transport::FabricAuth>(*options_.keys);
+        socket_.set_auth(auth_.get());
+    }
     for (std::uint16_t mlid : options_.flood_groups) switch_.set_multicast_flood(mlid, true);
     if (pcap_)
         switch_.set_tap([this](bytes packet, bool from_management) {
@@ -125,6 +130,13 @@ void FabricService::handle_link_events(Clock::time_point now) {
     for (std::size_t i = 0; i < n; ++i) sm_.on_link_event(events[i], now);
 }
 
+expected<void, std::string> FabricService::set_fabric_keys(const FabricKeys& keys) {
+    if (keys.keys.empty()) return unexpected(std::string("a fabric key set with no key"));
+    if (!auth_) return unexpected(std::string("the fabric runs without a key; adding one takes a restart"));
+    auth_->set_keys(keys);
+    return {};
+}
+
 std::string FabricService::stats() const {
     std::string out;
     const auto& c = switch_.counters();
@@ -142,6 +154,15 @@ std::string FabricService::stats() const {
     append(out, "udp: rx %llu gro_messages %llu oversized %llu errors %llu tx %llu gso_runs %llu queue_full %llu tx_errors %llu\n",
            ull(u.rx_datagrams), ull(u.rx_gro_messages), ull(u.rx_oversized), ull(u.rx_errors), ull(u.tx_datagrams),
            ull(u.tx_gso_runs), ull(u.tx_queue_full), ull(u.tx_errors));
+    if (auth_) {
+        const auto& a = auth_->counters();
+        append(out, "auth: sealed %llu opened %llu key_rotations %llu sources %zu\n", ull(a.sealed), ull(a.opened),
+               ull(a.key_rotations), auth_->sources());
+        for (std::size_t i = 0; i < transport::kAuthDropCount; ++i)
+            if (a.dropped[i])
+                append(out, "auth drop %s %llu\n", transport::to_string(static_cast<transport::AuthDrop>(i)),
+                       ull(a.dropped[i]));
+    }
     const auto& s = sm_.counters();
     append(out,
            "sm: smps %llu responses %llu errors %llu timeouts %llu unexpected %llu configured %llu lost %llu "

@@ -55,6 +55,8 @@ struct FabricServiceOptions {
     // MLIDs every plugged port receives without joining (a test aid).
     std::vector<std::uint16_t> flood_groups;
     std::string pcap;  // capture file (ERF in pcap); empty: no capture
+    // The fabric key (transport/soft/fabric_auth.h); none: datagrams unsealed.
+    std::optional<FabricKeys> keys;
     SmLog log;         // the SM's lines ("SM: port 1 GUID ... ACTIVE with LID 0x0002"); empty: none
 };
 
@@ -92,6 +94,10 @@ public:
     const SubnetManager& subnet_manager() const { return sm_; }
     const SaServer& sa_server() const { return sa_; }
     const transport::UdpCounters& udp_counters() const { return socket_.counters(); }
+    // Rotates the fabric key (SIGHUP): a fabric started without one keeps
+    // none (the ports would all be cut off at once).
+    expected<void, std::string> set_fabric_keys(const FabricKeys& keys);
+    const transport::FabricAuth* auth() const { return auth_.get(); }
     const FabricServiceOptions& options() const { return options_; }
 
 private:
@@ -112,6 +118,7 @@ private:
 
     FabricServiceOptions options_;
     transport::UdpBatchSocket socket_;
+    std::unique_ptr<transport::FabricAuth> auth_;
     std::optional<capture::ErfPcapWriter> pcap_;
     SocketOutput output_;
     Switch switch_;

@@ -35,6 +35,7 @@ namespace {
 
 struct Options {
     FabricServiceOptions service;
+    std::string key_file;  // --fabric-key: re-read on SIGHUP
     bool quiet = false;
 };
 
@@ -139,6 +140,16 @@ const cli::Option<Options> kOptions[] = {
          o.service.flood_groups.push_back(static_cast<std::uint16_t>(*m));
          return {};
      }},
+    {"fabric-key", cli::Takes::value,
+     "FILE of one or two 64-hex-digit keys (mode 0600): every datagram of the fabric is authenticated with the first, "
+     "the second is accepted too (rotation; SIGHUP re-reads the file)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         auto keys = load_fabric_key_file(v);
+         if (!keys) return unexpected("--fabric-key: " + keys.error());
+         o.service.keys = *keys;
+         o.key_file = v;
+         return {};
+     }},
     {"m-key", cli::Takes::value,
      "M_Key the SM gives the ports: random (per port, from a secret drawn at start), file:PATH (per port, from the "
      "secret in PATH, created 0600 when missing: restarts keep the keys), a 64-bit number (one key for all), or none",
@@ -223,7 +234,7 @@ class Loop {
 public:
     // Blocks the signals before anyone is told the fabric listens: a
     // SIGUSR1 sent after "listening on" must not kill the process.
-    explicit Loop(FabricService& fabric) : fabric_(fabric) {
+    Loop(FabricService& fabric, std::string key_file) : fabric_(fabric), key_file_(std::move(key_file)) {
         sigset_t mask;
         sigemptyset(&mask);
         for (int s : {SIGTERM, SIGINT, SIGUSR1, SIGHUP}) sigaddset(&mask, s);
@@ -273,7 +284,7 @@ private:
             if (si.ssi_signo == SIGUSR1) {
                 print_stats();
             } else if (si.ssi_signo == SIGHUP) {
-                log_line("SIGHUP: nothing to reload (options are fixed at start)");
+                reload_key();
             } else {
                 print_stats();
                 fabric_.flush();
@@ -284,12 +295,33 @@ private:
         return std::nullopt;
     }
 
+    // SIGHUP: the fabric key file again (rotation); the other options are
+    // fixed at start. A file that fails keeps the keys in use.
+    void reload_key() {
+        if (key_file_.empty()) {
+            log_line("SIGHUP: nothing to reload (no --fabric-key; the other options are fixed at start)");
+            return;
+        }
+        auto keys = load_fabric_key_file(key_file_);
+        if (!keys) {
+            log_line("SIGHUP: keeping the fabric keys in use: " + keys.error());
+            return;
+        }
+        if (auto r = fabric_.set_fabric_keys(*keys); !r) {
+            log_line("SIGHUP: " + r.error());
+            return;
+        }
+        log_line("SIGHUP: fabric keys reloaded from " + key_file_ + " (" + std::to_string(keys->keys.size()) +
+                 (keys->keys.size() == 1 ? " key)" : " keys)"));
+    }
+
     void print_stats() {
         std::fputs(fabric_.stats().c_str(), stdout);
         std::fflush(stdout);
     }
 
     FabricService& fabric_;
+    std::string key_file_;
     UniqueFd sigfd_;
     UniqueFd timer_;
     UniqueFd epoll_;
@@ -314,9 +346,10 @@ int main(int argc, char** argv) {
         return 1;
     }
     FabricService& fabric = **opened;
-    Loop loop(fabric);
+    Loop loop(fabric, options->key_file);
     const FabricServiceOptions& o = fabric.options();
     log_line("listening on " + fabric.local_address().to_string() + ", switch LID " + hex4(fabric.fabric_switch().lid()) +
-             ", " + std::to_string(o.sw.num_ports) + " ports" + (o.pcap.empty() ? "" : ", capturing to " + o.pcap));
+             ", " + std::to_string(o.sw.num_ports) + " ports" + (o.pcap.empty() ? "" : ", capturing to " + o.pcap) +
+             (o.keys ? ", fabric key from " + options->key_file : ", no fabric key"));
     return loop.run();
 }

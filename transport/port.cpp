@@ -45,6 +45,10 @@ expected<std::unique_ptr<UdQp>, Error> Port::create_gsi_qp(std::uint32_t, std::u
     return unexpected(Error{Errc::not_supported, "QP1 belongs to the platform's MAD layer on this port"});
 }
 
+expected<void, Error> Port::set_fabric_keys(const FabricKeys&) {
+    return unexpected(Error{Errc::not_supported, "a fabric key is for soft fabric ports"});
+}
+
 expected<void, Error> Port::set_capture(PacketTap) {
     return unexpected(Error{Errc::not_supported, "this port's packets are not the backend's to capture"});
 }

@@ -38,6 +38,7 @@
 #include "common/byte_io.h"
 #include "common/counters.h"
 #include "common/expected.h"
+#include "common/secret.h"
 #include "transport/wire/headers.h"
 
 namespace ipoibd::transport {
@@ -254,6 +255,10 @@ public:
     // The port's own address on the underlay (a soft port's UDP address),
     // for `ipoibctl status`; "" for an HCA.
     virtual std::string underlay_address() const { return {}; }
+    // The soft fabric's key (transport/soft/fabric_auth.h): a port of the
+    // soft fabric seals and checks every datagram with it from now on;
+    // calling it again rotates the keys. Others: not_supported.
+    virtual expected<void, Error> set_fabric_keys(const FabricKeys& keys);
     // Where the port reports drops by source (PortDropLog); ports that
     // have none ignore it.
     virtual void set_drop_log(PortDropLog) {}

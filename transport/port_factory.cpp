@@ -15,6 +15,7 @@ expected<OpenedPort, Error> open_soft(const PortOptions& o) {
     SoftPortConfig c;
     c.fabric = o.fabric;
     c.bind_to = o.bind_to;
+    c.keys = o.keys;
     c.port_guid = o.guid;
     c.node_description = o.node_description;
     if (o.receive_budget != 0) c.receive_budget = o.receive_budget;

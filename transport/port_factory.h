@@ -28,6 +28,7 @@ struct PortOptions {
     // soft
     SocketAddress fabric;  // where ibfabricd (or an embedded fabric) listens
     std::optional<SocketAddress> bind_to;  // the port's own UDP address; none: any address, a free port
+    std::optional<FabricKeys> keys;        // the fabric key (soft_port.h); none: unsealed
     std::uint64_t guid = 0;  // the port GUID; required, non-zero
     std::string node_description = "ipoibd soft port";
     std::size_t receive_budget = 0;  // datagrams per process(); 0: the backend's default

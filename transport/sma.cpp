@@ -12,8 +12,21 @@ void visit(const SmaCounters& c, CounterSink& out) {
     out.counter("sma_traps_sent", c.traps_sent);
     out.counter("sma_traps_suppressed", c.traps_suppressed);
     out.counter("sma_trap_represses", c.trap_represses);
-    visit_reasons<SmaDrop>(out, "sma_dropped_", c.dropped, [](SmaDrop d) { return to_string(d); });
+    visit_reasons<SmaDrop>(out, "sma_dropped_", c.dropped, [](SmaDrop d) { return token(d); });
 }
+
+const char* token(SmaDrop d) {
+    switch (d) {
+        case SmaDrop::not_smp: return "not_smp";
+        case SmaDrop::not_a_request: return "not_a_request";
+        case SmaDrop::directed_route: return "directed_route";
+        case SmaDrop::m_key_mismatch: return "m_key_mismatch";
+        case SmaDrop::no_local_sm: return "no_local_sm";
+        case SmaDrop::count_: break;
+    }
+    return "unknown";
+}
+
 namespace {
 
 using ib::mad_status::bad_version;

@@ -81,7 +81,8 @@ enum class SmaDrop : std::uint8_t {
     count_
 };
 inline constexpr std::size_t kSmaDropCount = static_cast<std::size_t>(SmaDrop::count_);
-const char* to_string(SmaDrop d);
+const char* to_string(SmaDrop d);  // words, for logs
+const char* token(SmaDrop d);      // m_key_mismatch, ...: counter names
 
 // A GetResp to send on QP0 (VL15, to QP0, SL 0): LRH DLID `dlid`. The LRH
 // SLID is the port's LID, or the permissive LID while it has none.

@@ -10,15 +10,18 @@
 //
 // Invariants checked (a violation aborts):
 //   - decode_smp(encode(decode_smp(x))) == decode_smp(x);
-//   - each handle() gives a response or a drop, never both or neither; a
+//   - each handle() gives a response or a drop, never both, and neither
+//     only for a TrapRepress it took (counted as such); a trap only with a
+//     drop (an M_Key violation) and addressed to the SM LID; a
 //     response is a 256-byte GetResp to the same TID, class and attribute,
 //     with D set for directed route;
-//   - responses + drops equals the MADs handled;
+//   - responses + drops + TrapRepresses taken equals the MADs handled;
 //   - the port's state stays Down..Active, its P_Key table keeps its size,
 //     and its PortInfo stays encodable;
 //   - the switch hop rules never pick a port outside 1..num_ports, and never
 //     leave HopPointer beyond HopCount + 1 unless they discard.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <iterator>
@@ -74,8 +77,15 @@ void check_switch_rules(ib::Smp smp, std::uint8_t in_port) {
     if (hop.action == ib::DrAction::send_on_port) check(hop.port >= 1 && hop.port <= kSwitchPorts);
 }
 
-void check_result(const ib::Smp* request, const transport::SmaResult& r) {
-    check(r.response.has_value() != r.drop.has_value());
+void check_result(const ib::Smp* request, const transport::SmaResult& r, const transport::Sma& sma) {
+    check(!(r.response.has_value() && r.drop.has_value()));
+    if (!r.response && !r.drop) check(request != nullptr && request->method == ib::method::trap_repress);
+    if (r.trap) {
+        check(r.drop == transport::SmaDrop::m_key_mismatch);
+        check(r.trap->dlid == sma.port_info().master_sm_lid);
+        auto trap = ib::decode_smp(r.trap->mad);
+        check(trap.has_value() && trap->method == ib::method::trap);
+    }
     if (!r.response) return;
     check(request != nullptr);
     auto reply = ib::decode_smp(r.response->mad);
@@ -92,7 +102,7 @@ void check_port(const transport::Sma& sma, std::uint64_t handled) {
     check(a.state >= transport::PortState::down && a.state <= transport::PortState::active);
     check(a.pkey_table.size() == sma.identity().partition_cap);
     check(sma.port_info().fields_in_range());
-    std::uint64_t total = sma.counters().responses;
+    std::uint64_t total = sma.counters().responses + sma.counters().trap_represses;
     for (auto n : sma.counters().dropped) total += n;
     check(total == handled);
 }
@@ -109,6 +119,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (size > 0 && (data[0] & 0x80) != 0) sma.link_up();
 
     std::uint64_t handled = 0;
+    // A fake clock for the M_Key lease: each record moves it 0-31 s on.
+    transport::Sma::Clock::time_point now{};
     for (std::size_t at = 0; at < size; at += kRecord) {
         const std::uint8_t control = data[at];
         std::vector<std::uint8_t> mad(data + at + 1, data + std::min(size, at + kRecord));
@@ -118,9 +130,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             check_round_trip(*smp);
             check_switch_rules(*smp, static_cast<std::uint8_t>(control >> 1));
         }
-        const auto r = sma.handle(mad, static_cast<std::uint16_t>(control << 4));
+        now += std::chrono::seconds(control & 0x1F);
+        const auto r = sma.handle(mad, static_cast<std::uint16_t>(control << 4), now);
         ++handled;
-        check_result(smp ? &*smp : nullptr, r);
+        check_result(smp ? &*smp : nullptr, r, sma);
         if ((control & 0x40) != 0) (void)((control & 0x20) != 0 ? sma.link_down() : sma.link_up());
         check_port(sma, handled);
     }

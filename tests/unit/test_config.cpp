@@ -120,7 +120,7 @@ const BadFile kBadFiles[] = {
     {"bind_roce_port", "[fabric]\nbind = 198.18.0.2:4791\n",
      "FILE:2: [fabric] bind = 198.18.0.2:4791: port 4791 is RoCEv2's; the soft fabric must not use it"},
     {"missing_key", "[fabric]\n= 2\n", "FILE:2: [fabric] = 2: unknown key; [fabric] has transport, device, port, "
-                                        "address, bind, port-guid, embedded, embedded-listen, pkey"},
+                                        "address, bind, key-file, port-guid, embedded, embedded-listen, pkey"},
     {"repeated_key", "[interface]\nmtu = 1500\nname = ib0\nmtu = 2044\n",
      "FILE:4: [interface] mtu = 2044: mtu is already set on line 2 (only address and route may repeat)"},
     {"repeated_key_in_a_reopened_section", "[daemon]\nwatchdog = no\n[fabric]\nport = 1\n[daemon]\nwatchdog = yes\n",
@@ -298,6 +298,7 @@ TEST(ConfigDefaults, EveryKey) {
     EXPECT_EQ(c.fabric.port, 1u);
     EXPECT_EQ(c.fabric.address.to_string(), "127.0.0.1:18516");
     EXPECT_FALSE(c.fabric.bind);
+    EXPECT_EQ(c.fabric.key_file, "");
     EXPECT_EQ(c.fabric.port_guid, 0u);
     EXPECT_FALSE(c.fabric.embedded);
     EXPECT_EQ(c.fabric.embedded_listen.to_string(), "0.0.0.0:18516");

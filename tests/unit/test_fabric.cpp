@@ -1182,6 +1182,110 @@ TEST_F(FabricTest, AnSmThatLostTheKeysTakesThePortsBackAfterTheLease) {
     EXPECT_TRUE(has(a.events(), PortEvent::client_reregister));
 }
 
+// ---------------------------------------------------------------------------
+// The fabric key: ports with the fabric's key come up and talk; others are
+// refused by the switch; keys rotate without dropping anything.
+
+FabricKeys key_set(std::initializer_list<std::uint8_t> fills) {
+    FabricKeys k;
+    for (auto f : fills) {
+        Secret s;
+        s.bytes.fill(f);
+        k.keys.push_back(s);
+    }
+    return k;
+}
+
+TEST(FabricKey, PortsWithTheKeyComeUpAndTalkOthersAreRefused) {
+    auto options = loopback_options();
+    options.keys = key_set({1});
+    auto opened = FabricService::open(std::move(options));
+    ASSERT_TRUE(opened) << opened.error();
+    FabricService& fabric = **opened;
+    auto open_port = [&](std::uint64_t guid, std::optional<FabricKeys> k) {
+        auto p = transport::SoftPort::open({.fabric = fabric.local_address(),
+                                            .bind_to = *parse_socket_address("127.0.0.1:0"),
+                                            .port_guid = guid,
+                                            .link_interval = std::chrono::milliseconds(10),
+                                            .keys = std::move(k)});
+        EXPECT_TRUE(p) << p.error().message();
+        return std::move(*p);
+    };
+    auto a = open_port(0xA1, key_set({1}));
+    auto b = open_port(0xB2, key_set({1}));
+    auto wrong = open_port(0xC3, key_set({2}));
+    auto none = open_port(0xD4, std::nullopt);
+    std::vector<transport::SoftPort*> ports{a.get(), b.get(), wrong.get(), none.get()};
+    auto next_tick = Clock::now();
+    const auto pump = [&] {
+        std::vector<pollfd> fds{{.fd = fabric.fd(), .events = POLLIN}};
+        for (auto* p : ports) fds.push_back({.fd = p->fd(), .events = POLLIN});
+        ASSERT_GE(::poll(fds.data(), fds.size(), 2), 0);
+        const auto now = Clock::now();
+        if (fds[0].revents & POLLIN) fabric.on_readable(now);
+        if (now >= next_tick) {
+            fabric.tick(now);
+            next_tick = now + FabricService::kTickInterval;
+        }
+        fabric.after_wakeup(now);
+        for (auto* p : ports) p->process();
+    };
+    const auto until = [&](auto done) {
+        const auto give_up = Clock::now() + std::chrono::seconds(10);
+        while (!done() && Clock::now() < give_up) pump();
+        return done();
+    };
+    ASSERT_TRUE(until([&] {
+        return a->attributes().state == PortState::active && b->attributes().state == PortState::active;
+    }));
+    for (int i = 0; i < 30; ++i) pump();
+    EXPECT_EQ(wrong->attributes().state, PortState::down);  // not even a link
+    EXPECT_EQ(none->attributes().state, PortState::down);
+    const auto& drops = fabric.auth()->counters().dropped;
+    EXPECT_GT(drops[static_cast<std::size_t>(transport::AuthDrop::unknown_key)], 0u);
+    EXPECT_EQ(fabric.subnet_manager().ports().size(), 2u);
+
+    // Unicast A -> B, then the keys rotate (both, then the new one first,
+    // then the new one only) while it flows.
+    auto qa = *a->create_ud_qp({.qkey = 7});
+    auto qb = *b->create_ud_qp({.qkey = 7, .receive_depth = 64});
+    std::vector<std::vector<std::uint8_t>> buffers(64, std::vector<std::uint8_t>(transport::kGrhSlotSize + 64));
+    for (std::size_t i = 0; i < buffers.size(); ++i) {
+        const transport::ReceiveBuffer rb{.wr_id = i, .buffer = buffers[i]};
+        ASSERT_EQ(qb->post_receive({&rb, 1}).value_or(0), 1u);
+    }
+    std::size_t received = 0;
+    const auto send_and_receive = [&](int n) {
+        const std::array<std::uint8_t, 4> payload{1, 2, 3, 4};
+        for (int i = 0; i < n; ++i) {
+            const transport::SendRequest r{.wr_id = 1, .ah = {.dlid = b->attributes().lid}, .remote_qpn = qb->qpn(),
+                                           .remote_qkey = 7, .payload = payload};
+            ASSERT_EQ(qa->post_send({&r, 1}).value_or(0), 1u);
+            const std::size_t want = received + 1;
+            ASSERT_TRUE(until([&] {
+                transport::Completion wc[8];
+                for (std::size_t k = 0, m = qb->poll(wc); k < m; ++k) {
+                    received += wc[k].kind == transport::CompletionKind::receive;
+                    const transport::ReceiveBuffer rb{.wr_id = wc[k].wr_id, .buffer = buffers[wc[k].wr_id]};
+                    (void)qb->post_receive({&rb, 1});
+                }
+                return received >= want;
+            }));
+        }
+    };
+    send_and_receive(5);
+    for (const auto& step : {key_set({1, 3}), key_set({3, 1}), key_set({3})}) {
+        ASSERT_TRUE(fabric.set_fabric_keys(step));
+        ASSERT_TRUE(a->set_fabric_keys(step));
+        ASSERT_TRUE(b->set_fabric_keys(step));
+        send_and_receive(5);
+    }
+    EXPECT_EQ(received, 20u);
+    EXPECT_EQ(a->attributes().state, PortState::active);
+    EXPECT_EQ(fabric.auth()->counters().key_rotations, 3u);
+    EXPECT_NE(fabric.stats().find("auth: sealed"), std::string::npos);
+}
+
 TEST(SoftPortOpen, RefusesAConfigurationItCannotRun) {
     const transport::SoftPortConfig good{.fabric = *parse_socket_address("127.0.0.1:9"),
                                          .bind_to = *parse_socket_address("127.0.0.1:0"),

@@ -71,7 +71,7 @@ TEST(UdpBatch, MixedSizesArriveOneByOneInOrder) {
     std::vector<Wire> sent;
     for (std::uint8_t i = 0; i < 40; ++i) sent.push_back(datagram(100 + std::size_t{i} % 5 * 301, i));
     sent.push_back(datagram(0, 0));  // empty datagrams are datagrams too
-    sent.push_back(datagram(UdpBatchSocket::kSlotSize, 7));
+    sent.push_back(datagram(ib::kMaxPacketSize, 7));
     for (const Wire& w : sent) ASSERT_TRUE(p.a->queue(bytes(w), &p.to_b));
     p.a->flush();
     EXPECT_EQ(p.receive(sent.size()), sent);
@@ -119,7 +119,7 @@ void send_raw_run(const SocketAddress& to, std::size_t size, std::size_t count) 
 
 TEST(UdpBatch, OversizeDatagramsAreCountedAndTheNextOnesStillArrive) {
     Pair p;
-    const std::size_t big = UdpBatchSocket::kSlotSize + 1;
+    const std::size_t big = ib::kMaxPacketSize + 1;
     send_raw_run(p.to_b, big, 1);  // one datagram
     send_raw_run(p.to_b, big, 3);  // a run of three: all three dropped
     const Wire after = datagram(200, 3);

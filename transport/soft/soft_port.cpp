@@ -78,8 +78,11 @@ expected<std::unique_ptr<SoftPort>, Error> SoftPort::open(const SoftPortConfig& 
         ev.data.fd = fd;
         if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, fd, &ev) != 0) return unexpected(sys_error("epoll_ctl", errno));
     }
+    if (config.keys && config.keys->keys.empty())
+        return unexpected(Error{Errc::invalid_argument, "a fabric key set with no key"});
     std::unique_ptr<SoftPort> port(
         new SoftPort(config, std::move(*socket), std::move(timer), std::move(more), std::move(epoll)));
+    if (config.keys) (void)port->set_fabric_keys(*config.keys);
     port->timer_due_ = armed_at + config.link_interval;
     port->send_link_packet();  // announce the link at once
     port->socket_.flush();
@@ -104,6 +107,20 @@ bool SoftPort::send_raw(bytes packet) {
 
 void SoftPort::set_deferred_flush(bool deferred) { link_sink_->deferred = deferred; }
 
+expected<void, Error> SoftPort::set_fabric_keys(const FabricKeys& keys) {
+    if (keys.keys.empty()) return unexpected(Error{Errc::invalid_argument, "a fabric key set with no key"});
+    if (auth_) {
+        auth_->set_keys(keys);
+    } else {
+        // Queued datagrams leave unsealed first: the switch refuses them, as
+        // it would refuse anything sent before the key.
+        socket_.flush();
+        auth_ = std::make_unique<FabricAuth>(keys);
+        socket_.set_auth(auth_.get());
+    }
+    return {};
+}
+
 void SoftPort::flush() { socket_.flush(); }
 
 expected<void, Error> SoftPort::set_capture(PacketTap tap) {
@@ -118,6 +135,7 @@ void SoftPort::visit_counters(CounterSink& out) const {
     visit(cut_through_counters(), out);
     visit(trust_counters(), out);
     visit(sma_counters(), out);
+    if (auth_) visit(auth_->counters(), out);
 }
 
 void visit(const SoftTrustCounters& c, CounterSink& out) {

@@ -51,6 +51,8 @@ struct SoftPortConfig {
     // queues hold, or a burst (one GRO message carries up to 64) overruns a
     // QP before its owner reaps it. The rest waits, fd() stays readable.
     std::size_t receive_budget = UdpBatchSocket::kReceiveBudget;
+    // The fabric key: every datagram sealed and checked (fabric_auth.h).
+    std::optional<FabricKeys> keys;
 };
 
 struct SoftCutThroughCounters {
@@ -108,6 +110,8 @@ public:
     expected<void, Error> set_capture(PacketTap tap) override;
     void set_drop_log(PortDropLog log) override { drop_log_ = std::move(log); }
     std::string underlay_address() const override { return local_address().to_string(); }
+    expected<void, Error> set_fabric_keys(const FabricKeys& keys) override;
+    const FabricAuth* auth() const { return auth_.get(); }
     // The port's packets, its UDP socket, its link, cut-through and SMA.
     void visit_counters(CounterSink& out) const override;
 
@@ -196,6 +200,7 @@ private:
     std::chrono::steady_clock::time_point now_{};  // read once per process()
     PortDropLog drop_log_;
     SoftTrustCounters trust_;
+    std::unique_ptr<FabricAuth> auth_;  // the fabric key; null: none
     std::unordered_map<std::uint16_t, Direct> direct_;  // by DLID; bounded by the unicast LID space
     std::uint16_t hints_lid_ = 0;     // the port's LID and SM LID when the hints came
     std::uint16_t hints_sm_lid_ = 0;

@@ -54,7 +54,7 @@ SocketAddress UdpBatchSocket::local_address() const {
 }
 
 bool UdpBatchSocket::queue(bytes datagram, const SocketAddress* to) {
-    if (datagram.size() > kSlotSize) {
+    if (datagram.size() > ib::kMaxPacketSize) {
         ++counters_.tx_errors;
         return false;
     }
@@ -65,7 +65,7 @@ bool UdpBatchSocket::queue(bytes datagram, const SocketAddress* to) {
     }
     Slot& s = tx_ring_[(tx_head_ + tx_count_) % kSendRing];
     if (!datagram.empty()) std::memcpy(s.data.data(), datagram.data(), datagram.size());  // data() may be null
-    s.length = datagram.size();
+    s.length = auth_ ? auth_->seal(s.data.data(), datagram.size()) : datagram.size();
     s.has_to = to != nullptr;
     if (to) s.to = *to;
     ++tx_count_;
@@ -220,11 +220,17 @@ void UdpBatchSocket::hand_over(const DatagramHandler& on_datagram) {
         rx_offset_ = 0;
     }
     ++counters_.rx_datagrams;
-    if (r.truncated || piece > kSlotSize) {
+    if (r.truncated || piece > (auth_ ? kSlotSize : ib::kMaxPacketSize)) {
         ++counters_.rx_oversized;
         return;
     }
-    on_datagram(bytes(rx_buffers_.get() + message * kReceiveBuffer + offset, piece), r.from);
+    const std::uint8_t* data = rx_buffers_.get() + message * kReceiveBuffer + offset;
+    if (!auth_) {
+        on_datagram(bytes(data, piece), r.from);
+        return;
+    }
+    const auto body = auth_->open(data, piece, r.from, rx_now_);
+    if (body) on_datagram(bytes(data, *body), r.from);  // refusals are counted by the authenticator
 }
 
 std::size_t UdpBatchSocket::receive(const DatagramHandler& on_datagram, std::size_t max_datagrams) {
@@ -232,6 +238,7 @@ std::size_t UdpBatchSocket::receive(const DatagramHandler& on_datagram, std::siz
     std::size_t total = 0;
     int reads = 0;
     bool drained = false;  // a batch came back short: the socket is empty for now
+    if (auth_) rx_now_ = FabricAuth::Clock::now();
     while (total < max_datagrams) {
         if (!pending()) {
             if (drained || reads++ == kMaxReads) break;
@@ -248,6 +255,7 @@ std::size_t UdpBatchSocket::receive(const DatagramHandler& on_datagram, std::siz
 
 std::size_t UdpBatchSocket::drain_pending(const DatagramHandler& on_datagram) {
     std::size_t total = 0;
+    if (auth_) rx_now_ = FabricAuth::Clock::now();
     for (; pending(); ++total) hand_over(on_datagram);
     return total;
 }

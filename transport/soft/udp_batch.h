@@ -9,7 +9,9 @@
 // one GSO message (or that the kernel coalesced) arrives as one message and
 // is cut back into its datagrams here, so the stack is crossed once per run
 // on both ends. Datagrams larger than the largest IBA packet are dropped
-// and counted.
+// and counted. With a fabric key (set_auth, fabric_auth.h) every datagram
+// queued is sealed and every datagram received is checked and stripped
+// before it is handed over; what fails is dropped and counted there.
 #pragma once
 
 #include <sys/socket.h>
@@ -26,6 +28,7 @@
 #include "common/socket_address.h"
 #include "common/sys_error.h"
 #include "common/unique_fd.h"
+#include "transport/soft/fabric_auth.h"
 #include "transport/wire/packet.h"
 
 namespace ipoibd::transport {
@@ -48,7 +51,7 @@ class UdpBatchSocket {
 public:
     static constexpr std::size_t kBatch = 64;         // messages per sendmmsg
     static constexpr std::size_t kSendRing = 256;     // queued datagrams at most
-    static constexpr std::size_t kSlotSize = ib::kMaxPacketSize;
+    static constexpr std::size_t kSlotSize = ib::kMaxPacketSize + FabricAuth::kTrailer;  // room for the trailer
     static constexpr std::size_t kReceiveMessages = 32;       // messages per recvmmsg
     static constexpr std::size_t kReceiveBuffer = 64 * 1024;  // one message: a whole GRO run
     static constexpr std::size_t kReceiveBudget = 256;         // datagrams per receive() by default
@@ -58,6 +61,9 @@ public:
     static expected<UdpBatchSocket, SysError> open(const SocketAddress& bind_to, const SocketAddress* peer);
 
     int fd() const { return fd_.get(); }
+    // Seal and check every datagram with `auth` (owned by the caller, who
+    // keeps it alive while set); nullptr: no fabric key.
+    void set_auth(FabricAuth* auth) { auth_ = auth; }
     SocketAddress local_address() const;
     const UdpCounters& counters() const { return counters_; }
 
@@ -116,6 +122,8 @@ private:
     std::size_t rx_next_ = 0;    // the message being handed over
     std::size_t rx_offset_ = 0;  // bytes of it already handed over
     UdpCounters counters_;
+    FabricAuth* auth_ = nullptr;
+    FabricAuth::Clock::time_point rx_now_{};  // read once per receive(), for the replay state
 };
 
 }  // namespace ipoibd::transport
