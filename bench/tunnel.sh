@@ -25,6 +25,8 @@
 #   openvpn-2044  OpenVPN p2p UDP, no crypto, mssfix 0    198.19.1.2    MTU 2044
 #   openvpn-4092  same                                    198.19.1.2    MTU 4092
 #   socat-4092    socat TUN <-> UDP-DATAGRAM              198.19.3.2    MTU 4092
+#   key-4092      the ipoibd-4092 row with a fabric key (ibfabricd --fabric-key,
+#                 [fabric] key-file): what authenticating every datagram costs
 #   base-2044     the ipoibd-2044 row with the ipoibd, ibfabricd and ipoibctl
 #   base-4092     of BASE_BIN (another build: old against new in one run);
 #                 added to ROWS beside each ipoibd row when BASE_BIN is set,
@@ -78,7 +80,7 @@ NPING=${NPING:-200}
 PING_INT=${PING_INT:-0.005}
 UDP_LEN=1400
 LIFE=${LIFE:-180}       # upper bound on the lifetime of any process started here (s)
-ALL_ROWS="veth ipoibd-2044 ipoibd-4092 openvpn-2044 openvpn-4092 socat-4092"
+ALL_ROWS="veth ipoibd-2044 ipoibd-4092 key-4092 openvpn-2044 openvpn-4092 socat-4092"
 ROWS=${ROWS-$ALL_ROWS}   # ROWS="" runs no row (memory only)
 BASE_BIN=${BASE_BIN:-}
 if [ -n "$BASE_BIN" ]; then
@@ -324,6 +326,7 @@ GUID_A=0x0002c90300c00001 GUID_B=0x0002c90300c00002
 write_ipoibd_config() {  # FILE GUID CIDR MTU SOCKET BUSY_POLL [extra lines]
   {
     echo "[fabric]"; echo "transport = soft"; echo "address = $FABRIC"; echo "port-guid = $2"
+    [ -z "${ROW_KEY:-}" ] || echo "key-file = $ROW_KEY"
     echo "[interface]"; echo "address = $3"; echo "mtu = $4"
     echo "[daemon]"; echo "control-socket = $5"; echo "log-level = warning"; echo "busy-poll = $6"
     [ $# -gt 6 ] && printf '%s\n' "${@:7}"
@@ -369,9 +372,14 @@ row_veth() {
   measure veth $UB $UL_MTU "kernel only (veth, bridge, veth); no tunnel process"
 }
 
-row_ipoibd() {  # row_ipoibd MTU [NAME BIN]
+row_ipoibd() {  # row_ipoibd MTU [NAME BIN [KEY]]
   local mtu=$1 name=${2:-ipoibd-$1} fabargs=(--mtu 4096)
-  local ROW_BIN=${3:-$BIN}
+  local ROW_BIN=${3:-$BIN} ROW_KEY=""
+  if [ -n "${4:-}" ]; then
+    ROW_KEY=$RUN/fabric.key
+    (umask 077; printf '%064x\n' 42 >"$ROW_KEY")
+    fabargs+=(--fabric-key "$ROW_KEY")
+  fi
   if [ "$mtu" -gt 2044 ]; then
     # The broadcast group's MTU is the partition's (OpenSM's default 2048):
     # a 4096-byte group gives the 4092-byte interface MTU.
@@ -446,6 +454,7 @@ run_row() {
     ipoibd-4092)  row_ipoibd 4092 ;;
     base-2044)    row_ipoibd 2044 base-2044 "$BASE_BIN" ;;
     base-4092)    row_ipoibd 4092 base-4092 "$BASE_BIN" ;;
+    key-4092)     row_ipoibd 4092 key-4092 "$BIN" key ;;
     openvpn-2044) row_openvpn 2044 ;;
     openvpn-4092) row_openvpn 4092 ;;
     socat-4092)   row_socat 4092 ;;

@@ -182,9 +182,10 @@ std::string FabricService::sa_stats() const {
     const auto& c = sa_.counters();
     append(out,
            "sa: requests %llu errors %llu malformed %llu groups_created %llu groups_deleted %llu "
-           "reports_sent %llu reports_acked %llu reports_dropped %llu subscriptions %zu\n",
+           "reports_sent %llu reports_acked %llu reports_dropped %llu subscriptions %zu sm_key_refused %llu\n",
            ull(c.requests), ull(c.errors), ull(c.malformed), ull(c.groups_created), ull(c.groups_deleted),
-           ull(c.reports_sent), ull(c.reports_acked), ull(c.reports_dropped), sa_.subscriptions().size());
+           ull(c.reports_sent), ull(c.reports_acked), ull(c.reports_dropped), sa_.subscriptions().size(),
+           ull(c.sm_key_refused));
     for (const auto& [mgid, g] : sa_.groups())
         append(out, "group %s mlid 0x%04x qkey 0x%08x pkey 0x%04x mtu %u members %zu%s\n", format_gid(mgid).c_str(),
                g.params.mlid, g.params.q_key, g.params.p_key, g.params.mtu, g.members.size(),

@@ -37,6 +37,12 @@ bool rate_selects(Selector selector, std::uint8_t have, std::uint8_t want) {
     return false;
 }
 
+// PacketLifeTime selectors: 0 greater than, 1 less than, 2 exactly, 3 the
+// smallest available (IBA 15.2.5.16): any group or path does.
+bool life_selects(Selector selector, std::uint8_t have, std::uint8_t want) {
+    return selector == Selector::largest_available || selects(selector, have, want);
+}
+
 bool holds_pkey(const SaPort& port, std::uint16_t pkey) {
     return std::any_of(port.pkeys.begin(), port.pkeys.end(),
                        [&](std::uint16_t k) { return (k & 0x7FFF) == (pkey & 0x7FFF) && (k & 0x7FFF) != 0; });
@@ -179,6 +185,11 @@ std::vector<sa::SaMad> SaServer::handle(const sa::SaMad& request, std::uint16_t 
         return {};
     }
     if (request.header.class_version != ib::class_version::subn_adm) return reply(ib::mad_status::bad_version);
+    // C15-0.1.5: an SM_Key is 0 or the SA's; any other discards the MAD.
+    if (request.sm_key != 0 && request.sm_key != config_.sm_key) {
+        ++counters_.sm_key_refused;
+        return {};
+    }
     const auto requester = port_by_lid(requester_lid);
     if (!requester) return reply(sa::sa_status::err_req_invalid);
     const std::uint8_t method = request.header.method;
@@ -289,38 +300,74 @@ std::uint16_t SaServer::join(const sa::McMemberRecord& req, std::uint64_t mask, 
                              sa::McMemberRecord& out) {
     if ((mask & sa::kMcMemberJoinComponents) != sa::kMcMemberJoinComponents) return sa::sa_status::err_req_insufficient_components;
     if (req.join_state == 0) return sa::sa_status::err_req_invalid;
-    if (req.port_gid != requester.gid) return sa::sa_status::err_req_invalid;  // no proxy joins
+    // The port to join: the requester's own, or another (a proxy join,
+    // IBA o15-0.1.2), which must share a partition with the requester.
+    const auto member_port = port_by_gid(req.port_gid);
+    if (!member_port) return sa::sa_status::err_req_invalid;
+    const SaPort& member = *member_port;
+    const bool proxy = member.guid != requester.guid;
+    if (proxy && !shares_partition(member, requester)) return sa::sa_status::err_req_invalid;
     auto it = groups_.find(req.mgid);
     if (it == groups_.end()) {
         McGroup created;
-        const std::uint16_t status = create_group(req, mask, requester, created);
+        const std::uint16_t status = create_group(req, mask, member, created);
         if (status != kOk) return status;
         it = groups_.emplace(created.params.mgid, created).first;
         ++counters_.groups_created;
         report(sa::trap_number::mcast_group_created, created.params.mgid, created.params.p_key, std::nullopt, now_);
     } else {
         const sa::McMemberRecord& g = it->second.params;
-        if (!holds_pkey(requester, g.p_key)) return sa::sa_status::err_req_invalid;
+        if (!holds_pkey(member, g.p_key)) return sa::sa_status::err_req_invalid;
+        if (!may_modify(it->second, member.guid, requester)) return sa::sa_status::err_req_invalid;
         if ((mask & mc::q_key) && req.q_key != g.q_key) return sa::sa_status::err_req_invalid;
         if ((mask & mc::p_key) && (req.p_key & 0x7FFF) != (g.p_key & 0x7FFF)) return sa::sa_status::err_req_invalid;
         if ((mask & mc::mtu) && !selects((mask & mc::mtu_selector) ? req.mtu_selector : Selector::exactly, g.mtu, req.mtu))
             return sa::sa_status::err_req_invalid;
         if ((mask & mc::rate) && !rate_selects((mask & mc::rate_selector) ? req.rate_selector : Selector::exactly, g.rate, req.rate))
             return sa::sa_status::err_req_invalid;
+        if ((mask & mc::packet_life_time) &&
+            !life_selects((mask & mc::packet_life_time_selector) ? req.packet_life_time_selector : Selector::exactly,
+                          g.packet_life_time, req.packet_life_time))
+            return sa::sa_status::err_req_invalid;
         if ((mask & mc::sl) && req.sl != g.sl) return sa::sa_status::err_req_invalid;
         if ((mask & mc::flow_label) && req.flow_label != g.flow_label) return sa::sa_status::err_req_invalid;
         if ((mask & mc::tclass) && req.tclass != g.tclass) return sa::sa_status::err_req_invalid;
         if ((mask & mc::hop_limit) && req.hop_limit != g.hop_limit) return sa::sa_status::err_req_invalid;
         // The port must carry the group's traffic.
-        if (requester.mtu < g.mtu || sa::rate_mbps(requester.rate) < sa::rate_mbps(g.rate)) return sa::sa_status::err_req_invalid;
+        if (member.mtu < g.mtu || sa::rate_mbps(member.rate) < sa::rate_mbps(g.rate)) return sa::sa_status::err_req_invalid;
     }
     McGroup& group = it->second;
-    group.members[requester.guid] |= req.join_state;
+    if (!group.members.contains(member.guid)) {
+        if (proxy)
+            group.proxied.insert(member.guid);
+        else
+            group.proxied.erase(member.guid);
+    }
+    group.members[member.guid] |= req.join_state;
     out = group.params;
-    out.port_gid = requester.gid;
-    out.join_state = group.members[requester.guid];
+    out.port_gid = member.gid;
+    out.join_state = group.members[member.guid];
+    out.proxy_join = group.proxied.contains(member.guid);
     update_forwarding(group);
     return kOk;
+}
+
+// A membership that the port itself made is the port's alone to change; one
+// a proxy made, any port of the group's partition may (IBA o15-0.1.2, as
+// OpenSM's validate_modify). Not a member yet: anyone allowed to join it.
+bool SaServer::may_modify(const McGroup& g, std::uint64_t member_guid, const SaPort& requester) const {
+    if (!g.members.contains(member_guid)) return true;
+    if (!g.proxied.contains(member_guid)) return member_guid == requester.guid;
+    return holds_pkey(requester, g.params.p_key);
+}
+
+bool SaServer::shares_partition(const SaPort& a, const SaPort& b) {
+    return std::any_of(a.pkeys.begin(), a.pkeys.end(), [&](std::uint16_t k) {
+        // Two limited members of a partition do not share it (IBA 10.9.3).
+        return (k & 0x7FFF) != 0 && std::any_of(b.pkeys.begin(), b.pkeys.end(), [&](std::uint16_t x) {
+                   return (x & 0x7FFF) == (k & 0x7FFF) && ((x | k) & 0x8000) != 0;
+               });
+    });
 }
 
 std::uint16_t SaServer::create_group(const sa::McMemberRecord& req, std::uint64_t mask, const SaPort& requester, McGroup& out) {
@@ -345,12 +392,33 @@ std::uint16_t SaServer::create_group(const sa::McMemberRecord& req, std::uint64_
         if (sa::rate_mbps(rate) == 0 || sa::rate_mbps(rate) > sa::rate_mbps(requester.rate) || !rate_selects(s, rate, req.rate))
             return sa::sa_status::err_req_invalid;  // a reserved rate code, or more than the port has
     }
+    // PacketLifeTime (6 bits): what the selector asks for; the SA's own when
+    // not asked or "smallest available". Greater than 63 or less than 0
+    // cannot be had.
+    std::uint8_t life = config_.packet_life_time;
+    if (mask & mc::packet_life_time) {
+        const Selector s = (mask & mc::packet_life_time_selector) ? req.packet_life_time_selector : Selector::exactly;
+        constexpr std::uint8_t kMaxLife = 0x3F;
+        switch (s) {
+            case Selector::exactly: life = req.packet_life_time; break;
+            case Selector::greater_than:
+                if (req.packet_life_time >= kMaxLife) return sa::sa_status::err_req_invalid;
+                life = std::max<std::uint8_t>(life, static_cast<std::uint8_t>(req.packet_life_time + 1));
+                break;
+            case Selector::less_than:
+                if (req.packet_life_time == 0) return sa::sa_status::err_req_invalid;
+                life = std::min<std::uint8_t>(life, static_cast<std::uint8_t>(req.packet_life_time - 1));
+                break;
+            case Selector::largest_available: break;  // "smallest available" for a lifetime
+        }
+        if (life > kMaxLife) return sa::sa_status::err_req_invalid;
+    }
     g.mtu_selector = Selector::exactly;
     g.mtu = mtu;
     g.rate_selector = Selector::exactly;
     g.rate = rate;
     g.packet_life_time_selector = Selector::exactly;
-    g.packet_life_time = req.packet_life_time;
+    g.packet_life_time = life;
     if (!(mask & mc::hop_limit)) g.hop_limit = 0;
     // An IPoIB group takes its partition's broadcast group's parameters;
     // asking for others is refused.
@@ -391,11 +459,14 @@ std::uint16_t SaServer::create_group(const sa::McMemberRecord& req, std::uint64_
 
 std::uint16_t SaServer::leave(const sa::McMemberRecord& req, std::uint64_t mask, const SaPort& requester, sa::McMemberRecord& out) {
     if ((mask & sa::kMcMemberJoinComponents) != sa::kMcMemberJoinComponents) return sa::sa_status::err_req_insufficient_components;
-    if (req.port_gid != requester.gid) return sa::sa_status::err_req_invalid;
     const auto it = groups_.find(req.mgid);
     if (it == groups_.end()) return sa::sa_status::err_req_invalid;
     McGroup& g = it->second;
-    const auto m = g.members.find(requester.guid);
+    // The member by its PortGID's GUID (its port may be gone already).
+    if (load_be64(req.port_gid.data()) != config_.subnet_prefix) return sa::sa_status::err_req_invalid;
+    const std::uint64_t member_guid = load_be64(req.port_gid.data() + 8);
+    if (!may_modify(g, member_guid, requester)) return sa::sa_status::err_req_invalid;
+    const auto m = g.members.find(member_guid);
     // o15-0.1.14: the JoinState to leave must share a bit with the stored
     // one and hold no bit the stored one lacks.
     if (m == g.members.end() || !(m->second & req.join_state) || (req.join_state & ~m->second))
@@ -407,7 +478,11 @@ std::uint16_t SaServer::leave(const sa::McMemberRecord& req, std::uint64_t mask,
     out.mtu_selector = out.rate_selector = out.packet_life_time_selector = Selector::exactly;
     out.scope = g.params.scope;
     out.join_state = m->second;
-    if (m->second == 0) g.members.erase(m);
+    out.proxy_join = g.proxied.contains(member_guid);
+    if (m->second == 0) {
+        g.members.erase(m);
+        g.proxied.erase(member_guid);
+    }
     if (g.members.empty() && !g.predefined) {
         switch_.set_multicast_ports(g.params.mlid, {});
         const sa::McMemberRecord params = g.params;
@@ -444,6 +519,7 @@ std::vector<sa::McMemberRecord> SaServer::query_groups(const sa::McMemberRecord&
             store_be64(r.port_gid.data(), config_.subnet_prefix);
             store_be64(r.port_gid.data() + 8, guid);
             r.join_state = state;
+            r.proxy_join = g.proxied.contains(guid);
             if ((mask & mc::port_gid) && req.port_gid != r.port_gid) continue;
             out.push_back(r);
         }
@@ -499,6 +575,13 @@ std::vector<sa::PathRecord> SaServer::query_paths(const sa::PathRecord& req, std
             r.packet_life_time_selector = Selector::exactly;
             r.packet_life_time = config_.packet_life_time;
             if ((mask & pc::mtu) && !selects((mask & pc::mtu_selector) ? req.mtu_selector : Selector::exactly, r.mtu, req.mtu)) continue;
+            if ((mask & pc::rate) &&
+                !rate_selects((mask & pc::rate_selector) ? req.rate_selector : Selector::exactly, r.rate, req.rate))
+                continue;
+            if ((mask & pc::packet_life_time) &&
+                !life_selects((mask & pc::packet_life_time_selector) ? req.packet_life_time_selector : Selector::exactly,
+                              r.packet_life_time, req.packet_life_time))
+                continue;
             if ((mask & pc::sl) && req.sl != r.sl) continue;
             out.push_back(r);
         }

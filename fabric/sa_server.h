@@ -51,7 +51,10 @@ struct SaPort {
 struct SaServerConfig {
     std::vector<Partition> partitions = default_partitions();
     std::uint64_t subnet_prefix = 0xFE80000000000000ULL;
-    std::uint64_t sm_key = 1;               // requesters presenting it see members (OpenSM's default)
+    // OpenSM's sa_key (default 1): a request presenting it is trusted (it
+    // sees every member of a group); one presenting another non-zero key
+    // is discarded unanswered (C15-0.1.5); 0 is an untrusted requester.
+    std::uint64_t sm_key = 1;
     std::uint8_t packet_life_time = 0x12;   // OpenSM's default subnet packet life time
     std::uint16_t sm_lid = 1;               // issuer of the SA's notices
     std::chrono::milliseconds report_timeout{1000};
@@ -80,12 +83,14 @@ struct McGroup {
     sa::McMemberRecord params;  // MGID, Q_Key, MLID, MTU, TClass, P_Key, rate, SL, FlowLabel, HopLimit, scope
     bool predefined = false;    // a partition's broadcast group: never deleted
     std::map<std::uint64_t, std::uint8_t> members;  // port GUID -> JoinState bits
+    std::set<std::uint64_t> proxied;  // members another port joined (ProxyJoin): any port of the partition may change them
 };
 
 struct SaCounters {
     std::uint64_t requests = 0;
     std::uint64_t errors = 0;       // responses with a non-zero status
     std::uint64_t malformed = 0;    // not answered: not an SA request we can parse
+    std::uint64_t sm_key_refused = 0;  // not answered: a non-zero SM_Key that is not the SA's
     std::uint64_t groups_created = 0;
     std::uint64_t groups_deleted = 0;
     std::uint64_t reports_sent = 0;      // Report MADs, retries included
@@ -172,6 +177,8 @@ private:
 
     void reload_ports();
     const SaPort* port_by_guid(std::uint64_t guid) const;
+    bool may_modify(const McGroup& g, std::uint64_t member_guid, const SaPort& requester) const;
+    static bool shares_partition(const SaPort& a, const SaPort& b);
 
     SaServerConfig config_;
     Switch& switch_;

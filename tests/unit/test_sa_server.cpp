@@ -185,9 +185,102 @@ TEST_F(SaServerTest, MismatchingMtuSelectorAndQKeyAreRefused) {
     EXPECT_EQ(ask(ib::method::set, q3, 2).header.status, sa::sa_status::err_req_invalid);
 }
 
-TEST_F(SaServerTest, JoinForAnotherPortOrOutsideThePartitionIsRefused) {
-    EXPECT_EQ(ask(ib::method::set, join_bcast(0xB), 2).header.status, sa::sa_status::err_req_invalid);
+TEST_F(SaServerTest, JoinOutsideThePartitionIsRefused) {
     EXPECT_EQ(ask(ib::method::set, join_bcast(0xC), 4).header.status, sa::sa_status::err_req_invalid);
+}
+
+// Proxy joins and leaves (IBA o15-0.1.2, with OpenSM's rules): a port may
+// join another port that shares a partition with it; that membership is
+// then any partition member's to change, while one a port made itself is
+// its own alone.
+TEST_F(SaServerTest, ProxyJoinAndLeaveAsIbaAndOpenSmDefineThem) {
+    struct Case {
+        const char* name;
+        std::uint8_t method;
+        std::uint64_t member;
+        std::uint16_t requester_lid;
+        std::uint16_t status;
+    };
+    const Case cases[] = {
+        {"A joins B (they share 0xffff)", ib::method::set, 0xB, 2, 0},
+        {"C joins A (no shared partition)", ib::method::set, 0xA, 4, sa::sa_status::err_req_invalid},
+        {"A joins an unknown port", ib::method::set, 0xEE, 2, sa::sa_status::err_req_invalid},
+        {"B, the member, leaves its proxied membership", ib::method::del, 0xB, 3, 0},
+        {"A joins itself", ib::method::set, 0xA, 2, 0},
+        {"B leaves A's own membership", ib::method::del, 0xA, 3, sa::sa_status::err_req_invalid},
+        {"B joins A again (A's own membership)", ib::method::set, 0xA, 3, sa::sa_status::err_req_invalid},
+        {"A leaves itself", ib::method::del, 0xA, 2, 0},
+    };
+    for (const Case& c : cases) {
+        const SaMad r = ask(c.method, join_bcast(c.member), c.requester_lid);
+        EXPECT_EQ(r.header.status, c.status) << c.name;
+    }
+    // A proxied membership reads as such, programs the member's switch
+    // port, and is changed by another member of the partition.
+    ASSERT_EQ(ask(ib::method::set, join_bcast(0xB), 2).header.status, 0);
+    const auto& g = sa.groups().at(kBroadcast);
+    EXPECT_TRUE(g.proxied.contains(0xB));
+    McMemberQuery mine;
+    mine.set_mgid(kBroadcast).set_port_gid(gid_of(0xB));
+    const SaMad seen = ask(ib::method::get, mine, 2, /*sm_key=*/1);
+    ASSERT_EQ(seen.header.status, 0);
+    EXPECT_TRUE(sa::get_record<sa::McMemberRecord>(seen).proxy_join);
+    EXPECT_EQ(ask(ib::method::del, join_bcast(0xB), 2).header.status, 0) << "A leaves the membership it made";
+    EXPECT_FALSE(sa.groups().at(kBroadcast).members.contains(0xB));
+}
+
+TEST_F(SaServerTest, AForeignSmKeyIsDiscardedUnanswered) {
+    McMemberQuery q;
+    q.set_mgid(kBroadcast);
+    auto req = q.request(ib::method::get, 0x55);
+    req->sm_key = 0xBAD;
+    EXPECT_TRUE(sa.handle(*req, 2).empty());
+    EXPECT_EQ(sa.counters().sm_key_refused, 1u);
+    req->sm_key = 0;  // untrusted, answered
+    EXPECT_EQ(sa.handle(*req, 2).size(), 1u);
+}
+
+// PacketLifeTime codes and selectors (6 bits; 3 is "smallest available").
+TEST_F(SaServerTest, PacketLifeTimeSelectorsAreChecked) {
+    struct Case {
+        const char* name;
+        sa::Selector selector;
+        std::uint8_t life;
+        std::uint16_t create_status;
+        std::uint8_t created_life;
+    };
+    const Case cases[] = {
+        {"exactly 20", sa::Selector::exactly, 20, 0, 20},
+        {"greater than 63: cannot be had", sa::Selector::greater_than, 63, sa::sa_status::err_req_invalid, 0},
+        {"less than 0: cannot be had", sa::Selector::less_than, 0, sa::sa_status::err_req_invalid, 0},
+        {"greater than 30", sa::Selector::greater_than, 30, 0, 31},
+        {"less than 5", sa::Selector::less_than, 5, 0, 4},
+        {"smallest available", sa::Selector::largest_available, 9, 0, 0x12},
+    };
+    std::uint32_t n = 0x30;
+    for (const Case& c : cases) {
+        auto q = create(*parse_gid("ff15:e01b::" + std::to_string(n++)), 0xA);
+        q.set_packet_life_time(c.selector, c.life);
+        const SaMad r = ask(ib::method::set, q, 2);
+        EXPECT_EQ(r.header.status, c.create_status) << c.name;
+        if (c.create_status == 0) {
+            EXPECT_EQ(sa::get_record<sa::McMemberRecord>(r).packet_life_time, c.created_life) << c.name;
+        }
+    }
+    // Joining the broadcast group (life 0x12) with a selector it fails.
+    auto join = join_bcast(0xA);
+    join.set_packet_life_time(sa::Selector::less_than, 0x12);
+    EXPECT_EQ(ask(ib::method::set, join, 2).header.status, sa::sa_status::err_req_invalid);
+    join = join_bcast(0xA);
+    join.set_packet_life_time(sa::Selector::greater_than, 0x11);
+    EXPECT_EQ(ask(ib::method::set, join, 2).header.status, 0);
+    // PathRecords are filtered by it too.
+    sa::PathQuery p;
+    p.set_sgid(gid_of(0xA)).set_dgid(gid_of(0xB)).set_packet_life_time(sa::Selector::less_than, 0x12);
+    EXPECT_EQ(sa.handle(*p.request(ib::method::get, 11), 2).at(0).header.status, sa::sa_status::err_no_records);
+    sa::PathQuery rate;
+    rate.set_sgid(gid_of(0xA)).set_dgid(gid_of(0xB)).set_rate(sa::Selector::greater_than, 7);
+    EXPECT_EQ(sa.handle(*rate.request(ib::method::get, 12), 2).at(0).header.status, sa::sa_status::err_no_records);
 }
 
 TEST_F(SaServerTest, LeaveAndQueryAfterLeave) {
