@@ -77,6 +77,7 @@ struct FabricSection {
     SocketAddress address = default_fabric_address();  // soft: where ibfabricd listens
     std::optional<SocketAddress> bind;             // soft: this port's own UDP address; none: any, a free port
     std::string key_file;                          // soft: the fabric key file; empty: none
+    std::chrono::milliseconds sm_silence{35'000};  // soft: warn when the SM has not swept the port this long; 0 = never
     std::uint64_t port_guid = 0;                   // soft: 0 = stable GUID from host and instance
     bool embedded = false;                         // host the switch, SM and SA in this process
     SocketAddress embedded_listen = default_embedded_listen();
@@ -131,6 +132,8 @@ struct DaemonSection {
     std::string capture;         // pcap (ERF type 21) file; empty = no capture
     bool watchdog = true;        // ping systemd's watchdog when WatchdogSec= asks
     std::chrono::milliseconds busy_poll{0};  // poll without sleeping this long after traffic; 0 = off
+    std::optional<SocketAddress> metrics_listen;  // Prometheus /metrics over HTTP; none = off
+    std::string metrics_file;                     // Prometheus textfile, rewritten every 10 s; empty = off
     bool operator==(const DaemonSection&) const = default;
 };
 

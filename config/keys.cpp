@@ -142,6 +142,11 @@ const KeySpec kKeys[] = {
          return expected<void, Reason>();
      },
      .get = [](const DaemonConfig& c) { return one(c.fabric.key_file); }},
+    {.section = "fabric", .name = "sm-silence", .value_name = "DURATION",
+     .help = "soft: warn when no SMP from the subnet manager has reached the port this long (its sweeps stopped); 0: never",
+     .apply = Apply::live,
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.fabric.sm_silence, parse_duration_between(v, 0ms, 3600s)); },
+     .get = [](const DaemonConfig& c) { return one(format_duration(c.fabric.sm_silence)); }},
     {.section = "fabric", .name = "port-guid", .value_name = "GUID",
      .help = "soft: the port GUID; 0: a stable GUID derived from host and instance",
      .set = [](DaemonConfig& c, std::string_view v) { return store(c.fabric.port_guid, parse_guid(v)); },
@@ -283,6 +288,27 @@ const KeySpec kKeys[] = {
      .help = "ping systemd's watchdog from the event loop (when WatchdogSec= is set)",
      .set = [](DaemonConfig& c, std::string_view v) { return store(c.daemon.watchdog, parse_yes_no(v)); },
      .get = [](const DaemonConfig& c) { return one(format_yes_no(c.daemon.watchdog)); }},
+    {.section = "daemon", .name = "metrics-listen", .value_name = "ADDR:PORT",
+     .help = "serve the counters at http://ADDR:PORT/metrics (Prometheus text format; a local address); empty: off",
+     .set = [](DaemonConfig& c, std::string_view v) -> expected<void, Reason> {
+         if (v.empty()) {
+             c.daemon.metrics_listen.reset();
+             return {};
+         }
+         auto a = parse_socket_address(v);
+         if (!a) return unexpected(Reason(a.error() + " (e.g. 127.0.0.1:9464)"));
+         if (a->port() == 0) return unexpected(Reason("port 0 is not a TCP port to listen on"));
+         c.daemon.metrics_listen = *a;
+         return {};
+     },
+     .get = [](const DaemonConfig& c) { return one(c.daemon.metrics_listen ? c.daemon.metrics_listen->to_string() : std::string()); }},
+    {.section = "daemon", .name = "metrics-file", .value_name = "PATH",
+     .help = "write the counters to PATH every 10 s (Prometheus text format, node_exporter's textfile collector); empty: off",
+     .set = [](DaemonConfig& c, std::string_view v) {
+         c.daemon.metrics_file = std::string(v);
+         return expected<void, Reason>();
+     },
+     .get = [](const DaemonConfig& c) { return one(c.daemon.metrics_file); }},
     {.section = "daemon", .name = "busy-poll", .value_name = "DURATION",
      .help = "after moving packets, poll without sleeping this long (lower latency, a CPU busy meanwhile); 0: off",
      .apply = Apply::live,

@@ -90,12 +90,15 @@ expected<Occupant, SysError> probe(const std::string& path, const sockaddr_un& a
 
 }  // namespace
 
-ControlServer::ControlServer(EventLoop& loop, std::string path, Handler handler, ControlLimits limits)
-    : loop_(loop), path_(std::move(path)), handler_(std::move(handler)), limits_(limits) {}
+ControlServer::ControlServer(EventLoop& loop, std::string path, Handler handler, ControlLimits limits,
+                             control::CommandSet commands)
+    : loop_(loop), path_(std::move(path)), handler_(std::move(handler)), limits_(limits), commands_(commands) {}
 
 expected<std::unique_ptr<ControlServer>, SysError> ControlServer::open(EventLoop& loop, std::string path,
-                                                                       Handler handler, ControlLimits limits) {
-    std::unique_ptr<ControlServer> server(new ControlServer(loop, std::move(path), std::move(handler), limits));
+                                                                       Handler handler, ControlLimits limits,
+                                                                       control::CommandSet commands) {
+    std::unique_ptr<ControlServer> server(
+        new ControlServer(loop, std::move(path), std::move(handler), limits, commands));
     if (auto r = server->listen(); !r) return unexpected(r.error());
     return server;
 }
@@ -251,12 +254,12 @@ void ControlServer::read_request(Client& c) {
 
 void ControlServer::answer(Client& c, std::string_view line) {
     c.answering = true;
-    const auto request = control::parse_request(line);
+    const auto request = control::parse_request(line, commands_);
     if (!request) {
         ++counters_.unknown_command;
         JsonWriter w;
         w.begin_object().field("error", "unknown command '" + std::string(line) + "'").key("commands").begin_array();
-        for (auto name : control::kCommands) w.value(name);
+        for (auto name : commands_.commands) w.value(name);
         w.end_array().end_object();
         c.answer = w.take();
     } else {

@@ -28,8 +28,8 @@
 //     level-triggered listener spinning the loop.
 // Each of these is counted in ControlCounters, for the "stats" answer.
 //
-// The handler runs in the loop thread and gets one of control::kCommands;
-// unknown commands never reach it. An exception from it is answered as an
+// The handler runs in the loop thread and gets one of the server's commands
+// (ipoibd's control::kCommands by default); unknown commands never reach it. An exception from it is answered as an
 // internal error and counted; the daemon keeps running.
 #pragma once
 
@@ -78,8 +78,9 @@ public:
     static constexpr std::size_t kAcceptBatch = 16;
     static constexpr std::chrono::milliseconds kAcceptPause{100};
 
-    static expected<std::unique_ptr<ControlServer>, SysError> open(EventLoop& loop, std::string path,
-                                                                   Handler handler, ControlLimits limits = {});
+    static expected<std::unique_ptr<ControlServer>, SysError> open(
+        EventLoop& loop, std::string path, Handler handler, ControlLimits limits = {},
+        control::CommandSet commands = control::kIpoibdCommands);
     ~ControlServer();
     ControlServer(const ControlServer&) = delete;
     ControlServer& operator=(const ControlServer&) = delete;
@@ -98,7 +99,8 @@ private:
         TimerId timeout;
     };
 
-    ControlServer(EventLoop& loop, std::string path, Handler handler, ControlLimits limits);
+    ControlServer(EventLoop& loop, std::string path, Handler handler, ControlLimits limits,
+                  control::CommandSet commands);
     expected<void, SysError> listen();
     void on_listener_ready();
     void pause_accepting();
@@ -115,6 +117,7 @@ private:
     std::string path_;
     Handler handler_;
     ControlLimits limits_;
+    control::CommandSet commands_;
     UniqueFd listener_;
     dev_t socket_dev_ = 0;
     ino_t socket_ino_ = 0;

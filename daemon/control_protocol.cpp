@@ -25,11 +25,11 @@ std::string normalise(std::string_view text) {
 
 }  // namespace
 
-std::optional<std::string_view> find_command(std::string_view request) {
+std::optional<std::string_view> find_command(std::string_view request, const CommandSet& set) {
     if (request.size() > kMaxRequestLine) return std::nullopt;
     const std::string words = normalise(request);
-    auto it = std::find(kCommands.begin(), kCommands.end(), std::string_view(words));
-    if (it == kCommands.end()) return std::nullopt;
+    auto it = std::find(set.commands.begin(), set.commands.end(), std::string_view(words));
+    if (it == set.commands.end()) return std::nullopt;
     return *it;
 }
 
@@ -37,18 +37,20 @@ std::string Request::text() const {
     return interface.empty() ? std::string(command) : std::string(command) + " " + interface;
 }
 
-std::optional<Request> parse_request(std::string_view request) {
+std::optional<Request> parse_request(std::string_view request, const CommandSet& set) {
     if (request.size() > kMaxRequestLine) return std::nullopt;
     const std::string words = normalise(request);
-    if (auto bare = std::find(kCommands.begin(), kCommands.end(), std::string_view(words)); bare != kCommands.end())
+    if (auto bare = std::find(set.commands.begin(), set.commands.end(), std::string_view(words));
+        bare != set.commands.end())
         return Request{*bare, {}};
     const auto space = words.rfind(' ');
     if (space == std::string::npos) return std::nullopt;
     const std::string_view head = std::string_view(words).substr(0, space);
     const std::string_view name = std::string_view(words).substr(space + 1);
-    auto it = std::find(kCommands.begin(), kCommands.end(), head);
-    if (it == kCommands.end()) return std::nullopt;
-    if (std::find(kNodeCommands.begin(), kNodeCommands.end(), *it) != kNodeCommands.end()) return std::nullopt;
+    auto it = std::find(set.commands.begin(), set.commands.end(), head);
+    if (it == set.commands.end()) return std::nullopt;
+    if (std::find(set.node_commands.begin(), set.node_commands.end(), *it) != set.node_commands.end())
+        return std::nullopt;
     if (name.empty() || name.size() > kMaxInterfaceName || name == "." || name == "..") return std::nullopt;
     if (name.find_first_of("/:") != std::string_view::npos) return std::nullopt;
     return Request{*it, std::string(name)};

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstddef>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -30,6 +31,14 @@ inline constexpr std::array<std::string_view, 8> kCommands = {
 };
 // Commands that take no interface name.
 inline constexpr std::array<std::string_view, 1> kNodeCommands = {"interfaces"};
+
+// A daemon's commands: ipoibd's above; ibfabricd's (fabric/ibfabricd.cpp)
+// take no interface.
+struct CommandSet {
+    std::span<const std::string_view> commands;
+    std::span<const std::string_view> node_commands;  // of those, the ones without an interface name
+};
+inline constexpr CommandSet kIpoibdCommands{kCommands, kNodeCommands};
 inline constexpr std::size_t kMaxInterfaceName = 15;  // IFNAMSIZ - 1
 
 inline constexpr std::string_view kSocketDir = "/run/ipoibd";  // created 0700
@@ -40,7 +49,7 @@ inline constexpr std::size_t kMaxAnswer = 64u << 20;           // bytes a client
 
 // The command `request` names, blanks normalised, or nullopt when it is
 // not one of kCommands (with no interface name).
-std::optional<std::string_view> find_command(std::string_view request);
+std::optional<std::string_view> find_command(std::string_view request, const CommandSet& set = kIpoibdCommands);
 
 struct Request {
     std::string_view command;  // one of kCommands
@@ -50,7 +59,7 @@ struct Request {
 };
 // A command and an optional interface name (1 to 15 characters, no '/',
 // ':' or blank, as Linux allows); nullopt for anything else.
-std::optional<Request> parse_request(std::string_view request);
+std::optional<Request> parse_request(std::string_view request, const CommandSet& set = kIpoibdCommands);
 
 // "/run/ipoibd/ib0.sock" for instance "ib0".
 std::string socket_path(std::string_view instance);

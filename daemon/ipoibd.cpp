@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
     if (auto r = node.open_fabric(); !r) return fail(log, r.error());
     if (auto r = node.create_interfaces(); !r) return fail(log, r.error());
     if (auto r = node.open_control(); !r) return fail(log, r.error());
+    if (auto r = node.open_metrics(); !r) return fail(log, r.error());
     node.drop_capabilities();
     return node.run();
 }

@@ -1,6 +1,8 @@
 // The node's wiring; the flow is drawn in node.h.
 #include "daemon/node.h"
 
+#include "common/prometheus.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -103,6 +105,7 @@ Node::~Node() {
     if (port_) (void)port_->set_capture({});
     if (port_) port_->set_drop_log({});
     if (timer_) loop_.cancel_timer(*timer_);
+    if (metrics_file_timer_) loop_.cancel_timer(*metrics_file_timer_);
     if (started_ && config_.daemon.watchdog) loop_.set_on_iteration({});
     for (const auto& i : interfaces_)
         if (i->host().fd() >= 0) loop_.remove_fd(i->host().fd());
@@ -292,6 +295,28 @@ expected<void, std::string> Node::open_control() {
     return {};
 }
 
+expected<void, std::string> Node::open_metrics() {
+    if (config_.daemon.metrics_listen) {
+        auto http = MetricsHttpServer::open(loop_, *config_.daemon.metrics_listen, [this] { return metrics(); });
+        if (!http) return unexpected("[daemon] metrics-listen: " + http.error().message());
+        metrics_http_ = std::move(*http);
+        log_.info("metrics at http://" + metrics_http_->local_address().to_string() + "/metrics");
+    }
+    if (!config_.daemon.metrics_file.empty()) {
+        if (auto r = write_textfile(config_.daemon.metrics_file, metrics()); !r)
+            return unexpected("[daemon] metrics-file: " + r.error());
+        metrics_file_timer_ = loop_.add_timer_after(std::chrono::seconds(10), [this] { write_metrics_file(); });
+    }
+    return {};
+}
+
+// node_exporter's textfile collector reads the file at each scrape.
+void Node::write_metrics_file() {
+    if (auto r = write_textfile(config_.daemon.metrics_file, metrics()); !r)
+        drops_log_->log("metrics_file", r.error(), {}, Clock::now());
+    metrics_file_timer_ = loop_.add_timer_after(std::chrono::seconds(10), [this] { write_metrics_file(); });
+}
+
 void Node::drop_capabilities() {
     // CAP_NET_ADMIN: addresses, routes and the carrier at run time (SIGHUP,
     // link changes); CAP_NET_RAW: the verbs port's raw QPs.
@@ -424,6 +449,26 @@ void Node::schedule(Clock::time_point now) {
     arm(next_wakeup(now));
 }
 
+// A soft port that the SM stops sweeping still says ACTIVE (nothing told it
+// otherwise), while the fabric may have given it up: say so once, and again
+// when the SM is back. Ports whose SMA is the kernel's cannot tell.
+void Node::check_sm_contact(Clock::time_point now) {
+    const auto limit = config_.fabric.sm_silence;
+    const auto last = port_->last_sm_contact();
+    const bool watching = limit.count() > 0 && last && port_->attributes().state == transport::PortState::active;
+    const bool silent = watching && now - *last > limit;
+    if (silent == sm_silent_) return;
+    sm_silent_ = silent;
+    const std::string seconds = last ? std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - *last).count()) : "?";
+    if (silent)
+        log_.warning("no SMP from the subnet manager for " + seconds +
+                         " s: its sweeps stopped, or it has lost this port; the port still says ACTIVE, but the "
+                         "fabric may no longer route to it",
+                     {{field::kLid, field::format_lid(port_->attributes().lid)}});
+    else if (watching)
+        log_.notice("the subnet manager reaches this port again", {{field::kLid, field::format_lid(port_->attributes().lid)}});
+}
+
 void Node::housekeeping() {
     const Clock::time_point now = Clock::now();
     if (fabric_service_) {
@@ -439,6 +484,7 @@ void Node::housekeeping() {
     if (capture_) capture_->flush();
     drops_log_->flush(now);
     fabric_drops_log_->flush(now);
+    check_sm_contact(now);
     if (stopping_) {
         const bool idle = std::all_of(interfaces_.begin(), interfaces_.end(), [](const auto& i) { return i->sa_idle(); });
         if (idle || now >= stop_deadline_) {

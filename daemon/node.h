@@ -41,6 +41,7 @@
 #include "common/expected.h"
 #include "config/daemon_config.h"
 #include "daemon/control.h"
+#include "daemon/metrics_http.h"
 #include "daemon/event_loop.h"
 #include "daemon/log.h"
 #include "daemon/notify.h"
@@ -102,6 +103,17 @@ public:
     std::string answer(std::string_view request);
     void stop(const char* why);
     void reload();
+    void check_sm_contact(Clock::time_point now);
+
+public:
+    // Every counter in the Prometheus text format (docs/metrics.md).
+    std::string metrics() const;
+    // [daemon] metrics-listen and metrics-file; errors name the key.
+    expected<void, std::string> open_metrics();
+    // The port has heard no SM for [fabric] sm-silence (check_sm_contact).
+    bool sm_silent() const { return sm_silent_; }
+
+private:
 
 private:
     // InterfaceEvents
@@ -140,6 +152,10 @@ private:
     std::string answer_paths(const std::vector<const iface::Interface*>& chosen) const;
     std::string answer_mcast(const std::vector<const iface::Interface*>& chosen) const;
     std::string answer_stats(const iface::Interface& i) const;
+    // The node's own counter sections (mad, port, netlink, busy_poll,
+    // control, metrics_http), each through `section(name, visit)`.
+    template <class Section>
+    void visit_node_sections(Section&& section) const;
 
     config::DaemonConfig config_;
     std::string config_file_;
@@ -161,6 +177,7 @@ private:
     bool started_ = false;  // start() ran: the loop's iteration hook is ours
     bool ready_sent_ = false;
     bool stopping_ = false;
+    bool sm_silent_ = false;  // check_sm_contact() said the SM stopped sweeping
     Clock::time_point stop_deadline_{};
 
     std::optional<TimerId> timer_;
@@ -168,6 +185,9 @@ private:
     Clock::time_point evaluated_at_{};
 
     std::unique_ptr<ControlServer> control_;
+    std::unique_ptr<MetricsHttpServer> metrics_http_;
+    std::optional<TimerId> metrics_file_timer_;
+    void write_metrics_file();
     std::optional<capture::ErfPcapWriter> capture_;
     std::unique_ptr<RateLimitedLog> drops_log_;
     std::unique_ptr<RateLimitedLog> fabric_drops_log_;  // what the port refused for its source (warning)

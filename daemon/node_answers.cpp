@@ -5,6 +5,7 @@
 #include "daemon/node.h"
 #include "daemon/journal_fields.h"
 #include "daemon/control_protocol.h"
+#include "common/prometheus.h"
 #include "daemon/json.h"
 #include "ipoib/hw_address.h"
 #include "sa_client/sa_records.h"
@@ -112,6 +113,14 @@ std::string Node::answer_status(const iface::Interface& i) const {
     j.field("port", port_name_);
     j.field("port_address", port_->underlay_address());  // a soft port's UDP address; "" on an HCA
     j.field("port_state", transport::to_string(a.state));
+    // Seconds since the SM last reached the port (its sweeps); null where
+    // the port cannot tell (an HCA) or before the first SMP.
+    j.key("sm_contact_age_s");
+    if (const auto last = port_->last_sm_contact())
+        j.value(std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - *last).count());
+    else
+        j.null();
+    j.field("sm_silent", sm_silent_);
     j.field("lid", field::format_lid(a.lid));
     j.field("sm_lid", field::format_lid(a.sm_lid));
     j.field("gid", format_gid(a.gid()));
@@ -197,16 +206,8 @@ std::string Node::answer_mcast(const std::vector<const iface::Interface*>& chose
 // interface per node today; several will nest under their names), then
 // the node's: port (the backend's own counters), netlink, busy_poll,
 // control.
-std::string Node::answer_stats(const iface::Interface& i) const {
-    JsonWriter j;
-    JsonCounters out(j);
-    auto section = [&](std::string_view name, const auto& visit_section) {
-        j.key(name).begin_object();
-        visit_section(out);
-        j.end_object();
-    };
-    j.begin_object();
-    i.visit_sections(section);
+template <class Section>
+void Node::visit_node_sections(Section&& section) const {
     section("mad", [&](CounterSink& o) {
         visit(mad_->path().counters(), o);
         visit(mad_->counters(), o);
@@ -226,8 +227,45 @@ std::string Node::answer_stats(const iface::Interface& i) const {
         visit(loop_.busy_poll_counters(), o);
     });
     if (control_) section("control", [&](CounterSink& o) { visit(control_->counters(), o); });
+    if (metrics_http_) section("metrics_http", [&](CounterSink& o) { visit(metrics_http_->counters(), o); });
+}
+
+std::string Node::answer_stats(const iface::Interface& i) const {
+    JsonWriter j;
+    JsonCounters out(j);
+    auto section = [&](std::string_view name, const auto& visit_section) {
+        j.key(name).begin_object();
+        visit_section(out);
+        j.end_object();
+    };
+    j.begin_object();
+    i.visit_sections(section);
+    visit_node_sections(section);
     j.end_object();
     return j.take();
+}
+
+// The same counters as `stats`, every interface's labelled with it, all
+// with the instance: PREFIX ipoibd, e.g.
+// ipoibd_engine_tx_unicast{instance="ib0",interface="ib0"} 12.
+std::string Node::metrics() const {
+    PrometheusText text("ipoibd");
+    for (const auto& i : interfaces_) {
+        const MetricLabels labels{{"instance", instance_}, {"interface", i->name()}};
+        i->visit_sections([&](std::string_view name, const auto& visit_section) {
+            PrometheusText::Sink sink(text, std::string(name), labels);
+            visit_section(sink);
+        });
+        text.add("interface", "link_up", labels, i->engine().link().up ? 1 : 0);
+    }
+    const MetricLabels node{{"instance", instance_}};
+    visit_node_sections([&](std::string_view name, const auto& visit_section) {
+        PrometheusText::Sink sink(text, std::string(name), node);
+        visit_section(sink);
+    });
+    text.add("port", "active", node, port_->attributes().state == transport::PortState::active ? 1 : 0);
+    text.add("port", "sm_silent", node, sm_silent_ ? 1 : 0);
+    return text.render();
 }
 
 }  // namespace ipoibd::daemon

@@ -5,15 +5,13 @@
 //
 // main():
 //  1. parse options, a table of rows (errors name the option and value, exit 2)
-//  2. open the fabric service (fabric_service.h): bind the UDP socket, open
-//     the capture file (errors exit 1)
-//  3. block the signals, create the timerfd and epoll set, say "listening"
+//  2. block the signals, open the fabric service (fabric_service.h): bind the
+//     UDP socket, open the capture file (errors exit 1)
+//  3. on the EventLoop: the service's socket, its tick timer, the signals,
+//     the control socket (ibfabricctl), the metrics; say "listening"
 //  4. loop: datagrams -> switch; timer ticks -> link packets, link timeouts,
-//     SM sweeps and retries; SIGUSR1 -> counters to stdout; SIGTERM/SIGINT
-//     -> counters, then exit 0
-#include <sys/epoll.h>
-#include <sys/signalfd.h>
-#include <sys/timerfd.h>
+//     SM sweeps and retries; SIGUSR1 -> counters to stdout; SIGHUP -> the
+//     fabric key file again; SIGTERM/SIGINT -> counters, then exit 0
 
 #include <boost/program_options.hpp>
 #include <csignal>
@@ -24,6 +22,11 @@
 #include "common/option_table.h"
 #include "common/socket_address.h"
 #include "common/unique_fd.h"
+#include "common/prometheus.h"
+#include "daemon/control.h"
+#include "daemon/event_loop.h"
+#include "daemon/metrics_http.h"
+#include "fabric/fabric_control.h"
 #include "fabric/fabric_service.h"
 #include "transport/gid.h"
 
@@ -36,6 +39,9 @@ namespace {
 struct Options {
     FabricServiceOptions service;
     std::string key_file;  // --fabric-key: re-read on SIGHUP
+    std::string control_socket;  // empty: default_fabric_socket(), best effort; "none": off
+    std::optional<SocketAddress> metrics_listen;
+    std::string metrics_file;
     bool quiet = false;
 };
 
@@ -194,6 +200,29 @@ const cli::Option<Options> kOptions[] = {
          return {};
      },
      "15"},
+    {"control-socket", cli::Takes::value,
+     "PATH of the control socket ibfabricctl talks to (default /run/ibfabricd/PORT.sock, PORT the --listen one; "
+     "none: no socket)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         if (v.empty()) return unexpected(std::string("--control-socket: a path, or none"));
+         o.control_socket = v;
+         return {};
+     }},
+    {"metrics-listen", cli::Takes::value,
+     "serve the counters in the Prometheus text format at http://ADDR:PORT/metrics (a local address: nothing "
+     "authenticates the scraper)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         auto a = parse_socket_address(v);
+         if (!a || a->port() == 0) return unexpected("--metrics-listen '" + v + "': expected ADDR:PORT");
+         o.metrics_listen = *a;
+         return {};
+     }},
+    {"metrics-file", cli::Takes::value,
+     "write the counters in the Prometheus text format to FILE every 10 s (node_exporter's textfile collector)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         o.metrics_file = v;
+         return {};
+     }},
     {"quiet,q", cli::Takes::nothing, "log only errors",
      [](Options& o, const std::string&) -> cli::Applied {
          o.quiet = true;
@@ -228,81 +257,97 @@ std::optional<Options> parse(int argc, char** argv) {
     return o;
 }
 
-// ibfabricd's own event loop around the service: the service's socket, a
-// timerfd every FabricService::kTickInterval, and a signalfd.
-class Loop {
+// ibfabricd's loop: the project's EventLoop with the service's socket, a
+// timer every FabricService::kTickInterval, the signals, the control
+// socket and the metrics.
+class Daemon {
 public:
-    // Blocks the signals before anyone is told the fabric listens: a
-    // SIGUSR1 sent after "listening on" must not kill the process.
-    Loop(FabricService& fabric, std::string key_file) : fabric_(fabric), key_file_(std::move(key_file)) {
-        sigset_t mask;
-        sigemptyset(&mask);
-        for (int s : {SIGTERM, SIGINT, SIGUSR1, SIGHUP}) sigaddset(&mask, s);
-        sigprocmask(SIG_BLOCK, &mask, nullptr);
-        sigfd_ = UniqueFd(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
-        timer_ = UniqueFd(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
-        itimerspec spec{};
-        spec.it_interval.tv_nsec =
-            std::chrono::duration_cast<std::chrono::nanoseconds>(FabricService::kTickInterval).count();
-        spec.it_value = spec.it_interval;
-        ::timerfd_settime(timer_.get(), 0, &spec, nullptr);
-        epoll_ = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
-        for (int fd : {fabric_.fd(), sigfd_.get(), timer_.get()}) {
-            epoll_event ev{};
-            ev.events = EPOLLIN;
-            ev.data.fd = fd;
-            ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev);
-        }
+    Daemon(FabricService& fabric, daemon::EventLoop& loop, const Options& options)
+        : fabric_(fabric), loop_(loop), options_(options) {
+        info_.started = std::chrono::steady_clock::now();
+        info_.key_file = options.key_file;
     }
 
-    // Runs until SIGTERM or SIGINT; returns the exit status.
-    int run() {
-        for (;;) {
-            epoll_event events[8];
-            const int n = ::epoll_wait(epoll_.get(), events, 8, 1000);
-            const auto now = Clock::now();
-            for (int i = 0; i < n; ++i) {
-                const int fd = events[i].data.fd;
-                if (fd == fabric_.fd()) {
-                    fabric_.on_readable(now);
-                } else if (fd == timer_.get()) {
-                    std::uint64_t expirations;
-                    if (::read(timer_.get(), &expirations, sizeof expirations) > 0) fabric_.tick(now);
-                } else if (fd == sigfd_.get()) {
-                    if (const auto status = on_signals()) return *status;
-                }
+    // Everything but the wait; a failure is the exit status 1 with a message.
+    expected<void, std::string> start() {
+        if (auto r = loop_.add_fd(fabric_.fd(), [this] { fabric_.on_readable(Clock::now()); }); !r)
+            return unexpected(r.error().message());
+        // Every wake-up ends with the SM learning of new ports and the
+        // queued datagrams leaving (fabric_service.h, the owner's contract).
+        loop_.set_on_iteration([this] { fabric_.after_wakeup(Clock::now()); });
+        tick();
+        (void)loop_.on_signal(SIGUSR1, [this](const daemon::SignalInfo&) { print_stats(); });
+        (void)loop_.on_signal(SIGHUP, [this](const daemon::SignalInfo&) { reload_key(); });
+        for (int s : {SIGTERM, SIGINT})
+            (void)loop_.on_signal(s, [this, s](const daemon::SignalInfo&) {
+                print_stats();
+                fabric_.flush();
+                log_line("exiting on signal " + std::to_string(s));
+                loop_.stop();
+            });
+        // The control socket: the default one is best effort (another
+        // ibfabricd on this port in another namespace may hold it); one
+        // given on the command line must open.
+        const bool explicit_socket = !options_.control_socket.empty();
+        const std::string path = explicit_socket ? options_.control_socket : default_fabric_socket(fabric_.local_address());
+        if (path != "none") {
+            auto control = daemon::ControlServer::open(
+                loop_, path, [this](std::string_view command) { return fabric_answer(fabric_, info_, command); }, {},
+                kFabricCommandSet);
+            if (control) {
+                control_ = std::move(*control);
+            } else if (explicit_socket) {
+                return unexpected("--control-socket: " + control.error().message());
+            } else {
+                log_line("no control socket (" + control.error().message() + "); give --control-socket PATH");
             }
-            fabric_.after_wakeup(now);
         }
+        if (options_.metrics_listen) {
+            auto http = daemon::MetricsHttpServer::open(loop_, *options_.metrics_listen, [this] { return metrics(); });
+            if (!http) return unexpected("--metrics-listen: " + http.error().message());
+            metrics_http_ = std::move(*http);
+        }
+        if (!options_.metrics_file.empty()) {
+            if (auto r = write_textfile(options_.metrics_file, metrics()); !r) return unexpected("--metrics-file: " + r.error());
+            write_metrics_file();
+        }
+        return {};
+    }
+
+    std::string metrics() const {
+        PrometheusText text("ibfabricd");
+        fabric_metrics(fabric_, text);
+        if (control_) {
+            PrometheusText::Sink sink(text, "control", {});
+            visit(control_->counters(), sink);
+        }
+        if (metrics_http_) {
+            PrometheusText::Sink sink(text, "metrics_http", {});
+            visit(metrics_http_->counters(), sink);
+        }
+        return text.render();
     }
 
 private:
-    // The exit status when a signal ends the process.
-    std::optional<int> on_signals() {
-        signalfd_siginfo si;
-        while (::read(sigfd_.get(), &si, sizeof si) == sizeof si) {
-            if (si.ssi_signo == SIGUSR1) {
-                print_stats();
-            } else if (si.ssi_signo == SIGHUP) {
-                reload_key();
-            } else {
-                print_stats();
-                fabric_.flush();
-                log_line("exiting on signal " + std::to_string(si.ssi_signo));
-                return 0;
-            }
-        }
-        return std::nullopt;
+    void tick() {
+        fabric_.tick(Clock::now());
+        loop_.add_timer_after(FabricService::kTickInterval, [this] { tick(); });
+    }
+
+    // node_exporter's textfile collector reads the file at each scrape.
+    void write_metrics_file() {
+        if (auto r = write_textfile(options_.metrics_file, metrics()); !r) log_line("metrics file: " + r.error());
+        loop_.add_timer_after(std::chrono::seconds(10), [this] { write_metrics_file(); });
     }
 
     // SIGHUP: the fabric key file again (rotation); the other options are
     // fixed at start. A file that fails keeps the keys in use.
     void reload_key() {
-        if (key_file_.empty()) {
+        if (options_.key_file.empty()) {
             log_line("SIGHUP: nothing to reload (no --fabric-key; the other options are fixed at start)");
             return;
         }
-        auto keys = load_fabric_key_file(key_file_);
+        auto keys = load_fabric_key_file(options_.key_file);
         if (!keys) {
             log_line("SIGHUP: keeping the fabric keys in use: " + keys.error());
             return;
@@ -311,7 +356,7 @@ private:
             log_line("SIGHUP: " + r.error());
             return;
         }
-        log_line("SIGHUP: fabric keys reloaded from " + key_file_ + " (" + std::to_string(keys->keys.size()) +
+        log_line("SIGHUP: fabric keys reloaded from " + options_.key_file + " (" + std::to_string(keys->keys.size()) +
                  (keys->keys.size() == 1 ? " key)" : " keys)"));
     }
 
@@ -321,10 +366,11 @@ private:
     }
 
     FabricService& fabric_;
-    std::string key_file_;
-    UniqueFd sigfd_;
-    UniqueFd timer_;
-    UniqueFd epoll_;
+    daemon::EventLoop& loop_;
+    const Options& options_;
+    FabricDaemonInfo info_;
+    std::unique_ptr<daemon::ControlServer> control_;
+    std::unique_ptr<daemon::MetricsHttpServer> metrics_http_;
 };
 
 std::string hex4(std::uint16_t v) {
@@ -339,17 +385,35 @@ int main(int argc, char** argv) {
     auto options = parse(argc, argv);
     if (!options) return 2;
     if (!options->quiet) options->service.log = log_line;
-
-    auto opened = FabricService::open(std::move(options->service));
+    // Blocked before anyone is told the fabric listens: a SIGUSR1 sent
+    // after "listening on" must not kill the process.
+    if (auto r = daemon::EventLoop::block_signals({SIGTERM, SIGINT, SIGUSR1, SIGHUP}); !r) {
+        log_line(r.error().message());
+        return 1;
+    }
+    auto loop = daemon::EventLoop::create();
+    if (!loop) {
+        log_line(loop.error().message());
+        return 1;
+    }
+    auto opened = FabricService::open(options->service);
     if (!opened) {
         log_line(opened.error());
         return 1;
     }
     FabricService& fabric = **opened;
-    Loop loop(fabric, options->key_file);
+    Daemon d(fabric, **loop, *options);
+    if (auto r = d.start(); !r) {
+        log_line(r.error());
+        return 1;
+    }
     const FabricServiceOptions& o = fabric.options();
     log_line("listening on " + fabric.local_address().to_string() + ", switch LID " + hex4(fabric.fabric_switch().lid()) +
              ", " + std::to_string(o.sw.num_ports) + " ports" + (o.pcap.empty() ? "" : ", capturing to " + o.pcap) +
              (o.keys ? ", fabric key from " + options->key_file : ", no fabric key"));
-    return loop.run();
+    if (auto r = (*loop)->run(); !r) {
+        log_line(r.error().message());
+        return 1;
+    }
+    return 0;
 }

@@ -759,4 +759,18 @@ void SaServer::tick(Clock::time_point now) {
 
 std::vector<SaOutgoing> SaServer::take_outbound() { return std::exchange(outbound_, {}); }
 
+void visit(const SaCounters& c, CounterSink& out) {
+    out.counter("requests", c.requests);
+    out.counter("errors", c.errors);
+    out.counter("malformed", c.malformed);
+    out.counter("sm_key_refused", c.sm_key_refused);
+    out.counter("groups_created", c.groups_created);
+    out.counter("groups_deleted", c.groups_deleted);
+    out.counter("reports_sent", c.reports_sent);
+    out.counter("reports_acked", c.reports_acked);
+    out.counter("reports_dropped", c.reports_dropped);
+    out.counter("rmpp_transfers", c.rmpp_transfers);
+    out.counter("rmpp_aborted", c.rmpp_aborted);
+}
+
 }  // namespace ipoibd::fabric

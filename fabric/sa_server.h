@@ -21,6 +21,8 @@
 // Requests come from the SM port's QP1; `requester_lid` is the LRH SLID.
 #pragma once
 
+#include "common/counters.h"
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -99,6 +101,8 @@ struct SaCounters {
     std::uint64_t rmpp_transfers = 0;    // multi-segment GetTableResps started
     std::uint64_t rmpp_aborted = 0;      // stopped by the requester, or unacknowledged after retries
 };
+// As "requests", "sm_key_refused", ...
+void visit(const SaCounters& c, CounterSink& out);
 
 class SaServer {
 public:

@@ -392,6 +392,19 @@ std::uint16_t SubnetManager::choose_lid(const SmPort& port, std::uint16_t curren
     return 0;
 }
 
+void visit(const SmCounters& c, CounterSink& out) {
+    out.counter("smps_sent", c.smps_sent);
+    out.counter("responses", c.responses);
+    out.counter("error_responses", c.error_responses);
+    out.counter("timeouts", c.timeouts);
+    out.counter("unexpected_responses", c.unexpected_responses);
+    out.counter("ports_configured", c.ports_configured);
+    out.counter("ports_lost", c.ports_lost);
+    out.counter("traps", c.traps);
+    out.counter("m_key_traps", c.m_key_traps);
+    out.counter("sets_unanswered", c.sets_unanswered);
+}
+
 const char* to_string(SmPortPhase p) {
     switch (p) {
         case SmPortPhase::node_info: return "node_info";

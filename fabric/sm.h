@@ -31,6 +31,8 @@
 // fails is tried again at the next sweep.
 #pragma once
 
+#include "common/counters.h"
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -113,6 +115,8 @@ struct SmCounters {
     std::uint64_t m_key_traps = 0;     // of those, Trap 256 (Bad M_Key)
     std::uint64_t sets_unanswered = 0; // configurations that failed with no answer to a Set (a key the SM lacks)
 };
+// As "smps_sent", "m_key_traps", ...
+void visit(const SmCounters& c, CounterSink& out);
 
 // Human-readable SM log lines (ibfabricd sends them to its log).
 using SmLog = std::function<void(const std::string&)>;

@@ -359,6 +359,18 @@ void Switch::set_multicast_flood(std::uint16_t mlid, bool flood) {
         flooded_.erase(mlid);
 }
 
+void visit(const SwitchCounters& c, CounterSink& out) {
+    out.counter("forwarded", c.forwarded);
+    out.counter("route_hints", c.route_hints);
+    out.counter("permits", c.permits);
+    out.counter("to_management", c.to_management);
+    out.counter("link_packets_in", c.link_packets_in);
+    out.counter("link_packets_out", c.link_packets_out);
+    out.counter("ports_reclaimed", c.ports_reclaimed);
+    visit_reasons<SwitchDrop>(out, "dropped_", c.dropped, [](SwitchDrop d) { return to_string(d); });
+    visit_reasons<ib::DropReason>(out, "link_check_", c.link_drops, [](ib::DropReason d) { return ib::to_string(d); });
+}
+
 const char* to_string(SwitchDrop d) {
     switch (d) {
         case SwitchDrop::bad_link_packet: return "bad_link_packet";

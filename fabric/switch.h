@@ -26,6 +26,8 @@
 // real port ACTIVE in well under a second); an ACTIVE port keeps its place.
 #pragma once
 
+#include "common/counters.h"
+
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -75,6 +77,8 @@ struct SwitchCounters {
     std::uint64_t ports_reclaimed = 0;  // ports not ACTIVE unplugged to make room for a newcomer
     std::uint64_t dropped_for(SwitchDrop d) const { return dropped[static_cast<std::size_t>(d)]; }
 };
+// As "forwarded", "dropped_<reason>", "link_check_<reason>", ...
+void visit(const SwitchCounters& c, CounterSink& out);
 
 struct LinkEvent {
     std::uint8_t port = 0;

@@ -38,6 +38,8 @@ public:
     // ClientReregister): a new or restarted SM, whose subnet state may
     // differ from what the port learnt before.
     std::uint64_t reregistrations() const { return reregistrations_; }
+    // When the SM last reached the port's SMA (Port::last_sm_contact).
+    std::optional<Clock::time_point> last_sm_contact() const { return sma_.last_request(); }
 
 private:
     bool handle_smp(const ib::Packet& packet);

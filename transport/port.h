@@ -26,6 +26,7 @@
 // as verbs does: payload bytes = byte_len - 40.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -252,6 +253,10 @@ public:
     // Starts (or with an empty tap, stops) handing every packet to `tap`;
     // not_supported where the packets are not the backend's to see (verbs).
     virtual expected<void, Error> set_capture(PacketTap tap);
+    // When a subnet manager last reached the port's SMA (its sweeps), on
+    // the steady clock: ports whose SMA is ours (soft); nullopt on an HCA,
+    // whose SMA is the kernel's, and before the first SMP.
+    virtual std::optional<std::chrono::steady_clock::time_point> last_sm_contact() const { return std::nullopt; }
     // The port's own address on the underlay (a soft port's UDP address),
     // for `ipoibctl status`; "" for an HCA.
     virtual std::string underlay_address() const { return {}; }

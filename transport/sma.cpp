@@ -191,6 +191,7 @@ SmaResult Sma::handle(bytes mad, std::uint16_t lrh_slid, Clock::time_point now) 
         return result;
     }
     reply.status = process(request, reply.data, m_key, result);
+    last_request_ = now;
     return respond(reply, lrh_slid, std::move(result));
 }
 

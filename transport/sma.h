@@ -139,6 +139,9 @@ public:
     ib::PortInfo port_info() const { return port_info_; }
     const SmaIdentity& identity() const { return identity_; }
     const SmaCounters& counters() const { return counters_; }
+    // When an SMP request was last answered (the SM's sweeps): nullopt
+    // before the first.
+    std::optional<Clock::time_point> last_request() const { return last_request_; }
 
 private:
     enum class MKeyCheck : std::uint8_t { pass, pass_hide_m_key, fail };
@@ -163,6 +166,7 @@ private:
     SmaCounters counters_;
     std::optional<Clock::time_point> lease_ends_;  // the M_Key lease is running
     std::optional<Clock::time_point> last_trap_;
+    std::optional<Clock::time_point> last_request_;
     std::uint64_t next_trap_tid_ = 1;
 };
 

@@ -59,7 +59,7 @@ void MemorySa::serve() {
 // ---------------------------------------------------------------------------
 // Fabric
 
-Fabric::Fabric(FabricKind kind) : kind_(kind) {
+Fabric::Fabric(FabricKind kind, std::function<void(fabric::FabricServiceOptions&)> tune) : kind_(kind) {
     auto loop = daemon::EventLoop::create();
     if (!loop) throw std::runtime_error(loop.error().message());
     loop_ = std::move(*loop);
@@ -70,6 +70,7 @@ Fabric::Fabric(FabricKind kind) : kind_(kind) {
     }
     fabric::FabricServiceOptions o;
     o.listen = *parse_socket_address("127.0.0.1:0");
+    if (tune) tune(o);
     auto service = fabric::FabricService::open(std::move(o));
     if (!service) throw std::runtime_error(service.error());
     service_ = std::move(*service);
@@ -104,6 +105,7 @@ std::unique_ptr<TestNode> Fabric::make_node(const std::string& name, const std::
     c.fabric.port_guid = guid;
     c.fabric.transport = config::Transport::soft;
     if (service_) c.fabric.address = service_->local_address();
+    if (tune_config) tune_config(c);
     t->node = std::make_unique<daemon::Node>(c, name + ".conf", name, t->log, t->notify, *loop_);
     if (kind_ == FabricKind::memory) {
         auto [it, fresh] = lids_.try_emplace(guid, next_lid_);

@@ -66,7 +66,10 @@ struct TestNode {
 
 class Fabric {
 public:
-    explicit Fabric(FabricKind kind);
+    // `tune` adjusts the soft fabric's options (sweep interval, ...).
+    explicit Fabric(FabricKind kind, std::function<void(fabric::FabricServiceOptions&)> tune = {});
+    // Applied to every node's configuration from now on.
+    std::function<void(config::DaemonConfig&)> tune_config;
     ~Fabric();
 
     // A node named `name` with the given addresses (IPv4 and IPv6 prefixes)

@@ -144,6 +144,32 @@ TEST_P(Nodes, ControlAnswersComeFromTheNode) {
     EXPECT_TRUE(a_->interface().engine().neighbours().entries().empty());
 }
 
+// A soft port the SM stops sweeping still says ACTIVE; its node notices
+// after [fabric] sm-silence and says so (status sm_silent). Here the SM's
+// sweeps are an hour apart: after programming the port, it goes quiet.
+TEST(NodeSmSilence, ANodeNoticesThatTheSmStoppedSweeping) {
+    Fabric fabric(FabricKind::soft, [](fabric::FabricServiceOptions& o) { o.sm.sweep_interval = 1h; });
+    fabric.tune_config = [](config::DaemonConfig& c) { c.fabric.sm_silence = 400ms; };
+    TestNode& a = fabric.add_node("a", {"198.18.0.1/24"}, kGuidA);
+    ASSERT_TRUE(fabric.run_until([&] { return a.link_up(); }));
+    EXPECT_FALSE(a.node->sm_silent());
+    ASSERT_TRUE(fabric.run_until([&] { return a.node->sm_silent(); }, 5s));
+    const std::string status = a.node->answer("status");
+    EXPECT_NE(status.find("\"sm_silent\":true"), std::string::npos) << status;
+    EXPECT_NE(status.find("\"port_state\":\"ACTIVE\""), std::string::npos) << status;
+}
+
+// Over the memory fabric the port has no SMA of ours to watch: never silent.
+TEST(NodeSmSilence, APortWithoutAnSmaOfOursIsNeverSilent) {
+    Fabric fabric(FabricKind::memory);
+    fabric.tune_config = [](config::DaemonConfig& c) { c.fabric.sm_silence = 100ms; };
+    TestNode& a = fabric.add_node("a", {"198.18.0.1/24"}, kGuidA);
+    ASSERT_TRUE(fabric.run_until([&] { return a.link_up(); }));
+    fabric.run_for(500ms);
+    EXPECT_FALSE(a.node->sm_silent());
+    EXPECT_NE(a.node->answer("status").find("\"sm_contact_age_s\":null"), std::string::npos);
+}
+
 INSTANTIATE_TEST_SUITE_P(Fabrics, Nodes, ::testing::Values(FabricKind::memory, FabricKind::soft),
                          [](const ::testing::TestParamInfo<FabricKind>& p) { return to_string(p.param); });
 

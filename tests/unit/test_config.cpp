@@ -120,7 +120,7 @@ const BadFile kBadFiles[] = {
     {"bind_roce_port", "[fabric]\nbind = 198.18.0.2:4791\n",
      "FILE:2: [fabric] bind = 198.18.0.2:4791: port 4791 is RoCEv2's; the soft fabric must not use it"},
     {"missing_key", "[fabric]\n= 2\n", "FILE:2: [fabric] = 2: unknown key; [fabric] has transport, device, port, "
-                                        "address, bind, key-file, port-guid, embedded, embedded-listen, pkey"},
+                                        "address, bind, key-file, sm-silence, port-guid, embedded, embedded-listen, pkey"},
     {"repeated_key", "[interface]\nmtu = 1500\nname = ib0\nmtu = 2044\n",
      "FILE:4: [interface] mtu = 2044: mtu is already set on line 2 (only address and route may repeat)"},
     {"repeated_key_in_a_reopened_section", "[daemon]\nwatchdog = no\n[fabric]\nport = 1\n[daemon]\nwatchdog = yes\n",
@@ -299,6 +299,7 @@ TEST(ConfigDefaults, EveryKey) {
     EXPECT_EQ(c.fabric.address.to_string(), "127.0.0.1:18516");
     EXPECT_FALSE(c.fabric.bind);
     EXPECT_EQ(c.fabric.key_file, "");
+    EXPECT_EQ(c.fabric.sm_silence, 35s);
     EXPECT_EQ(c.fabric.port_guid, 0u);
     EXPECT_FALSE(c.fabric.embedded);
     EXPECT_EQ(c.fabric.embedded_listen.to_string(), "0.0.0.0:18516");
@@ -642,6 +643,9 @@ DaemonConfig everything_changed() {
     c.fabric.embedded = true;
     c.fabric.embedded_listen = *parse_fabric_address("[::]:18600", true);
     c.fabric.pkey = 0x8001;
+    c.fabric.bind = *parse_socket_address("198.18.0.9:40000");
+    c.fabric.key_file = "/etc/ipoibd/fabric.key";
+    c.fabric.sm_silence = 90s;
     c.interface.name = "ib0.8001";
     c.interface.mtu = 2044;
     c.interface.addresses = {*parse_interface_address("198.18.0.1/24"), *parse_interface_address("2001:db8::1/64")};
@@ -655,7 +659,9 @@ DaemonConfig everything_changed() {
                    .max_entries = 20'000, .path_max_entries = 300};
     c.queues = {.send_depth = 512, .receive_depth = 1024, .sa_max_queued = 4096, .tun_max_batch = 16};
     c.daemon = {.log_level = LogLevel::warning, .control_socket = "/run/ipoibd-test.sock",
-                .capture = "/var/log/ipoibd/ib0 capture.pcap", .watchdog = false, .busy_poll = 5ms};
+                .capture = "/var/log/ipoibd/ib0 capture.pcap", .watchdog = false, .busy_poll = 5ms,
+                .metrics_listen = *parse_socket_address("127.0.0.1:9464"),
+                .metrics_file = "/var/lib/node_exporter/ipoibd-ib0.prom"};
     return c;
 }
 
@@ -754,12 +760,13 @@ TEST(ConfigReload, RestartKeys) {
     const auto plan = diff_for_reload(running, everything_changed());
     EXPECT_EQ(plan.restart,
               (std::vector<std::string>{"fabric.transport", "fabric.device", "fabric.port", "fabric.address",
-                                        "fabric.port-guid", "fabric.embedded", "fabric.embedded-listen",
+                                        "fabric.bind", "fabric.key-file", "fabric.port-guid", "fabric.embedded",
+                                        "fabric.embedded-listen",
                                         "fabric.pkey", "interface.name", "interface.mtu", "multicast.scope",
                                         "multicast.max-groups", "neighbour.max-entries",
                                         "neighbour.path-max-entries", "queues.send-depth", "queues.receive-depth",
                                         "queues.sa-max-queued", "queues.tun-max-batch", "daemon.control-socket",
-                                        "daemon.watchdog"}));
+                                        "daemon.watchdog", "daemon.metrics-listen", "daemon.metrics-file"}));
     EXPECT_TRUE(plan.needs_restart());
     std::vector<std::string> every_live_key;
     for (const KeySpec& key : config_keys())

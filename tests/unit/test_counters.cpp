@@ -11,6 +11,10 @@
 
 #include "common/counters.h"
 #include "daemon/control.h"
+#include "daemon/metrics_http.h"
+#include "fabric/sa_server.h"
+#include "fabric/sm.h"
+#include "fabric/switch.h"
 #include "daemon/event_loop.h"
 #include "daemon/node.h"
 #include "host/tun_port.h"
@@ -26,6 +30,7 @@
 #include "sa_client/sa_client.h"
 #include "transport/port_core.h"
 #include "transport/sma.h"
+#include "transport/soft/fabric_auth.h"
 #include "transport/soft/soft_port.h"
 #include "transport/soft/udp_batch.h"
 
@@ -82,6 +87,11 @@ TEST(Counters, EveryFieldOfEveryStructIsVisited) {
     expect_every_field_visited<sa::MadAgentCounters>("MadAgentCounters");
     expect_every_field_visited<iface::InterfaceCounters>("InterfaceCounters");
     expect_every_field_visited<host::TunCounters>("TunCounters");
+    expect_every_field_visited<daemon::MetricsHttpCounters>("MetricsHttpCounters");
+    expect_every_field_visited<transport::FabricAuthCounters>("FabricAuthCounters");
+    expect_every_field_visited<fabric::SwitchCounters>("SwitchCounters");
+    expect_every_field_visited<fabric::SmCounters>("SmCounters");
+    expect_every_field_visited<fabric::SaCounters>("SaCounters");
 }
 
 TEST(Counters, ReasonArraysShowOnlyTheReasonsThatHappened) {

@@ -110,6 +110,9 @@ public:
     expected<void, Error> set_capture(PacketTap tap) override;
     void set_drop_log(PortDropLog log) override { drop_log_ = std::move(log); }
     std::string underlay_address() const override { return local_address().to_string(); }
+    std::optional<std::chrono::steady_clock::time_point> last_sm_contact() const override {
+        return port_.last_sm_contact();
+    }
     expected<void, Error> set_fabric_keys(const FabricKeys& keys) override;
     const FabricAuth* auth() const { return auth_.get(); }
     // The port's packets, its UDP socket, its link, cut-through and SMA.

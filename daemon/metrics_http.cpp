@@ -1,0 +1,169 @@
+#include "daemon/metrics_http.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace ipoibd::daemon {
+
+void visit(const MetricsHttpCounters& c, CounterSink& out) {
+    out.counter("scrapes", c.scrapes);
+    out.counter("bad_requests", c.bad_requests);
+    out.counter("rejected_busy", c.rejected_busy);
+    out.counter("timeouts", c.timeouts);
+    out.counter("io_errors", c.io_errors);
+}
+
+namespace {
+
+std::string http_answer(int status, std::string_view reason, std::string_view content_type, std::string_view body) {
+    std::string out = "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason) + "\r\n";
+    out += "Content-Type: " + std::string(content_type) + "\r\n";
+    out += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+    out += "Connection: close\r\n\r\n";
+    out += body;
+    return out;
+}
+
+}  // namespace
+
+expected<std::unique_ptr<MetricsHttpServer>, SysError> MetricsHttpServer::open(EventLoop& loop,
+                                                                               const SocketAddress& listen,
+                                                                               Render render,
+                                                                               MetricsHttpLimits limits) {
+    std::unique_ptr<MetricsHttpServer> s(new MetricsHttpServer(loop, std::move(render), limits));
+    s->listener_ = UniqueFd(::socket(listen.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!s->listener_) return unexpected(SysError{"socket", errno});
+    const int one = 1;
+    ::setsockopt(s->listener_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(s->listener_.get(), listen.get(), listen.length) != 0)
+        return unexpected(SysError{"bind " + listen.to_string(), errno});
+    if (::listen(s->listener_.get(), 16) != 0) return unexpected(SysError{"listen", errno});
+    MetricsHttpServer* self = s.get();
+    if (auto r = loop.add_fd(s->listener_.get(), [self] { self->on_listener_ready(); }); !r) return unexpected(r.error());
+    return s;
+}
+
+MetricsHttpServer::~MetricsHttpServer() {
+    while (!clients_.empty()) close_client(clients_.begin()->first);
+    if (listener_) loop_.remove_fd(listener_.get());
+}
+
+SocketAddress MetricsHttpServer::local_address() const {
+    SocketAddress a;
+    a.length = sizeof a.storage;
+    ::getsockname(listener_.get(), a.get(), &a.length);
+    return a;
+}
+
+void MetricsHttpServer::on_listener_ready() {
+    for (int i = 0; i < 16; ++i) {
+        UniqueFd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+        if (!fd) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ++counters_.io_errors;
+            return;
+        }
+        if (clients_.size() >= limits_.max_clients) {
+            ++counters_.rejected_busy;
+            const std::string busy = http_answer(503, "Service Unavailable", "text/plain", "too many clients\n");
+            (void)::send(fd.get(), busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+            continue;
+        }
+        const int raw = fd.get();
+        auto c = std::make_unique<Client>();
+        c->fd = std::move(fd);
+        c->timeout = loop_.add_timer_after(limits_.client_timeout, [this, raw] {
+            ++counters_.timeouts;
+            close_client(raw);
+        });
+        clients_.emplace(raw, std::move(c));
+        if (!loop_.add_fd(raw, [this, raw] { on_client_ready(raw); })) {
+            ++counters_.io_errors;
+            close_client(raw);
+        }
+    }
+}
+
+void MetricsHttpServer::on_client_ready(int fd) {
+    const auto it = clients_.find(fd);
+    if (it == clients_.end()) return;
+    Client& c = *it->second;
+    if (!c.answer.empty()) {
+        write_answer(fd);
+        return;
+    }
+    char buf[1024];
+    const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        if (n < 0) ++counters_.io_errors;
+        close_client(fd);
+        return;
+    }
+    if (n < 0) return;
+    c.request.append(buf, static_cast<std::size_t>(n));
+    if (c.request.find("\r\n\r\n") == std::string::npos && c.request.find("\n\n") == std::string::npos) {
+        if (c.request.size() <= limits_.max_request) return;
+        ++counters_.bad_requests;
+        c.answer = http_answer(400, "Bad Request", "text/plain", "request too long\n");
+    } else {
+        respond(c);
+    }
+    (void)loop_.set_interest(fd, EventLoop::Interest::writable);
+    write_answer(fd);
+}
+
+void MetricsHttpServer::respond(Client& c) {
+    const std::string_view req(c.request);
+    const std::string_view line = req.substr(0, req.find_first_of("\r\n"));
+    const auto sp1 = line.find(' ');
+    const auto sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+    if (sp1 == std::string_view::npos || sp2 == std::string_view::npos) {
+        ++counters_.bad_requests;
+        c.answer = http_answer(400, "Bad Request", "text/plain", "not an HTTP request\n");
+        return;
+    }
+    const std::string_view method = line.substr(0, sp1);
+    std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+    target = target.substr(0, target.find('?'));
+    if (target != "/metrics") {
+        ++counters_.bad_requests;
+        c.answer = http_answer(404, "Not Found", "text/plain", "the metrics are at /metrics\n");
+        return;
+    }
+    if (method != "GET" && method != "HEAD") {
+        ++counters_.bad_requests;
+        c.answer = http_answer(405, "Method Not Allowed", "text/plain", "GET /metrics\n");
+        return;
+    }
+    ++counters_.scrapes;
+    const std::string body = render_();
+    c.answer = http_answer(200, "OK", "text/plain; version=0.0.4; charset=utf-8", method == "HEAD" ? "" : body);
+}
+
+void MetricsHttpServer::write_answer(int fd) {
+    const auto it = clients_.find(fd);
+    if (it == clients_.end()) return;
+    Client& c = *it->second;
+    while (c.written < c.answer.size()) {
+        const ssize_t n = ::send(fd, c.answer.data() + c.written, c.answer.size() - c.written, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            c.written += static_cast<std::size_t>(n);
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+        ++counters_.io_errors;
+        break;
+    }
+    close_client(fd);
+}
+
+void MetricsHttpServer::close_client(int fd) {
+    const auto it = clients_.find(fd);
+    if (it == clients_.end()) return;
+    loop_.cancel_timer(it->second->timeout);
+    loop_.remove_fd(fd);
+    clients_.erase(it);
+}
+
+}  // namespace ipoibd::daemon

@@ -1,0 +1,82 @@
+// The Prometheus endpoint (daemon/metrics_http.h): GET /metrics answers the
+// render function's text; other paths and methods, floods and silent
+// clients are answered or closed and counted.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "daemon/metrics_http.h"
+#include "tests/unit/daemon_test_util.h"
+
+namespace ipoibd::daemon {
+namespace {
+
+using test::make_loop;
+using test::run_until;
+
+UniqueFd connect_to(const SocketAddress& a) {
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    EXPECT_EQ(::connect(fd.get(), a.get(), a.length), 0);
+    return fd;
+}
+
+// Sends `request` and reads the whole answer (the server closes).
+std::string exchange(EventLoop& loop, const SocketAddress& a, const std::string& request) {
+    UniqueFd fd = connect_to(a);
+    EXPECT_EQ(::send(fd.get(), request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+    std::string answer;
+    bool closed = false;
+    run_until(loop, [&] {
+        char buf[4096];
+        const ssize_t n = ::recv(fd.get(), buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0) answer.append(buf, static_cast<std::size_t>(n));
+        if (n == 0) closed = true;
+        return closed;
+    });
+    return answer;
+}
+
+struct MetricsHttpTest : ::testing::Test {
+    std::unique_ptr<EventLoop> loop = make_loop();
+    std::unique_ptr<MetricsHttpServer> server;
+    void SetUp() override {
+        auto s = MetricsHttpServer::open(*loop, *parse_socket_address("127.0.0.1:0"),
+                                         [] { return std::string("# TYPE x_y untyped\nx_y 1\n"); },
+                                         {.max_clients = 2, .max_request = 512, .client_timeout = std::chrono::milliseconds(300)});
+        ASSERT_TRUE(s) << s.error().message();
+        server = std::move(*s);
+    }
+};
+
+TEST_F(MetricsHttpTest, GetMetricsAnswersTheText) {
+    const std::string a = exchange(*loop, server->local_address(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    EXPECT_TRUE(a.starts_with("HTTP/1.1 200 OK\r\n")) << a;
+    EXPECT_NE(a.find("Content-Type: text/plain; version=0.0.4"), std::string::npos) << a;
+    EXPECT_TRUE(a.ends_with("\r\n\r\n# TYPE x_y untyped\nx_y 1\n")) << a;
+    EXPECT_EQ(server->counters().scrapes, 1u);
+}
+
+TEST_F(MetricsHttpTest, OtherPathsMethodsAndGarbageAreRefused) {
+    EXPECT_TRUE(exchange(*loop, server->local_address(), "GET / HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
+    EXPECT_TRUE(exchange(*loop, server->local_address(), "POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405"));
+    EXPECT_TRUE(exchange(*loop, server->local_address(), "hello\r\n\r\n").starts_with("HTTP/1.1 400"));
+    EXPECT_TRUE(exchange(*loop, server->local_address(), std::string(600, 'A')).starts_with("HTTP/1.1 400"));
+    EXPECT_EQ(server->counters().bad_requests, 4u);
+    EXPECT_EQ(server->counters().scrapes, 0u);
+}
+
+TEST_F(MetricsHttpTest, SilentClientsTimeOutAndTheBusyAreTurnedAway) {
+    UniqueFd a = connect_to(server->local_address()), b = connect_to(server->local_address());
+    // A third while the two say nothing (accepted first, in order): 503.
+    const std::string third = exchange(*loop, server->local_address(), "GET /metrics HTTP/1.1\r\n\r\n");
+    EXPECT_TRUE(third.starts_with("HTTP/1.1 503")) << third;
+    EXPECT_EQ(server->counters().rejected_busy, 1u);
+    run_until(*loop, [&] { return server->counters().timeouts == 2; });
+    EXPECT_EQ(server->counters().timeouts, 2u);
+    // The server still answers.
+    EXPECT_TRUE(exchange(*loop, server->local_address(), "GET /metrics HTTP/1.0\r\n\r\n").starts_with("HTTP/1.1 200"));
+}
+
+}  // namespace
+}  // namespace ipoibd::daemon
