@@ -6,6 +6,7 @@
 #include "daemon/journal_fields.h"
 #include "daemon/control_protocol.h"
 #include "common/prometheus.h"
+#include "fabric/fabric_control.h"
 #include "daemon/json.h"
 #include "ipoib/hw_address.h"
 #include "sa_client/sa_records.h"
@@ -228,6 +229,11 @@ void Node::visit_node_sections(Section&& section) const {
     });
     if (control_) section("control", [&](CounterSink& o) { visit(control_->counters(), o); });
     if (metrics_http_) section("metrics_http", [&](CounterSink& o) { visit(metrics_http_->counters(), o); });
+    // The embedded fabric's switch, SM, SA, socket and authenticator.
+    if (fabric_service_)
+        fabric::visit_fabric_sections(*fabric_service_, [&](std::string_view name, const auto& visit_section) {
+            section("fabric_" + std::string(name), visit_section);
+        });
 }
 
 std::string Node::answer_stats(const iface::Interface& i) const {

@@ -392,24 +392,25 @@ std::uint16_t SaServer::create_group(const sa::McMemberRecord& req, std::uint64_
         if (sa::rate_mbps(rate) == 0 || sa::rate_mbps(rate) > sa::rate_mbps(requester.rate) || !rate_selects(s, rate, req.rate))
             return sa::sa_status::err_req_invalid;  // a reserved rate code, or more than the port has
     }
-    // PacketLifeTime (6 bits): what the selector asks for; the SA's own when
-    // not asked or "smallest available". Greater than 63 or less than 0
-    // cannot be had.
-    std::uint8_t life = config_.packet_life_time;
+    // PacketLifeTime (6 bits): the request's, as OpenSM copies it (0 when
+    // not given); with a selector, the nearest value it allows, or the SA's
+    // own for "smallest available". Greater than 63 or less than 0 cannot
+    // be had.
+    std::uint8_t life = req.packet_life_time;
     if (mask & mc::packet_life_time) {
         const Selector s = (mask & mc::packet_life_time_selector) ? req.packet_life_time_selector : Selector::exactly;
         constexpr std::uint8_t kMaxLife = 0x3F;
         switch (s) {
-            case Selector::exactly: life = req.packet_life_time; break;
+            case Selector::exactly: break;
             case Selector::greater_than:
                 if (req.packet_life_time >= kMaxLife) return sa::sa_status::err_req_invalid;
-                life = std::max<std::uint8_t>(life, static_cast<std::uint8_t>(req.packet_life_time + 1));
+                life = static_cast<std::uint8_t>(req.packet_life_time + 1);
                 break;
             case Selector::less_than:
                 if (req.packet_life_time == 0) return sa::sa_status::err_req_invalid;
-                life = std::min<std::uint8_t>(life, static_cast<std::uint8_t>(req.packet_life_time - 1));
+                life = static_cast<std::uint8_t>(req.packet_life_time - 1);
                 break;
-            case Selector::largest_available: break;  // "smallest available" for a lifetime
+            case Selector::largest_available: life = config_.packet_life_time; break;  // "smallest available"
         }
         if (life > kMaxLife) return sa::sa_status::err_req_invalid;
     }

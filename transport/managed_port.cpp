@@ -27,17 +27,8 @@ bool ManagedPort::handle_smp(const ib::Packet& packet) {
 // A GetResp or Trap goes out on VL15 from QP0 to QP0 (IBA 14.2.1).
 void ManagedPort::send_qp0(const SmaResponse& mad) {
     const PortAttributes& a = core_.attributes();
-    ib::PacketSpec spec;
-    spec.lrh.vl = ib::kVl15;
-    spec.lrh.dlid = mad.dlid;
-    spec.lrh.slid = a.lid != 0 ? a.lid : ib::kLidPermissive;
-    spec.bth.opcode = ib::op::ud_send_only;
-    spec.bth.pkey = ib::kPKeyDefault;
-    spec.bth.dest_qp = ib::kQp0;
-    spec.ext.deth = {0, ib::kQp0};
-    spec.payload = mad.mad;
-    std::array<std::uint8_t, ib::Lrh::size + ib::Bth::size + ib::Deth::size + ib::kMadSize + 6> out{};
-    const auto n = ib::build_packet(spec, out);
+    std::array<std::uint8_t, ib::kQp0PacketSize> out{};
+    const auto n = ib::build_qp0_packet(mad.mad, a.lid != 0 ? a.lid : ib::kLidPermissive, mad.dlid, out);
     if (!n) return;
     core_.transmit_raw(bytes(out).first(*n));
     link_.flush();

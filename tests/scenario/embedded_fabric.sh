@@ -48,4 +48,7 @@ ip netns exec "$A" ping -6 -c 3 -i 0.2 -W 2 2001:db8:1::2 >/dev/null || fail "pi
 # Unicast took the cut-through path (route hints from the switch), not the switch.
 direct=$(ip netns exec "$B" "$BIN/ipoibctl" -s "$WORK/b.sock" -j stats | python3 -c "import json,sys; print(json.load(sys.stdin)['port']['direct_tx'])")
 [ "$direct" -gt 0 ] || fail "no unicast went straight to the peer (direct_tx $direct)"
-pass "embedded fabric: A hosts switch, SM and SA; ping and ping6 between A and B ($direct packets cut through)"
+# The embedded fabric's counters are A's too (ipoibctl stats).
+configured=$(ip netns exec "$A" "$BIN/ipoibctl" -s "$WORK/a.sock" -j stats | python3 -c "import json,sys; print(json.load(sys.stdin)['fabric_sm']['ports_configured'])")
+[ "$configured" -eq 2 ] || fail "A's stats show the embedded SM configured $configured ports, not 2"
+pass "embedded fabric: A hosts switch, SM and SA (its counters in A's stats); ping and ping6 between A and B ($direct packets cut through)"

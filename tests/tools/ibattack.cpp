@@ -33,6 +33,7 @@
 
 #include "common/socket_address.h"
 #include "common/unique_fd.h"
+#include "tests/tools/forge.h"
 #include "transport/port_factory.h"
 #include "transport/soft/guid.h"
 #include "transport/soft/route_hint.h"
@@ -71,37 +72,6 @@ struct Args {
         return std::stoull(get(k, fallback), nullptr, 0);
     }
 };
-
-Wire packet(std::uint16_t slid, std::uint16_t dlid, std::uint32_t dest_qp, std::uint32_t qkey, bytes payload) {
-    ib::PacketSpec spec;
-    spec.lrh.vl = dest_qp == ib::kQp0 ? ib::kVl15 : 0;
-    spec.lrh.dlid = dlid;
-    spec.lrh.slid = slid;
-    spec.bth.opcode = ib::op::ud_send_only;
-    spec.bth.pkey = ib::kPKeyDefault;
-    spec.bth.dest_qp = dest_qp;
-    spec.ext.deth = {qkey, dest_qp == ib::kQp0 ? ib::kQp0 : 0x99};
-    spec.payload = payload;
-    Wire out(ib::packet_size(spec));
-    if (!ib::build_packet(spec, out)) usage("could not build a packet");
-    return out;
-}
-
-Wire port_down(std::uint16_t slid, std::uint16_t dlid, std::uint64_t m_key) {
-    ib::Smp smp;
-    smp.mgmt_class = ib::mgmt_class::subn_lid_routed;
-    smp.method = ib::method::set;
-    smp.attribute_id = ib::smp_attr::port_info;
-    smp.transaction_id = 0x0bad0000 + m_key;
-    smp.m_key = m_key;
-    ib::PortInfo down;
-    down.port_state = ib::port_state::down;
-    down.lid = dlid;
-    (void)ib::put_attribute(down, smp.data);
-    std::array<std::uint8_t, ib::kMadSize> mad{};
-    smp.write_to(mad.data());
-    return packet(slid, dlid, ib::kQp0, 0, mad);
-}
 
 UniqueFd udp_socket(int family) {
     UniqueFd fd(::socket(family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
@@ -145,7 +115,7 @@ int foreign(const Args& a) {
     if (::bind(fd.get(), any.get(), any.length) != 0) usage("bind failed");
     const SocketAddress me = local_of(fd.get());
     const std::array<std::uint8_t, 16> data{0x08, 0x00, 0, 0, 0x45};
-    std::vector<Wire> forged{port_down(1, dlid, 0), packet(dlid, dlid, qpn, 0x0b1b, data)};
+    std::vector<Wire> forged{test::forged_port_down(1, dlid, 0), test::forged_packet(dlid, dlid, qpn, 0x0b1b, data)};
     SoftControlBuffer ctl;
     encode_route_hint({.dlid = dlid, .ttl_ms = 60000, .peer = me, .nonce = 0}, ctl);
     forged.emplace_back(ctl.begin(), ctl.end());
@@ -268,7 +238,7 @@ int mkey_set(const Args& a) {
     const std::uint16_t me = port.attributes().lid;
     std::size_t sent = 0;
     for (std::uint64_t k = 0; k < count; ++k) {
-        sent += port.send_raw(port_down(me, dlid, k));
+        sent += port.send_raw(test::forged_port_down(me, dlid, k));
         port.process();
     }
     const auto end = Clock::now() + std::chrono::milliseconds(500);

@@ -19,6 +19,7 @@
 #include "fabric/management.h"
 #include "fabric/sm.h"
 #include "fabric/switch.h"
+#include "tests/tools/forge.h"
 #include "transport/managed_port.h"
 #include "transport/soft/route_hint.h"
 #include "transport/soft/soft_port.h"
@@ -978,36 +979,8 @@ TEST(CutThrough, AGroBurstLargerThanTheReceiveQueueIsHandedOverInTurns) {
 // ---------------------------------------------------------------------------
 // Who may send what to a soft port (soft_port.h, route_hint.h).
 
-Wire forged_packet(std::uint16_t slid, std::uint16_t dlid, std::uint32_t dest_qp, std::uint32_t qkey, bytes payload) {
-    ib::PacketSpec spec;
-    spec.lrh.vl = dest_qp == ib::kQp0 ? ib::kVl15 : 0;
-    spec.lrh.dlid = dlid;
-    spec.lrh.slid = slid;
-    spec.bth.opcode = ib::op::ud_send_only;
-    spec.bth.pkey = ib::kPKeyDefault;
-    spec.bth.dest_qp = dest_qp;
-    spec.ext.deth = {qkey, dest_qp == ib::kQp0 ? ib::kQp0 : 0x99};
-    spec.payload = payload;
-    Wire out(ib::packet_size(spec));
-    EXPECT_TRUE(ib::build_packet(spec, out));
-    return out;
-}
-
-// SubnSet(PortInfo) PortState Down, LID-routed: what took a host down.
-Wire forged_port_down(std::uint16_t slid, std::uint16_t dlid) {
-    ib::Smp smp;
-    smp.mgmt_class = ib::mgmt_class::subn_lid_routed;
-    smp.method = ib::method::set;
-    smp.attribute_id = ib::smp_attr::port_info;
-    smp.transaction_id = 0x666;
-    ib::PortInfo down;
-    down.port_state = ib::port_state::down;
-    down.lid = dlid;
-    EXPECT_TRUE(ib::put_attribute(down, smp.data).has_value());
-    std::array<std::uint8_t, ib::kMadSize> mad{};
-    smp.write_to(mad.data());
-    return forged_packet(slid, dlid, ib::kQp0, 0, mad);
-}
+using test::forged_packet;
+using test::forged_port_down;
 
 struct Udp {
     UniqueFd fd{::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)};

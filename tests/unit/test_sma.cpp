@@ -482,15 +482,21 @@ TEST(Sma, MKeyProtection) {
 // the key stops it; when it runs out the protect bits become 0, so that a
 // Get shows the key to an SM that lost it. Each violation sends Trap 256 to
 // the master SM, at most one a second.
-TEST(Sma, MKeyLeaseAndTraps) {
-    using namespace std::chrono_literals;
-    Sma sma = armed_port();
-    const auto t0 = Sma::Clock::time_point{} + 1h;
+// A port the SM gave M_Key 0xABCD, protect bits 2 and a 10 s lease.
+ib::PortInfo protect(Sma& sma) {
     ib::PortInfo pi = settable(sma.port_info());
     pi.m_key = 0xABCD;
     pi.m_key_protect_bits = 2;
     pi.m_key_lease_period = 10;
-    ASSERT_EQ(set_port_info(sma, pi).first, 0);
+    EXPECT_EQ(set_port_info(sma, pi).first, 0);
+    return pi;
+}
+
+TEST(Sma, MKeyLeaseAndTraps) {
+    using namespace std::chrono_literals;
+    Sma sma = armed_port();
+    const auto t0 = Sma::Clock::time_point{} + 1h;
+    ib::PortInfo pi = protect(sma);
     ASSERT_NE(sma.port_info().master_sm_lid, 0);
     ASSERT_NE(sma.port_info().lid, 0);
 
@@ -550,11 +556,7 @@ TEST(Sma, TheRightKeyStopsTheLease) {
     using namespace std::chrono_literals;
     Sma sma = armed_port();
     const auto t0 = Sma::Clock::time_point{} + 1h;
-    ib::PortInfo pi = settable(sma.port_info());
-    pi.m_key = 0xABCD;
-    pi.m_key_protect_bits = 2;
-    pi.m_key_lease_period = 10;
-    ASSERT_EQ(set_port_info(sma, pi).first, 0);
+    protect(sma);
     Smp get = smp(ib::mgmt_class::subn_lid_routed, ib::method::get, ib::smp_attr::port_info, 0);
     get.m_key = 0x1111;
     EXPECT_EQ(sma.handle(wire(get), 0x0009, t0).drop, SmaDrop::m_key_mismatch);

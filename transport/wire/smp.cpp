@@ -1,5 +1,7 @@
 #include "transport/wire/smp.h"
 
+#include "transport/wire/packet.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -304,6 +306,23 @@ PKeyTableBlock PKeyTableBlock::read_from(const std::uint8_t* p) {
     PKeyTableBlock b;
     for (std::size_t i = 0; i < entries; ++i) b.p_keys[i] = load_be16(p + 2 * i);
     return b;
+}
+
+std::optional<std::size_t> build_qp0_packet(bytes mad, std::uint16_t slid, std::uint16_t dlid,
+                                            std::span<std::uint8_t> out) {
+    if (mad.size() != kMadSize) return std::nullopt;
+    PacketSpec spec;
+    spec.lrh.vl = kVl15;
+    spec.lrh.dlid = dlid;
+    spec.lrh.slid = slid;
+    spec.bth.opcode = op::ud_send_only;
+    spec.bth.pkey = kPKeyDefault;
+    spec.bth.dest_qp = kQp0;
+    spec.ext.deth = {0, kQp0};
+    spec.payload = mad;
+    const auto n = build_packet(spec, out);
+    if (!n) return std::nullopt;
+    return *n;
 }
 
 void SmpNotice::write_to(std::uint8_t* p) const {

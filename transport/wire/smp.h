@@ -26,6 +26,8 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 
 #include "common/byte_io.h"
@@ -74,6 +76,15 @@ inline constexpr std::uint16_t sm_info = 0x0020;
 inline constexpr std::uint16_t vendor_diag = 0x0030;
 inline constexpr std::uint16_t led_info = 0x0031;
 }  // namespace smp_attr
+// ---------------------------------------------------------------------------
+// An SMP (the 256-byte MAD) as a whole packet on QP0 (IBA 14.2.1): VL15,
+// LRH SLID/DLID as given, UD SEND Only from QP0 to QP0, P_Key 0xFFFF, ICRC
+// and VCRC. kQp0PacketSize bytes; nullopt if `out` is too small or `mad`
+// is not 256 bytes.
+inline constexpr std::size_t kQp0PacketSize = 8 + 12 + 8 + kMadSize + 6;  // LRH BTH DETH MAD ICRC+VCRC
+std::optional<std::size_t> build_qp0_packet(bytes mad, std::uint16_t slid, std::uint16_t dlid,
+                                            std::span<std::uint8_t> out);
+
 // "PortInfo", "NodeInfo", ...; "unknown attribute" for others.
 const char* smp_attribute_name(std::uint16_t attribute_id);
 
