@@ -53,7 +53,8 @@ std::string fabric_answer(const FabricService& fabric, const FabricDaemonInfo& i
             .field("m_key_lease_s", static_cast<unsigned>(o.sm.m_key.lease_seconds))
             .field("fabric_key", info.key_file.empty() ? std::string("none") : info.key_file)
             .field("capture", o.pcap)
-            .field("cut_through", o.sw.cut_through && o.pcap.empty())
+            .field("cut_through", o.sw.cut_through && o.pcap.empty() && o.sw.faults.empty())
+            .field("faults", o.sw.faults.size())
             .field("uptime_s", std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() -
                                                                                 info.started)
                                    .count())

@@ -42,6 +42,8 @@ void visit_fabric_sections(const FabricService& fabric, Section&& section) {
     section("sm", [&](CounterSink& o) { visit(fabric.subnet_manager().counters(), o); });
     section("sa", [&](CounterSink& o) { visit(fabric.sa_server().counters(), o); });
     if (fabric.auth()) section("auth", [&](CounterSink& o) { visit(fabric.auth()->counters(), o); });
+    if (fabric.fabric_switch().faults().active())
+        section("faults", [&](CounterSink& o) { visit(fabric.fabric_switch().faults().counters(), o); });
 }
 
 // The counters and a few gauges (ports by state, groups) in the Prometheus

@@ -154,6 +154,11 @@ std::string FabricService::stats() const {
     append(out, "udp: rx %llu gro_messages %llu oversized %llu errors %llu tx %llu gso_runs %llu queue_full %llu tx_errors %llu\n",
            ull(u.rx_datagrams), ull(u.rx_gro_messages), ull(u.rx_oversized), ull(u.rx_errors), ull(u.tx_datagrams),
            ull(u.tx_gso_runs), ull(u.tx_queue_full), ull(u.tx_errors));
+    if (switch_.faults().active()) {
+        const auto& f = switch_.faults().counters();
+        append(out, "faults: lost %llu corrupted %llu duplicated %llu reordered %llu delayed %llu hold_full %llu\n",
+               ull(f.lost), ull(f.corrupted), ull(f.duplicated), ull(f.reordered), ull(f.delayed), ull(f.hold_full));
+    }
     if (auth_) {
         const auto& a = auth_->counters();
         append(out, "auth: sealed %llu opened %llu key_rotations %llu sources %zu\n", ull(a.sealed), ull(a.opened),

@@ -156,6 +156,23 @@ const cli::Option<Options> kOptions[] = {
          o.key_file = v;
          return {};
      }},
+    {"fault", cli::Takes::values,
+     "inject faults into the packets the switch sends out of a port: [port=N,]loss=P%,corrupt=P%,dup=P%,reorder=P%,"
+     "delay=DURATION (repeatable; a rule without port= is for every port; turns route hints off)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         auto rule = parse_fault_rule(v);
+         if (!rule) return unexpected("--fault '" + v + "': " + rule.error());
+         o.service.sw.faults.push_back(*rule);
+         return {};
+     }},
+    {"fault-seed", cli::Takes::value, "seed of the fault injector's generator: the same seed, the same faults",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto n = number(v, ~0ULL);
+         if (!n) return unexpected("--fault-seed '" + v + "': expected a number");
+         o.service.sw.fault_seed = *n;
+         return {};
+     },
+     "1"},
     {"m-key", cli::Takes::value,
      "M_Key the SM gives the ports: random (per port, from a secret drawn at start), file:PATH (per port, from the "
      "secret in PATH, created 0600 when missing: restarts keep the keys), a 64-bit number (one key for all), or none",

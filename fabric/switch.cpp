@@ -10,7 +10,7 @@
 namespace ipoibd::fabric {
 
 Switch::Switch(const Config& config, SwitchOutput& output)
-    : config_(config), output_(output) {
+    : config_(config), output_(output), faults_(config.faults, config.fault_seed) {
     config_.num_ports = std::min(config.num_ports, kMaxPorts);
     ports_.resize(std::size_t{config_.num_ports} + 1);  // index = port number; 0 is the management port
 }
@@ -29,6 +29,7 @@ std::optional<SocketAddress> Switch::peer_of(std::uint8_t port) const {
 }
 
 void Switch::on_datagram(const SocketAddress& from, bytes datagram, Clock::time_point now) {
+    now_ = now;
     if (datagram.size() == ib::LinkPacket::size) {
         on_link_packet(from, datagram, now);
         return;
@@ -44,7 +45,7 @@ void Switch::on_datagram(const SocketAddress& from, bytes datagram, Clock::time_
         // A port asks for a cut-through route (route_hint.h).
         const auto request = transport::decode_route_request(datagram);
         const auto route = request ? lft_.find(request->dlid) : lft_.end();
-        if (!request || route == lft_.end() || !config_.cut_through || tap_) {
+        if (!request || route == lft_.end() || !hints_allowed()) {
             count(SwitchDrop::bad_route_request);
             return;
         }
@@ -146,6 +147,8 @@ void Switch::set_port_active(std::uint8_t port, bool active) {
 }
 
 void Switch::tick(Clock::time_point now) {
+    now_ = now;
+    if (faults_.active()) faults_.tick(now, [this](std::uint8_t p, bytes d) { transmit(p, d); });
     for (std::size_t p = 1; p < ports_.size(); ++p) {
         if (!ports_[p].plugged) continue;
         if (now - ports_[p].last_heard > config_.link_timeout) {
@@ -178,6 +181,18 @@ void Switch::send_link_packet(std::uint8_t port) {
 
 void Switch::send_to_port(std::uint8_t port, bytes datagram) {
     if (!port_up(port)) {
+        count(SwitchDrop::egress_down);
+        return;
+    }
+    if (faults_.active()) {
+        faults_.out(port, datagram, now_, [this](std::uint8_t p, bytes d) { transmit(p, d); });
+        return;
+    }
+    transmit(port, datagram);
+}
+
+void Switch::transmit(std::uint8_t port, bytes datagram) {
+    if (!port_up(port)) {  // unplugged while a held packet waited
         count(SwitchDrop::egress_down);
         return;
     }
@@ -214,7 +229,7 @@ void Switch::forward(bytes datagram, const ib::Lrh& lrh, std::uint8_t in_port, C
         return;
     }
     send_to_port(it->second, datagram);
-    if (config_.cut_through && !tap_ && now != Clock::time_point{}) maybe_send_hint(in_port, it->second, lrh.dlid, now);
+    if (hints_allowed() && now != Clock::time_point{}) maybe_send_hint(in_port, it->second, lrh.dlid, now);
 }
 
 void Switch::maybe_send_hint(std::uint8_t in_port, std::uint8_t out_port, std::uint16_t dlid, Clock::time_point now) {

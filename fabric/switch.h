@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "common/socket_address.h"
+#include "fabric/faults.h"
 #include "transport/wire/packet.h"
 #include "transport/wire/smp.h"
 
@@ -122,6 +123,10 @@ public:
         double admission_rate = 2.0;  // new ports a second, after the burst
         std::uint32_t max_pending_per_host = 16;
         std::chrono::milliseconds reclaim_after{5000};
+        // Faults injected on purpose (faults.h); none by default. With any,
+        // no route hints: every packet passes the switch.
+        std::vector<FaultRule> faults;
+        std::uint64_t fault_seed = 1;
     };
     static constexpr std::size_t kMaxAdmissionHosts = 4096;
 
@@ -160,6 +165,7 @@ public:
     bool port_up(std::uint8_t port) const;
     std::optional<SocketAddress> peer_of(std::uint8_t port) const;
     const SwitchCounters& counters() const { return counters_; }
+    const FaultInjector& faults() const { return faults_; }
 
 private:
     struct PortSlot {
@@ -192,6 +198,8 @@ private:
     void to_management(bytes datagram, std::uint8_t in_port);
     void handle_dr_smp(ib::Smp smp, const ib::Packet& pkt, std::uint8_t in_port);
     void send_to_port(std::uint8_t port, bytes datagram);
+    void transmit(std::uint8_t port, bytes datagram);  // past the fault injector
+    bool hints_allowed() const { return config_.cut_through && !tap_ && !faults_.active(); }
     void send_link_packet(std::uint8_t port);
     void unplug(std::uint8_t port);
     void count(SwitchDrop d) { ++counters_.dropped[static_cast<std::size_t>(d)]; }
@@ -207,6 +215,8 @@ private:
     std::set<std::uint16_t> flooded_;
     std::vector<LinkEvent> link_events_;
     SwitchCounters counters_;
+    FaultInjector faults_;
+    Clock::time_point now_{};  // of the last datagram or tick: the fault injector's clock
 };
 
 }  // namespace ipoibd::fabric

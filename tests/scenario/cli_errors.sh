@@ -34,6 +34,7 @@ expect 2 "--ports 0: must be 1..254" "$BIN/ibfabricd" --ports 0
 expect 2 "--subnet-prefix 'fe80::1'" "$BIN/ibfabricd" --subnet-prefix fe80::1
 expect 2 "/nonexistent/p.conf:0: cannot be read" "$BIN/ibfabricd" --partitions /nonexistent/p.conf
 expect 2 "unrecognised option '--bogus'" "$BIN/ibfabricd" --bogus
+expect 2 "--fault 'loss=150%': loss: must be between 0 and 100%" "$BIN/ibfabricd" --fault loss=150%
 expect 2 "--m-key '0': expected random, file:PATH, none or a non-zero 64-bit number" "$BIN/ibfabricd" --m-key 0
 expect 2 "--m-key-protect '4': must be 0, 1, 2 or 3" "$BIN/ibfabricd" --m-key-protect 4
 expect 2 "--m-key-lease '70000': must be 0..65535 seconds" "$BIN/ibfabricd" --m-key-lease 70000

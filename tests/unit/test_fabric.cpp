@@ -700,6 +700,30 @@ TEST_F(FabricTest, ForwardedUnicastEarnsTheSenderARouteHint) {
     EXPECT_EQ(hints_to(net, a.address), 0u);
 }
 
+// A switch that injects faults sends no hints either: every packet must
+// meet the faults.
+TEST_F(FabricTest, AFaultySwitchSendsNoRouteHints) {
+    sm.reset();
+    sw = std::make_unique<Switch>(
+        Switch::Config{.lid = 1, .num_ports = 8, .faults = {*parse_fault_rule("port=7,loss=1%")}}, net);
+    sm = std::make_unique<SubnetManager>(sm_config, *sw);
+    sw->set_management(sm.get());
+    Ca a(net, 1, 0xA1), b(net, 2, 0xB2);
+    plug(a);
+    plug(b);
+    auto qa = *a.port.core().create_ud_qp({.qkey = 7});
+    Wire payload(10, 0x42);
+    transport::SendRequest r{.wr_id = 1, .ah = {.dlid = b.port.core().attributes().lid}, .remote_qpn = 0x99,
+                             .remote_qkey = 7, .payload = payload};
+    ASSERT_EQ(*qa->post_send({&r, 1}), 1u);
+    net.down.clear();
+    auto [from, d] = std::move(net.up.back());
+    net.up.pop_back();
+    sw->on_datagram(from, d, now);
+    EXPECT_EQ(hints_to(net, a.address), 0u);
+    EXPECT_EQ(sw->counters().route_hints, 0u);
+}
+
 TEST(RouteHint, RequestsRoundTripWithTheirNonce) {
     transport::SoftControlBuffer buf;
     transport::encode_route_request({.dlid = 0x0042, .nonce = 0x1122334455667788}, buf);
@@ -1257,6 +1281,81 @@ TEST(FabricKey, PortsWithTheKeyComeUpAndTalkOthersAreRefused) {
     EXPECT_EQ(a->attributes().state, PortState::active);
     EXPECT_EQ(fabric.auth()->counters().key_rotations, 3u);
     EXPECT_NE(fabric.stats().find("auth: sealed"), std::string::npos);
+}
+
+// Faults through a FabricService on loopback: of 400 datagrams A sends to
+// B, the switch loses about 30% and counts each; B receives the rest.
+TEST(FabricFaults, LossThroughTheServiceIsCountedAndTheRestArrives) {
+    auto options = loopback_options();
+    options.sw.faults = {*parse_fault_rule("loss=30%")};
+    options.sw.fault_seed = 42;
+    auto opened = FabricService::open(std::move(options));
+    ASSERT_TRUE(opened) << opened.error();
+    FabricService& fabric = **opened;
+    auto open_port = [&](std::uint64_t guid) {
+        auto p = transport::SoftPort::open({.fabric = fabric.local_address(),
+                                            .bind_to = *parse_socket_address("127.0.0.1:0"),
+                                            .port_guid = guid,
+                                            .link_interval = std::chrono::milliseconds(10)});
+        EXPECT_TRUE(p) << p.error().message();
+        return std::move(*p);
+    };
+    auto a = open_port(0xA1), b = open_port(0xB2);
+    auto next_tick = Clock::now();
+    const auto pump = [&] {
+        pollfd fds[3] = {{.fd = fabric.fd(), .events = POLLIN}, {.fd = a->fd(), .events = POLLIN},
+                         {.fd = b->fd(), .events = POLLIN}};
+        ASSERT_GE(::poll(fds, 3, 2), 0);
+        const auto now = Clock::now();
+        if (fds[0].revents & POLLIN) fabric.on_readable(now);
+        if (now >= next_tick) {
+            fabric.tick(now);
+            next_tick = now + FabricService::kTickInterval;
+        }
+        fabric.after_wakeup(now);
+        a->process();
+        b->process();
+    };
+    const auto until = [&](auto done, std::chrono::seconds limit = std::chrono::seconds(20)) {
+        const auto give_up = Clock::now() + limit;
+        while (!done() && Clock::now() < give_up) pump();
+        return done();
+    };
+    // The SM's SMPs meet the loss too: it retries until both are ACTIVE.
+    ASSERT_TRUE(until([&] {
+        return a->attributes().state == PortState::active && b->attributes().state == PortState::active;
+    }));
+    auto qa = *a->create_ud_qp({.qkey = 7});
+    auto qb = *b->create_ud_qp({.qkey = 7, .receive_depth = 512});
+    std::vector<std::vector<std::uint8_t>> buffers(512, std::vector<std::uint8_t>(transport::kGrhSlotSize + 64));
+    for (std::size_t i = 0; i < buffers.size(); ++i) {
+        const transport::ReceiveBuffer rb{.wr_id = i, .buffer = buffers[i]};
+        ASSERT_EQ(qb->post_receive({&rb, 1}).value_or(0), 1u);
+    }
+    const auto lost_before = fabric.fabric_switch().faults().counters().lost;
+    const std::array<std::uint8_t, 8> payload{};
+    std::size_t received = 0;
+    for (int i = 0; i < 400; ++i) {
+        const transport::SendRequest r{.wr_id = 1, .ah = {.dlid = b->attributes().lid}, .remote_qpn = qb->qpn(),
+                                       .remote_qkey = 7, .payload = payload};
+        ASSERT_EQ(qa->post_send({&r, 1}).value_or(0), 1u);
+        transport::Completion sent[16];
+        while (qa->poll(sent) > 0) {
+        }
+        if (i % 8 == 7) pump();
+    }
+    const auto settled = [&] {
+        transport::Completion wc[64];
+        for (std::size_t k = 0, n = qb->poll(wc); k < n; ++k) received += wc[k].kind == transport::CompletionKind::receive;
+        return received + (fabric.fabric_switch().faults().counters().lost - lost_before) >= 400;
+    };
+    ASSERT_TRUE(until(settled, std::chrono::seconds(10)));
+    const auto lost = fabric.fabric_switch().faults().counters().lost - lost_before;
+    EXPECT_EQ(received + lost, 400u);
+    EXPECT_GT(lost, 80u);   // 30% of 400 = 120
+    EXPECT_LT(lost, 160u);
+    EXPECT_EQ(a->cut_through_counters().direct_tx, 0u) << "no cut-through past the faults";
+    EXPECT_NE(fabric.stats().find("faults: lost "), std::string::npos);
 }
 
 TEST(SoftPortOpen, RefusesAConfigurationItCannotRun) {
