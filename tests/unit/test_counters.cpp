@@ -29,6 +29,7 @@
 #include "sa_client/mad_transport.h"
 #include "sa_client/sa_client.h"
 #include "transport/port_core.h"
+#include "transport/rc/rc_qp.h"
 #include "transport/sma.h"
 #include "transport/soft/fabric_auth.h"
 #include "transport/soft/soft_port.h"
@@ -92,6 +93,8 @@ TEST(Counters, EveryFieldOfEveryStructIsVisited) {
     expect_every_field_visited<fabric::SwitchCounters>("SwitchCounters");
     expect_every_field_visited<fabric::SmCounters>("SmCounters");
     expect_every_field_visited<fabric::SaCounters>("SaCounters");
+    expect_every_field_visited<transport::rc::RcCounters>("RcCounters");
+    expect_every_field_visited<fabric::FaultCounters>("FaultCounters");
 }
 
 TEST(Counters, ReasonArraysShowOnlyTheReasonsThatHappened) {

@@ -1,0 +1,236 @@
+// The reliable connected service (IBA 9.7), sans-I/O: one RC queue pair,
+// requester and responder, with a clock passed in. This first step carries
+// SEND (first, middle, last, only; with immediate data); RDMA WRITE and
+// READ, the soft and verbs backends and the tools follow (issue 20).
+//
+// The owner moves packets: output() gives what the QP wants sent (in
+// order), receive() takes what came for it, and tick() runs its timers by
+// next_deadline(). Packets are RcPacket values (opcode, PSN, AckReq, AETH,
+// immediate, payload); their wire form is the owner's (BTH/AETH codecs in
+// transport/wire).
+//
+// Requester (9.7.2-9.7.6):
+//  - a SEND becomes packets of at most the path MTU, PSNs modulo 2^24,
+//    AckReq on the last packet of each message and every kAckReqEvery
+//    packets; at most kMaxOutstanding packets unacknowledged;
+//  - an ACK acknowledges every packet up to its PSN (later ones imply the
+//    earlier: coalesced ACKs), completing the messages it covers in order;
+//    duplicate and ghost ACKs (PSNs not outstanding) are discarded;
+//  - NAK PSN sequence error: retransmit from that PSN (a retry); RNR NAK:
+//    wait the RNR timer it names, then retransmit from its PSN (rnr_retry,
+//    7 = infinite); NAK invalid request / remote access / remote
+//    operational: the message completes with that error and the QP goes to
+//    ERR;
+//  - local ACK timeout (4.096 us x 2^timeout; 0: none) with nothing
+//    acknowledged: retransmit from the oldest unacknowledged PSN, at most
+//    retry_count times, then retry_exceeded and ERR.
+// Responder (9.7.3-9.7.5):
+//  - a packet with the expected PSN is executed: the opcode sequence
+//    checked (a MIDDLE or LAST needs a FIRST before it, a FIRST or ONLY
+//    needs none open), lengths checked (FIRST and MIDDLE carry exactly the
+//    PMTU, LAST and ONLY at most; the message at most its receive buffer);
+//    no receive buffer for a new message: RNR NAK with min_rnr_timer, the
+//    expected PSN unchanged;
+//  - a PSN ahead of the expected one: one NAK PSN sequence error per
+//    sequence error (no more until the expected PSN arrives);
+//  - a PSN behind it (within 2^23): a duplicate, not executed again, and
+//    re-acknowledged with the current MSN;
+//  - ACKs are sent for packets with AckReq (and NAKs at once); the AETH of
+//    an ACK carries the MSN and the credit field 0x1F, "no end-to-end
+//    credits" (9.7.7.2): this responder does not limit the requester by
+//    receive credits; a missing buffer is an RNR NAK instead.
+// Errors move the QP to ERR: every posted work request completes with
+// flushed.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "common/byte_io.h"
+#include "common/counters.h"
+#include "common/expected.h"
+#include "transport/wire/headers.h"
+#include "transport/wire/opcodes.h"
+
+namespace ipoibd::transport::rc {
+
+using ib::Aeth;
+namespace op = ib::op;
+
+using Clock = std::chrono::steady_clock;
+
+enum class QpState : std::uint8_t { reset, init, rtr, rts, err };
+const char* to_string(QpState s);
+
+// The attributes the transitions take (ibv_modify_qp's): INIT needs
+// nothing here; RTR the destination QPN, PMTU, the first PSN to receive
+// and min_rnr_timer; RTS the first PSN to send, timeout, retry counts.
+struct RtrAttributes {
+    std::uint32_t dest_qpn = 0;
+    std::uint32_t pmtu = 4096;     // bytes: 256..4096
+    std::uint32_t rq_psn = 0;      // 24 bits
+    std::uint8_t min_rnr_timer = 12;  // the RNR NAK's timer code (0.64 ms)
+};
+struct RtsAttributes {
+    std::uint32_t sq_psn = 0;       // 24 bits
+    std::uint8_t timeout = 14;      // local ACK timeout 4.096 us x 2^14 = 67 ms; 0: none
+    std::uint8_t retry_count = 7;   // 0-7
+    std::uint8_t rnr_retry = 7;     // 0-7; 7: infinite
+};
+
+// AETH syndromes (9.7.5.2).
+namespace nak {
+inline constexpr std::uint8_t psn_sequence_error = 0;
+inline constexpr std::uint8_t invalid_request = 1;
+inline constexpr std::uint8_t remote_access_error = 2;
+inline constexpr std::uint8_t remote_operational_error = 3;
+}  // namespace nak
+inline constexpr std::uint8_t kNoCredits = 0x1F;  // ACK credit field: end-to-end flow control not used
+
+// The RNR timer of a code (IBA Table 45): 0 is 655.36 ms, 1..31 from
+// 0.01 ms to 491.52 ms.
+std::chrono::microseconds rnr_timer(std::uint8_t code);
+// The local ACK timeout of a code: 4.096 us x 2^code; 0: none.
+std::optional<std::chrono::microseconds> local_ack_timeout(std::uint8_t code);
+
+struct RcPacket {
+    std::uint8_t opcode = 0;  // op::rc_*
+    std::uint32_t dest_qp = 0;
+    std::uint32_t psn = 0;
+    bool ack_req = false;
+    std::optional<Aeth> aeth;          // ACK, NAK
+    std::optional<std::uint32_t> imm;  // SEND ... with immediate
+    std::vector<std::uint8_t> payload;
+    bool operator==(const RcPacket&) const = default;
+};
+
+enum class Status : std::uint8_t {
+    success,
+    local_length_error,     // a message longer than its receive buffer (responder)
+    retry_exceeded,         // no ACK after retry_count retransmissions
+    rnr_retry_exceeded,     // RNR NAKs after rnr_retry retries
+    remote_invalid_request, // NAK invalid request (opcode sequence, length)
+    remote_access_error,
+    remote_operational_error,
+    flushed,                // the QP went to ERR before this request ran
+};
+const char* to_string(Status s);
+
+struct Completion {
+    std::uint64_t wr_id = 0;
+    bool receive = false;
+    Status status = Status::success;
+    std::uint32_t byte_len = 0;            // receive: the message's length
+    std::optional<std::uint32_t> imm;      // receive: the immediate data
+    std::vector<std::uint8_t> data;        // receive: the message
+};
+
+struct SendWr {
+    std::uint64_t wr_id = 0;
+    std::vector<std::uint8_t> payload;
+    std::optional<std::uint32_t> imm;
+};
+struct RecvWr {
+    std::uint64_t wr_id = 0;
+    std::uint32_t capacity = 0;  // bytes
+};
+
+struct RcCounters {
+    std::uint64_t packets_sent = 0;
+    std::uint64_t retransmitted = 0;   // packets sent again
+    std::uint64_t timeouts = 0;        // local ACK timeouts
+    std::uint64_t naks_sent = 0;       // PSN sequence error NAKs
+    std::uint64_t naks_received = 0;
+    std::uint64_t rnr_naks_sent = 0;
+    std::uint64_t rnr_naks_received = 0;
+    std::uint64_t duplicates = 0;      // requests with an old PSN (re-acknowledged)
+    std::uint64_t ghost_acks = 0;      // ACKs for nothing outstanding
+    std::uint64_t invalid_requests = 0;  // NAKed invalid request (sequence, length)
+    std::uint64_t messages_sent = 0;
+    std::uint64_t messages_received = 0;
+};
+void visit(const RcCounters& c, CounterSink& out);
+
+class RcQp {
+public:
+    static constexpr std::size_t kMaxOutstanding = 256;  // packets unacknowledged
+    static constexpr std::size_t kAckReqEvery = 32;      // AckReq at least this often in a long message
+    static constexpr std::size_t kMaxSendQueue = 1024;
+    static constexpr std::size_t kMaxRecvQueue = 1024;
+    static constexpr std::size_t kMaxMessage = 16u << 20;  // bytes per SEND (IBA allows 2^31; memory here is copied)
+
+    explicit RcQp(std::uint32_t qpn) : qpn_(qpn) {}
+
+    std::uint32_t qpn() const { return qpn_; }
+    QpState state() const { return state_; }
+    // RESET -> INIT -> RTR -> RTS; any state -> ERR. A transition out of
+    // order is refused (the state does not change).
+    expected<void, std::string> to_init();
+    expected<void, std::string> to_rtr(const RtrAttributes& a);
+    expected<void, std::string> to_rts(const RtsAttributes& a);
+    void to_error();
+
+    // Send requests need RTS; receive requests INIT or later.
+    expected<void, std::string> post_send(SendWr wr);
+    expected<void, std::string> post_recv(RecvWr wr);
+
+    void receive(const RcPacket& p, Clock::time_point now);
+    // Moves the packets to send into `out` (appending); starts the timer of
+    // what it hands over.
+    void output(std::vector<RcPacket>& out, Clock::time_point now);
+    void tick(Clock::time_point now);
+    std::optional<Clock::time_point> next_deadline() const;
+    std::vector<Completion> poll();
+
+    const RcCounters& counters() const { return counters_; }
+    std::uint32_t expected_psn() const { return epsn_; }
+
+private:
+    struct Outstanding {
+        RcPacket packet;
+        std::uint64_t wr_id;
+        bool last;  // the message's last packet
+    };
+    struct OpenReceive {
+        RecvWr wr;
+        std::vector<std::uint8_t> data;
+        bool too_long = false;
+    };
+
+    void responder(const RcPacket& p);
+    void requester(const RcPacket& p);
+    void send_ack(std::uint8_t syndrome, std::uint32_t psn);
+    void acknowledge_up_to(std::uint32_t psn);  // inclusive
+    void retransmit_from_oldest();
+    void complete_error(Status s);
+    void segment(const SendWr& wr);
+
+    std::uint32_t qpn_;
+    QpState state_ = QpState::reset;
+    RtrAttributes rtr_;
+    RtsAttributes rts_;
+    // requester
+    std::deque<SendWr> send_queue_;         // not yet segmented
+    std::deque<Outstanding> unacked_;       // sent (or to send), oldest first
+    std::size_t next_to_send_ = 0;          // index into unacked_ of the first not yet handed over
+    std::uint32_t npsn_ = 0;                // next PSN to assign
+    std::optional<Clock::time_point> ack_deadline_;
+    std::optional<Clock::time_point> rnr_until_;  // waiting out an RNR NAK
+    unsigned retries_left_ = 0;
+    unsigned rnr_retries_left_ = 0;
+    std::size_t since_ack_req_ = 0;
+    // responder
+    std::uint32_t epsn_ = 0;  // expected PSN
+    std::uint32_t msn_ = 0;
+    bool nak_sent_ = false;   // one NAK per sequence error
+    std::deque<RecvWr> recv_queue_;
+    std::optional<OpenReceive> open_;
+    std::vector<RcPacket> to_send_;  // ACKs and NAKs
+    std::vector<Completion> completions_;
+    RcCounters counters_;
+};
+
+}  // namespace ipoibd::transport::rc
