@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <random>
 
 #include "transport/wire/opcodes.h"
 
@@ -32,15 +33,70 @@ bool is_send(std::uint8_t opcode) {
         default: return false;
     }
 }
+bool is_write(std::uint8_t opcode) {
+    switch (opcode) {
+        case op::rc_rdma_write_first:
+        case op::rc_rdma_write_middle:
+        case op::rc_rdma_write_last:
+        case op::rc_rdma_write_last_imm:
+        case op::rc_rdma_write_only:
+        case op::rc_rdma_write_only_imm: return true;
+        default: return false;
+    }
+}
+bool is_read_response(std::uint8_t opcode) {
+    return opcode == op::rc_rdma_read_response_first || opcode == op::rc_rdma_read_response_middle ||
+           opcode == op::rc_rdma_read_response_last || opcode == op::rc_rdma_read_response_only;
+}
 bool starts_message(std::uint8_t opcode) {
-    return opcode == op::rc_send_first || opcode == op::rc_send_only || opcode == op::rc_send_only_imm;
+    return opcode == op::rc_send_first || opcode == op::rc_send_only || opcode == op::rc_send_only_imm ||
+           opcode == op::rc_rdma_write_first || opcode == op::rc_rdma_write_only ||
+           opcode == op::rc_rdma_write_only_imm;
 }
 bool ends_message(std::uint8_t opcode) {
     return opcode == op::rc_send_last || opcode == op::rc_send_last_imm || opcode == op::rc_send_only ||
-           opcode == op::rc_send_only_imm;
+           opcode == op::rc_send_only_imm || opcode == op::rc_rdma_write_last ||
+           opcode == op::rc_rdma_write_last_imm || opcode == op::rc_rdma_write_only ||
+           opcode == op::rc_rdma_write_only_imm;
+}
+bool carries_imm(std::uint8_t opcode) {
+    return opcode == op::rc_send_last_imm || opcode == op::rc_send_only_imm || opcode == op::rc_rdma_write_last_imm ||
+           opcode == op::rc_rdma_write_only_imm;
+}
+std::uint32_t packets_for(std::size_t bytes, std::uint32_t pmtu) {
+    return bytes == 0 ? 1 : static_cast<std::uint32_t>((bytes + pmtu - 1) / pmtu);
 }
 
 }  // namespace
+
+MemoryRegions::MemoryRegions() {
+    std::random_device rd;
+    next_rkey_ = static_cast<std::uint32_t>(rd()) | 1;
+}
+
+MemoryRegion MemoryRegions::register_region(std::span<std::uint8_t> memory, std::uint32_t access_flags) {
+    MemoryRegion r;
+    r.data = memory.data();
+    r.va = reinterpret_cast<std::uintptr_t>(memory.data());
+    r.length = static_cast<std::uint32_t>(memory.size());
+    r.access = access_flags;
+    r.rkey = next_rkey_;
+    next_rkey_ += 2;  // odd, never 0, not reused
+    regions_[r.rkey] = r;
+    return r;
+}
+
+bool MemoryRegions::deregister(std::uint32_t rkey) { return regions_.erase(rkey) > 0; }
+
+std::optional<std::span<std::uint8_t>> MemoryRegions::find(std::uint32_t rkey, std::uint64_t va, std::uint32_t length,
+                                                           std::uint32_t needed) const {
+    const auto it = regions_.find(rkey);
+    if (it == regions_.end()) return std::nullopt;
+    const MemoryRegion& r = it->second;
+    if ((r.access & needed) != needed) return std::nullopt;
+    if (va < r.va || va - r.va > r.length || length > r.length - (va - r.va)) return std::nullopt;
+    return std::span<std::uint8_t>(r.data + (va - r.va), length);
+}
 
 std::chrono::microseconds rnr_timer(std::uint8_t code) {
     // IBA Table 45, in units of 10 us.
@@ -93,6 +149,9 @@ void visit(const RcCounters& c, CounterSink& out) {
     out.counter("rc_duplicates", c.duplicates);
     out.counter("rc_ghost_acks", c.ghost_acks);
     out.counter("rc_invalid_requests", c.invalid_requests);
+    out.counter("rc_access_errors", c.access_errors);
+    out.counter("rc_duplicate_reads", c.duplicate_reads);
+    out.counter("rc_read_gaps", c.read_gaps);
     out.counter("rc_messages_sent", c.messages_sent);
     out.counter("rc_messages_received", c.messages_received);
 }
@@ -159,8 +218,10 @@ void RcQp::to_error() {
 expected<void, std::string> RcQp::post_send(SendWr wr) {
     if (state_ != QpState::rts) return unexpected(std::string("a send needs RTS; the QP is ") + to_string(state_));
     if (send_queue_.size() >= kMaxSendQueue) return unexpected(std::string("send queue full"));
-    if (wr.payload.size() > kMaxMessage)
-        return unexpected("a message of " + std::to_string(wr.payload.size()) + " bytes: at most 16 MiB");
+    if (wr.payload.size() > kMaxMessage || wr.read_into.size() > kMaxMessage)
+        return unexpected("a message of more than 16 MiB");
+    if (wr.opcode == WrOpcode::rdma_read && (!wr.payload.empty() || wr.imm))
+        return unexpected(std::string("a READ carries no payload and no immediate data"));
     send_queue_.push_back(std::move(wr));
     return {};
 }
@@ -175,7 +236,24 @@ expected<void, std::string> RcQp::post_recv(RecvWr wr) {
 
 void RcQp::segment(const SendWr& wr) {
     const std::size_t pmtu = rtr_.pmtu;
-    const std::size_t n = wr.payload.empty() ? 1 : (wr.payload.size() + pmtu - 1) / pmtu;
+    if (wr.opcode == WrOpcode::rdma_read) {
+        // One request; its responses take as many PSNs as they are packets.
+        Outstanding o{};
+        o.packet.opcode = op::rc_rdma_read_request;
+        o.packet.dest_qp = rtr_.dest_qpn;
+        o.packet.psn = npsn_;
+        o.packet.ack_req = true;
+        o.packet.reth = ib::Reth{wr.remote_va, wr.rkey, static_cast<std::uint32_t>(wr.read_into.size())};
+        o.wr_id = wr.wr_id;
+        o.last = true;
+        o.read_packets = packets_for(wr.read_into.size(), rtr_.pmtu);
+        o.read_into = wr.read_into;
+        npsn_ = psn_add(npsn_, o.read_packets);
+        unacked_.push_back(std::move(o));
+        return;
+    }
+    const bool write = wr.opcode == WrOpcode::rdma_write;
+    const std::size_t n = packets_for(wr.payload.size(), rtr_.pmtu);
     for (std::size_t i = 0; i < n; ++i) {
         const bool first = i == 0, last = i + 1 == n;
         RcPacket p;
@@ -183,20 +261,27 @@ void RcQp::segment(const SendWr& wr) {
         p.psn = npsn_;
         npsn_ = psn_add(npsn_, 1);
         if (first && last)
-            p.opcode = wr.imm ? op::rc_send_only_imm : op::rc_send_only;
+            p.opcode = write ? (wr.imm ? op::rc_rdma_write_only_imm : op::rc_rdma_write_only)
+                             : (wr.imm ? op::rc_send_only_imm : op::rc_send_only);
         else if (first)
-            p.opcode = op::rc_send_first;
+            p.opcode = write ? op::rc_rdma_write_first : op::rc_send_first;
         else if (last)
-            p.opcode = wr.imm ? op::rc_send_last_imm : op::rc_send_last;
+            p.opcode = write ? (wr.imm ? op::rc_rdma_write_last_imm : op::rc_rdma_write_last)
+                             : (wr.imm ? op::rc_send_last_imm : op::rc_send_last);
         else
-            p.opcode = op::rc_send_middle;
+            p.opcode = write ? op::rc_rdma_write_middle : op::rc_send_middle;
+        if (write && first) p.reth = ib::Reth{wr.remote_va, wr.rkey, static_cast<std::uint32_t>(wr.payload.size())};
         if (last) p.imm = wr.imm;
         const std::size_t begin = i * pmtu, end = std::min(wr.payload.size(), begin + pmtu);
         p.payload.assign(wr.payload.begin() + static_cast<std::ptrdiff_t>(begin),
                          wr.payload.begin() + static_cast<std::ptrdiff_t>(end));
         p.ack_req = last || ++since_ack_req_ >= kAckReqEvery;
         if (p.ack_req) since_ack_req_ = 0;
-        unacked_.push_back({std::move(p), wr.wr_id, last});
+        Outstanding o{};
+        o.packet = std::move(p);
+        o.wr_id = wr.wr_id;
+        o.last = last;
+        unacked_.push_back(std::move(o));
     }
 }
 
@@ -216,9 +301,9 @@ void RcQp::output(std::vector<RcPacket>& out, Clock::time_point now) {
     // window goes alone).
     while (!send_queue_.empty()) {
         const std::size_t pmtu = rtr_.pmtu;
-        const std::size_t packets = send_queue_.front().payload.empty()
-                                        ? 1
-                                        : (send_queue_.front().payload.size() + pmtu - 1) / pmtu;
+        const SendWr& next = send_queue_.front();
+        const std::size_t packets =
+            next.opcode == WrOpcode::rdma_read ? 1 : packets_for(next.payload.size(), static_cast<std::uint32_t>(pmtu));
         if (!unacked_.empty() && unacked_.size() + packets > kMaxOutstanding) break;
         segment(send_queue_.front());
         send_queue_.pop_front();
@@ -250,7 +335,19 @@ void RcQp::receive(const RcPacket& p, Clock::time_point now) {
         }
         return;
     }
-    if (is_send(p.opcode)) responder(p);
+    if (is_read_response(p.opcode)) {
+        if (state_ == QpState::rts) {
+            const auto before = unacked_.size();
+            read_response(p);
+            if (unacked_.size() != before) {
+                ack_deadline_.reset();
+                if (next_to_send_ > 0)
+                    if (const auto t = local_ack_timeout(rts_.timeout)) ack_deadline_ = now + *t;
+            }
+        }
+        return;
+    }
+    if (is_send(p.opcode) || is_write(p.opcode) || p.opcode == op::rc_rdma_read_request) responder(p);
 }
 
 void RcQp::tick(Clock::time_point now) {
@@ -303,8 +400,14 @@ void RcQp::requester(const RcPacket& p) {
         rnr_retries_left_ = rts_.rnr_retry;
         return;
     }
-    // A NAK acknowledges what came before its PSN (9.7.5.1.2).
+    // A NAK acknowledges what came before its PSN (9.7.5.1.2); forward
+    // progress gives the retry counters back, as an ACK does.
+    const std::size_t before = unacked_.size();
     acknowledge_up_to(psn_add(p.psn, -1));
+    if (unacked_.size() != before) {
+        retries_left_ = rts_.retry_count;
+        rnr_retries_left_ = rts_.rnr_retry;
+    }
     if (type == Aeth::kSyndromeRnrNak) {
         ++counters_.rnr_naks_received;
         if (rts_.rnr_retry != 7) {
@@ -338,6 +441,7 @@ void RcQp::requester(const RcPacket& p) {
 void RcQp::acknowledge_up_to(std::uint32_t psn) {
     while (!unacked_.empty() && psn_diff(psn, unacked_.front().packet.psn) >= 0) {
         const Outstanding& o = unacked_.front();
+        if (o.read_packets > 0) break;  // a READ completes by its responses only
         if (o.last) {
             completions_.push_back({.wr_id = o.wr_id, .status = Status::success});
             ++counters_.messages_sent;
@@ -345,6 +449,59 @@ void RcQp::acknowledge_up_to(std::uint32_t psn) {
         unacked_.pop_front();
         if (next_to_send_ > 0) --next_to_send_;
     }
+}
+
+void RcQp::read_response(const RcPacket& p) {
+    // The READ whose PSNs hold this response.
+    auto it = std::find_if(unacked_.begin(), unacked_.end(), [&](const Outstanding& o) {
+        const std::int32_t k = psn_diff(p.psn, o.packet.psn);
+        return o.read_packets > 0 && k >= 0 && static_cast<std::uint32_t>(k) < o.read_packets;
+    });
+    if (it == unacked_.end()) {
+        ++counters_.ghost_acks;
+        return;
+    }
+    // A response acknowledges everything before its READ (9.7.5.1.1).
+    acknowledge_up_to(psn_add(it->packet.psn, -1));
+    Outstanding& o = unacked_.front();
+    const auto k = static_cast<std::uint32_t>(psn_diff(p.psn, o.packet.psn));
+    if (o.read_packets == 0 || psn_diff(p.psn, o.packet.psn) < 0 || k >= o.read_packets || k > o.read_received) {
+        // An earlier READ is still missing responses, or this one skipped
+        // some: they were lost; the READ goes again (a retry), once per gap:
+        // the rest of the old responses are on their way.
+        if (o.read_packets > 0 && o.read_resent) return;
+        if (o.read_packets > 0) o.read_resent = true;
+        ++counters_.read_gaps;
+        if (retries_left_ == 0) {
+            complete_error(Status::retry_exceeded);
+            return;
+        }
+        --retries_left_;
+        retransmit_from_oldest();
+        return;
+    }
+    if (k < o.read_received) return;  // a duplicate response
+    const std::size_t offset = std::size_t{k} * rtr_.pmtu;
+    const std::size_t expected_len = std::min<std::size_t>(rtr_.pmtu, o.read_into.size() - std::min(offset, o.read_into.size()));
+    const bool last = k + 1 == o.read_packets;
+    const bool opcode_ok = o.read_packets == 1 ? p.opcode == op::rc_rdma_read_response_only
+                           : k == 0            ? p.opcode == op::rc_rdma_read_response_first
+                           : last              ? p.opcode == op::rc_rdma_read_response_last
+                                               : p.opcode == op::rc_rdma_read_response_middle;
+    if (!opcode_ok || p.payload.size() != expected_len) {
+        ++counters_.ghost_acks;  // not a response this READ can take: ignored
+        return;
+    }
+    std::copy(p.payload.begin(), p.payload.end(), o.read_into.begin() + static_cast<std::ptrdiff_t>(offset));
+    ++o.read_received;
+    o.read_resent = false;
+    retries_left_ = rts_.retry_count;
+    if (!last) return;
+    completions_.push_back({.wr_id = o.wr_id, .status = Status::success,
+                            .byte_len = static_cast<std::uint32_t>(o.read_into.size())});
+    ++counters_.messages_sent;
+    unacked_.pop_front();
+    if (next_to_send_ > 0) --next_to_send_;
 }
 
 void RcQp::retransmit_from_oldest() {
@@ -374,12 +531,60 @@ void RcQp::send_ack(std::uint8_t syndrome, std::uint32_t psn) {
     to_send_.push_back(std::move(ack));
 }
 
+void RcQp::responder_error(std::uint8_t nak_code, std::uint32_t psn, Status receive_status) {
+    (nak_code == nak::remote_access_error ? counters_.access_errors : counters_.invalid_requests)++;
+    send_ack(static_cast<std::uint8_t>(Aeth::kSyndromeNak | nak_code), psn);
+    if (open_ && !open_->write) {
+        completions_.push_back({.wr_id = open_->wr.wr_id, .receive = true, .status = receive_status});
+    }
+    open_.reset();
+    // The requester's QP goes to ERR on this NAK; so does this one, after
+    // the NAK has left.
+    std::vector<RcPacket> nak = std::move(to_send_);
+    to_error();
+    to_send_ = std::move(nak);
+}
+
+void RcQp::execute_read(const RcPacket& p) {
+    const std::uint32_t n = packets_for(p.reth->dma_len, rtr_.pmtu);
+    const auto src = memory_ ? memory_->find(p.reth->rkey, p.reth->va, p.reth->dma_len, access::remote_read)
+                             : std::nullopt;
+    if (!src) {
+        responder_error(nak::remote_access_error, p.psn, Status::flushed);
+        return;
+    }
+    for (std::uint32_t k = 0; k < n; ++k) {
+        RcPacket r;
+        r.opcode = n == 1 ? op::rc_rdma_read_response_only
+                   : k == 0 ? op::rc_rdma_read_response_first
+                   : k + 1 == n ? op::rc_rdma_read_response_last
+                                : op::rc_rdma_read_response_middle;
+        r.dest_qp = rtr_.dest_qpn;
+        r.psn = psn_add(p.psn, k);
+        const std::size_t offset = std::size_t{k} * rtr_.pmtu;
+        const std::size_t len = std::min<std::size_t>(rtr_.pmtu, src->size() - offset);
+        r.payload.assign(src->begin() + static_cast<std::ptrdiff_t>(offset),
+                         src->begin() + static_cast<std::ptrdiff_t>(offset + len));
+        if (r.opcode != op::rc_rdma_read_response_middle)
+            r.aeth = Aeth{static_cast<std::uint8_t>(Aeth::kSyndromeAck | kNoCredits), msn_};
+        to_send_.push_back(std::move(r));
+    }
+}
+
 void RcQp::responder(const RcPacket& p) {
+    const bool read = p.opcode == op::rc_rdma_read_request;
+    if (read && !p.reth) return;  // not a READ request this engine can parse
     const std::int32_t d = psn_diff(p.psn, epsn_);
     if (d < 0) {
-        // A duplicate (9.7.5.1.4): not executed again; acknowledged with
-        // the newest PSN taken, which covers it.
+        // A duplicate (9.7.5.1.4): a READ is executed again, its responses
+        // with its own PSNs; anything else is not executed again, and is
+        // acknowledged with the newest PSN taken, which covers it.
         ++counters_.duplicates;
+        if (read) {
+            ++counters_.duplicate_reads;
+            execute_read(p);
+            return;
+        }
         if (p.ack_req) send_ack(static_cast<std::uint8_t>(Aeth::kSyndromeAck | kNoCredits), psn_add(epsn_, -1));
         return;
     }
@@ -394,56 +599,98 @@ void RcQp::responder(const RcPacket& p) {
         return;
     }
     nak_sent_ = false;
-    const auto invalid = [&] {
-        ++counters_.invalid_requests;
-        send_ack(static_cast<std::uint8_t>(Aeth::kSyndromeNak | nak::invalid_request), p.psn);
+    if (read) {
+        // A READ between the packets of a SEND or WRITE breaks the sequence.
         if (open_) {
-            completions_.push_back({.wr_id = open_->wr.wr_id, .receive = true, .status = Status::local_length_error});
-            open_.reset();
+            responder_error(nak::invalid_request, p.psn, Status::local_length_error);
+            return;
         }
-        // The requester's QP goes to ERR on this NAK; so does this one,
-        // after the NAK has left.
-        std::vector<RcPacket> nak = std::move(to_send_);
-        to_error();
-        to_send_ = std::move(nak);
-        state_ = QpState::err;
-    };
-    // Opcode sequence (9.7.5.1.5) and lengths (9.7.5.1.6).
+        const std::uint32_t n = packets_for(p.reth->dma_len, rtr_.pmtu);
+        const std::size_t first_response = to_send_.size();
+        execute_read(p);
+        if (state_ == QpState::err) return;
+        epsn_ = psn_add(epsn_, n);
+        msn_ = (msn_ + 1) & kPsnMask;
+        // This READ's responses carry the MSN after it.
+        for (std::size_t i = first_response; i < to_send_.size(); ++i)
+            if (to_send_[i].aeth) to_send_[i].aeth->msn = msn_;
+        return;
+    }
+    // Opcode sequence (9.7.5.1.5) and lengths (9.7.5.1.6); an opcode "with
+    // immediate" carries ImmDt, the others none (9.3.4), and a WRITE's
+    // first packet a RETH.
+    const bool write = is_write(p.opcode);
     const bool starts = starts_message(p.opcode), ends = ends_message(p.opcode);
-    if (starts == open_.has_value()) {
-        invalid();
+    if (starts == open_.has_value() || (open_ && open_->write != write) || carries_imm(p.opcode) != p.imm.has_value()) {
+        responder_error(nak::invalid_request, p.psn, Status::local_length_error);
         return;
     }
     const bool full_packet = !ends;  // FIRST and MIDDLE carry exactly the PMTU
     if ((full_packet && p.payload.size() != rtr_.pmtu) || p.payload.size() > rtr_.pmtu) {
-        invalid();
+        responder_error(nak::invalid_request, p.psn, Status::local_length_error);
+        return;
+    }
+    // A SEND, or a WRITE with immediate data, needs a receive buffer: at
+    // its first packet (SEND) or its last (WRITE). None: receiver not ready
+    // (9.7.5.2.8); the requester waits and sends this PSN again.
+    const bool needs_buffer = (!write && starts) || (write && carries_imm(p.opcode));
+    if (needs_buffer && recv_queue_.empty()) {
+        ++counters_.rnr_naks_sent;
+        send_ack(static_cast<std::uint8_t>(Aeth::kSyndromeRnrNak | rtr_.min_rnr_timer), p.psn);
         return;
     }
     if (starts) {
-        if (recv_queue_.empty()) {
-            // Receiver not ready (9.7.5.2.8): the requester waits and sends
-            // this PSN again.
-            ++counters_.rnr_naks_sent;
-            send_ack(static_cast<std::uint8_t>(Aeth::kSyndromeRnrNak | rtr_.min_rnr_timer), p.psn);
+        OpenReceive o;
+        o.write = write;
+        if (write) {
+            if (!p.reth) {
+                responder_error(nak::invalid_request, p.psn, Status::flushed);
+                return;
+            }
+            const auto target = memory_ ? memory_->find(p.reth->rkey, p.reth->va, p.reth->dma_len, access::remote_write)
+                                        : std::nullopt;
+            if (!target) {
+                responder_error(nak::remote_access_error, p.psn, Status::flushed);
+                return;
+            }
+            o.target = *target;
+        } else {
+            o.wr = recv_queue_.front();
+            recv_queue_.pop_front();
+        }
+        open_ = std::move(o);
+    }
+    if (open_->write) {
+        if (open_->written + p.payload.size() > open_->target.size() ||
+            (ends && open_->written + p.payload.size() != open_->target.size())) {
+            responder_error(nak::invalid_request, p.psn, Status::flushed);  // more or less than DMALen
             return;
         }
-        open_ = OpenReceive{recv_queue_.front(), {}, false};
-        recv_queue_.pop_front();
+        std::copy(p.payload.begin(), p.payload.end(), open_->target.begin() + static_cast<std::ptrdiff_t>(open_->written));
+        open_->written += p.payload.size();
+    } else {
+        if (open_->data.size() + p.payload.size() > open_->wr.capacity) {
+            responder_error(nak::invalid_request, p.psn, Status::local_length_error);  // longer than its buffer
+            return;
+        }
+        open_->data.insert(open_->data.end(), p.payload.begin(), p.payload.end());
     }
-    if (open_->data.size() + p.payload.size() > open_->wr.capacity) {
-        invalid();  // longer than the posted buffer: local length error here, invalid request there
-        return;
-    }
-    open_->data.insert(open_->data.end(), p.payload.begin(), p.payload.end());
     epsn_ = psn_add(epsn_, 1);
     if (ends) {
         msn_ = (msn_ + 1) & kPsnMask;
         ++counters_.messages_received;
-        Completion c{.wr_id = open_->wr.wr_id, .receive = true, .status = Status::success};
-        c.byte_len = static_cast<std::uint32_t>(open_->data.size());
-        c.imm = p.imm;
-        c.data = std::move(open_->data);
-        completions_.push_back(std::move(c));
+        if (!open_->write) {
+            Completion c{.wr_id = open_->wr.wr_id, .receive = true, .status = Status::success};
+            c.byte_len = static_cast<std::uint32_t>(open_->data.size());
+            c.imm = p.imm;
+            c.data = std::move(open_->data);
+            completions_.push_back(std::move(c));
+        } else if (carries_imm(p.opcode)) {
+            const RecvWr wr = recv_queue_.front();
+            recv_queue_.pop_front();
+            completions_.push_back({.wr_id = wr.wr_id, .receive = true, .status = Status::success,
+                                    .byte_len = static_cast<std::uint32_t>(open_->written), .imm = p.imm});
+        }
         open_.reset();
     }
     if (p.ack_req) send_ack(static_cast<std::uint8_t>(Aeth::kSyndromeAck | kNoCredits), p.psn);

@@ -1,7 +1,9 @@
 // The reliable connected service (IBA 9.7), sans-I/O: one RC queue pair,
-// requester and responder, with a clock passed in. This first step carries
-// SEND (first, middle, last, only; with immediate data); RDMA WRITE and
-// READ, the soft and verbs backends and the tools follow (issue 20).
+// requester and responder, with a clock passed in. It carries SEND and RDMA
+// WRITE (first, middle, last, only; with immediate data) and RDMA READ
+// against registered memory (MemoryRegions: R_Keys, bounds, access
+// rights); the soft and verbs backends and the tools follow (issue 20).
+// Atomics are left out (docs/rc.md).
 //
 // The owner moves packets: output() gives what the QP wants sent (in
 // order), receive() takes what came for it, and tick() runs its timers by
@@ -10,9 +12,13 @@
 // transport/wire).
 //
 // Requester (9.7.2-9.7.6):
-//  - a SEND becomes packets of at most the path MTU, PSNs modulo 2^24,
-//    AckReq on the last packet of each message and every kAckReqEvery
-//    packets; at most kMaxOutstanding packets unacknowledged;
+//  - a SEND or WRITE becomes packets of at most the path MTU, PSNs modulo
+//    2^24, AckReq on the last packet of each message and every
+//    kAckReqEvery packets; a READ is one request that takes as many PSNs
+//    as its responses; at most kMaxOutstanding packets unacknowledged;
+//  - read responses, in order, fill the READ's buffer and acknowledge what
+//    came before the READ (implied ACK); a gap in them retransmits from the
+//    oldest unacknowledged request (a retry);
 //  - an ACK acknowledges every packet up to its PSN (later ones imply the
 //    earlier: coalesced ACKs), completing the messages it covers in order;
 //    duplicate and ghost ACKs (PSNs not outstanding) are discarded;
@@ -34,7 +40,14 @@
 //  - a PSN ahead of the expected one: one NAK PSN sequence error per
 //    sequence error (no more until the expected PSN arrives);
 //  - a PSN behind it (within 2^23): a duplicate, not executed again, and
-//    re-acknowledged with the current MSN;
+//    re-acknowledged with the current MSN; a duplicate READ is executed
+//    again (9.7.5.1.4), its responses with its own PSNs;
+//  - WRITE and READ name memory by R_Key, address and length: a region
+//    that does not exist, does not hold the whole range or lacks the right
+//    (remote write, remote read) is a NAK remote access error; a WRITE
+//    that carries more or less than its DMALen is an invalid request; a
+//    WRITE with immediate data takes a receive buffer at its last packet
+//    (RNR NAK when there is none);
 //  - ACKs are sent for packets with AckReq (and NAKs at once); the AETH of
 //    an ACK carries the MSN and the credit field 0x1F, "no end-to-end
 //    credits" (9.7.7.2): this responder does not limit the requester by
@@ -46,6 +59,9 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
+#include <span>
+#include <string>
 #include <optional>
 #include <vector>
 
@@ -96,12 +112,47 @@ std::chrono::microseconds rnr_timer(std::uint8_t code);
 // The local ACK timeout of a code: 4.096 us x 2^code; 0: none.
 std::optional<std::chrono::microseconds> local_ack_timeout(std::uint8_t code);
 
+// Access rights of a memory region (the verbs' IBV_ACCESS_*).
+namespace access {
+inline constexpr std::uint32_t local_write = 1;
+inline constexpr std::uint32_t remote_write = 2;
+inline constexpr std::uint32_t remote_read = 4;
+}  // namespace access
+
+struct MemoryRegion {
+    std::uint64_t va = 0;  // the address a peer names: the memory's own address
+    std::uint32_t length = 0;
+    std::uint32_t rkey = 0;
+    std::uint32_t access = 0;
+    std::uint8_t* data = nullptr;
+};
+
+// A protection domain's registered memory. R_Keys start from a random base
+// and are never reused within the domain's life.
+class MemoryRegions {
+public:
+    MemoryRegions();
+    // The owner keeps `memory` alive until it deregisters it.
+    MemoryRegion register_region(std::span<std::uint8_t> memory, std::uint32_t access_flags);
+    bool deregister(std::uint32_t rkey);
+    // [va, va + length) of the region `rkey` names, if it lies wholly inside
+    // and the region allows `needed`; nullopt otherwise.
+    std::optional<std::span<std::uint8_t>> find(std::uint32_t rkey, std::uint64_t va, std::uint32_t length,
+                                                std::uint32_t needed) const;
+    std::size_t size() const { return regions_.size(); }
+
+private:
+    std::map<std::uint32_t, MemoryRegion> regions_;
+    std::uint32_t next_rkey_;
+};
+
 struct RcPacket {
     std::uint8_t opcode = 0;  // op::rc_*
     std::uint32_t dest_qp = 0;
     std::uint32_t psn = 0;
     bool ack_req = false;
-    std::optional<Aeth> aeth;          // ACK, NAK
+    std::optional<ib::Reth> reth;      // WRITE first/only, READ request
+    std::optional<Aeth> aeth;          // ACK, NAK, read responses first/last/only
     std::optional<std::uint32_t> imm;  // SEND ... with immediate
     std::vector<std::uint8_t> payload;
     bool operator==(const RcPacket&) const = default;
@@ -128,10 +179,16 @@ struct Completion {
     std::vector<std::uint8_t> data;        // receive: the message
 };
 
+enum class WrOpcode : std::uint8_t { send, rdma_write, rdma_read };
+
 struct SendWr {
     std::uint64_t wr_id = 0;
-    std::vector<std::uint8_t> payload;
-    std::optional<std::uint32_t> imm;
+    std::vector<std::uint8_t> payload;     // SEND, WRITE
+    std::optional<std::uint32_t> imm;      // SEND, WRITE
+    WrOpcode opcode = WrOpcode::send;
+    std::uint64_t remote_va = 0;           // WRITE, READ
+    std::uint32_t rkey = 0;                // WRITE, READ
+    std::span<std::uint8_t> read_into;     // READ: where the data goes (kept alive by the owner)
 };
 struct RecvWr {
     std::uint64_t wr_id = 0;
@@ -149,6 +206,9 @@ struct RcCounters {
     std::uint64_t duplicates = 0;      // requests with an old PSN (re-acknowledged)
     std::uint64_t ghost_acks = 0;      // ACKs for nothing outstanding
     std::uint64_t invalid_requests = 0;  // NAKed invalid request (sequence, length)
+    std::uint64_t access_errors = 0;     // NAKed remote access error (R_Key, range, rights)
+    std::uint64_t duplicate_reads = 0;   // READ requests executed again
+    std::uint64_t read_gaps = 0;         // read responses missing: the READ sent again
     std::uint64_t messages_sent = 0;
     std::uint64_t messages_received = 0;
 };
@@ -162,7 +222,9 @@ public:
     static constexpr std::size_t kMaxRecvQueue = 1024;
     static constexpr std::size_t kMaxMessage = 16u << 20;  // bytes per SEND (IBA allows 2^31; memory here is copied)
 
-    explicit RcQp(std::uint32_t qpn) : qpn_(qpn) {}
+    // `memory`: the protection domain WRITE and READ requests from the peer
+    // may reach (none: every one is a remote access error).
+    explicit RcQp(std::uint32_t qpn, const MemoryRegions* memory = nullptr) : qpn_(qpn), memory_(memory) {}
 
     std::uint32_t qpn() const { return qpn_; }
     QpState state() const { return state_; }
@@ -192,12 +254,19 @@ private:
     struct Outstanding {
         RcPacket packet;
         std::uint64_t wr_id;
-        bool last;  // the message's last packet
+        bool last;  // the message's last packet (a READ: itself)
+        // READ: the responses expected, those received in order, the buffer.
+        std::uint32_t read_packets = 0;
+        std::uint32_t read_received = 0;
+        std::span<std::uint8_t> read_into;
+        bool read_resent = false;  // sent again for a gap: later gaps wait for its responses
     };
-    struct OpenReceive {
-        RecvWr wr;
-        std::vector<std::uint8_t> data;
-        bool too_long = false;
+    struct OpenReceive {  // a SEND or WRITE being received
+        bool write = false;
+        RecvWr wr;                       // SEND
+        std::vector<std::uint8_t> data;  // SEND
+        std::span<std::uint8_t> target;  // WRITE
+        std::size_t written = 0;         // WRITE
     };
 
     void responder(const RcPacket& p);
@@ -207,8 +276,12 @@ private:
     void retransmit_from_oldest();
     void complete_error(Status s);
     void segment(const SendWr& wr);
+    void read_response(const RcPacket& p);
+    void execute_read(const RcPacket& p);  // the responses to a READ request (new or duplicate)
+    void responder_error(std::uint8_t nak_code, std::uint32_t psn, Status receive_status);
 
     std::uint32_t qpn_;
+    const MemoryRegions* memory_;
     QpState state_ = QpState::reset;
     RtrAttributes rtr_;
     RtsAttributes rts_;
