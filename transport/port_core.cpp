@@ -1,4 +1,5 @@
 #include "transport/port_core.h"
+#include "transport/rc/rc_wire.h"
 #include "transport/ring.h"
 
 #include <random>
@@ -31,6 +32,13 @@ struct PortCore::Qp {
     // accepted send (at most send_depth outstanding) or consumed buffer.
     Ring<ReceiveBuffer> receive_queue;
     Ring<Completion> completions;
+};
+
+struct PortCore::RcEntry {
+    rc::RcQp engine;
+    std::uint16_t pkey_index = 0;
+    std::uint16_t remote_lid = 0;
+    explicit RcEntry(std::uint32_t qpn, const rc::MemoryRegions* memory) : engine(qpn, memory) {}
 };
 
 class PortCore::QpHandle final : public UdQp {
@@ -163,7 +171,16 @@ std::optional<std::size_t> PortCore::pkey_index_matching(std::uint16_t pkey) con
 
 void PortCore::receive(bytes datagram, bool via_switch) {
     if (tap_) tap_(datagram, false);
-    auto parsed = ib::parse_packet(datagram, {.pmtu = ib::mtu_bytes(attributes_.active_mtu)});
+    // FIRST and MIDDLE packets carry exactly the path MTU: the port's for
+    // UD, the connection's for an RC QP (a peek at the BTH finds which).
+    std::uint32_t pmtu = ib::mtu_bytes(attributes_.active_mtu);
+    if (!rc_qps_.empty() && datagram.size() >= ib::Lrh::size + ib::Bth::size) {
+        const std::size_t bth = ib::Lrh::size + ((datagram[1] & 3) == 3 ? ib::Grh::size : 0);
+        if (datagram.size() >= bth + ib::Bth::size && ib::transport_of(datagram[bth]) == ib::Transport::rc)
+            if (const auto it = rc_qps_.find(load_be24(datagram.data() + bth + 5)); it != rc_qps_.end())
+                pmtu = std::min(pmtu, it->second->engine.path_mtu());
+    }
+    auto parsed = ib::parse_packet(datagram, {.pmtu = pmtu});
     if (!parsed) {
         ++counters_.malformed[static_cast<std::size_t>(parsed.error())];
         return;
@@ -184,6 +201,16 @@ void PortCore::receive(bytes datagram, bool via_switch) {
     }
     if (attributes_.state != PortState::armed && attributes_.state != PortState::active) {
         count(DeliveryDrop::port_not_ready);
+        return;
+    }
+    if (ib::transport_of(pkt.bth.opcode) == ib::Transport::rc && !ib::is_multicast_lid(pkt.lrh.dlid) &&
+        rc_qps_.contains(pkt.bth.dest_qp)) {
+        if (!lid_is_ours(pkt.lrh.dlid)) {
+            count(DeliveryDrop::dlid_not_ours);
+            return;
+        }
+        receive_rc(pkt, std::chrono::steady_clock::now());
+        counters_.rx_bytes += datagram.size();
         return;
     }
     bool delivered = false;
@@ -334,6 +361,92 @@ expected<std::size_t, Error> PortCore::send(Qp& qp, std::span<const SendRequest>
     return accepted;
 }
 
+// ---------------------------------------------------------------------------
+// RC queue pairs (rc/rc_port.h)
+
+class PortCore::RcHandle final : public RcQueuePair {
+public:
+    RcHandle(PortCore& port, std::unique_ptr<RcEntry> e) : port_(port), e_(std::move(e)) {
+        port_.rc_qps_[e_->engine.qpn()] = e_.get();
+    }
+    ~RcHandle() override { port_.rc_qps_.erase(e_->engine.qpn()); }
+    std::uint32_t qpn() const override { return e_->engine.qpn(); }
+    expected<void, std::string> connect(std::uint16_t remote_lid, const rc::RtrAttributes& rtr,
+                                        const rc::RtsAttributes& rts) override {
+        if (!ib::is_unicast_lid(remote_lid)) return unexpected("remote LID " + std::to_string(remote_lid) + ": not unicast");
+        rc::RtrAttributes a = rtr;
+        a.pmtu = std::min<std::uint32_t>(a.pmtu, ib::mtu_bytes(port_.attributes_.active_mtu));
+        if (auto r = e_->engine.to_init(); !r) return r;
+        if (auto r = e_->engine.to_rtr(a); !r) return r;
+        if (auto r = e_->engine.to_rts(rts); !r) return r;
+        e_->remote_lid = remote_lid;
+        return {};
+    }
+    expected<void, std::string> post_send(rc::SendWr wr) override {
+        auto r = e_->engine.post_send(std::move(wr));
+        if (r) port_.send_rc(*e_, std::chrono::steady_clock::now());
+        return r;
+    }
+    expected<void, std::string> post_recv(rc::RecvWr wr) override { return e_->engine.post_recv(wr); }
+    std::vector<rc::Completion> poll() override { return e_->engine.poll(); }
+    const rc::RcQp& engine() const override { return e_->engine; }
+
+private:
+    PortCore& port_;
+    std::unique_ptr<RcEntry> e_;
+};
+
+expected<std::unique_ptr<RcQueuePair>, Error> PortCore::create_rc_qp(std::uint16_t pkey_index) {
+    if (pkey_index >= attributes_.pkey_table.size())
+        return unexpected(Error{Errc::bad_pkey_index, "P_Key index " + std::to_string(pkey_index)});
+    // From the same never-reused sequence as UD QPNs.
+    if (next_qpn_ >= ib::kQpnMulticast) return unexpected(Error{Errc::resource_exhausted, "QPNs exhausted"});
+    auto e = std::make_unique<RcEntry>(next_qpn_++, &memory_);
+    e->pkey_index = pkey_index;
+    return std::unique_ptr<RcQueuePair>(new RcHandle(*this, std::move(e)));
+}
+
+void PortCore::receive_rc(const ib::Packet& pkt, std::chrono::steady_clock::time_point now) {
+    RcEntry& e = *rc_qps_.at(pkt.bth.dest_qp);
+    // An RC QP has one peer: its packets come from the connected port.
+    if (e.remote_lid == 0 || pkt.lrh.slid != e.remote_lid) {
+        count(DeliveryDrop::rc_not_connected);
+        return;
+    }
+    if (e.pkey_index >= attributes_.pkey_table.size() ||
+        !pkeys_match(pkt.bth.pkey, attributes_.pkey_table[e.pkey_index])) {
+        count(DeliveryDrop::pkey_mismatch);
+        return;
+    }
+    const auto p = rc::decode_rc_packet(pkt);
+    if (!p) {
+        count(DeliveryDrop::rc_malformed);
+        return;
+    }
+    ++counters_.rx_packets;
+    e.engine.receive(*p, now);
+    send_rc(e, now);
+}
+
+void PortCore::send_rc(RcEntry& e, std::chrono::steady_clock::time_point now) {
+    std::vector<rc::RcPacket> out;
+    e.engine.output(out, now);
+    if (out.empty()) return;
+    const rc::RcPath path{.slid = attributes_.lid, .dlid = e.remote_lid,
+                          .pkey = e.pkey_index < attributes_.pkey_table.size() ? attributes_.pkey_table[e.pkey_index]
+                                                                               : ib::kPKeyDefault};
+    for (const rc::RcPacket& p : out)
+        if (auto wire = rc::encode_rc_packet(p, path)) (void)transmit_raw(*wire);
+    link_.flush();
+}
+
+void PortCore::service_rc(std::chrono::steady_clock::time_point now) {
+    for (auto& [qpn, e] : rc_qps_) {
+        e->engine.tick(now);
+        send_rc(*e, now);
+    }
+}
+
 expected<std::unique_ptr<UdQp>, Error> PortCore::make_qp(std::uint32_t qpn, const UdQpConfig& config, bool gsi) {
     if (config.send_depth == 0 || config.receive_depth == 0)
         return unexpected(Error{Errc::invalid_argument, "queue depths must be at least 1"});
@@ -384,6 +497,8 @@ const char* to_string(DeliveryDrop d) {
         case DeliveryDrop::qkey_mismatch: return "qkey_mismatch";
         case DeliveryDrop::no_receive_buffer: return "no_receive_buffer";
         case DeliveryDrop::not_via_switch: return "not_via_switch";
+        case DeliveryDrop::rc_not_connected: return "rc_not_connected";
+        case DeliveryDrop::rc_malformed: return "rc_malformed";
         case DeliveryDrop::buffer_too_small: return "buffer_too_small";
         case DeliveryDrop::smp_not_handled: return "smp_not_handled";
         case DeliveryDrop::count_: break;

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <map>
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "transport/port.h"
+#include "transport/rc/rc_port.h"
 #include "transport/wire/packet.h"
 
 namespace ipoibd::transport {
@@ -48,6 +50,8 @@ enum class DeliveryDrop : std::uint8_t {
     buffer_too_small,        // completed with local_length_error
     smp_not_handled,         // QP0 packet the subnet management agent refused
     not_via_switch,          // an SMP or multicast straight from a peer: only the switch sends those
+    rc_not_connected,        // an RC packet from another port than the RC QP's peer
+    rc_malformed,            // an RC opcode this core does not carry (atomics), or a missing header
     count_
 };
 inline constexpr std::size_t kDeliveryDropCount = static_cast<std::size_t>(DeliveryDrop::count_);
@@ -122,6 +126,14 @@ public:
     // and reports its index. At most one at a time.
     expected<std::unique_ptr<UdQp>, Error> create_gsi_qp(std::uint32_t send_depth, std::uint32_t receive_depth);
 
+    // An RC QP on this port (rc/rc_port.h), with the P_Key at `pkey_index`.
+    expected<std::unique_ptr<RcQueuePair>, Error> create_rc_qp(std::uint16_t pkey_index = 0);
+    // The memory peers' WRITE and READ requests may reach.
+    rc::MemoryRegions& memory_regions() { return memory_; }
+    // Runs the RC QPs' timers and sends what they have: the backend calls
+    // it on every process().
+    void service_rc(std::chrono::steady_clock::time_point now);
+
 private:
     struct Qp;
     class QpHandle;
@@ -131,7 +143,11 @@ private:
         Qp* qp;
     };
 
+    struct RcEntry;
+    class RcHandle;
     expected<std::unique_ptr<UdQp>, Error> make_qp(std::uint32_t qpn, const UdQpConfig& config, bool gsi);
+    void receive_rc(const ib::Packet& pkt, std::chrono::steady_clock::time_point now);
+    void send_rc(RcEntry& e, std::chrono::steady_clock::time_point now);
     void destroy(Qp* qp);
     bool deliver(const ib::Packet& pkt, bytes datagram, Qp& qp);
     void count(DeliveryDrop d) { ++counters_.undelivered[static_cast<std::size_t>(d)]; }
@@ -152,6 +168,8 @@ private:
     // other processes take QPNs too (RFC 4391 9.4: QPNs are not stable).
     std::uint32_t next_qpn_ = 0x48;
     std::vector<std::uint8_t> tx_buffer_;
+    rc::MemoryRegions memory_;
+    std::map<std::uint32_t, RcEntry*> rc_qps_;  // by QPN; the entries belong to their handles
 };
 
 }  // namespace ipoibd::transport

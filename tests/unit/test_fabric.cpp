@@ -21,6 +21,8 @@
 #include "fabric/switch.h"
 #include "tests/tools/forge.h"
 #include "transport/managed_port.h"
+#include "transport/rc/rc_port.h"
+#include "transport/rc/rc_wire.h"
 #include "transport/soft/route_hint.h"
 #include "transport/soft/soft_port.h"
 #include "transport/wire/link.h"
@@ -1063,9 +1065,15 @@ TEST(SoftPortTrust, ForgedSmpsAndDataFromAForeignAddressChangeNothingAndAreCount
     const auto smp_drops = [&] {
         return n.b->core().counters().undelivered[static_cast<std::size_t>(transport::DeliveryDrop::not_via_switch)];
     };
-    ASSERT_TRUE(n.a->send_raw(forged_port_down(lid_a, lid_b)));  // straight to B: A has the route
-    ASSERT_TRUE(n.pump_until([&] { return smp_drops() == 1; }));
+    // What a peer's SMP straight to B would meet (a port sends its own SMPs
+    // through the switch even with a route: SoftPort::transmit).
+    n.b->core().receive(forged_port_down(lid_a, lid_b), /*via_switch=*/false);
+    EXPECT_EQ(smp_drops(), 1u);
     EXPECT_EQ(n.b->attributes().state, PortState::active);
+    const std::uint64_t via = n.cut().via_switch_tx, direct = n.cut().direct_tx;
+    ASSERT_TRUE(n.a->send_raw(forged_port_down(lid_a, lid_b)));
+    EXPECT_EQ(n.cut().via_switch_tx, via + 1) << "an SMP leaves through the switch";
+    EXPECT_EQ(n.cut().direct_tx, direct);
     EXPECT_EQ(forger.pending(), 0u);
 }
 
@@ -1356,6 +1364,156 @@ TEST(FabricFaults, LossThroughTheServiceIsCountedAndTheRestArrives) {
     EXPECT_LT(lost, 160u);
     EXPECT_EQ(a->cut_through_counters().direct_tx, 0u) << "no cut-through past the faults";
     EXPECT_NE(fabric.stats().find("faults: lost "), std::string::npos);
+}
+
+// RC between two soft ports through a FabricService on loopback: SEND,
+// WRITE with immediate data and READ, every message intact, byte exact
+// through the switch (and by cut-through); then again with 5% loss and 1%
+// duplication injected by the switch.
+namespace rc = transport::rc;
+
+void rc_through_the_fabric(std::vector<FaultRule> faults, std::size_t messages) {
+    auto options = loopback_options();
+    options.sw.faults = std::move(faults);
+    auto opened = FabricService::open(std::move(options));
+    ASSERT_TRUE(opened) << opened.error();
+    FabricService& fabric = **opened;
+    auto open_port = [&](std::uint64_t guid) {
+        auto p = transport::SoftPort::open({.fabric = fabric.local_address(),
+                                            .bind_to = *parse_socket_address("127.0.0.1:0"),
+                                            .port_guid = guid,
+                                            .link_interval = std::chrono::milliseconds(10)});
+        EXPECT_TRUE(p) << p.error().message();
+        return std::move(*p);
+    };
+    auto a = open_port(0xA1), b = open_port(0xB2);
+    auto next_tick = Clock::now();
+    const auto pump = [&] {
+        pollfd fds[3] = {{.fd = fabric.fd(), .events = POLLIN}, {.fd = a->fd(), .events = POLLIN},
+                         {.fd = b->fd(), .events = POLLIN}};
+        ASSERT_GE(::poll(fds, 3, 1), 0);
+        const auto now = Clock::now();
+        if (fds[0].revents & POLLIN) fabric.on_readable(now);
+        if (now >= next_tick) {
+            fabric.tick(now);
+            next_tick = now + FabricService::kTickInterval;
+        }
+        fabric.after_wakeup(now);
+        a->process();
+        b->process();
+    };
+    const auto until = [&](auto done, std::chrono::seconds limit) {
+        const auto give_up = Clock::now() + limit;
+        while (!done() && Clock::now() < give_up) pump();
+        return done();
+    };
+    ASSERT_TRUE(until([&] {
+        return a->attributes().state == PortState::active && b->attributes().state == PortState::active;
+    }, std::chrono::seconds(20)));
+    auto qa = *a->core().create_rc_qp();
+    auto qb = *b->core().create_rc_qp();
+    const rc::RtsAttributes rts{.timeout = 12, .retry_count = 7, .rnr_retry = 7};  // 16 ms
+    ASSERT_TRUE(qa->connect(b->attributes().lid, {.dest_qpn = qb->qpn(), .pmtu = 1024}, rts));
+    ASSERT_TRUE(qb->connect(a->attributes().lid, {.dest_qpn = qa->qpn(), .pmtu = 1024}, rts));
+    std::vector<std::uint8_t> window(messages * 4096), source(messages * 4096);
+    for (std::size_t i = 0; i < source.size(); ++i) source[i] = static_cast<std::uint8_t>(i * 13);
+    const auto w = b->core().memory_regions().register_region(window, rc::access::remote_write);
+    const auto r = b->core().memory_regions().register_region(source, rc::access::remote_read);
+    std::vector<std::vector<std::uint8_t>> reads(messages);
+    for (std::size_t i = 0; i < messages; ++i) ASSERT_TRUE(qb->post_recv({.wr_id = i, .capacity = 4096}));
+    const auto body = [](std::size_t i) {
+        std::vector<std::uint8_t> m(1 + (i * 211) % 4000);
+        for (std::size_t k = 0; k < m.size(); ++k) m[k] = static_cast<std::uint8_t>(i + k);
+        return m;
+    };
+    for (std::size_t i = 0; i < messages; ++i) {
+        if (i % 3 == 0) {
+            ASSERT_TRUE(qa->post_send({.wr_id = i, .payload = body(i)}));
+        } else if (i % 3 == 1) {
+            ASSERT_TRUE(qa->post_send({.wr_id = i, .payload = body(i), .imm = static_cast<std::uint32_t>(i),
+                                       .opcode = rc::WrOpcode::rdma_write, .remote_va = w.va + i * 4096, .rkey = w.rkey}));
+        } else {
+            reads[i].resize(body(i).size());
+            ASSERT_TRUE(qa->post_send({.wr_id = i, .opcode = rc::WrOpcode::rdma_read, .remote_va = r.va + i * 4096,
+                                       .rkey = r.rkey, .read_into = reads[i]}));
+        }
+    }
+    std::vector<rc::Completion> done_a, done_b;
+    ASSERT_TRUE(until([&] {
+        for (auto& c : qa->poll()) done_a.push_back(std::move(c));
+        for (auto& c : qb->poll()) done_b.push_back(std::move(c));
+        return done_a.size() == messages;
+    }, std::chrono::seconds(60))) << done_a.size() << " of " << messages;
+    for (std::size_t i = 0; i < messages; ++i) {
+        ASSERT_EQ(done_a[i].wr_id, i);
+        ASSERT_EQ(done_a[i].status, rc::Status::success) << i << ": " << rc::to_string(done_a[i].status) << " " << [&] {
+            std::string out;
+            struct S final : CounterSink {
+                std::string& o;
+                explicit S(std::string& x) : o(x) {}
+                void counter(std::string_view n, std::uint64_t v) override {
+                    if (v) o += std::string(n) + "=" + std::to_string(v) + " ";
+                }
+            } sink(out);
+            visit(b->core().counters(), sink);
+            out += "| ";
+            visit(qa->engine().counters(), sink);
+            out += "| ";
+            visit(qb->engine().counters(), sink);
+            return out;
+        }();
+        if (i % 3 == 1) {
+            const auto m = body(i);
+            EXPECT_TRUE(std::equal(m.begin(), m.end(), window.begin() + static_cast<std::ptrdiff_t>(i * 4096))) << i;
+        }
+        if (i % 3 == 2) {
+            EXPECT_TRUE(std::equal(reads[i].begin(), reads[i].end(), source.begin() + static_cast<std::ptrdiff_t>(i * 4096)))
+                << i;
+        }
+    }
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < messages; ++i) {
+        if (i % 3 == 2) continue;
+        ASSERT_LT(n, done_b.size());
+        const rc::Completion& c = done_b[n++];
+        ASSERT_EQ(c.status, rc::Status::success);
+        if (i % 3 == 0) {
+            EXPECT_EQ(c.data, body(i)) << i;
+        } else {
+            EXPECT_EQ(c.imm, std::optional<std::uint32_t>(static_cast<std::uint32_t>(i)));
+        }
+    }
+    if (!fabric.fabric_switch().faults().active()) {
+        EXPECT_EQ(qa->engine().counters().retransmitted, 0u);
+        // A third port speaking RC to B's QP: not its peer, dropped.
+        auto c = open_port(0xC3);
+        ASSERT_TRUE(until([&] {
+            c->process();
+            return c->attributes().state == PortState::active;
+        }, std::chrono::seconds(20)));
+        const auto forged = rc::encode_rc_packet(
+            rc::RcPacket{.opcode = ib::op::rc_send_only, .dest_qp = qb->qpn(), .psn = qb->engine().expected_psn(),
+                         .ack_req = true, .payload = std::vector<std::uint8_t>(8, 0x66)},
+            {.slid = c->attributes().lid, .dlid = b->attributes().lid});
+        ASSERT_TRUE(forged);
+        ASSERT_TRUE(c->send_raw(*forged));
+        const auto dropped = [&] {
+            return b->core().counters().undelivered[static_cast<std::size_t>(transport::DeliveryDrop::rc_not_connected)];
+        };
+        ASSERT_TRUE(until([&] {
+            c->process();
+            return dropped() == 1;
+        }, std::chrono::seconds(5)));
+        EXPECT_EQ(qb->engine().counters().messages_received, done_b.size());
+    } else {
+        EXPECT_GT(fabric.fabric_switch().faults().counters().lost, 0u);
+        EXPECT_GT(qa->engine().counters().retransmitted, 0u);
+    }
+}
+
+TEST(RcSoft, SendWriteAndReadThroughTheFabric) { rc_through_the_fabric({}, 60); }
+TEST(RcSoft, NothingIsLostOverALossyFabric) {
+    rc_through_the_fabric({*parse_fault_rule("loss=5%,dup=1%")}, 90);
 }
 
 TEST(SoftPortOpen, RefusesAConfigurationItCannotRun) {

@@ -249,6 +249,7 @@ public:
 
     const RcCounters& counters() const { return counters_; }
     std::uint32_t expected_psn() const { return epsn_; }
+    std::uint32_t path_mtu() const { return rtr_.pmtu; }
 
 private:
     struct Outstanding {

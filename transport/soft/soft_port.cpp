@@ -189,6 +189,7 @@ void SoftPort::process() {
         more_armed_ = !more_armed_;
     }
     if (!held_.empty()) expire_drains(now);
+    port_.core().service_rc(now);
     socket_.flush();
 }
 
@@ -218,7 +219,11 @@ bool SoftPort::transmit(bytes packet) {
     // re-register (a restarted fabric re-sweeps without the link going down
     // and may give a LID to a port at another address) forgets them.
     if (!direct_.empty() && !hints_current()) forget_hints();
-    if (!direct_.empty() && packet.size() >= ib::Lrh::size) {
+    // SMPs (QP0) always pass the switch: a port takes them from nowhere
+    // else (the trust rules, route_hint.h).
+    const std::size_t bth = ib::Lrh::size + (packet.size() > 1 && (packet[1] & 3) == 3 ? ib::Grh::size : 0);
+    const bool qp0 = packet.size() >= bth + ib::Bth::size && load_be24(packet.data() + bth + 5) == ib::kQp0;
+    if (!direct_.empty() && !qp0 && packet.size() >= ib::Lrh::size) {
         const std::uint16_t dlid = load_be16(packet.data() + 2);
         if (auto it = direct_.find(dlid); it != direct_.end()) {
             const auto now = std::chrono::steady_clock::now();

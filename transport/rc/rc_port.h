@@ -1,0 +1,41 @@
+// RC queue pairs on a port that PortCore carries (the soft and in-memory
+// backends): the engine (rc_qp.h) with its packets on the port's link in
+// their wire form (rc_wire.h), connected to one remote port and QP.
+//
+// Inbound, PortCore takes an RC packet for one of these QPs when its DLID
+// is the port's, its P_Key matches the QP's and its SLID is the connected
+// remote port's (an RC QP talks to one peer; anything else is dropped and
+// counted: rc_not_connected), and hands it to the engine. Outbound, the
+// QP's packets leave after each post, each inbound packet and each
+// PortCore::service_rc() (the backend calls it on every process(), so the
+// engine's timers run at least as often as the port is processed: a soft
+// port every link interval, 100 ms, when idle).
+//
+// The port's registered memory (one protection domain per port) is what
+// WRITE and READ requests from a peer may reach.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/expected.h"
+#include "transport/rc/rc_qp.h"
+
+namespace ipoibd::transport {
+
+class RcQueuePair {
+public:
+    virtual ~RcQueuePair() = default;
+    virtual std::uint32_t qpn() const = 0;
+    // RESET -> INIT -> RTR -> RTS in one go, to `remote_lid`'s QP
+    // rtr.dest_qpn (what rdma_connect and ibv_rc_pingpong do).
+    virtual expected<void, std::string> connect(std::uint16_t remote_lid, const rc::RtrAttributes& rtr,
+                                                const rc::RtsAttributes& rts) = 0;
+    virtual expected<void, std::string> post_send(rc::SendWr wr) = 0;
+    virtual expected<void, std::string> post_recv(rc::RecvWr wr) = 0;
+    virtual std::vector<rc::Completion> poll() = 0;
+    virtual const rc::RcQp& engine() const = 0;
+};
+
+}  // namespace ipoibd::transport
