@@ -1201,48 +1201,68 @@ FabricKeys key_set(std::initializer_list<std::uint8_t> fills) {
     return k;
 }
 
-TEST(FabricKey, PortsWithTheKeyComeUpAndTalkOthersAreRefused) {
-    auto options = loopback_options();
-    options.keys = key_set({1});
-    auto opened = FabricService::open(std::move(options));
-    ASSERT_TRUE(opened) << opened.error();
-    FabricService& fabric = **opened;
-    auto open_port = [&](std::uint64_t guid, std::optional<FabricKeys> k) {
-        auto p = transport::SoftPort::open({.fabric = fabric.local_address(),
+// A FabricService on loopback and soft ports of it, run by hand: the
+// harness of the fabric key, fault and RC tests.
+struct Loopback {
+    std::unique_ptr<FabricService> fabric;
+    std::vector<std::unique_ptr<transport::SoftPort>> ports;
+    Clock::time_point next_tick = Clock::now();
+
+    explicit Loopback(FabricServiceOptions options) {
+        auto opened = FabricService::open(std::move(options));
+        EXPECT_TRUE(opened) << opened.error();
+        if (opened) fabric = std::move(*opened);
+    }
+    transport::SoftPort& add(std::uint64_t guid, std::optional<FabricKeys> keys = std::nullopt) {
+        auto p = transport::SoftPort::open({.fabric = fabric->local_address(),
                                             .bind_to = *parse_socket_address("127.0.0.1:0"),
                                             .port_guid = guid,
                                             .link_interval = std::chrono::milliseconds(10),
-                                            .keys = std::move(k)});
+                                            .keys = std::move(keys)});
         EXPECT_TRUE(p) << p.error().message();
-        return std::move(*p);
-    };
-    auto a = open_port(0xA1, key_set({1}));
-    auto b = open_port(0xB2, key_set({1}));
-    auto wrong = open_port(0xC3, key_set({2}));
-    auto none = open_port(0xD4, std::nullopt);
-    std::vector<transport::SoftPort*> ports{a.get(), b.get(), wrong.get(), none.get()};
-    auto next_tick = Clock::now();
-    const auto pump = [&] {
-        std::vector<pollfd> fds{{.fd = fabric.fd(), .events = POLLIN}};
-        for (auto* p : ports) fds.push_back({.fd = p->fd(), .events = POLLIN});
-        ASSERT_GE(::poll(fds.data(), fds.size(), 2), 0);
+        ports.push_back(std::move(*p));
+        return *ports.back();
+    }
+    void pump() {
+        std::vector<pollfd> fds{{.fd = fabric->fd(), .events = POLLIN}};
+        for (const auto& p : ports) fds.push_back({.fd = p->fd(), .events = POLLIN});
+        ASSERT_GE(::poll(fds.data(), fds.size(), 1), 0);
         const auto now = Clock::now();
-        if (fds[0].revents & POLLIN) fabric.on_readable(now);
+        if (fds[0].revents & POLLIN) fabric->on_readable(now);
         if (now >= next_tick) {
-            fabric.tick(now);
+            fabric->tick(now);
             next_tick = now + FabricService::kTickInterval;
         }
-        fabric.after_wakeup(now);
-        for (auto* p : ports) p->process();
-    };
-    const auto until = [&](auto done) {
-        const auto give_up = Clock::now() + std::chrono::seconds(10);
+        fabric->after_wakeup(now);
+        for (const auto& p : ports) p->process();
+    }
+    template <class Done>
+    bool until(Done done, std::chrono::seconds limit = std::chrono::seconds(20)) {
+        const auto give_up = Clock::now() + limit;
         while (!done() && Clock::now() < give_up) pump();
         return done();
-    };
-    ASSERT_TRUE(until([&] {
-        return a->attributes().state == PortState::active && b->attributes().state == PortState::active;
-    }));
+    }
+    bool all_active(std::size_t n) {
+        return until([&] {
+            return std::all_of(ports.begin(), ports.begin() + static_cast<std::ptrdiff_t>(n),
+                               [](const auto& p) { return p->attributes().state == PortState::active; });
+        });
+    }
+};
+
+TEST(FabricKey, PortsWithTheKeyComeUpAndTalkOthersAreRefused) {
+    auto options = loopback_options();
+    options.keys = key_set({1});
+    Loopback net(std::move(options));
+    ASSERT_TRUE(net.fabric);
+    FabricService& fabric = *net.fabric;
+    transport::SoftPort* a = &net.add(0xA1, key_set({1}));
+    transport::SoftPort* b = &net.add(0xB2, key_set({1}));
+    transport::SoftPort* wrong = &net.add(0xC3, key_set({2}));
+    transport::SoftPort* none = &net.add(0xD4);
+    const auto pump = [&] { net.pump(); };
+    const auto until = [&](auto done) { return net.until(done, std::chrono::seconds(10)); };
+    ASSERT_TRUE(net.all_active(2));
     for (int i = 0; i < 30; ++i) pump();
     EXPECT_EQ(wrong->attributes().state, PortState::down);  // not even a link
     EXPECT_EQ(none->attributes().state, PortState::down);
@@ -1297,42 +1317,17 @@ TEST(FabricFaults, LossThroughTheServiceIsCountedAndTheRestArrives) {
     auto options = loopback_options();
     options.sw.faults = {*parse_fault_rule("loss=30%")};
     options.sw.fault_seed = 42;
-    auto opened = FabricService::open(std::move(options));
-    ASSERT_TRUE(opened) << opened.error();
-    FabricService& fabric = **opened;
-    auto open_port = [&](std::uint64_t guid) {
-        auto p = transport::SoftPort::open({.fabric = fabric.local_address(),
-                                            .bind_to = *parse_socket_address("127.0.0.1:0"),
-                                            .port_guid = guid,
-                                            .link_interval = std::chrono::milliseconds(10)});
-        EXPECT_TRUE(p) << p.error().message();
-        return std::move(*p);
-    };
-    auto a = open_port(0xA1), b = open_port(0xB2);
-    auto next_tick = Clock::now();
-    const auto pump = [&] {
-        pollfd fds[3] = {{.fd = fabric.fd(), .events = POLLIN}, {.fd = a->fd(), .events = POLLIN},
-                         {.fd = b->fd(), .events = POLLIN}};
-        ASSERT_GE(::poll(fds, 3, 2), 0);
-        const auto now = Clock::now();
-        if (fds[0].revents & POLLIN) fabric.on_readable(now);
-        if (now >= next_tick) {
-            fabric.tick(now);
-            next_tick = now + FabricService::kTickInterval;
-        }
-        fabric.after_wakeup(now);
-        a->process();
-        b->process();
-    };
+    Loopback net(std::move(options));
+    ASSERT_TRUE(net.fabric);
+    FabricService& fabric = *net.fabric;
+    transport::SoftPort* a = &net.add(0xA1);
+    transport::SoftPort* b = &net.add(0xB2);
+    const auto pump = [&] { net.pump(); };
     const auto until = [&](auto done, std::chrono::seconds limit = std::chrono::seconds(20)) {
-        const auto give_up = Clock::now() + limit;
-        while (!done() && Clock::now() < give_up) pump();
-        return done();
+        return net.until(done, limit);
     };
     // The SM's SMPs meet the loss too: it retries until both are ACTIVE.
-    ASSERT_TRUE(until([&] {
-        return a->attributes().state == PortState::active && b->attributes().state == PortState::active;
-    }));
+    ASSERT_TRUE(net.all_active(2));
     auto qa = *a->create_ud_qp({.qkey = 7});
     auto qb = *b->create_ud_qp({.qkey = 7, .receive_depth = 512});
     std::vector<std::vector<std::uint8_t>> buffers(512, std::vector<std::uint8_t>(transport::kGrhSlotSize + 64));
@@ -1375,41 +1370,13 @@ namespace rc = transport::rc;
 void rc_through_the_fabric(std::vector<FaultRule> faults, std::size_t messages) {
     auto options = loopback_options();
     options.sw.faults = std::move(faults);
-    auto opened = FabricService::open(std::move(options));
-    ASSERT_TRUE(opened) << opened.error();
-    FabricService& fabric = **opened;
-    auto open_port = [&](std::uint64_t guid) {
-        auto p = transport::SoftPort::open({.fabric = fabric.local_address(),
-                                            .bind_to = *parse_socket_address("127.0.0.1:0"),
-                                            .port_guid = guid,
-                                            .link_interval = std::chrono::milliseconds(10)});
-        EXPECT_TRUE(p) << p.error().message();
-        return std::move(*p);
-    };
-    auto a = open_port(0xA1), b = open_port(0xB2);
-    auto next_tick = Clock::now();
-    const auto pump = [&] {
-        pollfd fds[3] = {{.fd = fabric.fd(), .events = POLLIN}, {.fd = a->fd(), .events = POLLIN},
-                         {.fd = b->fd(), .events = POLLIN}};
-        ASSERT_GE(::poll(fds, 3, 1), 0);
-        const auto now = Clock::now();
-        if (fds[0].revents & POLLIN) fabric.on_readable(now);
-        if (now >= next_tick) {
-            fabric.tick(now);
-            next_tick = now + FabricService::kTickInterval;
-        }
-        fabric.after_wakeup(now);
-        a->process();
-        b->process();
-    };
-    const auto until = [&](auto done, std::chrono::seconds limit) {
-        const auto give_up = Clock::now() + limit;
-        while (!done() && Clock::now() < give_up) pump();
-        return done();
-    };
-    ASSERT_TRUE(until([&] {
-        return a->attributes().state == PortState::active && b->attributes().state == PortState::active;
-    }, std::chrono::seconds(20)));
+    Loopback net(std::move(options));
+    ASSERT_TRUE(net.fabric);
+    FabricService& fabric = *net.fabric;
+    transport::SoftPort* a = &net.add(0xA1);
+    transport::SoftPort* b = &net.add(0xB2);
+    const auto until = [&](auto done, std::chrono::seconds limit) { return net.until(done, limit); };
+    ASSERT_TRUE(net.all_active(2));
     auto qa = *a->core().create_rc_qp();
     auto qb = *b->core().create_rc_qp();
     const rc::RtsAttributes rts{.timeout = 12, .retry_count = 7, .rnr_retry = 7};  // 16 ms
@@ -1486,11 +1453,8 @@ void rc_through_the_fabric(std::vector<FaultRule> faults, std::size_t messages) 
     if (!fabric.fabric_switch().faults().active()) {
         EXPECT_EQ(qa->engine().counters().retransmitted, 0u);
         // A third port speaking RC to B's QP: not its peer, dropped.
-        auto c = open_port(0xC3);
-        ASSERT_TRUE(until([&] {
-            c->process();
-            return c->attributes().state == PortState::active;
-        }, std::chrono::seconds(20)));
+        transport::SoftPort* c = &net.add(0xC3);
+        ASSERT_TRUE(net.all_active(3));
         const auto forged = rc::encode_rc_packet(
             rc::RcPacket{.opcode = ib::op::rc_send_only, .dest_qp = qb->qpn(), .psn = qb->engine().expected_psn(),
                          .ack_req = true, .payload = std::vector<std::uint8_t>(8, 0x66)},
@@ -1500,10 +1464,7 @@ void rc_through_the_fabric(std::vector<FaultRule> faults, std::size_t messages) 
         const auto dropped = [&] {
             return b->core().counters().undelivered[static_cast<std::size_t>(transport::DeliveryDrop::rc_not_connected)];
         };
-        ASSERT_TRUE(until([&] {
-            c->process();
-            return dropped() == 1;
-        }, std::chrono::seconds(5)));
+        ASSERT_TRUE(until([&] { return dropped() == 1; }, std::chrono::seconds(5)));
         EXPECT_EQ(qb->engine().counters().messages_received, done_b.size());
     } else {
         EXPECT_GT(fabric.fabric_switch().faults().counters().lost, 0u);

@@ -324,12 +324,7 @@ void RcQp::receive(const RcPacket& p, Clock::time_point now) {
         if (state_ == QpState::rts && p.aeth) {
             const auto before = unacked_.size();
             requester(p);
-            // Forward progress restarts the local ACK timer.
-            if (unacked_.size() != before || unacked_.empty()) {
-                ack_deadline_.reset();
-                if (next_to_send_ > 0)
-                    if (const auto t = local_ack_timeout(rts_.timeout)) ack_deadline_ = now + *t;
-            }
+            if (unacked_.size() != before || unacked_.empty()) restart_ack_timer(now);
             if (rnr_until_ && *rnr_until_ == Clock::time_point::max())
                 rnr_until_ = now + rnr_timer(p.aeth->syndrome & 0x1F);
         }
@@ -339,15 +334,18 @@ void RcQp::receive(const RcPacket& p, Clock::time_point now) {
         if (state_ == QpState::rts) {
             const auto before = unacked_.size();
             read_response(p);
-            if (unacked_.size() != before) {
-                ack_deadline_.reset();
-                if (next_to_send_ > 0)
-                    if (const auto t = local_ack_timeout(rts_.timeout)) ack_deadline_ = now + *t;
-            }
+            if (unacked_.size() != before) restart_ack_timer(now);
         }
         return;
     }
     if (is_send(p.opcode) || is_write(p.opcode) || p.opcode == op::rc_rdma_read_request) responder(p);
+}
+
+// Forward progress restarts the local ACK timer for what is still out.
+void RcQp::restart_ack_timer(Clock::time_point now) {
+    ack_deadline_.reset();
+    if (next_to_send_ > 0)
+        if (const auto t = local_ack_timeout(rts_.timeout)) ack_deadline_ = now + *t;
 }
 
 void RcQp::tick(Clock::time_point now) {
@@ -355,12 +353,7 @@ void RcQp::tick(Clock::time_point now) {
     ++counters_.timeouts;
     ack_deadline_.reset();
     if (unacked_.empty()) return;
-    if (retries_left_ == 0) {
-        complete_error(Status::retry_exceeded);
-        return;
-    }
-    --retries_left_;
-    retransmit_from_oldest();
+    retry();
 }
 
 std::optional<Clock::time_point> RcQp::next_deadline() const {
@@ -424,14 +417,7 @@ void RcQp::requester(const RcPacket& p) {
     }
     ++counters_.naks_received;
     switch (a.syndrome & 0x1F) {
-        case nak::psn_sequence_error:
-            if (retries_left_ == 0) {
-                complete_error(Status::retry_exceeded);
-                return;
-            }
-            --retries_left_;
-            retransmit_from_oldest();
-            return;
+        case nak::psn_sequence_error: retry(); return;
         case nak::invalid_request: complete_error(Status::remote_invalid_request); return;
         case nak::remote_access_error: complete_error(Status::remote_access_error); return;
         default: complete_error(Status::remote_operational_error); return;
@@ -472,12 +458,7 @@ void RcQp::read_response(const RcPacket& p) {
         if (o.read_packets > 0 && o.read_resent) return;
         if (o.read_packets > 0) o.read_resent = true;
         ++counters_.read_gaps;
-        if (retries_left_ == 0) {
-            complete_error(Status::retry_exceeded);
-            return;
-        }
-        --retries_left_;
-        retransmit_from_oldest();
+        retry();
         return;
     }
     if (k < o.read_received) return;  // a duplicate response
@@ -502,6 +483,17 @@ void RcQp::read_response(const RcPacket& p) {
     ++counters_.messages_sent;
     unacked_.pop_front();
     if (next_to_send_ > 0) --next_to_send_;
+}
+
+// One retry (9.7.6.1.2): from the oldest unacknowledged request, while the
+// retry count lasts; then retry exceeded.
+void RcQp::retry() {
+    if (retries_left_ == 0) {
+        complete_error(Status::retry_exceeded);
+        return;
+    }
+    --retries_left_;
+    retransmit_from_oldest();
 }
 
 void RcQp::retransmit_from_oldest() {

@@ -275,6 +275,8 @@ private:
     void send_ack(std::uint8_t syndrome, std::uint32_t psn);
     void acknowledge_up_to(std::uint32_t psn);  // inclusive
     void retransmit_from_oldest();
+    void retry();
+    void restart_ack_timer(Clock::time_point now);
     void complete_error(Status s);
     void segment(const SendWr& wr);
     void read_response(const RcPacket& p);
