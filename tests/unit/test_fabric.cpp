@@ -1451,7 +1451,8 @@ void rc_through_the_fabric(std::vector<FaultRule> faults, std::size_t messages) 
         }
     }
     if (!fabric.fabric_switch().faults().active()) {
-        EXPECT_EQ(qa->engine().counters().retransmitted, 0u);
+        // (No claim about retransmissions here: a slow build can see a
+        // local ACK timeout expire with nothing lost.)
         // A third port speaking RC to B's QP: not its peer, dropped.
         transport::SoftPort* c = &net.add(0xC3);
         ASSERT_TRUE(net.all_active(3));
