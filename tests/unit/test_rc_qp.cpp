@@ -480,3 +480,95 @@ INSTANTIATE_TEST_SUITE_P(Seeds, RcMixed, ::testing::Values(11, 12, 13, 14, 15, 1
 
 }  // namespace
 }  // namespace ipoibd::transport::rc
+
+namespace ipoibd::transport::rc {
+namespace {
+
+// Rules from the compliance table (docs/rc-compliance.md), one case each.
+TEST_F(RcPair, ReservedSyndromesAndNakCodesAreDroppedNotFatal) {
+    connect();
+    ASSERT_TRUE(b.post_recv({.wr_id = 1, .capacity = 100}));
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .payload = message(10, 1)}));
+    std::vector<RcPacket> out;
+    a.output(out, now);
+    ASSERT_EQ(out.size(), 1u);
+    for (std::uint8_t syndrome : {std::uint8_t{0x40}, std::uint8_t{0x5F}, std::uint8_t{0x64}, std::uint8_t{0x7F}}) {
+        a.receive(RcPacket{.opcode = op::rc_acknowledge, .dest_qp = 0x100, .psn = out[0].psn,
+                           .aeth = Aeth{syndrome, 0}},
+                  now);
+        EXPECT_EQ(a.state(), QpState::rts) << int(syndrome);  // C9-120, C9-135
+    }
+    EXPECT_EQ(a.counters().ghost_acks, 4u);
+    b.receive(out[0], now);
+    run();
+    ASSERT_EQ(done_a.size(), 1u);
+    EXPECT_EQ(done_a[0].status, Status::success);
+}
+
+TEST_F(RcPair, ZeroLengthReadsAndWritesNeedNoKey) {
+    connect();
+    Bytes nothing;
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .opcode = WrOpcode::rdma_write, .remote_va = 0x1234, .rkey = 77}));
+    ASSERT_TRUE(a.post_send({.wr_id = 2, .opcode = WrOpcode::rdma_read, .remote_va = 0x1234, .rkey = 77, .read_into = nothing}));
+    run();
+    ASSERT_EQ(done_a.size(), 2u);  // C9-88: no R_Key check at length 0
+    EXPECT_EQ(done_a[0].status, Status::success);
+    EXPECT_EQ(done_a[1].status, Status::success);
+    EXPECT_EQ(b.counters().access_errors, 0u);
+}
+
+TEST_F(RcPair, AnEmptyLastPacketIsAnInvalidRequest) {
+    connect(0, 0, {}, 256);
+    ASSERT_TRUE(b.post_recv({.wr_id = 1, .capacity = 1000}));
+    b.receive(RcPacket{.opcode = op::rc_send_first, .dest_qp = 0x200, .psn = 0, .payload = Bytes(256)}, now);
+    b.receive(RcPacket{.opcode = op::rc_send_last, .dest_qp = 0x200, .psn = 1, .ack_req = true}, now);
+    std::vector<RcPacket> out;
+    b.output(out, now);
+    ASSERT_EQ(out.size(), 1u);  // C9-92: a LAST carries 1..PMTU bytes
+    EXPECT_EQ(out[0].aeth->syndrome, Aeth::kSyndromeNak | nak::invalid_request);
+}
+
+TEST_F(RcPair, AReadOverTwoGigabytesIsAnInvalidRequest) {
+    connect();
+    b.receive(RcPacket{.opcode = op::rc_rdma_read_request, .dest_qp = 0x200, .psn = 0, .ack_req = true,
+                       .reth = ib::Reth{0x1000, 5, (1u << 31) + 1}},
+              now);
+    std::vector<RcPacket> out;
+    b.output(out, now);
+    ASSERT_EQ(out.size(), 1u);  // C9-94
+    EXPECT_EQ(out[0].aeth->syndrome, Aeth::kSyndromeNak | nak::invalid_request);
+}
+
+TEST_F(RcPair, ADuplicateReadThatFailsItsKeyIsDroppedSilently) {
+    connect();
+    Bytes source = message(100, 1);
+    const MemoryRegion r = memory_b.register_region(source, access::remote_read);
+    const RcPacket read{.opcode = op::rc_rdma_read_request, .dest_qp = 0x200, .psn = 0, .ack_req = true,
+                        .reth = ib::Reth{r.va, r.rkey, 100}};
+    b.receive(read, now);
+    std::vector<RcPacket> out;
+    b.output(out, now);
+    ASSERT_EQ(out.size(), 1u);
+    memory_b.deregister(r.rkey);  // the key is gone when the duplicate comes
+    b.receive(read, now);
+    out.clear();
+    b.output(out, now);
+    EXPECT_TRUE(out.empty()) << "C9-108, C9-115: no NAK for a duplicate";
+    EXPECT_EQ(b.state(), QpState::rts);
+}
+
+TEST_F(RcPair, TheWindowCountsAReadsResponses) {
+    connect(0, 0, {}, 256);
+    Bytes source(256 * 300), into(256 * 300);
+    const MemoryRegion r = memory_b.register_region(source, access::remote_read);
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .opcode = WrOpcode::rdma_read, .remote_va = r.va, .rkey = r.rkey, .read_into = into}));
+    ASSERT_TRUE(a.post_send({.wr_id = 2, .payload = message(10, 1)}));
+    std::vector<RcPacket> out;
+    a.output(out, now);
+    // The READ takes 300 PSNs: the SEND waits for room (C9-61).
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].opcode, op::rc_rdma_read_request);
+}
+
+}  // namespace
+}  // namespace ipoibd::transport::rc

@@ -302,9 +302,13 @@ void RcQp::output(std::vector<RcPacket>& out, Clock::time_point now) {
     while (!send_queue_.empty()) {
         const std::size_t pmtu = rtr_.pmtu;
         const SendWr& next = send_queue_.front();
-        const std::size_t packets =
-            next.opcode == WrOpcode::rdma_read ? 1 : packets_for(next.payload.size(), static_cast<std::uint32_t>(pmtu));
-        if (!unacked_.empty() && unacked_.size() + packets > kMaxOutstanding) break;
+        // The window counts PSNs, a READ's responses included (C9-61: at most
+        // 2^23 outstanding; this window is far below).
+        const std::size_t psns = packets_for(next.opcode == WrOpcode::rdma_read ? next.read_into.size() : next.payload.size(),
+                                             static_cast<std::uint32_t>(pmtu));
+        const std::size_t in_flight =
+            unacked_.empty() ? 0 : static_cast<std::size_t>(psn_diff(npsn_, unacked_.front().packet.psn));
+        if (!unacked_.empty() && in_flight + psns > kMaxOutstanding) break;
         segment(send_queue_.front());
         send_queue_.pop_front();
     }
@@ -374,6 +378,12 @@ std::vector<Completion> RcQp::poll() {
 void RcQp::requester(const RcPacket& p) {
     const Aeth& a = *p.aeth;
     const auto type = static_cast<std::uint8_t>(a.syndrome & Aeth::kSyndromeTypeMask);
+    // Reserved syndromes (type 0b10) and reserved NAK codes (4-31) are
+    // dropped silently (C9-120, C9-135).
+    if (type == 0x40 || (type == Aeth::kSyndromeNak && (a.syndrome & 0x1F) > nak::remote_operational_error)) {
+        ++counters_.ghost_acks;
+        return;
+    }
     // Only a PSN among those sent and not yet acknowledged means anything:
     // the rest are duplicate or ghost ACKs (9.7.5.1.1).
     if (unacked_.empty()) {
@@ -420,7 +430,8 @@ void RcQp::requester(const RcPacket& p) {
         case nak::psn_sequence_error: retry(); return;
         case nak::invalid_request: complete_error(Status::remote_invalid_request); return;
         case nak::remote_access_error: complete_error(Status::remote_access_error); return;
-        default: complete_error(Status::remote_operational_error); return;
+        case nak::remote_operational_error: complete_error(Status::remote_operational_error); return;
+        default: return;  // reserved: dropped above
     }
 }
 
@@ -537,13 +548,16 @@ void RcQp::responder_error(std::uint8_t nak_code, std::uint32_t psn, Status rece
     to_send_ = std::move(nak);
 }
 
-void RcQp::execute_read(const RcPacket& p) {
+bool RcQp::execute_read(const RcPacket& p, bool duplicate) {
     const std::uint32_t n = packets_for(p.reth->dma_len, rtr_.pmtu);
-    const auto src = memory_ ? memory_->find(p.reth->rkey, p.reth->va, p.reth->dma_len, access::remote_read)
-                             : std::nullopt;
+    // A zero-length READ names no memory: its R_Key is not checked (C9-88).
+    const auto src = p.reth->dma_len == 0 ? std::optional<std::span<std::uint8_t>>(std::span<std::uint8_t>())
+                     : memory_ ? memory_->find(p.reth->rkey, p.reth->va, p.reth->dma_len, access::remote_read)
+                               : std::nullopt;
     if (!src) {
-        responder_error(nak::remote_access_error, p.psn, Status::flushed);
-        return;
+        // A duplicate that fails is dropped, never NAKed (C9-108, C9-115).
+        if (!duplicate) responder_error(nak::remote_access_error, p.psn, Status::flushed);
+        return false;
     }
     for (std::uint32_t k = 0; k < n; ++k) {
         RcPacket r;
@@ -561,6 +575,7 @@ void RcQp::execute_read(const RcPacket& p) {
             r.aeth = Aeth{static_cast<std::uint8_t>(Aeth::kSyndromeAck | kNoCredits), msn_};
         to_send_.push_back(std::move(r));
     }
+    return true;
 }
 
 void RcQp::responder(const RcPacket& p) {
@@ -574,7 +589,7 @@ void RcQp::responder(const RcPacket& p) {
         ++counters_.duplicates;
         if (read) {
             ++counters_.duplicate_reads;
-            execute_read(p);
+            (void)execute_read(p, true);
             return;
         }
         if (p.ack_req) send_ack(static_cast<std::uint8_t>(Aeth::kSyndromeAck | kNoCredits), psn_add(epsn_, -1));
@@ -597,10 +612,13 @@ void RcQp::responder(const RcPacket& p) {
             responder_error(nak::invalid_request, p.psn, Status::local_length_error);
             return;
         }
+        if (p.reth->dma_len > (1u << 31)) {  // C9-94
+            responder_error(nak::invalid_request, p.psn, Status::flushed);
+            return;
+        }
         const std::uint32_t n = packets_for(p.reth->dma_len, rtr_.pmtu);
         const std::size_t first_response = to_send_.size();
-        execute_read(p);
-        if (state_ == QpState::err) return;
+        if (!execute_read(p, false)) return;
         epsn_ = psn_add(epsn_, n);
         msn_ = (msn_ + 1) & kPsnMask;
         // This READ's responses carry the MSN after it.
@@ -618,7 +636,9 @@ void RcQp::responder(const RcPacket& p) {
         return;
     }
     const bool full_packet = !ends;  // FIRST and MIDDLE carry exactly the PMTU
-    if ((full_packet && p.payload.size() != rtr_.pmtu) || p.payload.size() > rtr_.pmtu) {
+    const bool last_of_several = ends && !starts;  // a LAST carries 1..PMTU (C9-92)
+    if ((full_packet && p.payload.size() != rtr_.pmtu) || p.payload.size() > rtr_.pmtu ||
+        (last_of_several && p.payload.empty())) {
         responder_error(nak::invalid_request, p.psn, Status::local_length_error);
         return;
     }
@@ -639,8 +659,10 @@ void RcQp::responder(const RcPacket& p) {
                 responder_error(nak::invalid_request, p.psn, Status::flushed);
                 return;
             }
-            const auto target = memory_ ? memory_->find(p.reth->rkey, p.reth->va, p.reth->dma_len, access::remote_write)
-                                        : std::nullopt;
+            // A zero-length WRITE names no memory: no R_Key check (C9-88).
+            const auto target = p.reth->dma_len == 0 ? std::optional<std::span<std::uint8_t>>(std::span<std::uint8_t>())
+                                : memory_ ? memory_->find(p.reth->rkey, p.reth->va, p.reth->dma_len, access::remote_write)
+                                          : std::nullopt;
             if (!target) {
                 responder_error(nak::remote_access_error, p.psn, Status::flushed);
                 return;

@@ -280,7 +280,9 @@ private:
     void complete_error(Status s);
     void segment(const SendWr& wr);
     void read_response(const RcPacket& p);
-    void execute_read(const RcPacket& p);  // the responses to a READ request (new or duplicate)
+    // The responses to a READ request (new or duplicate); false when its
+    // memory check failed (a new one has been NAKed, a duplicate dropped).
+    bool execute_read(const RcPacket& p, bool duplicate);
     void responder_error(std::uint8_t nak_code, std::uint32_t psn, Status receive_status);
 
     std::uint32_t qpn_;
