@@ -572,3 +572,96 @@ TEST_F(RcPair, TheWindowCountsAReadsResponses) {
 
 }  // namespace
 }  // namespace ipoibd::transport::rc
+
+namespace ipoibd::transport::rc {
+namespace {
+
+// The "met, untested" rows of docs/rc-compliance.md, now tested.
+TEST(RcRules, ARequestToAnInitQpChangesNothing) {  // C9-76
+    RcQp q(0x200);
+    ASSERT_TRUE(q.to_init());
+    ASSERT_TRUE(q.post_recv({.wr_id = 1, .capacity = 100}));
+    q.receive(RcPacket{.opcode = op::rc_send_only, .dest_qp = 0x200, .psn = 0, .ack_req = true, .payload = Bytes(5)},
+              Clock::time_point{});
+    std::vector<RcPacket> out;
+    q.output(out, Clock::time_point{});
+    EXPECT_TRUE(out.empty());
+    EXPECT_TRUE(q.poll().empty());
+    EXPECT_EQ(q.expected_psn(), 0u);
+}
+
+TEST_F(RcPair, NaksNameThePsnOfTheBadPacketAndAcksCarryTheMsnAndNoCredits) {
+    connect(/*A sends from*/ 0x500, 0, {}, 256);  // B expects 0x500
+    std::vector<RcPacket> out;
+    // Three messages: MSN 1, 2, 3 in the ACKs; 0x1F credits (C9-148, C9-154, C9-161).
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(b.post_recv({.wr_id = static_cast<std::uint64_t>(i), .capacity = 100}));
+    for (std::uint32_t i = 0; i < 3; ++i)
+        b.receive(RcPacket{.opcode = op::rc_send_only, .dest_qp = 0x200, .psn = 0x500 + i, .ack_req = true,
+                           .payload = Bytes(5)},
+                  now);
+    // A duplicate does not move the MSN.
+    b.receive(RcPacket{.opcode = op::rc_send_only, .dest_qp = 0x200, .psn = 0x501, .ack_req = true, .payload = Bytes(5)},
+              now);
+    b.output(out, now);
+    ASSERT_EQ(out.size(), 4u);
+    for (std::uint32_t i = 0; i < 3; ++i) {
+        EXPECT_EQ(out[i].aeth->msn, i + 1);
+        EXPECT_EQ(out[i].aeth->syndrome, Aeth::kSyndromeAck | kNoCredits);
+        EXPECT_EQ(out[i].psn, 0x500 + i);
+    }
+    EXPECT_EQ(out[3].aeth->msn, 3u) << "a duplicate's ACK: the MSN unchanged";
+    // A READ with a bad key: NAK remote access error naming the READ's PSN,
+    // which is its first response's (C9-112, C9-124).
+    out.clear();
+    b.receive(RcPacket{.opcode = op::rc_rdma_read_request, .dest_qp = 0x200, .psn = 0x503, .ack_req = true,
+                       .reth = ib::Reth{0x1000, 12345, 10}},
+              now);
+    b.output(out, now);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].aeth->syndrome, Aeth::kSyndromeNak | nak::remote_access_error);
+    EXPECT_EQ(out[0].psn, 0x503u);
+}
+
+TEST(RcRules, AnInvalidRequestNakNamesTheExpectedPsn) {  // C9-125
+    RcQp q(0x200);
+    ASSERT_TRUE(q.to_init());
+    ASSERT_TRUE(q.to_rtr({.dest_qpn = 0x100, .pmtu = 256, .rq_psn = 0x77}));
+    q.receive(RcPacket{.opcode = op::rc_send_middle, .dest_qp = 0x200, .psn = 0x77, .payload = Bytes(256)},
+              Clock::time_point{});
+    std::vector<RcPacket> out;
+    q.output(out, Clock::time_point{});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].psn, 0x77u);
+    EXPECT_EQ(out[0].aeth->syndrome, Aeth::kSyndromeNak | nak::invalid_request);
+}
+
+TEST_F(RcPair, TheRequesterWaitsTheRnrTimerAndTimesOutBetweenTtrAndFourTtr) {
+    connect(0, 0, {.timeout = 10, .retry_count = 1, .rnr_retry = 7}, 256, /*min_rnr=*/18);  // 4.19 ms, 5.12 ms
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .payload = message(10, 1)}));
+    std::vector<RcPacket> out;
+    const auto t0 = now;
+    a.output(out, t0);
+    ASSERT_EQ(out.size(), 1u);
+    // RNR NAK: nothing is sent again before 5.12 ms (C9-130).
+    a.receive(RcPacket{.opcode = op::rc_acknowledge, .dest_qp = 0x100, .psn = out[0].psn,
+                       .aeth = Aeth{static_cast<std::uint8_t>(Aeth::kSyndromeRnrNak | 18), 0}},
+              t0);
+    out.clear();
+    a.output(out, t0 + 5ms);
+    EXPECT_TRUE(out.empty());
+    a.output(out, t0 + 5120us);
+    ASSERT_EQ(out.size(), 1u) << "sent again once the RNR timer ran out";
+    // Silence now: the timeout fires no sooner than Ttr (4.194 ms) and no
+    // later than 4 Ttr (C9-141).
+    const auto sent = t0 + 5120us;
+    a.tick(sent + 4ms);
+    EXPECT_EQ(a.counters().timeouts, 0u);
+    ASSERT_TRUE(a.next_deadline());
+    EXPECT_GE(*a.next_deadline() - sent, 4194us);
+    EXPECT_LE(*a.next_deadline() - sent, 4 * 4194us);
+    a.tick(*a.next_deadline());
+    EXPECT_EQ(a.counters().timeouts, 1u);
+}
+
+}  // namespace
+}  // namespace ipoibd::transport::rc
