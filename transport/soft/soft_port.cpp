@@ -330,8 +330,17 @@ bool SoftPort::permitted(const SocketAddress& from) {
 }
 
 void SoftPort::refuse(std::string_view reason, const SocketAddress& from, const char* what) {
-    if (drop_log_) drop_log_(reason, std::string("dropped ") + what + " from " + from.to_string() + ", not the fabric (" +
-                                         config_.fabric.to_string() + ") nor a peer it named");
+    // A flood must not cost a formatted line per datagram: at most
+    // kRefusalsLogged a second reach the owner's (rate-limited) log; the
+    // counters count them all.
+    if (!drop_log_) return;
+    if (now_ - refusal_window_ >= std::chrono::seconds(1)) {
+        refusal_window_ = now_;
+        refusals_logged_ = 0;
+    }
+    if (refusals_logged_++ >= kRefusalsLogged) return;
+    drop_log_(reason, std::string("dropped ") + what + " from " + from.to_string() + ", not the fabric (" +
+                          config_.fabric.to_string() + ") nor a peer it named");
 }
 
 bool SoftPort::send_request(std::uint16_t dlid, std::uint64_t* nonce) {

@@ -202,6 +202,9 @@ private:
     std::size_t last_permit_ = 0;  // where the last match was: a stream comes from one peer
     std::chrono::steady_clock::time_point now_{};  // read once per process()
     PortDropLog drop_log_;
+    static constexpr unsigned kRefusalsLogged = 10;  // a second
+    std::chrono::steady_clock::time_point refusal_window_{};
+    unsigned refusals_logged_ = 0;
     SoftTrustCounters trust_;
     std::unique_ptr<FabricAuth> auth_;  // the fabric key; null: none
     std::unordered_map<std::uint16_t, Direct> direct_;  // by DLID; bounded by the unicast LID space
