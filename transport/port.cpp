@@ -55,6 +55,18 @@ expected<void, Error> Port::set_capture(PacketTap) {
 
 void Port::visit_counters(CounterSink&) const {}
 
+expected<std::unique_ptr<RcQueuePair>, Error> Port::create_rc_qp(std::uint16_t) {
+    return unexpected(Error{Errc::not_supported, "this backend has no reliable service"});
+}
+
+expected<rc::MemoryRegion, Error> Port::register_memory(std::span<std::uint8_t>, std::uint32_t) {
+    return unexpected(Error{Errc::not_supported, "this backend has no reliable service"});
+}
+
+expected<void, Error> Port::deregister_memory(std::uint32_t) {
+    return unexpected(Error{Errc::not_supported, "this backend has no reliable service"});
+}
+
 const char* to_string(CompletionStatus s) {
     switch (s) {
         case CompletionStatus::success: return "success";

@@ -40,6 +40,7 @@
 #include "common/counters.h"
 #include "common/expected.h"
 #include "common/secret.h"
+#include "transport/rc/rc_port.h"
 #include "transport/wire/headers.h"
 
 namespace ipoibd::transport {
@@ -116,7 +117,7 @@ enum class CompletionKind : std::uint8_t { send, receive };
 
 enum class QpType : std::uint8_t {
     ud,   // unreliable datagram, QP1 included
-    rc,   // reliable connected (not built yet: see the top of this file)
+    rc,   // reliable connected (rc/rc_port.h)
 };
 const char* to_string(QpType t);
 
@@ -271,6 +272,20 @@ public:
     // The backend's own counters (packets, drops by reason, its link), by
     // name; nothing for backends that keep none.
     virtual void visit_counters(CounterSink& out) const;
+
+    // The reliable service (rc/rc_port.h). An RC QP with the P_Key at
+    // `pkey_index`; not_supported where the backend has none.
+    virtual expected<std::unique_ptr<RcQueuePair>, Error> create_rc_qp(std::uint16_t pkey_index = 0);
+    // Registers `memory` (kept alive by the owner until it deregisters it)
+    // in the port's protection domain with rc::access rights: RDMA WRITE
+    // and READ requests from a peer reach it by the region's R_Key and
+    // address, and a READ's local buffer (SendWr::read_into) must lie in a
+    // region registered with access::local_write.
+    virtual expected<rc::MemoryRegion, Error> register_memory(std::span<std::uint8_t> memory, std::uint32_t access);
+    virtual expected<void, Error> deregister_memory(std::uint32_t rkey);
+    // When the port's RC QPs next need process() without fd() becoming
+    // readable (their ACK and RNR timers); nullopt: no timer running.
+    virtual std::optional<std::chrono::steady_clock::time_point> next_deadline() const { return std::nullopt; }
 };
 
 }  // namespace ipoibd::transport

@@ -383,13 +383,18 @@ public:
         return {};
     }
     expected<void, std::string> post_send(rc::SendWr wr) override {
+        if (wr.opcode == rc::WrOpcode::rdma_read && !wr.read_into.empty() &&
+            !port_.memory_.find_local(wr.read_into, rc::access::local_write))
+            return unexpected(std::string("the READ's buffer is not in a region registered for local write"));
         auto r = e_->engine.post_send(std::move(wr));
         if (r) port_.send_rc(*e_, std::chrono::steady_clock::now());
         return r;
     }
     expected<void, std::string> post_recv(rc::RecvWr wr) override { return e_->engine.post_recv(wr); }
     std::vector<rc::Completion> poll() override { return e_->engine.poll(); }
-    const rc::RcQp& engine() const override { return e_->engine; }
+    rc::QpState state() const override { return e_->engine.state(); }
+    rc::RcCounters counters() const override { return e_->engine.counters(); }
+    const rc::RcQp* engine() const override { return &e_->engine; }
 
 private:
     PortCore& port_;
@@ -438,6 +443,28 @@ void PortCore::send_rc(RcEntry& e, std::chrono::steady_clock::time_point now) {
     for (const rc::RcPacket& p : out)
         if (auto wire = rc::encode_rc_packet(p, path)) (void)transmit_raw(*wire);
     link_.flush();
+}
+
+expected<rc::MemoryRegion, Error> PortCore::register_memory(std::span<std::uint8_t> memory, std::uint32_t access) {
+    if (memory.empty() || memory.size() > 0xFFFFFFFFu)
+        return unexpected(Error{Errc::invalid_argument, "a region of " + std::to_string(memory.size()) + " bytes"});
+    if (access & ~(rc::access::local_write | rc::access::remote_write | rc::access::remote_read))
+        return unexpected(Error{Errc::invalid_argument, "unknown access flags"});
+    if (memory_.size() >= kMaxMemoryRegions)
+        return unexpected(Error{Errc::resource_exhausted, std::to_string(kMaxMemoryRegions) + " memory regions"});
+    return memory_.register_region(memory, access);
+}
+
+expected<void, Error> PortCore::deregister_memory(std::uint32_t rkey) {
+    if (!memory_.deregister(rkey)) return unexpected(Error{Errc::invalid_argument, "no memory region with that R_Key"});
+    return {};
+}
+
+std::optional<std::chrono::steady_clock::time_point> PortCore::next_rc_deadline() const {
+    std::optional<std::chrono::steady_clock::time_point> next;
+    for (const auto& [qpn, e] : rc_qps_)
+        if (const auto d = e->engine.next_deadline(); d && (!next || *d < *next)) next = d;
+    return next;
 }
 
 void PortCore::service_rc(std::chrono::steady_clock::time_point now) {

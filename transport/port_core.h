@@ -88,6 +88,7 @@ public:
 
     static constexpr std::size_t kMaxEvents = 64;
     static constexpr std::size_t kMaxMulticastAttachments = 4096;
+    static constexpr std::size_t kMaxMemoryRegions = 4096;
 
     PortCore(PortAttributes initial, LinkSink& link);
     ~PortCore();
@@ -130,9 +131,13 @@ public:
     expected<std::unique_ptr<RcQueuePair>, Error> create_rc_qp(std::uint16_t pkey_index = 0);
     // The memory peers' WRITE and READ requests may reach.
     rc::MemoryRegions& memory_regions() { return memory_; }
+    expected<rc::MemoryRegion, Error> register_memory(std::span<std::uint8_t> memory, std::uint32_t access);
+    expected<void, Error> deregister_memory(std::uint32_t rkey);
     // Runs the RC QPs' timers and sends what they have: the backend calls
     // it on every process().
     void service_rc(std::chrono::steady_clock::time_point now);
+    // The earliest timer of the RC QPs.
+    std::optional<std::chrono::steady_clock::time_point> next_rc_deadline() const;
 
 private:
     struct Qp;

@@ -1377,16 +1377,19 @@ void rc_through_the_fabric(std::vector<FaultRule> faults, std::size_t messages) 
     transport::SoftPort* b = &net.add(0xB2);
     const auto until = [&](auto done, std::chrono::seconds limit) { return net.until(done, limit); };
     ASSERT_TRUE(net.all_active(2));
-    auto qa = *a->core().create_rc_qp();
-    auto qb = *b->core().create_rc_qp();
+    auto qa = *a->create_rc_qp(0);
+    auto qb = *b->create_rc_qp(0);
     const rc::RtsAttributes rts{.timeout = 12, .retry_count = 7, .rnr_retry = 7};  // 16 ms
     ASSERT_TRUE(qa->connect(b->attributes().lid, {.dest_qpn = qb->qpn(), .pmtu = 1024}, rts));
     ASSERT_TRUE(qb->connect(a->attributes().lid, {.dest_qpn = qa->qpn(), .pmtu = 1024}, rts));
     std::vector<std::uint8_t> window(messages * 4096), source(messages * 4096);
     for (std::size_t i = 0; i < source.size(); ++i) source[i] = static_cast<std::uint8_t>(i * 13);
-    const auto w = b->core().memory_regions().register_region(window, rc::access::remote_write);
-    const auto r = b->core().memory_regions().register_region(source, rc::access::remote_read);
-    std::vector<std::vector<std::uint8_t>> reads(messages);
+    const auto w = *b->register_memory(window, rc::access::remote_write);
+    const auto r = *b->register_memory(source, rc::access::remote_read);
+    // The READs land in memory registered for local write.
+    std::vector<std::uint8_t> read_memory(messages * 4096);
+    ASSERT_TRUE(a->register_memory(read_memory, rc::access::local_write));
+    std::vector<std::span<std::uint8_t>> reads(messages);
     for (std::size_t i = 0; i < messages; ++i) ASSERT_TRUE(qb->post_recv({.wr_id = i, .capacity = 4096}));
     const auto body = [](std::size_t i) {
         std::vector<std::uint8_t> m(1 + (i * 211) % 4000);
@@ -1400,7 +1403,7 @@ void rc_through_the_fabric(std::vector<FaultRule> faults, std::size_t messages) 
             ASSERT_TRUE(qa->post_send({.wr_id = i, .payload = body(i), .imm = static_cast<std::uint32_t>(i),
                                        .opcode = rc::WrOpcode::rdma_write, .remote_va = w.va + i * 4096, .rkey = w.rkey}));
         } else {
-            reads[i].resize(body(i).size());
+            reads[i] = std::span(read_memory).subspan(i * 4096, body(i).size());
             ASSERT_TRUE(qa->post_send({.wr_id = i, .opcode = rc::WrOpcode::rdma_read, .remote_va = r.va + i * 4096,
                                        .rkey = r.rkey, .read_into = reads[i]}));
         }
@@ -1424,9 +1427,9 @@ void rc_through_the_fabric(std::vector<FaultRule> faults, std::size_t messages) 
             } sink(out);
             visit(b->core().counters(), sink);
             out += "| ";
-            visit(qa->engine().counters(), sink);
+            visit(qa->counters(), sink);
             out += "| ";
-            visit(qb->engine().counters(), sink);
+            visit(qb->counters(), sink);
             return out;
         }();
         if (i % 3 == 1) {
@@ -1457,7 +1460,7 @@ void rc_through_the_fabric(std::vector<FaultRule> faults, std::size_t messages) 
         transport::SoftPort* c = &net.add(0xC3);
         ASSERT_TRUE(net.all_active(3));
         const auto forged = rc::encode_rc_packet(
-            rc::RcPacket{.opcode = ib::op::rc_send_only, .dest_qp = qb->qpn(), .psn = qb->engine().expected_psn(),
+            rc::RcPacket{.opcode = ib::op::rc_send_only, .dest_qp = qb->qpn(), .psn = qb->engine()->expected_psn(),
                          .ack_req = true, .payload = std::vector<std::uint8_t>(8, 0x66)},
             {.slid = c->attributes().lid, .dlid = b->attributes().lid});
         ASSERT_TRUE(forged);
@@ -1466,16 +1469,44 @@ void rc_through_the_fabric(std::vector<FaultRule> faults, std::size_t messages) 
             return b->core().counters().undelivered[static_cast<std::size_t>(transport::DeliveryDrop::rc_not_connected)];
         };
         ASSERT_TRUE(until([&] { return dropped() == 1; }, std::chrono::seconds(5)));
-        EXPECT_EQ(qb->engine().counters().messages_received, done_b.size());
+        EXPECT_EQ(qb->counters().messages_received, done_b.size());
     } else {
         EXPECT_GT(fabric.fabric_switch().faults().counters().lost, 0u);
-        EXPECT_GT(qa->engine().counters().retransmitted, 0u);
+        EXPECT_GT(qa->counters().retransmitted, 0u);
     }
 }
 
 TEST(RcSoft, SendWriteAndReadThroughTheFabric) { rc_through_the_fabric({}, 60); }
 TEST(RcSoft, NothingIsLostOverALossyFabric) {
     rc_through_the_fabric({*parse_fault_rule("loss=5%,dup=1%")}, 90);
+}
+
+TEST(RcSoft, MemoryRulesOfThePort) {
+    Loopback net(loopback_options());
+    ASSERT_TRUE(net.fabric);
+    transport::SoftPort& a = net.add(0xA1);
+    transport::SoftPort& b = net.add(0xB2);
+    ASSERT_TRUE(net.all_active(2));
+    auto qa = *a.create_rc_qp(0);
+    auto qb = *b.create_rc_qp(0);
+    ASSERT_TRUE(qa->connect(b.attributes().lid, {.dest_qpn = qb->qpn()}, {}));
+    std::vector<std::uint8_t> unregistered(64), readable(64), local(64);
+    // A READ must land in registered memory with local write.
+    auto r = qa->post_send({.wr_id = 1, .opcode = rc::WrOpcode::rdma_read, .remote_va = 0, .rkey = 1,
+                            .read_into = unregistered});
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().find("not in a region registered"), std::string::npos) << r.error();
+    const auto ro = *a.register_memory(readable, rc::access::remote_read);
+    EXPECT_FALSE(qa->post_send({.wr_id = 2, .opcode = rc::WrOpcode::rdma_read, .rkey = 1, .read_into = readable}));
+    ASSERT_TRUE(a.register_memory(local, rc::access::local_write));
+    EXPECT_TRUE(qa->post_send({.wr_id = 3, .opcode = rc::WrOpcode::rdma_read, .rkey = 1, .read_into = local}));
+    // Registration refuses what it cannot mean; deregistration what is not there.
+    EXPECT_FALSE(a.register_memory({}, rc::access::remote_read));
+    EXPECT_FALSE(a.register_memory(readable, 0x100));
+    EXPECT_TRUE(a.deregister_memory(ro.rkey));
+    EXPECT_FALSE(a.deregister_memory(ro.rkey));
+    EXPECT_EQ(qa->state(), rc::QpState::rts);
+    EXPECT_EQ(qb->state(), rc::QpState::reset);
 }
 
 TEST(SoftPortOpen, RefusesAConfigurationItCannotRun) {

@@ -68,7 +68,12 @@ public:
     }
     std::size_t poll_events(std::span<PortEvent> out) override { return core_.poll_events(out); }
     int fd() const override { return -1; }
-    void process() override { fabric_.run(); }
+    // Delivers what the fabric holds and runs the RC QPs' timers.
+    void process() override {
+        fabric_.run();
+        core_.service_rc(std::chrono::steady_clock::now());
+        fabric_.run();
+    }
     // Sends are in the fabric's queue already; delivering them is process()'s.
     void flush() override {}
 
@@ -80,6 +85,16 @@ public:
         return {};
     }
     void visit_counters(CounterSink& out) const override { visit(core_.counters(), out); }
+    expected<std::unique_ptr<RcQueuePair>, Error> create_rc_qp(std::uint16_t pkey_index) override {
+        return core_.create_rc_qp(pkey_index);
+    }
+    expected<rc::MemoryRegion, Error> register_memory(std::span<std::uint8_t> memory, std::uint32_t access) override {
+        return core_.register_memory(memory, access);
+    }
+    expected<void, Error> deregister_memory(std::uint32_t rkey) override { return core_.deregister_memory(rkey); }
+    std::optional<std::chrono::steady_clock::time_point> next_deadline() const override {
+        return core_.next_rc_deadline();
+    }
     // The port's engine, for tests that change attributes or read counters.
     PortCore& core() { return core_; }
 

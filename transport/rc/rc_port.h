@@ -11,8 +11,13 @@
 // engine's timers run at least as often as the port is processed: a soft
 // port every link interval, 100 ms, when idle).
 //
-// The port's registered memory (one protection domain per port) is what
-// WRITE and READ requests from a peer may reach.
+// The port's registered memory (one protection domain per port,
+// Port::register_memory) is what WRITE and READ requests from a peer may
+// reach, and where a READ's data may land.
+//
+// Verbs (verbs/verbs_rc.h) implements the same interface with an HCA's RC
+// QP: the same work requests, completions and states, the engine's rules
+// carried out by the hardware.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +40,12 @@ public:
     virtual expected<void, std::string> post_send(rc::SendWr wr) = 0;
     virtual expected<void, std::string> post_recv(rc::RecvWr wr) = 0;
     virtual std::vector<rc::Completion> poll() = 0;
-    virtual const rc::RcQp& engine() const = 0;
+    virtual rc::QpState state() const = 0;
+    // What the QP counted: everything for the software engine; what the
+    // backend can see otherwise (verbs: messages and completions).
+    virtual rc::RcCounters counters() const = 0;
+    // The software engine behind the QP (tests); nullptr on an HCA.
+    virtual const rc::RcQp* engine() const { return nullptr; }
 };
 
 }  // namespace ipoibd::transport

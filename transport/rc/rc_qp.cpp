@@ -88,6 +88,13 @@ MemoryRegion MemoryRegions::register_region(std::span<std::uint8_t> memory, std:
 
 bool MemoryRegions::deregister(std::uint32_t rkey) { return regions_.erase(rkey) > 0; }
 
+bool MemoryRegions::find_local(std::span<const std::uint8_t> local, std::uint32_t needed) const {
+    for (const auto& [rkey, r] : regions_)
+        if (local.data() >= r.data && local.data() + local.size() <= r.data + r.length && (r.access & needed) == needed)
+            return true;
+    return false;
+}
+
 std::optional<std::span<std::uint8_t>> MemoryRegions::find(std::uint32_t rkey, std::uint64_t va, std::uint32_t length,
                                                            std::uint32_t needed) const {
     const auto it = regions_.find(rkey);

@@ -135,6 +135,9 @@ public:
     // The owner keeps `memory` alive until it deregisters it.
     MemoryRegion register_region(std::span<std::uint8_t> memory, std::uint32_t access_flags);
     bool deregister(std::uint32_t rkey);
+    // Whether `local` lies wholly inside one region that allows `needed`
+    // (a READ's buffer, by its address).
+    bool find_local(std::span<const std::uint8_t> local, std::uint32_t needed) const;
     // [va, va + length) of the region `rkey` names, if it lies wholly inside
     // and the region allows `needed`; nullopt otherwise.
     std::optional<std::span<std::uint8_t>> find(std::uint32_t rkey, std::uint64_t va, std::uint32_t length,

@@ -117,6 +117,18 @@ public:
     const FabricAuth* auth() const { return auth_.get(); }
     // The port's packets, its UDP socket, its link, cut-through and SMA.
     void visit_counters(CounterSink& out) const override;
+    expected<std::unique_ptr<RcQueuePair>, Error> create_rc_qp(std::uint16_t pkey_index) override {
+        return port_.core().create_rc_qp(pkey_index);
+    }
+    expected<rc::MemoryRegion, Error> register_memory(std::span<std::uint8_t> memory, std::uint32_t access) override {
+        return port_.core().register_memory(memory, access);
+    }
+    expected<void, Error> deregister_memory(std::uint32_t rkey) override {
+        return port_.core().deregister_memory(rkey);
+    }
+    std::optional<std::chrono::steady_clock::time_point> next_deadline() const override {
+        return port_.core().next_rc_deadline();
+    }
 
     // Sends `packet` to the fabric exactly as given, valid or not: for test
     // and diagnostic tools that forge packets (tests/tools/ibforge). The
