@@ -70,13 +70,13 @@ echo "build-deb: configuring a Release build in $WORK/cmake" >&2
 cmake -S "$SRC" -B "$WORK/cmake" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
   -DIPOIBD_WERROR=OFF -DBUILD_TESTING=OFF "${launcher[@]}" >"$WORK/configure.log" ||
   { cat "$WORK/configure.log" >&2; die "cmake configure failed"; }
-programs=(ipoibd ibfabricd ipoibctl ibfabricctl ibudping ibsaquery)
+programs=(ipoibd ibfabricd ipoibctl ibfabricctl ibudping ibrcperf ibsaquery)
 cmake --build "$WORK/cmake" --target "${programs[@]}" >&2
 
 # -- 3. install -----------------------------------------------------------------
 ROOT=$WORK/root
 DESTDIR=$ROOT cmake --install "$WORK/cmake" >/dev/null
-for f in usr/sbin/ipoibd usr/sbin/ibfabricd usr/bin/ipoibctl usr/bin/ibfabricctl usr/bin/ibudping usr/bin/ibsaquery \
+for f in usr/sbin/ipoibd usr/sbin/ibfabricd usr/bin/ipoibctl usr/bin/ibfabricctl usr/bin/ibudping usr/bin/ibrcperf usr/bin/ibsaquery \
          etc/ipoibd/ib0.conf etc/default/ibfabricd \
          usr/lib/systemd/system/ipoibd@.service usr/lib/systemd/system/ibfabricd.service; do
   [ -e "$ROOT/$f" ] || die "cmake --install did not install /$f"
@@ -106,7 +106,7 @@ rm -rf "$shlib_dir"
 mkdir -p "$shlib_dir/debian"
 printf 'Source: ipoibd\n\nPackage: ipoibd\nArchitecture: any\n' >"$shlib_dir/debian/control"
 depends=$(cd "$shlib_dir" && dpkg-shlibdeps -O -e"$ROOT"/usr/sbin/ipoibd -e"$ROOT"/usr/sbin/ibfabricd \
-  -e"$ROOT"/usr/bin/ipoibctl -e"$ROOT"/usr/bin/ibfabricctl -e"$ROOT"/usr/bin/ibudping -e"$ROOT"/usr/bin/ibsaquery)
+  -e"$ROOT"/usr/bin/ipoibctl -e"$ROOT"/usr/bin/ibfabricctl -e"$ROOT"/usr/bin/ibudping -e"$ROOT"/usr/bin/ibrcperf -e"$ROOT"/usr/bin/ibsaquery)
 depends=${depends#shlibs:Depends=}
 [ -n "$depends" ] || die "dpkg-shlibdeps found no dependencies"
 installed_size=$(du -sk --apparent-size --exclude=DEBIAN "$ROOT" | cut -f1)
@@ -136,7 +136,8 @@ Description: userspace IP-over-InfiniBand daemon
  .
  Also included: ipoibctl, which shows a running daemon's neighbours, paths,
  multicast groups and counters; ibfabricctl, the same for ibfabricd's
- ports, groups and counters; ibudping, a UD datagram test; ibsaquery,
+ ports, groups and counters; ibudping, a UD datagram test; ibrcperf, an
+ RC message test and benchmark; ibsaquery,
  subnet administration queries.
 EOF
 printf '/etc/default/ibfabricd\n/etc/ipoibd/ib0.conf\n' >"$ROOT/DEBIAN/conffiles"

@@ -114,18 +114,18 @@ installed=yes
 dpkg -i "$deb" >"$WORK/install.log" 2>&1 || { cat "$WORK/install.log" >&2; fail "dpkg -i failed"; }
 [ "$(dpkg-query -W -f='${db:Status-Status}' ipoibd)" = installed ] || fail "ipoibd is not 'installed' after dpkg -i"
 expected=(
-  /usr/sbin/ipoibd /usr/sbin/ibfabricd /usr/bin/ipoibctl /usr/bin/ibudping /usr/bin/ibsaquery /usr/bin/ibfabricctl
+  /usr/sbin/ipoibd /usr/sbin/ibfabricd /usr/bin/ipoibctl /usr/bin/ibudping /usr/bin/ibrcperf /usr/bin/ibsaquery /usr/bin/ibfabricctl
   /usr/lib/systemd/system/ipoibd@.service /usr/lib/systemd/system/ibfabricd.service
   /etc/ipoibd/ib0.conf /etc/default/ibfabricd
   /usr/share/man/man8/ipoibd.8.gz /usr/share/man/man5/ipoibd.conf.5.gz /usr/share/man/man8/ipoibctl.8.gz
-  /usr/share/man/man8/ibfabricd.8.gz /usr/share/man/man1/ibudping.1.gz /usr/share/man/man1/ibsaquery.1.gz
+  /usr/share/man/man8/ibfabricd.8.gz /usr/share/man/man1/ibudping.1.gz /usr/share/man/man1/ibrcperf.1.gz /usr/share/man/man1/ibsaquery.1.gz
   /usr/share/man/man1/ibfabricctl.1.gz
   /usr/share/doc/ipoibd/copyright /usr/share/doc/ipoibd/changelog.Debian.gz
 )
 for f in "${expected[@]}"; do
   [ -f "$f" ] || fail "$f is not installed"
 done
-for exe in /usr/sbin/ipoibd /usr/sbin/ibfabricd /usr/bin/ipoibctl /usr/bin/ibudping /usr/bin/ibsaquery /usr/bin/ibfabricctl; do
+for exe in /usr/sbin/ipoibd /usr/sbin/ibfabricd /usr/bin/ipoibctl /usr/bin/ibudping /usr/bin/ibrcperf /usr/bin/ibsaquery /usr/bin/ibfabricctl; do
   [ -x "$exe" ] || fail "$exe is not executable"
 done
 dpkg-query -W -f='${Conffiles}\n' ipoibd | awk 'NF { print $1 }' | sort >"$WORK/conffiles"
@@ -137,6 +137,7 @@ version=$(field Version)
 /usr/bin/ibsaquery --version >/dev/null || fail "ibsaquery --version"
 /usr/bin/ipoibctl --help >/dev/null || fail "ipoibctl --help"
 /usr/bin/ibudping --help >/dev/null || fail "ibudping --help"
+/usr/bin/ibrcperf --help >/dev/null || fail "ibrcperf --help"
 /usr/sbin/ipoibd -i ib0 --check-config >"$WORK/check-config" 2>&1 ||
   { cat "$WORK/check-config" >&2; fail "the shipped /etc/ipoibd/ib0.conf fails --check-config"; }
 started=$(comm -13 <(printf '%s\n' "$before" | sort) <(running | sort) | tr '\n' ' ')
@@ -160,8 +161,8 @@ while read -r page; do
   [ -s "$WORK/man.out" ] || fail "man -l $page renders nothing"
   pages=$((pages + 1))
 done < <(dpkg -L ipoibd | grep '^/usr/share/man/.*\.gz$')
-[ "$pages" -ge 7 ] || fail "only $pages man pages installed"
-for name in ipoibd ipoibd.conf ipoibctl ibfabricd ibfabricctl ibudping ibsaquery; do
+[ "$pages" -ge 8 ] || fail "only $pages man pages installed"
+for name in ipoibd ipoibd.conf ipoibctl ibfabricd ibfabricctl ibudping ibrcperf ibsaquery; do
   man -w "$name" >/dev/null 2>&1 || fail "man cannot find $name"
 done
 ok "$pages man pages render with man -l, found by name"

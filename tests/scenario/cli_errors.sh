@@ -53,6 +53,12 @@ expect 2 "say 'server' or 'client'" "$BIN/ibudping" serve
 expect 2 "bad --fabric 'x'" "$BIN/ibudping" --fabric x server
 expect 2 "--transport is soft or verbs" "$BIN/ibudping" --transport rdma server
 expect 1 "could not open port" "$BIN/ibudping" --transport verbs --wait-active 1 server
+expect 2 "client needs --connect ADDR:PORT" "$BIN/ibrcperf" client
+expect 2 "--test is send, write, read, mixed or ud, not 'atomic'" "$BIN/ibrcperf" --test atomic client --connect 127.0.0.1:1
+expect 2 "--retry-count is 0..7, not '9'" "$BIN/ibrcperf" --retry-count 9 server
+expect 2 "--mtu is 256, 512, 1024, 2048 or 4096, not '1500'" "$BIN/ibrcperf" --mtu 1500 server
+expect 2 "bad --size '4:2'" "$BIN/ibrcperf" --size 4:2 client --connect 127.0.0.1:1
+expect 2 "say 'server' or 'client'" "$BIN/ibrcperf"
 
 # ipoibd: configuration errors name file:line, key and value; exit 2.
 CONF=$(mktemp -d /tmp/ipoibd-cli.XXXXXX)

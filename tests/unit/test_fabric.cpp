@@ -1509,6 +1509,51 @@ TEST(RcSoft, MemoryRulesOfThePort) {
     EXPECT_EQ(qb->state(), rc::QpState::reset);
 }
 
+// The responder's QP goes away: the requester's work request ends with
+// retry exceeded and its QP in ERR, while another connection between the
+// same ports carries on.
+TEST(RcSoft, RetryExceededLeavesThePortServing) {
+    Loopback net(loopback_options());
+    ASSERT_TRUE(net.fabric);
+    transport::SoftPort& a = net.add(0xA1);
+    transport::SoftPort& b = net.add(0xB2);
+    ASSERT_TRUE(net.all_active(2));
+    auto lost_a = *a.create_rc_qp(0);
+    auto lost_b = *b.create_rc_qp(0);
+    auto kept_a = *a.create_rc_qp(0);
+    auto kept_b = *b.create_rc_qp(0);
+    const rc::RtsAttributes quick{.timeout = 8, .retry_count = 2, .rnr_retry = 7};  // 1 ms
+    ASSERT_TRUE(lost_a->connect(b.attributes().lid, {.dest_qpn = lost_b->qpn()}, quick));
+    ASSERT_TRUE(lost_b->connect(a.attributes().lid, {.dest_qpn = lost_a->qpn()}, quick));
+    ASSERT_TRUE(kept_a->connect(b.attributes().lid, {.dest_qpn = kept_b->qpn()}, quick));
+    ASSERT_TRUE(kept_b->connect(a.attributes().lid, {.dest_qpn = kept_a->qpn()}, quick));
+    lost_b.reset();
+    ASSERT_TRUE(lost_a->post_send({.wr_id = 7, .payload = std::vector<std::uint8_t>(100, 1)}));
+    ASSERT_TRUE(lost_a->post_send({.wr_id = 8, .payload = std::vector<std::uint8_t>(100, 2)}));
+    std::vector<rc::Completion> done;
+    ASSERT_TRUE(net.until([&] {
+        for (auto& c : lost_a->poll()) done.push_back(std::move(c));
+        return done.size() == 2;
+    }, std::chrono::seconds(10)));
+    EXPECT_EQ(done[0].wr_id, 7u);
+    EXPECT_EQ(done[0].status, rc::Status::retry_exceeded);
+    EXPECT_EQ(done[1].status, rc::Status::flushed);
+    EXPECT_EQ(lost_a->state(), rc::QpState::err);
+    EXPECT_EQ(lost_a->counters().timeouts, 3u);  // the first send and its 2 retries
+    EXPECT_GT(b.counters().undelivered[static_cast<std::size_t>(transport::DeliveryDrop::unknown_qp)], 0u);
+    ASSERT_TRUE(kept_b->post_recv({.wr_id = 1, .capacity = 256}));
+    ASSERT_TRUE(kept_a->post_send({.wr_id = 9, .payload = std::vector<std::uint8_t>(200, 3)}));
+    std::vector<rc::Completion> kept;
+    ASSERT_TRUE(net.until([&] {
+        for (auto& c : kept_a->poll()) kept.push_back(std::move(c));
+        for (auto& c : kept_b->poll()) kept.push_back(std::move(c));
+        return kept.size() == 2;
+    }, std::chrono::seconds(10)));
+    for (const auto& c : kept) EXPECT_EQ(c.status, rc::Status::success);
+    EXPECT_EQ(kept_a->state(), rc::QpState::rts);
+    EXPECT_EQ(a.attributes().state, transport::PortState::active);
+}
+
 TEST(SoftPortOpen, RefusesAConfigurationItCannotRun) {
     const transport::SoftPortConfig good{.fabric = *parse_socket_address("127.0.0.1:9"),
                                          .bind_to = *parse_socket_address("127.0.0.1:0"),

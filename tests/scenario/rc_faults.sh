@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The reliable service over a fabric that loses (issue 20, docs/rc.md):
+#  1. ibfabricd drops 5% of the packets it forwards, duplicates 1%,
+#     reorders 1% and corrupts 0.5% (bad CRC); ibrcperf moves 100,000
+#     messages of mixed sizes and kinds (SEND, RDMA WRITE with immediate,
+#     RDMA READ) between two ports: every message arrives exactly once, in
+#     order, intact (the server checks sequence numbers and CRC-32s of the
+#     SENDs and WRITEs, the client every READ's bytes); retransmissions,
+#     timeouts and NAKs happened and were counted, and so were the faults;
+#  2. the capture of that run decodes in tshark with no frame malformed at
+#     the InfiniBand layer, and every ICRC and VCRC, recomputed by
+#     check_rc_capture.py's own code, is right;
+#  3. on a fabric without faults, the server is killed mid-run: the client's
+#     outstanding request completes with "transport retry counter exceeded"
+#     after its retries, and the client says so and exits 1 (no crash, no
+#     hang), while the fabric keeps serving.
+#
+# scenario/rc_faults.sh BIN_DIR
+set -euo pipefail
+BIN=$(cd "$1" && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
+scenario_init rc_faults
+command -v tshark >/dev/null || { echo "rc_faults: tshark missing; skipped" >&2; exit 77; }
+
+FAB=rcf$$; FABRIC=198.18.105.100:18516
+S=rcs$$; C=rcc$$
+star_underlay "$FAB" 198.18.105.100/24
+star_host "$FAB" "$S" "s$$" 198.18.105.1/24
+star_host "$FAB" "$C" "c$$" 198.18.105.2/24
+
+# 1. 100,000 messages through faults
+start "$FAB" "$WORK/fabric.log" "$BIN/ibfabricd" --listen "$FABRIC" --sweep-interval 500ms \
+  --control-socket none --pcap "$WORK/rc.pcap" \
+  --fault loss=5%,dup=1%,reorder=1%,corrupt=0.5% --fault-seed 2026
+FABPID=${PIDS[-1]}
+wait_for 5 "$WORK/fabric.log" "listening on" || fail "ibfabricd did not start"
+
+start "$S" "$WORK/server.log" "$BIN/ibrcperf" server --fabric "$FABRIC" --instance rc-server \
+  --listen 198.18.105.1:18515 --run-timeout 240
+SERVER=${PIDS[-1]}
+rc=0
+ip netns exec "$C" timeout 240 "$BIN/ibrcperf" client --fabric "$FABRIC" --instance rc-client \
+  --connect 198.18.105.1:18515 --test mixed --count 100000 --size 12:1800 --mtu 512 --depth 8 \
+  --timeout 8 --seed 20 >"$WORK/client.log" 2>&1 || rc=$?
+[ "$rc" -eq 0 ] || fail "the client failed (exit $rc): $(tail -n 20 "$WORK/client.log")"
+grep -q "^client: every message arrived intact, once, in order" "$WORK/client.log" || fail "the client's verdict is missing"
+grep -q "^server: received [0-9]* of [0-9]* corrupt 0 out_of_order 0" "$WORK/client.log" ||
+  fail "the server's account: $(grep '^server:' "$WORK/client.log")"
+received=$(sed -n 's/^server: received \([0-9]*\) of \([0-9]*\) .*/\1 \2/p' "$WORK/client.log")
+read -r got want <<<"$received"
+[ "$got" = "$want" ] || fail "the server received $got of $want"
+rc=0; wait "$SERVER" || rc=$?
+[ "$rc" -eq 0 ] || fail "the server failed (exit $rc)"
+grep -q "^client: test mixed messages 100000 " "$WORK/client.log" || fail "not 100000 work requests"
+for what in retransmitted timeouts naks; do
+  n=$(sed -n "s/.*\b$what \([0-9]*\).*/\1/p" "$WORK/client.log" | head -1)
+  [ "${n:-0}" -gt 0 ] || fail "no $what counted over a lossy fabric"
+done
+grep -q "read_bad 0" "$WORK/client.log" || fail "a READ brought back the wrong bytes"
+pass "100000 messages (SEND, WRITE with immediate, READ) through 5% loss, 1% duplication, 1% reordering, 0.5% corruption: $got delivered once, in order, intact; $(grep -o 'retransmitted [0-9]* timeouts [0-9]* rnr_naks [0-9]* naks [0-9]*' "$WORK/client.log")"
+grep -q "port malformed_bad_vcrc" "$WORK/client.log" "$WORK/server.log" || fail "no corrupted packet was dropped by a port"
+
+kill -USR1 "$FABPID"
+wait_for 5 "$WORK/fabric.log" "^faults: lost [1-9]" || fail "ibfabricd counted no faults"
+faults=$(grep "^faults:" "$WORK/fabric.log" | tail -1)
+for what in lost corrupted duplicated reordered; do
+  echo "$faults" | grep -qE "$what [1-9]" || fail "no packet $what: $faults"
+done
+pass "ibfabricd $faults"
+kill -TERM "$FABPID"; wait "$FABPID" || true
+
+# 2. The capture
+client_qpn=$(sed -n 's/^connected: local QPN \(0x[0-9a-f]*\).*remote LID \(0x[0-9a-f]*\) QPN \(0x[0-9a-f]*\).*/\1/p' "$WORK/client.log")
+server_lid=$(sed -n 's/^connected: .*remote LID \(0x[0-9a-f]*\) QPN.*/\1/p' "$WORK/client.log")
+server_qpn=$(sed -n 's/^connected: .*remote LID 0x[0-9a-f]* QPN \(0x[0-9a-f]*\).*/\1/p' "$WORK/client.log")
+client_lid=$(sed -n 's/^connected: .*remote LID \(0x[0-9a-f]*\) QPN.*/\1/p' "$WORK/server.log")
+python3 "$HERE/check_rc_capture.py" "$WORK/rc.pcap" --a "$client_lid:$client_qpn" --b "$server_lid:$server_qpn" \
+  >"$WORK/capture.log" 2>&1 || fail "the capture: $(tail -n 25 "$WORK/capture.log")"
+pass "$(tail -n 1 "$WORK/capture.log")"
+rm -f "$WORK/rc.pcap"
+
+# 3. Retry exceeded: the responder dies
+start "$FAB" "$WORK/fabric2.log" "$BIN/ibfabricd" --listen "$FABRIC" --sweep-interval 500ms --control-socket none
+FABPID=${PIDS[-1]}
+wait_for 5 "$WORK/fabric2.log" "listening on" || fail "ibfabricd did not start again"
+start "$S" "$WORK/server2.log" "$BIN/ibrcperf" server --fabric "$FABRIC" --instance rc-server \
+  --listen 198.18.105.1:18515 --run-timeout 60
+SERVER=${PIDS[-1]}
+ip netns exec "$C" timeout 60 "$BIN/ibrcperf" client --fabric "$FABRIC" --instance rc-client \
+  --connect 198.18.105.1:18515 --test send --count 100000000 --size 1024 --depth 4 \
+  --timeout 10 --retry-count 3 >"$WORK/client2.log" 2>&1 &
+CLIENT=$!
+PIDS+=("$CLIENT")
+wait_for 10 "$WORK/server2.log" "^connected:" || fail "the second run did not connect"
+sleep 1
+kill -KILL "$SERVER"
+rc=0; wait "$CLIENT" || rc=$?
+[ "$rc" -eq 1 ] || fail "the client ended with exit $rc, not 1: $(tail -n 5 "$WORK/client2.log")"
+grep -qE "^client: work request [0-9]+ \(SEND\) completed with transport retry counter exceeded" "$WORK/client2.log" ||
+  fail "no retry-exceeded completion: $(tail -n 5 "$WORK/client2.log")"
+grep -q "^client: QP state ERR" "$WORK/client2.log" || fail "the QP did not end in ERR"
+n=$(sed -n 's/^rc rc_timeouts \([0-9]*\)/\1/p' "$WORK/client2.log")
+[ "${n:-0}" -ge 4 ] || fail "retry exceeded after ${n:-0} timeouts, not retry-count 3 + 1"
+kill -0 "$FABPID" || fail "ibfabricd died"
+pass "the responder killed: $(grep '^client: work request' "$WORK/client2.log"), after $n timeouts; the fabric serves on"
+echo "rc_faults: all checks passed"
