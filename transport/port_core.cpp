@@ -429,8 +429,10 @@ void PortCore::receive_rc(const ib::Packet& pkt, std::chrono::steady_clock::time
         return;
     }
     ++counters_.rx_packets;
+    // What the packet calls for (ACKs, read responses, a window that
+    // opened) leaves at the backend's next service_rc(), after the batch
+    // this packet came in: the engine coalesces ACKs over it.
     e.engine.receive(*p, now);
-    send_rc(e, now);
 }
 
 void PortCore::send_rc(RcEntry& e, std::chrono::steady_clock::time_point now) {

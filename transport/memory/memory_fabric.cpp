@@ -59,6 +59,10 @@ std::size_t MemoryFabric::run(std::size_t max_packets) {
             continue;
         }
         (*it)->core_.receive(packet);
+        // The end of a batch: the RC QPs answer what it brought (their
+        // ACKs coalesce over the batch, as on the soft port).
+        if (queue_.empty())
+            for (MemoryPort* p : std::vector<MemoryPort*>(ports_)) p->core_.service_rc(std::chrono::steady_clock::now());
     }
     return delivered;
 }

@@ -68,9 +68,8 @@ public:
     }
     std::size_t poll_events(std::span<PortEvent> out) override { return core_.poll_events(out); }
     int fd() const override { return -1; }
-    // Delivers what the fabric holds and runs the RC QPs' timers.
+    // Runs this port's RC timers and delivers what the fabric holds.
     void process() override {
-        fabric_.run();
         core_.service_rc(std::chrono::steady_clock::now());
         fabric_.run();
     }

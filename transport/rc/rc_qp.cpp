@@ -155,6 +155,7 @@ void visit(const RcCounters& c, CounterSink& out) {
     out.counter("rc_rnr_naks_received", c.rnr_naks_received);
     out.counter("rc_duplicates", c.duplicates);
     out.counter("rc_ghost_acks", c.ghost_acks);
+    out.counter("rc_acks_coalesced", c.acks_coalesced);
     out.counter("rc_invalid_requests", c.invalid_requests);
     out.counter("rc_access_errors", c.access_errors);
     out.counter("rc_duplicate_reads", c.duplicate_reads);
@@ -538,6 +539,16 @@ void RcQp::send_ack(std::uint8_t syndrome, std::uint32_t psn) {
     ack.dest_qp = rtr_.dest_qpn;
     ack.psn = psn;
     ack.aeth = Aeth{syndrome, msn_};
+    // Coalescing (9.7.5.1.2): an ACK not yet handed over is replaced by one
+    // for the same or a later PSN, which acknowledges everything it did (a
+    // duplicate's ACK for an older PSN goes as it is).
+    const auto is_ack = [](std::uint8_t s) { return (s & Aeth::kSyndromeTypeMask) == Aeth::kSyndromeAck; };
+    if (is_ack(syndrome) && !to_send_.empty() && to_send_.back().opcode == op::rc_acknowledge &&
+        to_send_.back().aeth && is_ack(to_send_.back().aeth->syndrome) && psn_diff(psn, to_send_.back().psn) >= 0) {
+        to_send_.back() = std::move(ack);
+        ++counters_.acks_coalesced;
+        return;
+    }
     to_send_.push_back(std::move(ack));
 }
 

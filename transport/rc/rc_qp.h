@@ -208,6 +208,7 @@ struct RcCounters {
     std::uint64_t rnr_naks_received = 0;
     std::uint64_t duplicates = 0;      // requests with an old PSN (re-acknowledged)
     std::uint64_t ghost_acks = 0;      // ACKs for nothing outstanding
+    std::uint64_t acks_coalesced = 0;  // ACKs replaced by a later one before they left (9.7.5.1.2)
     std::uint64_t invalid_requests = 0;  // NAKed invalid request (sequence, length)
     std::uint64_t access_errors = 0;     // NAKed remote access error (R_Key, range, rights)
     std::uint64_t duplicate_reads = 0;   // READ requests executed again
