@@ -173,6 +173,15 @@ const cli::Option<Options> kOptions[] = {
          return {};
      },
      "1"},
+    {"cut-through", cli::Takes::value,
+     "yes: ports that may talk send each other unicast directly, after the switch's route hints (the default); no: "
+     "every packet passes the switch (--pcap and --fault imply no)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         if (v != "yes" && v != "no") return unexpected("--cut-through is yes or no, not '" + v + "'");
+         o.service.sw.cut_through = v == "yes";
+         return {};
+     },
+     "yes"},
     {"m-key", cli::Takes::value,
      "M_Key the SM gives the ports: random (per port, from a secret drawn at start), file:PATH (per port, from the "
      "secret in PATH, created 0600 when missing: restarts keep the keys), a 64-bit number (one key for all), or none",
