@@ -14,6 +14,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "transport/wire/headers.h"
@@ -61,6 +62,10 @@ struct RecvEntry {
 };
 struct Qp {
     ibv_qp qp{};
+    // RC: the connection (RTR's destination), the remote access INIT allowed
+    std::uint32_t dest_qpn = 0;
+    std::uint16_t dlid = 0;
+    unsigned access = 0;
     std::uint32_t qkey = 0;
     std::uint32_t max_send = 0, max_recv = 0;
     std::uint32_t sends_in_flight = 0;
@@ -69,6 +74,7 @@ struct Qp {
 };
 struct Mr {
     ibv_mr mr{};
+    unsigned access = 0;
 };
 
 struct World {
@@ -219,7 +225,7 @@ void deliver(const Qp& src, const Ah& ah, const ibv_send_wr& wr, const std::vect
         }
     } else if (dlid == w.config.lid) {
         for (auto& [ptr, qp] : w.qps) {
-            if (qp->qp.qp_num == wr.wr.ud.remote_qpn && qp->qp.state >= IBV_QPS_RTR) {
+            if (qp->qp.qp_type == IBV_QPT_UD && qp->qp.qp_num == wr.wr.ud.remote_qpn && qp->qp.state >= IBV_QPS_RTR) {
                 receive_one(*qp, src, ah, wr, payload, qkey);
                 ++delivered;
             }
@@ -251,10 +257,173 @@ int fake_req_notify_cq(ibv_cq* cq_ptr, int) {
     return 0;
 }
 
+// --- RC: the connected QP on this device, executed at once ---
+
+// Verbs moves a QP to ERR on an error completion: its posted receives
+// complete flushed.
+void rc_to_error(Qp& qp) {
+    qp.qp.state = IBV_QPS_ERR;
+    while (!qp.rq.empty()) {
+        CqEntry e;
+        e.wc.wr_id = qp.rq.front().wr_id;
+        e.wc.qp_num = qp.qp.qp_num;
+        e.wc.status = IBV_WC_WR_FLUSH_ERR;
+        qp.rq.pop_front();
+        push_entry(qp.qp.recv_cq, e);
+    }
+}
+
+Qp* rc_peer(const Qp& qp) {
+    World& w = world();
+    if (qp.dlid != w.config.lid) return nullptr;
+    for (auto& [ptr, other] : w.qps)
+        if (other->qp.qp_type == IBV_QPT_RC && other->qp.qp_num == qp.dest_qpn && other->dest_qpn == qp.qp.qp_num &&
+            (other->qp.state == IBV_QPS_RTR || other->qp.state == IBV_QPS_RTS))
+            return other.get();
+    return nullptr;
+}
+
+std::uint8_t* remote_memory(std::uint32_t rkey, std::uint64_t addr, std::size_t len, unsigned access) {
+    for (auto& [ptr, mr] : world().mrs) {
+        const auto base = reinterpret_cast<std::uintptr_t>(mr->mr.addr);
+        if (mr->mr.rkey == rkey && addr >= base && addr + len <= base + mr->mr.length && (mr->access & access) == access)
+            return reinterpret_cast<std::uint8_t*>(addr);
+    }
+    return nullptr;
+}
+
+// A receive WQE of `peer` for an incoming message; nullopt: RNR (this
+// model's RNR retry always runs out at once).
+std::optional<RecvEntry> take_receive(Qp& peer) {
+    if (peer.rq.empty()) return std::nullopt;
+    RecvEntry r = peer.rq.front();
+    peer.rq.pop_front();
+    return r;
+}
+
+ibv_wc_status execute_rc(Qp& qp, const ibv_send_wr& wr) {
+    World& w = world();
+    const ibv_sge* sge = wr.num_sge == 1 ? &wr.sg_list[0] : nullptr;
+    const std::size_t len = sge ? sge->length : 0;
+    if (sge != nullptr) {
+        Mr* local = find_mr(*sge);
+        if (local == nullptr) return IBV_WC_LOC_PROT_ERR;
+        if (wr.opcode == IBV_WR_RDMA_READ && !(local->access & IBV_ACCESS_LOCAL_WRITE)) return IBV_WC_LOC_PROT_ERR;
+    }
+    Qp* peer = rc_peer(qp);
+    if (peer == nullptr) {
+        ++w.stats.rc_retry_exceeded;
+        return IBV_WC_RETRY_EXC_ERR;  // nobody answers: the retries run out
+    }
+    const auto* src = sge ? reinterpret_cast<const std::uint8_t*>(sge->addr) : nullptr;
+    const bool imm = wr.opcode == IBV_WR_SEND_WITH_IMM || wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+    CqEntry r;
+    r.wc.qp_num = peer->qp.qp_num;
+    r.wc.status = IBV_WC_SUCCESS;
+    r.wc.src_qp = qp.qp.qp_num;
+    r.wc.slid = w.config.lid;
+    if (imm) {
+        r.wc.wc_flags |= IBV_WC_WITH_IMM;
+        r.wc.imm_data = wr.imm_data;
+    }
+    switch (wr.opcode) {
+        case IBV_WR_SEND:
+        case IBV_WR_SEND_WITH_IMM: {
+            auto recv = take_receive(*peer);
+            if (!recv) {
+                ++w.stats.rc_rnr;
+                return IBV_WC_RNR_RETRY_EXC_ERR;
+            }
+            r.wc.wr_id = recv->wr_id;
+            r.wc.opcode = IBV_WC_RECV;
+            if (len > recv->sge.length) {
+                r.wc.status = IBV_WC_LOC_LEN_ERR;
+                push_entry(peer->qp.recv_cq, r);
+                rc_to_error(*peer);
+                return IBV_WC_REM_INV_REQ_ERR;
+            }
+            if (len) std::memcpy(reinterpret_cast<std::uint8_t*>(recv->sge.addr), src, len);
+            r.wc.byte_len = static_cast<std::uint32_t>(len);
+            push_entry(peer->qp.recv_cq, r);
+            return IBV_WC_SUCCESS;
+        }
+        case IBV_WR_RDMA_WRITE:
+        case IBV_WR_RDMA_WRITE_WITH_IMM: {
+            std::uint8_t* dst = len ? remote_memory(wr.wr.rdma.rkey, wr.wr.rdma.remote_addr, len, IBV_ACCESS_REMOTE_WRITE)
+                                    : nullptr;
+            if ((len && dst == nullptr) || !(peer->access & IBV_ACCESS_REMOTE_WRITE)) {
+                rc_to_error(*peer);
+                return IBV_WC_REM_ACCESS_ERR;
+            }
+            std::optional<RecvEntry> recv;
+            if (imm && !(recv = take_receive(*peer))) {
+                ++w.stats.rc_rnr;
+                return IBV_WC_RNR_RETRY_EXC_ERR;
+            }
+            if (len) std::memcpy(dst, src, len);
+            if (recv) {
+                r.wc.wr_id = recv->wr_id;
+                r.wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+                r.wc.byte_len = static_cast<std::uint32_t>(len);
+                push_entry(peer->qp.recv_cq, r);
+            }
+            return IBV_WC_SUCCESS;
+        }
+        case IBV_WR_RDMA_READ: {
+            const std::uint8_t* from =
+                len ? remote_memory(wr.wr.rdma.rkey, wr.wr.rdma.remote_addr, len, IBV_ACCESS_REMOTE_READ) : nullptr;
+            if ((len && from == nullptr) || !(peer->access & IBV_ACCESS_REMOTE_READ)) {
+                rc_to_error(*peer);
+                return IBV_WC_REM_ACCESS_ERR;
+            }
+            if (len) std::memcpy(reinterpret_cast<std::uint8_t*>(sge->addr), from, len);
+            return IBV_WC_SUCCESS;
+        }
+        default: return IBV_WC_LOC_QP_OP_ERR;
+    }
+}
+
+ibv_wc_opcode wc_opcode_of(ibv_wr_opcode op) {
+    switch (op) {
+        case IBV_WR_RDMA_WRITE:
+        case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
+        case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
+        default: return IBV_WC_SEND;
+    }
+}
+
+int fake_post_send_rc(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+    for (; wr != nullptr; wr = wr->next) {
+        int err = 0;
+        const bool known = wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_SEND_WITH_IMM ||
+                           wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
+                           wr->opcode == IBV_WR_RDMA_READ;
+        if (qp->qp.state != IBV_QPS_RTS && qp->qp.state != IBV_QPS_ERR) err = EINVAL;
+        else if (qp->sends_in_flight >= qp->max_send) err = ENOMEM;
+        else if (!known || wr->num_sge > 1) err = EINVAL;
+        if (err != 0) {
+            *bad = wr;
+            return err;
+        }
+        CqEntry e;
+        e.wc.wr_id = wr->wr_id;
+        e.wc.opcode = wc_opcode_of(wr->opcode);
+        e.wc.qp_num = qp->qp.qp_num;
+        // Posted to a QP in ERR: flushed, as verbs does.
+        e.wc.status = qp->qp.state == IBV_QPS_ERR ? IBV_WC_WR_FLUSH_ERR : execute_rc(*qp, *wr);
+        if (e.wc.status != IBV_WC_SUCCESS) rc_to_error(*qp);
+        e.qp = qp;
+        ++qp->sends_in_flight;
+        push_entry(qp->qp.send_cq, e);
+    }
+    return 0;
+}
+
 int fake_post_send(ibv_qp* qp_ptr, ibv_send_wr* wr, ibv_send_wr** bad) {
     World& w = world();
     Qp* qp = find_in(w.qps, qp_ptr);
     if (qp == nullptr) return EINVAL;
+    if (qp->qp.qp_type == IBV_QPT_RC) return fake_post_send_rc(qp, wr, bad);
     for (; wr != nullptr; wr = wr->next) {
         Ah* ah = find_in(w.ahs, wr->wr.ud.ah);
         int err = 0;
@@ -305,6 +474,14 @@ int fake_post_recv(ibv_qp* qp_ptr, ibv_recv_wr* wr, ibv_recv_wr** bad) {
             return err;
         }
         if (find_mr(wr->sg_list[0]) == nullptr) violation("receive sge outside any MR");
+        if (qp->qp.state == IBV_QPS_ERR) {  // flushed at once
+            CqEntry e;
+            e.wc.wr_id = wr->wr_id;
+            e.wc.qp_num = qp->qp.qp_num;
+            e.wc.status = IBV_WC_WR_FLUSH_ERR;
+            push_entry(qp->qp.recv_cq, e);
+            continue;
+        }
         qp->rq.push_back(RecvEntry{wr->wr_id, wr->sg_list[0]});
     }
     return 0;
@@ -433,6 +610,8 @@ int ibv_query_device(ibv_context*, ibv_device_attr* attr) {
     attr->max_qp = 1024;
     attr->max_cq = 1024;
     attr->max_ah = 65536;
+    attr->max_qp_rd_atom = 16;
+    attr->max_qp_init_rd_atom = 16;
     return 0;
 }
 
@@ -579,7 +758,7 @@ void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
 
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
     World& w = world();
-    if (init->qp_type != IBV_QPT_UD || init->cap.max_send_wr == 0 || init->cap.max_recv_wr == 0 ||
+    if ((init->qp_type != IBV_QPT_UD && init->qp_type != IBV_QPT_RC) || init->cap.max_send_wr == 0 || init->cap.max_recv_wr == 0 ||
         init->cap.max_send_wr > 16384 || init->cap.max_recv_wr > 16384 || !find_in(w.cqs, init->send_cq) ||
         !find_in(w.cqs, init->recv_cq)) {
         errno = EINVAL;
@@ -595,7 +774,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
     qp->qp.recv_cq = init->recv_cq;
     qp->qp.qp_num = qpn;
     qp->qp.state = IBV_QPS_RESET;
-    qp->qp.qp_type = IBV_QPT_UD;
+    qp->qp.qp_type = init->qp_type;
     qp->max_send = init->cap.max_send_wr;
     qp->max_recv = init->cap.max_recv_wr;
     ibv_qp* ptr = &qp->qp;
@@ -605,9 +784,56 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
     return ptr;
 }
 
+// RC: RESET -> INIT (exactly STATE|PKEY_INDEX|PORT|ACCESS_FLAGS) -> RTR
+// (STATE|AV|PATH_MTU|DEST_QPN|RQ_PSN|MAX_DEST_RD_ATOMIC|MIN_RNR_TIMER) ->
+// RTS (STATE|SQ_PSN|TIMEOUT|RETRY_CNT|RNR_RETRY|MAX_QP_RD_ATOMIC), as
+// ibv_rc_pingpong does; any state -> ERR (STATE).
+int modify_rc(Qp* qp, const ibv_qp_attr* attr, int mask) {
+    World& w = world();
+    if (attr->qp_state == IBV_QPS_ERR && mask == IBV_QP_STATE) {
+        rc_to_error(*qp);
+        return 0;
+    }
+    switch (qp->qp.state) {
+        case IBV_QPS_RESET:
+            if (attr->qp_state != IBV_QPS_INIT ||
+                mask != (IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+                return EINVAL;
+            if (attr->port_num == 0 || attr->port_num > w.config.ports || attr->pkey_index >= w.config.pkeys.size())
+                return EINVAL;
+            qp->access = attr->qp_access_flags;
+            break;
+        case IBV_QPS_INIT:
+            if (attr->qp_state != IBV_QPS_RTR ||
+                mask != (IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+                return EINVAL;
+            if (attr->path_mtu > w.config.active_mtu || attr->ah_attr.dlid == 0 || attr->ah_attr.dlid >= 0xC000 ||
+                attr->dest_qp_num > 0xFFFFFF || attr->rq_psn > 0xFFFFFF || attr->max_dest_rd_atomic > 16 ||
+                attr->min_rnr_timer > 31)
+                return EINVAL;
+            qp->dest_qpn = attr->dest_qp_num;
+            qp->dlid = attr->ah_attr.dlid;
+            break;
+        case IBV_QPS_RTR:
+            if (attr->qp_state != IBV_QPS_RTS ||
+                mask != (IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                         IBV_QP_MAX_QP_RD_ATOMIC))
+                return EINVAL;
+            if (attr->sq_psn > 0xFFFFFF || attr->retry_cnt > 7 || attr->rnr_retry > 7 || attr->timeout > 31 ||
+                attr->max_rd_atomic > 16)
+                return EINVAL;
+            break;
+        default: return EINVAL;
+    }
+    qp->qp.state = attr->qp_state;
+    return 0;
+}
+
 int ibv_modify_qp(ibv_qp* qp_ptr, ibv_qp_attr* attr, int mask) {
     World& w = world();
     Qp* qp = &get(w.qps, qp_ptr);
+    if (qp->qp.qp_type == IBV_QPT_RC) return modify_rc(qp, attr, mask);
     switch (qp->qp.state) {
         case IBV_QPS_RESET:
             if (attr->qp_state != IBV_QPS_INIT || mask != (IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
@@ -648,9 +874,15 @@ int ibv_destroy_qp(ibv_qp* qp_ptr) {
     return 0;
 }
 
-ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, std::size_t length, std::uint64_t, unsigned int) {
+ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, std::size_t length, std::uint64_t, unsigned int access) {
     World& w = world();
+    // Verbs: remote write needs local write.
+    if ((access & IBV_ACCESS_REMOTE_WRITE) && !(access & IBV_ACCESS_LOCAL_WRITE)) {
+        errno = EINVAL;
+        return nullptr;
+    }
     auto mr = std::make_unique<Mr>();
+    mr->access = access;
     mr->mr.context = pd->context;
     mr->mr.pd = pd;
     mr->mr.addr = addr;

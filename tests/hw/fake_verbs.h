@@ -7,9 +7,17 @@
 // inline ibv_post_send/ibv_post_recv/ibv_poll_cq/ibv_req_notify_cq call
 // through. Linked into a test executable, these definitions take the place
 // of the real library's. It is a model of verbs' rules, not of any HCA:
-//   - UD only; QPs go RESET -> INIT (exactly STATE|PKEY_INDEX|PORT|QKEY) ->
-//     RTR (STATE) -> RTS (STATE|SQ_PSN); a controlled Q_Key is EPERM, as for
-//     a process without CAP_NET_RAW
+//   - UD QPs go RESET -> INIT (exactly STATE|PKEY_INDEX|PORT|QKEY) -> RTR
+//     (STATE) -> RTS (STATE|SQ_PSN); a controlled Q_Key is EPERM, as for a
+//     process without CAP_NET_RAW
+//   - RC QPs go through INIT, RTR, RTS with the masks ibv_rc_pingpong uses
+//     (fake_verbs.cpp, modify_rc) and talk to the RC QP of this device that
+//     RTR named (DLID the port's own, each QP the other's destination);
+//     SEND, RDMA WRITE (with immediate) and READ execute at once, checked
+//     against the remote MR's rkey, range and access and the peer QP's
+//     access flags; no peer is "retry exceeded", no posted receive "RNR
+//     retry exceeded" (this model's retries run out at once), an error
+//     completion moves the QP to ERR and flushes what follows
 //   - a send to the port's own LID reaches the QP named by remote_qpn if its
 //     Q_Key matches; a send to a multicast LID with a GRH reaches every QP
 //     attached to (MGID, MLID), the sender included; the receive buffer gets
@@ -53,6 +61,7 @@ struct Stats {
     std::uint64_t async_events_got = 0, async_events_acked = 0;
     int dropped_no_receive = 0, dropped_qkey = 0, dropped_no_target = 0;
     int attachments_left_at_destroy = 0;
+    int rc_retry_exceeded = 0, rc_rnr = 0;  // RC sends with no peer, with no receive posted
     std::vector<std::string> violations;
 };
 

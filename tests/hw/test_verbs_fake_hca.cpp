@@ -416,5 +416,152 @@ TEST_F(FakeHca, TeardownInAnyOrder) {
     EXPECT_EQ(fake_verbs::stats().live_contexts, 0);
 }
 
+// --- RC (verbs_rc.h) --------------------------------------------------------
+
+class FakeHcaRc : public FakeHca {
+protected:
+    void TearDown() override {
+        a_.reset();
+        b_.reset();
+        FakeHca::TearDown();
+    }
+    // Two RC QPs on the fake port, connected to each other (the port's own
+    // LID), as ibv_rc_pingpong connects two processes.
+    void connect_pair(rc::RtsAttributes rts = {}) {
+        open();
+        auto a = port_->create_rc_qp(0);
+        auto b = port_->create_rc_qp(0);
+        ASSERT_TRUE(a) << a.error().message();
+        ASSERT_TRUE(b) << b.error().message();
+        a_ = std::move(*a);
+        b_ = std::move(*b);
+        ASSERT_TRUE(a_->connect(kLid, {.dest_qpn = b_->qpn(), .pmtu = 2048, .rq_psn = 0x123}, rts));
+        ASSERT_TRUE(b_->connect(kLid, {.dest_qpn = a_->qpn(), .pmtu = 2048, .rq_psn = 0x456}, rts));
+    }
+    std::vector<rc::Completion> drain(RcQueuePair& q) {
+        port_->process();
+        return q.poll();
+    }
+
+    std::vector<std::uint8_t> window_ = std::vector<std::uint8_t>(8192, 0);
+    std::vector<std::uint8_t> source_ = pattern(8192, 0x5A);
+    std::vector<std::uint8_t> landing_ = std::vector<std::uint8_t>(8192, 0);
+    std::unique_ptr<RcQueuePair> a_, b_;
+};
+
+TEST_F(FakeHcaRc, SendWriteWithImmediateAndReadLikeTheSoftPort) {
+    connect_pair();
+    EXPECT_EQ(a_->state(), rc::QpState::rts);
+    EXPECT_NE(a_->qpn(), b_->qpn());
+    const auto w = port_->register_memory(window_, rc::access::remote_write);
+    const auto r = port_->register_memory(source_, rc::access::remote_read);
+    ASSERT_TRUE(w && r);
+    ASSERT_TRUE(port_->register_memory(landing_, rc::access::local_write));
+    ASSERT_TRUE(b_->post_recv({.wr_id = 10, .capacity = 5000}));
+    ASSERT_TRUE(b_->post_recv({.wr_id = 11, .capacity = 64}));
+    const auto message = pattern(5000, 1);
+    ASSERT_TRUE(a_->post_send({.wr_id = 1, .payload = message, .imm = 0xCAFE}));
+    ASSERT_TRUE(a_->post_send({.wr_id = 2, .payload = pattern(300, 2), .imm = 77, .opcode = rc::WrOpcode::rdma_write,
+                               .remote_va = w->va + 100, .rkey = w->rkey}));
+    ASSERT_TRUE(a_->post_send({.wr_id = 3, .opcode = rc::WrOpcode::rdma_read, .remote_va = r->va + 7, .rkey = r->rkey,
+                               .read_into = std::span(landing_).first(4000)}));
+    const auto sent = drain(*a_);
+    ASSERT_EQ(sent.size(), 3u);
+    for (std::size_t i = 0; i < 3; ++i) {
+        EXPECT_EQ(sent[i].wr_id, i + 1);
+        EXPECT_EQ(sent[i].status, rc::Status::success) << rc::to_string(sent[i].status);
+        EXPECT_FALSE(sent[i].receive);
+    }
+    const auto got = drain(*b_);
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_TRUE(got[0].receive);
+    EXPECT_EQ(got[0].wr_id, 10u);
+    EXPECT_EQ(got[0].data, message);
+    EXPECT_EQ(got[0].imm, 0xCAFEu);
+    EXPECT_EQ(got[1].wr_id, 11u);
+    EXPECT_EQ(got[1].imm, 77u);
+    EXPECT_EQ(got[1].byte_len, 300u);
+    EXPECT_TRUE(got[1].data.empty()) << "a WRITE's data is in the window, not the buffer";
+    const auto written = pattern(300, 2);
+    EXPECT_TRUE(std::equal(written.begin(), written.end(), window_.begin() + 100));
+    EXPECT_TRUE(std::equal(landing_.begin(), landing_.begin() + 4000, source_.begin() + 7));
+    EXPECT_EQ(a_->counters().messages_sent, 3u);
+    EXPECT_EQ(b_->counters().messages_received, 2u);
+    // Buffers are pooled: a second round registers nothing new.
+    const int mrs = fake_verbs::stats().live_mrs;
+    ASSERT_TRUE(b_->post_recv({.wr_id = 12, .capacity = 5000}));
+    ASSERT_TRUE(a_->post_send({.wr_id = 4, .payload = message}));
+    EXPECT_EQ(fake_verbs::stats().live_mrs, mrs);
+    EXPECT_EQ(drain(*a_).size(), 1u);
+    EXPECT_EQ(drain(*b_).size(), 1u);
+}
+
+TEST_F(FakeHcaRc, ABadRKeyIsARemoteAccessErrorAndTheRestIsFlushed) {
+    connect_pair();
+    const auto r = port_->register_memory(source_, rc::access::remote_read);  // not writable
+    ASSERT_TRUE(r);
+    ASSERT_TRUE(b_->post_recv({.wr_id = 20, .capacity = 64}));
+    ASSERT_TRUE(a_->post_send({.wr_id = 1, .payload = pattern(10, 0), .opcode = rc::WrOpcode::rdma_write,
+                               .remote_va = r->va, .rkey = r->rkey}));
+    ASSERT_TRUE(a_->post_send({.wr_id = 2, .payload = pattern(10, 0)}));
+    const auto sent = drain(*a_);
+    ASSERT_EQ(sent.size(), 2u);
+    EXPECT_EQ(sent[0].status, rc::Status::remote_access_error);
+    EXPECT_EQ(sent[1].status, rc::Status::flushed);
+    EXPECT_EQ(a_->state(), rc::QpState::err);
+    // The responder's QP went to ERR too: its receive is flushed.
+    const auto got = drain(*b_);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].status, rc::Status::flushed);
+}
+
+TEST_F(FakeHcaRc, NoPeerIsRetryExceededNoBufferIsRnrRetryExceeded) {
+    connect_pair({.timeout = 10, .retry_count = 2, .rnr_retry = 0});
+    ASSERT_TRUE(a_->post_send({.wr_id = 1, .payload = pattern(10, 0)}));  // b has no receive posted
+    auto sent = drain(*a_);
+    ASSERT_EQ(sent.size(), 1u);
+    EXPECT_EQ(sent[0].status, rc::Status::rnr_retry_exceeded);
+    EXPECT_EQ(fake_verbs::stats().rc_rnr, 1);
+    b_.reset();  // the responder goes away
+    auto c = port_->create_rc_qp(0);
+    ASSERT_TRUE(c);
+    ASSERT_TRUE((*c)->connect(kLid, {.dest_qpn = 0xABCD}, {}));
+    ASSERT_TRUE((*c)->post_send({.wr_id = 5, .payload = pattern(10, 0)}));
+    sent = drain(**c);
+    ASSERT_EQ(sent.size(), 1u);
+    EXPECT_EQ(sent[0].status, rc::Status::retry_exceeded);
+    EXPECT_EQ((*c)->state(), rc::QpState::err);
+}
+
+TEST_F(FakeHcaRc, RefusesWhatVerbsWouldRefuse) {
+    connect_pair();
+    std::vector<std::uint8_t> unregistered(64);
+    auto r = a_->post_send({.wr_id = 1, .opcode = rc::WrOpcode::rdma_read, .rkey = 1, .read_into = unregistered});
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().find("not in a region registered"), std::string::npos) << r.error();
+    EXPECT_FALSE(a_->connect(kLid, {.dest_qpn = 1}, {})) << "connected already";
+    EXPECT_FALSE(port_->create_rc_qp(9)) << "no such P_Key index";
+    EXPECT_FALSE(port_->register_memory({}, rc::access::remote_read));
+    const auto m = port_->register_memory(source_, rc::access::remote_read);
+    ASSERT_TRUE(m);
+    EXPECT_TRUE(port_->deregister_memory(m->rkey));
+    EXPECT_FALSE(port_->deregister_memory(m->rkey));
+    auto fresh = port_->create_rc_qp(0);
+    ASSERT_TRUE(fresh);
+    EXPECT_FALSE((*fresh)->post_send({.wr_id = 1, .payload = pattern(4, 0)})) << "RESET: nothing to send on";
+    EXPECT_FALSE((*fresh)->connect(0xC001, {.dest_qpn = 1}, {})) << "a multicast LID";
+}
+
+TEST_F(FakeHcaRc, CompletionsWakeThePortFd) {
+    connect_pair();
+    port_->process();
+    ASSERT_FALSE(readable(port_->fd()));
+    ASSERT_TRUE(b_->post_recv({.wr_id = 1, .capacity = 64}));
+    ASSERT_TRUE(a_->post_send({.wr_id = 1, .payload = pattern(10, 0)}));
+    EXPECT_TRUE(readable(port_->fd())) << "the RC CQ is on the port's completion channel";
+    EXPECT_EQ(drain(*a_).size(), 1u);
+    EXPECT_EQ(drain(*b_).size(), 1u);
+}
+
 }  // namespace
 }  // namespace ipoibd::transport

@@ -321,5 +321,47 @@ TEST_F(VerbsHardware, QpOutlivesItsPort) {
     qp.reset();
 }
 
+// Two RC QPs of this port connected to each other through the HCA's
+// loopback: SEND, RDMA WRITE with immediate data and READ, as ibrcperf does
+// between two hosts.
+TEST_F(VerbsHardware, RcLoopbackSendWriteRead) {
+    if (!active()) GTEST_SKIP() << inactive_reason();
+    auto a = port_->create_rc_qp(0);
+    auto b = port_->create_rc_qp(0);
+    ASSERT_TRUE(a) << a.error().message();
+    ASSERT_TRUE(b) << b.error().message();
+    const std::uint32_t mtu = ib::mtu_bytes(attrs_.active_mtu);
+    ASSERT_TRUE((*a)->connect(attrs_.lid, {.dest_qpn = (*b)->qpn(), .pmtu = mtu, .rq_psn = 1}, {.sq_psn = 2}));
+    ASSERT_TRUE((*b)->connect(attrs_.lid, {.dest_qpn = (*a)->qpn(), .pmtu = mtu, .rq_psn = 2}, {.sq_psn = 1}));
+    std::vector<std::uint8_t> window(65536, 0), source = pattern(65536, 3), landing(65536, 0);
+    const auto w = port_->register_memory(window, rc::access::remote_write);
+    const auto r = port_->register_memory(source, rc::access::remote_read);
+    ASSERT_TRUE(w && r);
+    ASSERT_TRUE(port_->register_memory(landing, rc::access::local_write));
+    ASSERT_TRUE((*b)->post_recv({.wr_id = 1, .capacity = 20000}));
+    ASSERT_TRUE((*b)->post_recv({.wr_id = 2, .capacity = 16}));
+    const auto message = pattern(20000, 4);
+    ASSERT_TRUE((*a)->post_send({.wr_id = 10, .payload = message}));
+    ASSERT_TRUE((*a)->post_send({.wr_id = 11, .payload = pattern(30000, 5), .imm = 9, .opcode = rc::WrOpcode::rdma_write,
+                                 .remote_va = w->va, .rkey = w->rkey}));
+    ASSERT_TRUE((*a)->post_send({.wr_id = 12, .opcode = rc::WrOpcode::rdma_read, .remote_va = r->va, .rkey = r->rkey,
+                                 .read_into = landing}));
+    std::vector<rc::Completion> sent, got;
+    const auto deadline = std::chrono::steady_clock::now() + kWait;
+    while ((sent.size() < 3 || got.size() < 2) && std::chrono::steady_clock::now() < deadline) {
+        port_->process();
+        for (auto& c : (*a)->poll()) sent.push_back(std::move(c));
+        for (auto& c : (*b)->poll()) got.push_back(std::move(c));
+    }
+    ASSERT_EQ(sent.size(), 3u);
+    ASSERT_EQ(got.size(), 2u);
+    for (const auto& c : sent) EXPECT_EQ(c.status, rc::Status::success) << rc::to_string(c.status);
+    EXPECT_EQ(got[0].data, message);
+    EXPECT_EQ(got[1].imm, 9u);
+    const auto written = pattern(30000, 5);
+    EXPECT_TRUE(std::equal(written.begin(), written.end(), window.begin()));
+    EXPECT_EQ(landing, source);
+}
+
 }  // namespace
 }  // namespace ipoibd::transport

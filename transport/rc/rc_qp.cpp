@@ -141,6 +141,8 @@ const char* to_string(Status s) {
         case Status::remote_access_error: return "remote access error";
         case Status::remote_operational_error: return "remote operational error";
         case Status::flushed: return "flushed";
+        case Status::local_protection_error: return "local protection error";
+        case Status::local_error: return "local error";
     }
     return "?";
 }

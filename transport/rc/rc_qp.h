@@ -170,6 +170,8 @@ enum class Status : std::uint8_t {
     remote_access_error,
     remote_operational_error,
     flushed,                // the QP went to ERR before this request ran
+    local_protection_error, // verbs: a buffer outside registered memory (the software engine checks at post)
+    local_error,            // verbs: any other failure the HCA reports (local QP operation, fatal, ...)
 };
 const char* to_string(Status s);
 

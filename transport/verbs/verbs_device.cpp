@@ -22,6 +22,15 @@ expected<AhPtr, Error> DeviceState::address_handle(const AddressHandle& ah) {
     return ah_cache.insert(ah, AhPtr(raw, DestroyAh{}));
 }
 
+const ibv_mr* DeviceState::find_region(const void* data, std::size_t length, int access) const {
+    const auto at = reinterpret_cast<std::uintptr_t>(data);
+    for (const auto& [rkey, r] : regions) {
+        const auto base = reinterpret_cast<std::uintptr_t>(r.mr->addr);
+        if (at >= base && at + length <= base + r.mr->length && (r.access & access) == access) return r.mr.get();
+    }
+    return nullptr;
+}
+
 void DeviceState::wake_up() const {
     const std::uint64_t one = 1;
     // Non-blocking; a full counter (EAGAIN) is already readable.

@@ -13,6 +13,7 @@
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -77,6 +78,7 @@ struct DeviceState {
     // refused with a clear message rather than the driver's EINVAL.
     std::uint32_t max_qp_wr = 0;
     std::uint32_t max_cqe = 0;
+    std::uint32_t max_rd_atomic = 0;  // READs a responder holds for one QP (max_qp_rd_atom)
     // The largest MTU the port can ever run at (ibv_port_attr::max_mtu):
     // registered rings are sized for it, so they stay big enough when the
     // link retrains to a larger active MTU.
@@ -94,9 +96,20 @@ struct DeviceState {
     // Declared in creation order; destroyed in reverse.
     ContextPtr context;
     PdPtr pd;
+    // Memory the user registered (Port::register_memory), by R_Key:
+    // deregistered before the PD goes.
+    struct UserRegion {
+        MrPtr mr;
+        int access = 0;  // IBV_ACCESS_*
+    };
+    std::map<std::uint32_t, UserRegion> regions;
     CompChannelPtr channel;
     UniqueFd wake;  // eventfd: "a QP may have more completions"
     LruCache<AddressHandle, AhPtr, AddressHandleHash> ah_cache{kAddressHandleCacheSize};
+
+    // The user region holding [data, data + length) with all of `access`
+    // (IBV_ACCESS_*), for a work request's lkey; nullptr when none does.
+    const ibv_mr* find_region(const void* data, std::size_t length, int access) const;
 
     // "device mlx5_0 port 1", for error details.
     std::string where() const;

@@ -25,6 +25,7 @@
 
 #include "transport/verbs/verbs_device.h"
 #include "transport/verbs/verbs_qp.h"
+#include "transport/verbs/verbs_rc.h"
 
 namespace ipoibd::transport {
 
@@ -90,6 +91,13 @@ public:
     // HCAs, and no hardware run has yet shown that the completion channel
     // alone never leaves a completion unreported.
     bool needs_periodic_process() const override { return true; }
+
+    // RC (verbs_rc.h): the P_Key index checked against the current table.
+    expected<std::unique_ptr<RcQueuePair>, Error> create_rc_qp(std::uint16_t pkey_index) override;
+    // ibv_reg_mr in the port's protection domain; the region's address is
+    // the memory's own (the VA a peer names).
+    expected<rc::MemoryRegion, Error> register_memory(std::span<std::uint8_t> memory, std::uint32_t access) override;
+    expected<void, Error> deregister_memory(std::uint32_t rkey) override;
 
 private:
     expected<PortAttributes, Error> query() const;
@@ -192,6 +200,44 @@ expected<std::unique_ptr<UdQp>, Error> VerbsPort::create_ud_qp(const UdQpConfig&
         return unexpected(Error{Errc::bad_pkey_index, "P_Key index " + std::to_string(config.pkey_index) + " is empty in a " +
                                                           std::to_string(table.size()) + "-entry table"});
     return VerbsUdQp::create(device_, config, table[config.pkey_index]);
+}
+
+expected<std::unique_ptr<RcQueuePair>, Error> VerbsPort::create_rc_qp(std::uint16_t pkey_index) {
+    auto now = query();
+    if (!now) return unexpected(now.error());
+    last_known_ = *now;
+    const auto& table = now->pkey_table;
+    if (pkey_index >= table.size() || table[pkey_index] == 0)
+        return unexpected(Error{Errc::bad_pkey_index, "P_Key index " + std::to_string(pkey_index) + " is empty in a " +
+                                                          std::to_string(table.size()) + "-entry table"});
+    return VerbsRcQp::create(device_, pkey_index);
+}
+
+expected<rc::MemoryRegion, Error> VerbsPort::register_memory(std::span<std::uint8_t> memory, std::uint32_t access) {
+    if (memory.empty() || memory.size() > 0xFFFFFFFFu)
+        return unexpected(Error{Errc::invalid_argument, "a region of " + std::to_string(memory.size()) + " bytes"});
+    if (access & ~(rc::access::local_write | rc::access::remote_write | rc::access::remote_read))
+        return unexpected(Error{Errc::invalid_argument, "unknown access flags"});
+    const int flags = access_to_verbs(access);
+    MrPtr mr((ibv_reg_mr)(device_->pd.get(), memory.data(), memory.size(), flags));
+    if (!mr)
+        return unexpected(verbs_error("ibv_reg_mr of " + std::to_string(memory.size()) + " bytes on " + device_->where() +
+                                          " (locked memory is limited by ulimit -l / LimitMEMLOCK=)",
+                                      errno));
+    rc::MemoryRegion r{.va = reinterpret_cast<std::uintptr_t>(memory.data()),
+                       .length = static_cast<std::uint32_t>(memory.size()),
+                       .rkey = mr->rkey,
+                       .access = access,
+                       .data = memory.data()};
+    const std::uint32_t rkey = mr->rkey;
+    device_->regions[rkey] = DeviceState::UserRegion{std::move(mr), flags};
+    return r;
+}
+
+expected<void, Error> VerbsPort::deregister_memory(std::uint32_t rkey) {
+    if (device_->regions.erase(rkey) == 0)
+        return unexpected(Error{Errc::invalid_argument, "no memory region with that R_Key"});
+    return {};
 }
 
 std::size_t VerbsPort::poll_events(std::span<PortEvent> out) {
@@ -311,6 +357,7 @@ expected<std::unique_ptr<Port>, Error> open_verbs_port(const std::string& device
     state->node_guid = be64_to_host(dattr.node_guid);
     state->max_qp_wr = dattr.max_qp_wr > 0 ? static_cast<std::uint32_t>(dattr.max_qp_wr) : 0;
     state->max_cqe = dattr.max_cqe > 0 ? static_cast<std::uint32_t>(dattr.max_cqe) : 0;
+    state->max_rd_atomic = dattr.max_qp_rd_atom > 0 ? static_cast<std::uint32_t>(dattr.max_qp_rd_atom) : 0;
 
     // 3. the port must speak InfiniBand
     ibv_port_attr pattr{};
