@@ -96,6 +96,46 @@ TEST(RcTimers, RnrTableAndLocalAckTimeout) {
     EXPECT_EQ(*local_ack_timeout(14), 67108us);  // 4.096 us x 2^14
 }
 
+// SQD: what was started finishes (retransmissions included), nothing new
+// starts, the responder keeps serving; back to RTS the PSNs carry on.
+TEST_F(RcPair, SendQueueDrainFinishesWhatStartedAndHoldsTheRest) {
+    connect(0x10, 0x20);
+    for (std::uint64_t i = 0; i < 6; ++i) ASSERT_TRUE(b.post_recv({.wr_id = 100 + i, .capacity = 1000}));
+    ASSERT_TRUE(a.post_recv({.wr_id = 200, .capacity = 1000}));
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .payload = message(700, 1)}));  // 3 packets
+    std::vector<RcPacket> first;
+    a.output(first, now);  // started: segmented and sent
+    ASSERT_EQ(first.size(), 3u);
+    ASSERT_TRUE(a.to_sqd());
+    EXPECT_EQ(a.state(), QpState::sqd);
+    EXPECT_FALSE(a.drained()) << "a message is in flight";
+    ASSERT_TRUE(a.post_send({.wr_id = 2, .payload = message(50, 2)})) << "posting in SQD queues";
+    ab.drop_if = [](const RcPacket& p) { return p.psn == 0x11; };  // the middle packet, once
+    for (const RcPacket& p : first)
+        if (p.psn != 0x11) b.receive(p, now);
+    ab.drop_if = nullptr;
+    // The peer sends to A meanwhile: A's responder works in SQD.
+    ASSERT_TRUE(b.post_send({.wr_id = 9, .payload = message(30, 9)}));
+    run();
+    ASSERT_EQ(done_a.size(), 2u);  // message 1 (after a NAK and a retransmission) and the receive
+    EXPECT_TRUE(std::any_of(done_a.begin(), done_a.end(), [](const Completion& c) { return !c.receive && c.wr_id == 1; }));
+    EXPECT_TRUE(std::any_of(done_a.begin(), done_a.end(), [](const Completion& c) { return c.receive && c.wr_id == 200; }));
+    EXPECT_GT(a.counters().retransmitted, 0u);
+    EXPECT_TRUE(a.drained());
+    EXPECT_EQ(done_b.size(), 2u) << "B got message 1 only, and its own send completed";
+    EXPECT_FALSE(a.to_sqd()) << "SQD is reached from RTS";
+    // Back to RTS with other retry counts: message 2 goes, its PSN after message 1's.
+    ASSERT_TRUE(a.to_rts({.sq_psn = 0x999, .timeout = 10, .retry_count = 1}));
+    std::vector<RcPacket> next;
+    a.output(next, now);
+    ASSERT_EQ(next.size(), 1u);
+    EXPECT_EQ(next[0].psn, 0x13u) << "the send PSN carries on; sq_psn is not taken again";
+    for (const RcPacket& p : next) b.receive(p, now);
+    run();
+    EXPECT_EQ(done_a.size(), 3u);
+    EXPECT_EQ(done_a.back().status, Status::success);
+}
+
 TEST(RcStates, TransitionsInOrderOnly) {
     RcQp q(1);
     EXPECT_FALSE(q.to_rtr({}));

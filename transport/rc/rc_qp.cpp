@@ -126,6 +126,7 @@ const char* to_string(QpState s) {
         case QpState::init: return "INIT";
         case QpState::rtr: return "RTR";
         case QpState::rts: return "RTS";
+        case QpState::sqd: return "SQD";
         case QpState::err: return "ERR";
     }
     return "?";
@@ -188,14 +189,28 @@ expected<void, std::string> RcQp::to_rtr(const RtrAttributes& a) {
 }
 
 expected<void, std::string> RcQp::to_rts(const RtsAttributes& a) {
-    if (state_ != QpState::rtr) return unexpected(std::string("RTS is reached from RTR, not ") + to_string(state_));
+    if (state_ != QpState::rtr && state_ != QpState::sqd)
+        return unexpected(std::string("RTS is reached from RTR or SQD, not ") + to_string(state_));
     if (a.sq_psn > kPsnMask || a.timeout > 31 || a.retry_count > 7 || a.rnr_retry > 7)
         return unexpected(std::string("PSN 24 bits, timeout 0..31, retry counts 0..7"));
-    rts_ = a;
-    npsn_ = a.sq_psn;
-    retries_left_ = a.retry_count;
-    rnr_retries_left_ = a.rnr_retry;
+    if (state_ == QpState::sqd) {
+        // Back from draining: the PSNs carry on.
+        rts_.timeout = a.timeout;
+        rts_.retry_count = a.retry_count;
+        rts_.rnr_retry = a.rnr_retry;
+    } else {
+        rts_ = a;
+        npsn_ = a.sq_psn;
+    }
+    retries_left_ = rts_.retry_count;
+    rnr_retries_left_ = rts_.rnr_retry;
     state_ = QpState::rts;
+    return {};
+}
+
+expected<void, std::string> RcQp::to_sqd() {
+    if (state_ != QpState::rts) return unexpected(std::string("SQD is reached from RTS, not ") + to_string(state_));
+    state_ = QpState::sqd;
     return {};
 }
 
@@ -226,7 +241,8 @@ void RcQp::to_error() {
 // Posting
 
 expected<void, std::string> RcQp::post_send(SendWr wr) {
-    if (state_ != QpState::rts) return unexpected(std::string("a send needs RTS; the QP is ") + to_string(state_));
+    if (state_ != QpState::rts && state_ != QpState::sqd)
+        return unexpected(std::string("a send needs RTS or SQD; the QP is ") + to_string(state_));
     if (send_queue_.size() >= kMaxSendQueue) return unexpected(std::string("send queue full"));
     if (wr.payload.size() > kMaxMessage || wr.read_into.size() > kMaxMessage)
         return unexpected("a message of more than 16 MiB");
@@ -302,14 +318,14 @@ void RcQp::output(std::vector<RcPacket>& out, Clock::time_point now) {
     // ACKs and NAKs first; a NAK that put this QP in ERR still leaves.
     for (RcPacket& p : to_send_) out.push_back(std::move(p));
     to_send_.clear();
-    if (state_ != QpState::rts) return;
+    if (!sending()) return;
     if (rnr_until_) {
         if (now < *rnr_until_) return;
         rnr_until_.reset();
     }
     // New messages while the window has room (a message larger than the
-    // window goes alone).
-    while (!send_queue_.empty()) {
+    // window goes alone); none while the send queue drains.
+    while (state_ == QpState::rts && !send_queue_.empty()) {
         const std::size_t pmtu = rtr_.pmtu;
         const SendWr& next = send_queue_.front();
         // The window counts PSNs, a READ's responses included (C9-61: at most
@@ -333,9 +349,9 @@ void RcQp::output(std::vector<RcPacket>& out, Clock::time_point now) {
 }
 
 void RcQp::receive(const RcPacket& p, Clock::time_point now) {
-    if (state_ != QpState::rtr && state_ != QpState::rts) return;
+    if (state_ != QpState::rtr && !sending()) return;
     if (p.opcode == op::rc_acknowledge) {
-        if (state_ == QpState::rts && p.aeth) {
+        if (sending() && p.aeth) {
             const auto before = unacked_.size();
             requester(p);
             if (unacked_.size() != before || unacked_.empty()) restart_ack_timer(now);
@@ -345,7 +361,7 @@ void RcQp::receive(const RcPacket& p, Clock::time_point now) {
         return;
     }
     if (is_read_response(p.opcode)) {
-        if (state_ == QpState::rts) {
+        if (sending()) {
             const auto before = unacked_.size();
             read_response(p);
             if (unacked_.size() != before) restart_ack_timer(now);
@@ -363,7 +379,7 @@ void RcQp::restart_ack_timer(Clock::time_point now) {
 }
 
 void RcQp::tick(Clock::time_point now) {
-    if (state_ != QpState::rts || !ack_deadline_ || now < *ack_deadline_) return;
+    if (!sending() || !ack_deadline_ || now < *ack_deadline_) return;
     ++counters_.timeouts;
     ack_deadline_.reset();
     if (unacked_.empty()) return;

@@ -78,7 +78,11 @@ namespace op = ib::op;
 
 using Clock = std::chrono::steady_clock;
 
-enum class QpState : std::uint8_t { reset, init, rtr, rts, err };
+// SQD (send queue drain): new send work requests wait while what was
+// started completes; the responder keeps working. There is no SQE here:
+// IBA's Send Queue Error state is for unreliable QPs (UD, UC); an error on
+// an RC send queue takes the whole QP to ERR.
+enum class QpState : std::uint8_t { reset, init, rtr, rts, sqd, err };
 const char* to_string(QpState s);
 
 // The attributes the transitions take (ibv_modify_qp's): INIT needs
@@ -238,10 +242,17 @@ public:
     // order is refused (the state does not change).
     expected<void, std::string> to_init();
     expected<void, std::string> to_rtr(const RtrAttributes& a);
+    // From RTR, or from SQD (then the send PSN carries on and only the
+    // timeout and retry counts are taken from `a`).
     expected<void, std::string> to_rts(const RtsAttributes& a);
+    // RTS -> SQD: no new message starts; drained() once every started one
+    // has been acknowledged (verbs' IBV_EVENT_SQ_DRAINED).
+    expected<void, std::string> to_sqd();
+    bool drained() const { return state_ == QpState::sqd && unacked_.empty(); }
     void to_error();
 
-    // Send requests need RTS; receive requests INIT or later.
+    // Send requests need RTS or SQD (where they wait); receive requests INIT
+    // or later.
     expected<void, std::string> post_send(SendWr wr);
     expected<void, std::string> post_recv(RecvWr wr);
 
@@ -278,6 +289,7 @@ private:
 
     void responder(const RcPacket& p);
     void requester(const RcPacket& p);
+    bool sending() const { return state_ == QpState::rts || state_ == QpState::sqd; }
     void send_ack(std::uint8_t syndrome, std::uint32_t psn);
     void acknowledge_up_to(std::uint32_t psn);  // inclusive
     void retransmit_from_oldest();
