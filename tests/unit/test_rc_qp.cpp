@@ -102,6 +102,7 @@ TEST_F(RcPair, SendQueueDrainFinishesWhatStartedAndHoldsTheRest) {
     connect(0x10, 0x20);
     for (std::uint64_t i = 0; i < 6; ++i) ASSERT_TRUE(b.post_recv({.wr_id = 100 + i, .capacity = 1000}));
     ASSERT_TRUE(a.post_recv({.wr_id = 200, .capacity = 1000}));
+    run();  // the credits of those receives reach each side (unsolicited ACKs)
     ASSERT_TRUE(a.post_send({.wr_id = 1, .payload = message(700, 1)}));  // 3 packets
     std::vector<RcPacket> first;
     a.output(first, now);  // started: segmented and sent
@@ -134,6 +135,130 @@ TEST_F(RcPair, SendQueueDrainFinishesWhatStartedAndHoldsTheRest) {
     run();
     EXPECT_EQ(done_a.size(), 3u);
     EXPECT_EQ(done_a.back().status, Status::success);
+}
+
+// --- End-to-end credits (9.7.7.2) ---
+
+TEST(RcCredits, Table52) {
+    EXPECT_EQ(credit_code(0), 0u);
+    EXPECT_EQ(credit_code(4), 4u);
+    EXPECT_EQ(credit_code(5), 4u) << "5 credits: b00100, as 9.7.7.2.3's example";
+    EXPECT_EQ(credit_code(6), 5u);
+    EXPECT_EQ(credit_code(1000), 19u);
+    EXPECT_EQ(credits_of(19), 768u);
+    EXPECT_EQ(credit_code(1u << 20), 30u);
+    EXPECT_EQ(credits_of(30), 32768u);
+    EXPECT_EQ(credits_of(kNoCredits), 0u);
+    for (std::uint8_t c = 0; c < 31; ++c) EXPECT_EQ(credit_code(credits_of(c)), c);
+}
+
+RcPacket ack_with(std::uint32_t psn, std::uint32_t msn, std::uint8_t code) {
+    return RcPacket{.opcode = op::rc_acknowledge, .dest_qp = 0x100, .psn = psn,
+                    .aeth = Aeth{static_cast<std::uint8_t>(Aeth::kSyndromeAck | code), msn}};
+}
+
+// No credit known: a SEND goes one packet at a time, AckReq set, each
+// waiting for an ACK (C9-156, C9-162, C9-163); the ACK's credits release
+// the rest.
+TEST_F(RcPair, ALimitedSendProbesOnePacketThenTheCreditsReleaseTheRest) {
+    connect(0x40, 0x80);
+    ASSERT_TRUE(b.post_recv({.wr_id = 5, .capacity = 1000}));
+    std::vector<RcPacket> lost;
+    b.output(lost, now);  // B's unsolicited credit ACK: lost
+    ASSERT_EQ(lost.size(), 1u);
+    EXPECT_EQ(lost[0].psn, 0x3Fu) << "the unsolicited ACK repeats the PSN before the expected one";
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .payload = message(700, 3)}));  // 3 packets
+    std::vector<RcPacket> out;
+    a.output(out, now);
+    ASSERT_EQ(out.size(), 1u) << "one packet of a limited SEND";
+    EXPECT_EQ(out[0].opcode, op::rc_send_first);
+    EXPECT_TRUE(out[0].ack_req);
+    a.output(out, now);
+    EXPECT_EQ(out.size(), 1u) << "then it waits for an ACK";
+    b.receive(out[0], now);
+    std::vector<RcPacket> back;
+    b.output(back, now);
+    ASSERT_EQ(back.size(), 1u);
+    EXPECT_EQ(back[0].aeth->msn, 0u);
+    EXPECT_EQ(back[0].aeth->syndrome, Aeth::kSyndromeAck | 1) << "the WQE the open SEND holds counts (C9-161)";
+    a.receive(back[0], now);
+    out.clear();
+    a.output(out, now);
+    ASSERT_EQ(out.size(), 2u) << "released: the rest of the message";
+    for (const RcPacket& p : out) b.receive(p, now);
+    run();
+    ASSERT_EQ(done_a.size(), 1u);
+    EXPECT_EQ(done_a[0].status, Status::success);
+    ASSERT_EQ(done_b.size(), 1u);
+    EXPECT_EQ(done_b[0].data, message(700, 3));
+    EXPECT_EQ(a.counters().limited_waits, 1u);
+}
+
+// Credits from an unsolicited (ghost) ACK (C9-164): three messages go, the
+// fourth is limited; WRITEs without immediate data and READs never are,
+// and each moves the limit up by one (9.7.7.2.4).
+TEST_F(RcPair, TheLimitCountsMessagesThatTakeAReceiveWqe) {
+    connect(0x10, 0x20);
+    a.receive(ack_with(0x0F, 0, 3), now);  // nothing outstanding: a ghost, but its credits count
+    EXPECT_EQ(a.counters().ghost_acks, 1u);
+    for (std::uint64_t i = 1; i <= 4; ++i) ASSERT_TRUE(a.post_send({.wr_id = i, .payload = message(10, 1)}));
+    std::vector<RcPacket> out;
+    a.output(out, now);
+    ASSERT_EQ(out.size(), 4u) << "three with credits, the fourth limited (one packet anyway)";
+    EXPECT_TRUE(out[3].ack_req);
+    ASSERT_TRUE(a.post_send({.wr_id = 5, .payload = message(10, 1)}));
+    out.clear();
+    a.output(out, now);
+    EXPECT_TRUE(out.empty()) << "nothing starts behind a limited message (C9-160)";
+    // The ACK for all four, MSN 4, two credits: two more SENDs may go;
+    // a WRITE without immediate data and a READ go regardless.
+    a.receive(ack_with(0x13, 4, 2), now);
+    std::vector<std::uint8_t> memory(16);
+    ASSERT_TRUE(a.post_send({.wr_id = 6, .payload = message(10, 1), .opcode = WrOpcode::rdma_write, .rkey = 1}));
+    ASSERT_TRUE(a.post_send({.wr_id = 7, .opcode = WrOpcode::rdma_read, .rkey = 1, .read_into = memory}));
+    ASSERT_TRUE(a.post_send({.wr_id = 8, .payload = message(10, 1)}));
+    ASSERT_TRUE(a.post_send({.wr_id = 9, .payload = message(10, 1), .imm = 1, .opcode = WrOpcode::rdma_write, .rkey = 1}));
+    out.clear();
+    a.output(out, now);
+    // 5 and 8 with the two credits; the WRITE and READ between raise the
+    // limit by two, so the WRITE with immediate (SSN 9, limit 4 + 2 + 2 = 8)
+    // is limited: sent whole, then a wait.
+    ASSERT_EQ(out.size(), 5u);
+    EXPECT_EQ(a.counters().limited_waits, 2u);
+    out.clear();
+    ASSERT_TRUE(a.post_send({.wr_id = 10, .payload = message(10, 1)}));
+    a.output(out, now);
+    EXPECT_TRUE(out.empty());
+}
+
+// A responder that generates no credits says 0x1F; the requester then
+// sends freely (9.7.7.2.4), after one probe.
+TEST_F(RcPair, NoCreditsMeansNoLimitAfterTheFirstAck) {
+    ASSERT_TRUE(a.to_init());
+    ASSERT_TRUE(b.to_init());
+    ASSERT_TRUE(a.to_rtr({.dest_qpn = 0x200, .pmtu = 256}));
+    ASSERT_TRUE(b.to_rtr({.dest_qpn = 0x100, .pmtu = 256, .generate_credits = false}));
+    ASSERT_TRUE(a.to_rts({}));
+    ASSERT_TRUE(b.to_rts({}));
+    for (std::uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(b.post_recv({.wr_id = i, .capacity = 100}));
+    std::vector<RcPacket> none;
+    b.output(none, now);
+    EXPECT_TRUE(none.empty()) << "no unsolicited ACK from a queue without credits";
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .payload = message(10, 1)}));
+    ASSERT_TRUE(a.post_send({.wr_id = 2, .payload = message(10, 1)}));
+    std::vector<RcPacket> out;
+    a.output(out, now);
+    ASSERT_EQ(out.size(), 1u) << "flow control unknown yet: a probe";
+    b.receive(out[0], now);
+    std::vector<RcPacket> back;
+    b.output(back, now);
+    ASSERT_EQ(back.size(), 1u);
+    EXPECT_EQ(back[0].aeth->syndrome, Aeth::kSyndromeAck | kNoCredits);
+    a.receive(back[0], now);
+    for (std::uint64_t i = 3; i <= 6; ++i) ASSERT_TRUE(a.post_send({.wr_id = i, .payload = message(10, 1)}));
+    out.clear();
+    a.output(out, now);
+    EXPECT_EQ(out.size(), 5u) << "everything at once";
 }
 
 TEST(RcStates, TransitionsInOrderOnly) {
@@ -281,9 +406,11 @@ TEST_F(RcPair, DuplicatesAreAcknowledgedNotDeliveredAgain) {
     ASSERT_EQ(done_b.size(), 1u);
     EXPECT_EQ(b.counters().duplicates, 1u);
     // Both copies arrived in one batch: the second ACK replaced the first
-    // before either left (coalesced), so A saw one ACK and no ghost.
+    // before either left (coalesced), so A saw one ACK; its one ghost is
+    // B's unsolicited ACK with the credits of the receives posted.
     EXPECT_EQ(b.counters().acks_coalesced, 1u);
-    EXPECT_EQ(a.counters().ghost_acks, 0u);
+    EXPECT_EQ(b.counters().unsolicited_acks, 1u);
+    EXPECT_EQ(a.counters().ghost_acks, 1u);
 }
 
 TEST_F(RcPair, AMessageLongerThanTheBufferIsAnInvalidRequest) {
@@ -319,8 +446,12 @@ TEST_F(RcPair, OpcodeSequenceAndLengthLiesAreInvalidRequests) {
     c.receive(RcPacket{.opcode = op::rc_send_first, .dest_qp = 0x300, .psn = 0, .payload = Bytes(100)}, now);
     out.clear();
     c.output(out, now);
-    ASSERT_EQ(out.size(), 1u);
-    EXPECT_EQ(out[0].aeth->syndrome, Aeth::kSyndromeNak | nak::invalid_request);
+    // The initial credits (an unsolicited ACK for PSN 0 - 1: the receive
+    // was posted in INIT, C9-155), then the NAK.
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(out[0].psn, 0xFFFFFFu);
+    EXPECT_EQ(out[0].aeth->syndrome, Aeth::kSyndromeAck | credit_code(1));
+    EXPECT_EQ(out[1].aeth->syndrome, Aeth::kSyndromeNak | nak::invalid_request);
 }
 
 }  // namespace
@@ -633,10 +764,11 @@ TEST(RcRules, ARequestToAnInitQpChangesNothing) {  // C9-76
     EXPECT_EQ(q.expected_psn(), 0u);
 }
 
-TEST_F(RcPair, NaksNameThePsnOfTheBadPacketAndAcksCarryTheMsnAndNoCredits) {
+TEST_F(RcPair, NaksNameThePsnOfTheBadPacketAndAcksCarryTheMsnAndCredits) {
     connect(/*A sends from*/ 0x500, 0, {}, 256);  // B expects 0x500
     std::vector<RcPacket> out;
-    // Three messages: MSN 1, 2, 3 in the ACKs; 0x1F credits (C9-148, C9-154, C9-161).
+    // Three messages: MSN 1, 2, 3 in the ACKs; the credits left, 2, 1, 0,
+    // relative to each MSN (C9-148, C9-158.2.1, C9-161).
     for (int i = 0; i < 3; ++i) ASSERT_TRUE(b.post_recv({.wr_id = static_cast<std::uint64_t>(i), .capacity = 100}));
     // Each ACK handed over before the next packet: none coalesced.
     for (std::uint32_t i = 0; i < 3; ++i) {
@@ -652,7 +784,7 @@ TEST_F(RcPair, NaksNameThePsnOfTheBadPacketAndAcksCarryTheMsnAndNoCredits) {
     ASSERT_EQ(out.size(), 4u);
     for (std::uint32_t i = 0; i < 3; ++i) {
         EXPECT_EQ(out[i].aeth->msn, i + 1);
-        EXPECT_EQ(out[i].aeth->syndrome, Aeth::kSyndromeAck | kNoCredits);
+        EXPECT_EQ(out[i].aeth->syndrome, Aeth::kSyndromeAck | (2 - i));
         EXPECT_EQ(out[i].psn, 0x500 + i);
     }
     EXPECT_EQ(out[3].aeth->msn, 3u) << "a duplicate's ACK: the MSN unchanged";
@@ -686,7 +818,9 @@ TEST_F(RcPair, AcksCoalesceOverABatchButNotPastANak) {
     ASSERT_EQ(out.size(), 1u);
     EXPECT_EQ(out[0].psn, 0x12u);
     EXPECT_EQ(out[0].aeth->msn, 3u);
-    EXPECT_EQ(b.counters().acks_coalesced, 3u);
+    EXPECT_EQ(out[0].aeth->syndrome, Aeth::kSyndromeAck | credit_code(1)) << "one receive left";
+    // The fourth: the unsolicited ACK the posted receives called for.
+    EXPECT_EQ(b.counters().acks_coalesced, 4u);
     // A NAK is never replaced, and stops coalescing across it.
     out.clear();
     send(0x14);  // 0x13 missing: NAK sequence error
@@ -695,7 +829,7 @@ TEST_F(RcPair, AcksCoalesceOverABatchButNotPastANak) {
     ASSERT_EQ(out.size(), 2u);
     EXPECT_EQ(out[0].aeth->syndrome, Aeth::kSyndromeNak | nak::psn_sequence_error);
     EXPECT_EQ(out[0].psn, 0x13u);
-    EXPECT_EQ(out[1].aeth->syndrome, Aeth::kSyndromeAck | kNoCredits);
+    EXPECT_EQ(out[1].aeth->syndrome, Aeth::kSyndromeAck | credit_code(0));
     EXPECT_EQ(out[1].psn, 0x13u);
 }
 

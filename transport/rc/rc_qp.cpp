@@ -120,6 +120,21 @@ std::optional<std::chrono::microseconds> local_ack_timeout(std::uint8_t code) {
     return std::chrono::microseconds(std::max<std::int64_t>(ns / 1000, 1));
 }
 
+namespace {
+// Table 52: the credits of codes 0..30.
+constexpr std::array<std::uint32_t, 31> kCredits{0,    1,    2,    3,    4,    6,    8,     12,    16,    24,   32,
+                                                 48,   64,   96,   128,  192,  256,  384,   512,   768,   1024, 1536,
+                                                 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768};
+}  // namespace
+
+std::uint32_t credits_of(std::uint8_t code) { return code < kCredits.size() ? kCredits[code] : 0; }
+
+std::uint8_t credit_code(std::size_t credits) {
+    std::size_t code = 0;
+    while (code + 1 < kCredits.size() && kCredits[code + 1] <= credits) ++code;
+    return static_cast<std::uint8_t>(code);
+}
+
 const char* to_string(QpState s) {
     switch (s) {
         case QpState::reset: return "RESET";
@@ -159,6 +174,8 @@ void visit(const RcCounters& c, CounterSink& out) {
     out.counter("rc_duplicates", c.duplicates);
     out.counter("rc_ghost_acks", c.ghost_acks);
     out.counter("rc_acks_coalesced", c.acks_coalesced);
+    out.counter("rc_unsolicited_acks", c.unsolicited_acks);
+    out.counter("rc_limited_waits", c.limited_waits);
     out.counter("rc_invalid_requests", c.invalid_requests);
     out.counter("rc_access_errors", c.access_errors);
     out.counter("rc_duplicate_reads", c.duplicate_reads);
@@ -185,6 +202,12 @@ expected<void, std::string> RcQp::to_rtr(const RtrAttributes& a) {
     rtr_ = a;
     epsn_ = a.rq_psn;
     state_ = QpState::rtr;
+    // Initial credits (C9-155): an unsolicited ACK with the PSN before the
+    // first expected one, when receives were posted in INIT.
+    if (rtr_.generate_credits && !recv_queue_.empty()) {
+        send_ack(Aeth::kSyndromeAck, psn_add(epsn_, -1));
+        ++counters_.unsolicited_acks;
+    }
     return {};
 }
 
@@ -257,6 +280,8 @@ expected<void, std::string> RcQp::post_recv(RecvWr wr) {
         return unexpected(std::string("a receive needs INIT or later; the QP is ") + to_string(state_));
     if (recv_queue_.size() >= kMaxRecvQueue) return unexpected(std::string("receive queue full"));
     recv_queue_.push_back(wr);
+    // The requester may be waiting for credits: tell it (9.7.7.2.1).
+    if (rtr_.generate_credits && advertised_ == 0 && (state_ == QpState::rtr || sending())) credit_update_ = true;
     return {};
 }
 
@@ -315,6 +340,12 @@ void RcQp::segment(const SendWr& wr) {
 // Moving packets
 
 void RcQp::output(std::vector<RcPacket>& out, Clock::time_point now) {
+    if (credit_update_ && (state_ == QpState::rtr || sending())) {
+        // An unsolicited ACK: the newest positive ACK again, with the credits.
+        send_ack(Aeth::kSyndromeAck, psn_add(epsn_, -1));
+        ++counters_.unsolicited_acks;
+    }
+    credit_update_ = false;
     // ACKs and NAKs first; a NAK that put this QP in ERR still leaves.
     for (RcPacket& p : to_send_) out.push_back(std::move(p));
     to_send_.clear();
@@ -323,9 +354,10 @@ void RcQp::output(std::vector<RcPacket>& out, Clock::time_point now) {
         if (now < *rnr_until_) return;
         rnr_until_.reset();
     }
+    release_limited(now);
     // New messages while the window has room (a message larger than the
     // window goes alone); none while the send queue drains.
-    while (state_ == QpState::rts && !send_queue_.empty()) {
+    while (state_ == QpState::rts && !send_queue_.empty() && !limited_ssn_) {
         const std::size_t pmtu = rtr_.pmtu;
         const SendWr& next = send_queue_.front();
         // The window counts PSNs, a READ's responses included (C9-61: at most
@@ -335,11 +367,35 @@ void RcQp::output(std::vector<RcPacket>& out, Clock::time_point now) {
         const std::size_t in_flight =
             unacked_.empty() ? 0 : static_cast<std::size_t>(psn_diff(npsn_, unacked_.front().packet.psn));
         if (!unacked_.empty() && in_flight + psns > kMaxOutstanding) break;
+        // End-to-end credits (9.7.7.2.4-5): a message that takes a receive
+        // WQE (SEND, WRITE with immediate) beyond the limit goes limited: a
+        // SEND one packet at a time with AckReq, a WRITE whole, each then
+        // waiting for an ACK; nothing after it starts meanwhile (C9-160).
+        const bool is_send_wr = next.opcode == WrOpcode::send;
+        const bool consumes = is_send_wr || (next.opcode == WrOpcode::rdma_write && next.imm);
+        const std::uint32_t ssn = psn_add(ssn_, 1);
+        const bool limited = flow_ != Flow::none && consumes && psn_diff(ssn, limit_sequence()) > 0;
+        const std::uint32_t first_psn = npsn_;
         segment(send_queue_.front());
         send_queue_.pop_front();
+        ssn_ = ssn;
+        if (flow_ != Flow::none) started_.push_back({ssn, consumes});
+        if (limited) {
+            ++counters_.limited_waits;
+            limited_ssn_ = ssn;
+            awaiting_ack_ = true;
+            hand_until_.reset();
+            if (is_send_wr) {
+                hand_until_ = psn_add(first_psn, 1);
+                for (Outstanding& o : unacked_)
+                    if (o.packet.psn == first_psn) o.packet.ack_req = true;
+            }
+            break;
+        }
     }
     bool handed = false;
     for (; next_to_send_ < unacked_.size(); ++next_to_send_) {
+        if (hand_until_ && psn_diff(unacked_[next_to_send_].packet.psn, *hand_until_) >= 0) break;
         out.push_back(unacked_[next_to_send_].packet);
         ++counters_.packets_sent;
         handed = true;
@@ -350,6 +406,10 @@ void RcQp::output(std::vector<RcPacket>& out, Clock::time_point now) {
 
 void RcQp::receive(const RcPacket& p, Clock::time_point now) {
     if (state_ != QpState::rtr && !sending()) return;
+    if ((p.opcode == op::rc_acknowledge || is_read_response(p.opcode)) && p.aeth) {
+        if ((p.aeth->syndrome & Aeth::kSyndromeTypeMask) == Aeth::kSyndromeAck) take_credits(*p.aeth);
+        awaiting_ack_ = false;
+    }
     if (p.opcode == op::rc_acknowledge) {
         if (sending() && p.aeth) {
             const auto before = unacked_.size();
@@ -369,6 +429,66 @@ void RcQp::receive(const RcPacket& p, Clock::time_point now) {
         return;
     }
     if (is_send(p.opcode) || is_write(p.opcode) || p.opcode == op::rc_rdma_read_request) responder(p);
+}
+
+// ---------------------------------------------------------------------------
+// End-to-end credits (9.7.7.2)
+
+std::uint8_t RcQp::credit_field() const {
+    if (!rtr_.generate_credits) return kNoCredits;
+    // WQEs for the messages after the MSN: those posted, and the one a SEND
+    // being received holds (C9-161).
+    return credit_code(recv_queue_.size() + (open_ && !open_->write ? 1 : 0));
+}
+
+// The credit field of an ACK, a duplicate or an unsolicited one included
+// (C9-144, C9-164): a newer MSN with its credits moves the limit.
+void RcQp::take_credits(const Aeth& a) {
+    const std::uint8_t code = a.syndrome & 0x1F;
+    if (code == kNoCredits) {
+        // The responder generates none: send freely from now on (9.7.7.2.4).
+        flow_ = Flow::none;
+        started_.clear();
+        return;
+    }
+    if (flow_ == Flow::none) return;
+    if (flow_ == Flow::credits && psn_diff(a.msn, peer_msn_) < 0) return;  // older news
+    flow_ = Flow::credits;
+    peer_msn_ = a.msn;
+    peer_credits_ = credits_of(code);
+    while (!started_.empty() && psn_diff(started_.front().ssn, peer_msn_) <= 0) started_.pop_front();
+}
+
+// LSN: the MSN, its credits, and one for every message since the MSN that
+// takes no receive WQE (9.7.7.2.4).
+std::uint32_t RcQp::limit_sequence() const {
+    std::uint32_t lsn = psn_add(peer_msn_, std::min<std::uint32_t>(peer_credits_, 1u << 22));
+    for (const Started& s : started_)
+        if (!s.consumes) lsn = psn_add(lsn, 1);
+    return lsn;
+}
+
+// A message sent limited: released once the limit covers it or the MSN
+// says it completed; otherwise, after each ACK, one more packet of a SEND.
+void RcQp::release_limited(Clock::time_point) {
+    if (!limited_ssn_) return;
+    if (flow_ == Flow::none || psn_diff(*limited_ssn_, limit_sequence()) <= 0 ||
+        (flow_ == Flow::credits && psn_diff(peer_msn_, *limited_ssn_) >= 0)) {
+        limited_ssn_.reset();
+        hand_until_.reset();
+        awaiting_ack_ = false;
+        return;
+    }
+    if (awaiting_ack_ || !hand_until_) return;
+    for (Outstanding& o : unacked_) {
+        if (o.packet.psn != *hand_until_) continue;
+        o.packet.ack_req = true;
+        hand_until_ = psn_add(*hand_until_, 1);
+        awaiting_ack_ = true;
+        ++counters_.limited_waits;
+        return;
+    }
+    hand_until_.reset();  // every packet of it is out: wait for its ACK
 }
 
 // Forward progress restarts the local ACK timer for what is still out.
@@ -552,6 +672,11 @@ void RcQp::complete_error(Status s) {
 // Responder
 
 void RcQp::send_ack(std::uint8_t syndrome, std::uint32_t psn) {
+    // Every ACK carries the current credits (C9-158.2.1).
+    if ((syndrome & Aeth::kSyndromeTypeMask) == Aeth::kSyndromeAck) {
+        syndrome = static_cast<std::uint8_t>(Aeth::kSyndromeAck | credit_field());
+        advertised_ = rtr_.generate_credits ? credits_of(syndrome & 0x1F) : 0;
+    }
     RcPacket ack;
     ack.opcode = op::rc_acknowledge;
     ack.dest_qp = rtr_.dest_qpn;
@@ -608,7 +733,7 @@ bool RcQp::execute_read(const RcPacket& p, bool duplicate) {
         r.payload.assign(src->begin() + static_cast<std::ptrdiff_t>(offset),
                          src->begin() + static_cast<std::ptrdiff_t>(offset + len));
         if (r.opcode != op::rc_rdma_read_response_middle)
-            r.aeth = Aeth{static_cast<std::uint8_t>(Aeth::kSyndromeAck | kNoCredits), msn_};
+            r.aeth = Aeth{static_cast<std::uint8_t>(Aeth::kSyndromeAck | credit_field()), msn_};
         to_send_.push_back(std::move(r));
     }
     return true;
@@ -628,7 +753,7 @@ void RcQp::responder(const RcPacket& p) {
             (void)execute_read(p, true);
             return;
         }
-        if (p.ack_req) send_ack(static_cast<std::uint8_t>(Aeth::kSyndromeAck | kNoCredits), psn_add(epsn_, -1));
+        if (p.ack_req) send_ack(Aeth::kSyndromeAck, psn_add(epsn_, -1));
         return;
     }
     if (d > 0) {
@@ -707,6 +832,7 @@ void RcQp::responder(const RcPacket& p) {
         } else {
             o.wr = recv_queue_.front();
             recv_queue_.pop_front();
+            if (advertised_ > 0) --advertised_;
         }
         open_ = std::move(o);
     }
@@ -738,12 +864,13 @@ void RcQp::responder(const RcPacket& p) {
         } else if (carries_imm(p.opcode)) {
             const RecvWr wr = recv_queue_.front();
             recv_queue_.pop_front();
+            if (advertised_ > 0) --advertised_;
             completions_.push_back({.wr_id = wr.wr_id, .receive = true, .status = Status::success,
                                     .byte_len = static_cast<std::uint32_t>(open_->written), .imm = p.imm});
         }
         open_.reset();
     }
-    if (p.ack_req) send_ack(static_cast<std::uint8_t>(Aeth::kSyndromeAck | kNoCredits), p.psn);
+    if (p.ack_req) send_ack(Aeth::kSyndromeAck, p.psn);
 }
 
 }  // namespace ipoibd::transport::rc

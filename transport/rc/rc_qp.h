@@ -93,6 +93,9 @@ struct RtrAttributes {
     std::uint32_t pmtu = 4096;     // bytes: 256..4096
     std::uint32_t rq_psn = 0;      // 24 bits
     std::uint8_t min_rnr_timer = 12;  // the RNR NAK's timer code (0.64 ms)
+    // The receive queue generates end-to-end credits (C9-150.2.1: an HCA's
+    // does, unless on an SRQ); false: every ACK says 0x1F.
+    bool generate_credits = true;
 };
 struct RtsAttributes {
     std::uint32_t sq_psn = 0;       // 24 bits
@@ -109,6 +112,12 @@ inline constexpr std::uint8_t remote_access_error = 2;
 inline constexpr std::uint8_t remote_operational_error = 3;
 }  // namespace nak
 inline constexpr std::uint8_t kNoCredits = 0x1F;  // ACK credit field: end-to-end flow control not used
+
+// End-to-end credits (9.7.7.2, Table 52): the credits a 5-bit code means
+// (0..30: 0, 1, 2, 3, 4, 6, 8, 12, ... 32768), and the code of the largest
+// value at most `credits`. kNoCredits means none are generated.
+std::uint32_t credits_of(std::uint8_t code);
+std::uint8_t credit_code(std::size_t credits);
 
 // The RNR timer of a code (IBA Table 45): 0 is 655.36 ms, 1..31 from
 // 0.01 ms to 491.52 ms.
@@ -215,6 +224,8 @@ struct RcCounters {
     std::uint64_t duplicates = 0;      // requests with an old PSN (re-acknowledged)
     std::uint64_t ghost_acks = 0;      // ACKs for nothing outstanding
     std::uint64_t acks_coalesced = 0;  // ACKs replaced by a later one before they left (9.7.5.1.2)
+    std::uint64_t unsolicited_acks = 0;  // sent to hand over credits (9.7.7.2.1)
+    std::uint64_t limited_waits = 0;     // a message had no credit: sent limited, then waited for an ACK (9.7.7.2.5)
     std::uint64_t invalid_requests = 0;  // NAKed invalid request (sequence, length)
     std::uint64_t access_errors = 0;     // NAKed remote access error (R_Key, range, rights)
     std::uint64_t duplicate_reads = 0;   // READ requests executed again
@@ -290,6 +301,10 @@ private:
     void responder(const RcPacket& p);
     void requester(const RcPacket& p);
     bool sending() const { return state_ == QpState::rts || state_ == QpState::sqd; }
+    std::uint8_t credit_field() const;
+    void take_credits(const Aeth& a);
+    std::uint32_t limit_sequence() const;
+    void release_limited(Clock::time_point now);
     void send_ack(std::uint8_t syndrome, std::uint32_t psn);
     void acknowledge_up_to(std::uint32_t psn);  // inclusive
     void retransmit_from_oldest();
@@ -318,6 +333,22 @@ private:
     unsigned retries_left_ = 0;
     unsigned rnr_retries_left_ = 0;
     std::size_t since_ack_req_ = 0;
+    // End-to-end credits, requester side (9.7.7.2.4-5): unknown until the
+    // first ACK, then credits (limited by LSN = MSN + credits + the
+    // messages since the MSN that take no receive WQE) or none (0x1F).
+    enum class Flow : std::uint8_t { unknown, credits, none } flow_ = Flow::unknown;
+    std::uint32_t ssn_ = 0;          // SSN of the newest message started (24 bits, as the MSN)
+    std::uint32_t peer_msn_ = 0;     // the newest MSN an ACK brought
+    std::uint32_t peer_credits_ = 0;
+    struct Started { std::uint32_t ssn; bool consumes; };
+    std::deque<Started> started_;    // messages after peer_msn_
+    std::optional<std::uint32_t> limited_ssn_;   // a message sent limited, not yet acknowledged
+    std::optional<std::uint32_t> hand_until_;    // packets from this PSN on wait (a limited SEND's rest)
+    bool awaiting_ack_ = false;
+    // Responder side: credits the requester was last told of, less the
+    // WQEs consumed since; posting a receive while it is 0 sends them.
+    std::uint32_t advertised_ = 0;
+    bool credit_update_ = false;
     // responder
     std::uint32_t epsn_ = 0;  // expected PSN
     std::uint32_t msn_ = 0;
