@@ -183,6 +183,7 @@ void PortCore::receive(bytes datagram, bool via_switch) {
     auto parsed = ib::parse_packet(datagram, {.pmtu = pmtu});
     if (!parsed) {
         ++counters_.malformed[static_cast<std::size_t>(parsed.error())];
+        if (!rc_qps_.empty()) invalid_rc_request(datagram, parsed.error());
         return;
     }
     const ib::Packet& pkt = *parsed;
@@ -411,6 +412,34 @@ expected<std::unique_ptr<RcQueuePair>, Error> PortCore::create_rc_qp(std::uint16
     return std::unique_ptr<RcQueuePair>(new RcHandle(*this, std::move(e)));
 }
 
+// A packet parse_packet refused after its CRCs and BTH checked out, for a
+// connected RC QP of this port from its peer: an RC request the responder
+// must NAK invalid request rather than drop (C9-83 to C9-85, C9-93): a
+// reserved or unsupported opcode, a bad PadCnt, a length the opcode does
+// not allow. Responses (ACKs, read responses) are dropped as they were.
+void PortCore::invalid_rc_request(bytes datagram, ib::DropReason why) {
+    using R = ib::DropReason;
+    if (why != R::unknown_opcode && why != R::unsupported_opcode && why != R::bad_pad_count &&
+        why != R::payload_exceeds_pmtu && why != R::bad_payload_length && why != R::truncated_headers)
+        return;
+    if (attributes_.state != PortState::armed && attributes_.state != PortState::active) return;
+    const std::size_t bth = ib::Lrh::size + ((datagram[1] & 3) == 3 ? ib::Grh::size : 0);
+    if (datagram.size() < bth + ib::Bth::size) return;
+    const std::uint8_t opcode = datagram[bth];
+    const bool response = opcode >= ib::op::rc_rdma_read_response_first && opcode <= ib::op::rc_atomic_acknowledge;
+    if (ib::transport_of(opcode) != ib::Transport::rc || response) return;
+    const auto it = rc_qps_.find(load_be24(datagram.data() + bth + 5));
+    if (it == rc_qps_.end()) return;
+    RcEntry& e = *it->second;
+    const std::uint16_t dlid = load_be16(datagram.data() + 2), slid = load_be16(datagram.data() + 6);
+    if (!lid_is_ours(dlid) || e.remote_lid == 0 || slid != e.remote_lid) return;
+    if (e.pkey_index >= attributes_.pkey_table.size() ||
+        !pkeys_match(load_be16(datagram.data() + bth + 2), attributes_.pkey_table[e.pkey_index]))
+        return;
+    ++counters_.undelivered[static_cast<std::size_t>(DeliveryDrop::rc_invalid_request)];
+    e.engine.receive_invalid(load_be24(datagram.data() + bth + 9), std::chrono::steady_clock::now());
+}
+
 void PortCore::receive_rc(const ib::Packet& pkt, std::chrono::steady_clock::time_point now) {
     RcEntry& e = *rc_qps_.at(pkt.bth.dest_qp);
     // An RC QP has one peer: its packets come from the connected port.
@@ -425,6 +454,12 @@ void PortCore::receive_rc(const ib::Packet& pkt, std::chrono::steady_clock::time
     }
     const auto p = rc::decode_rc_packet(pkt);
     if (!p) {
+        // An atomic request: a function this QP does not support (C9-83).
+        if (pkt.bth.opcode == ib::op::rc_compare_swap || pkt.bth.opcode == ib::op::rc_fetch_add) {
+            count(DeliveryDrop::rc_invalid_request);
+            e.engine.receive_invalid(pkt.bth.psn, now);
+            return;
+        }
         count(DeliveryDrop::rc_malformed);
         return;
     }
@@ -528,6 +563,7 @@ const char* to_string(DeliveryDrop d) {
         case DeliveryDrop::not_via_switch: return "not_via_switch";
         case DeliveryDrop::rc_not_connected: return "rc_not_connected";
         case DeliveryDrop::rc_malformed: return "rc_malformed";
+        case DeliveryDrop::rc_invalid_request: return "rc_invalid_request";
         case DeliveryDrop::buffer_too_small: return "buffer_too_small";
         case DeliveryDrop::smp_not_handled: return "smp_not_handled";
         case DeliveryDrop::count_: break;

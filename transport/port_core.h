@@ -51,7 +51,8 @@ enum class DeliveryDrop : std::uint8_t {
     smp_not_handled,         // QP0 packet the subnet management agent refused
     not_via_switch,          // an SMP or multicast straight from a peer: only the switch sends those
     rc_not_connected,        // an RC packet from another port than the RC QP's peer
-    rc_malformed,            // an RC opcode this core does not carry (atomics), or a missing header
+    rc_malformed,            // an RC response this core cannot take (an atomic ACK), or a missing header
+    rc_invalid_request,      // an RC request NAKed invalid (reserved/unsupported opcode, PadCnt, length; C9-83..85, C9-93)
     count_
 };
 inline constexpr std::size_t kDeliveryDropCount = static_cast<std::size_t>(DeliveryDrop::count_);
@@ -152,6 +153,7 @@ private:
     class RcHandle;
     expected<std::unique_ptr<UdQp>, Error> make_qp(std::uint32_t qpn, const UdQpConfig& config, bool gsi);
     void receive_rc(const ib::Packet& pkt, std::chrono::steady_clock::time_point now);
+    void invalid_rc_request(bytes datagram, ib::DropReason why);
     void send_rc(RcEntry& e, std::chrono::steady_clock::time_point now);
     void destroy(Qp* qp);
     bool deliver(const ib::Packet& pkt, bytes datagram, Qp& qp);

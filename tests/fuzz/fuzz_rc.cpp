@@ -88,7 +88,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         p.payload.assign(data + at, data + at + take);
         at += take;
         now += std::chrono::microseconds(std::int64_t{r[6]} << (r[7] & 15));
-        q.receive(p, now);
+        // Now and then a packet the port found invalid (C9-83..85, C9-93),
+        // and receives posted again (credits, unsolicited ACKs).
+        if ((r[2] & 0xE0) == 0xE0) q.receive_invalid(p.psn, now);
+        else q.receive(p, now);
+        if ((r[2] & 0xE0) == 0xC0 && q.post_recv({.wr_id = 900 + at, .capacity = kCapacity})) ++posted;
         q.tick(now);
         out.clear();
         q.output(out, now);

@@ -5,7 +5,11 @@
 
 #include <string>
 
+#include <functional>
+
 #include "transport/memory/memory_fabric.h"
+#include "transport/rc/rc_wire.h"
+#include "transport/wire/crc.h"
 
 namespace ipoibd::transport {
 namespace {
@@ -364,6 +368,131 @@ TEST(PortCoreQpns, NotReusedAndBadPKeyIndexRefused) {
     ASSERT_FALSE(bad.has_value());
     EXPECT_EQ(bad.error().code, Errc::bad_pkey_index);
     EXPECT_EQ(bad.error().message(), "bad P_Key index: P_Key index 5 of a 1-entry table");
+}
+
+}  // namespace
+}  // namespace ipoibd::transport
+
+namespace ipoibd::transport {
+namespace {
+
+// RC requests a port's parser refuses beyond their headers (a reserved or
+// unsupported opcode, a bad PadCnt, a length the opcode does not allow) are
+// NAKed invalid request by the QP they are for, not dropped (C9-83 to C9-85,
+// C9-93); the same packets from another port, or as responses, are dropped.
+struct RcInvalid : ::testing::Test {
+    MemoryFabric fabric;
+    std::unique_ptr<MemoryPort> a = fabric.add_port();
+    std::unique_ptr<MemoryPort> b = fabric.add_port();
+    std::unique_ptr<RcQueuePair> qa = *a->create_rc_qp(0);
+    std::unique_ptr<RcQueuePair> qb = *b->create_rc_qp(0);
+    std::vector<std::vector<std::uint8_t>> sent_by_b;
+
+    void SetUp() override {
+        ASSERT_TRUE(qa->connect(b->attributes().lid, {.dest_qpn = qb->qpn(), .pmtu = 256, .rq_psn = 0x700},
+                                {.sq_psn = 0x500}));
+        ASSERT_TRUE(qb->connect(a->attributes().lid, {.dest_qpn = qa->qpn(), .pmtu = 256, .rq_psn = 0x500},
+                                {.sq_psn = 0x700}));
+        ASSERT_TRUE(b->set_capture([this](bytes p, bool out) {
+            if (out) sent_by_b.emplace_back(p.begin(), p.end());
+        }));
+    }
+    // A SEND ONLY from A to B at `psn`, then `edit` applied and the CRCs
+    // made right again: the packet is whole, only its transport is wrong.
+    std::vector<std::uint8_t> forged(std::uint32_t psn, const std::function<void(std::vector<std::uint8_t>&)>& edit,
+                                     std::uint8_t opcode = ib::op::rc_send_only, std::size_t payload = 20) {
+        rc::RcPacket p{.opcode = opcode, .dest_qp = qb->qpn(), .psn = psn, .ack_req = true,
+                       .payload = std::vector<std::uint8_t>(payload, 7)};
+        if (opcode == ib::op::rc_rdma_read_response_first) p.aeth = ib::Aeth{0, 0};
+        auto encoded = rc::encode_rc_packet(p, {.slid = a->attributes().lid, .dlid = b->attributes().lid});
+        EXPECT_TRUE(encoded);
+        if (!encoded) return {};
+        auto wire = *encoded;
+        edit(wire);
+        const std::size_t icrc = wire.size() - ib::kVcrcSize - ib::kIcrcSize;
+        ib::store_icrc(wire.data() + icrc, ib::compute_icrc(bytes(wire).first(icrc), ib::Lnh::iba_local));
+        ib::store_vcrc(wire.data() + icrc + 4, ib::compute_vcrc(bytes(wire).first(icrc + 4)));
+        return wire;
+    }
+    // B's NAKs to A: their AETH syndromes.
+    std::vector<std::uint8_t> naks_from_b() const {
+        std::vector<std::uint8_t> out;
+        for (const auto& w : sent_by_b) {
+            auto p = ib::parse_packet(w, {.pmtu = 4096});
+            if (p && p->bth.opcode == ib::op::rc_acknowledge && (p->ext.aeth.syndrome & 0x60) == 0x60)
+                out.push_back(p->ext.aeth.syndrome);
+        }
+        return out;
+    }
+};
+
+constexpr std::size_t kOpcodeAt = ib::Lrh::size;       // BTH byte 0
+constexpr std::size_t kPadAt = ib::Lrh::size + 1;      // SE M PadCnt TVer
+
+TEST_F(RcInvalid, AReservedOpcodeAtTheExpectedPsnIsNakedInvalidRequest) {
+    b->core().receive(forged(0x500, [](auto& w) { w[kOpcodeAt] = 0x18; }), true);  // C9-84
+    b->process();
+    EXPECT_EQ(naks_from_b(), std::vector<std::uint8_t>{0x61});
+    EXPECT_EQ(qb->state(), rc::QpState::err);
+    EXPECT_EQ(qb->counters().invalid_requests, 1u);
+    EXPECT_EQ(undelivered(*b, DeliveryDrop::rc_invalid_request), 1u);
+    EXPECT_EQ(b->core().counters().malformed[static_cast<std::size_t>(ib::DropReason::unknown_opcode)], 1u);
+}
+
+TEST_F(RcInvalid, AtomicsAndSendWithInvalidateAreFunctionsThisQpDoesNotSupport) {
+    // CmpSwap carries an AtomicETH (28 bytes) and no payload.
+    b->core().receive(forged(0x500, [](auto& w) { w[kOpcodeAt] = ib::op::rc_compare_swap; }, ib::op::rc_send_only, 28),
+                      true);
+    b->process();
+    EXPECT_EQ(naks_from_b(), std::vector<std::uint8_t>{0x61});  // C9-83
+    EXPECT_EQ(qb->state(), rc::QpState::err);
+}
+
+TEST_F(RcInvalid, SendOnlyWithInvalidateIsNotCarried) {
+    // SEND ONLY with Invalidate carries an IETH (4 bytes) before the payload.
+    b->core().receive(forged(0x500, [](auto& w) { w[kOpcodeAt] = ib::op::rc_send_only_inv; }), true);
+    b->process();
+    EXPECT_EQ(naks_from_b(), std::vector<std::uint8_t>{0x61});
+}
+
+TEST_F(RcInvalid, PadCountAndLengthLiesAreNakedInvalidRequest) {
+    // A FIRST with a PadCnt (C9-85).
+    b->core().receive(forged(0x500, [](auto& w) { w[kPadAt] = static_cast<std::uint8_t>(w[kPadAt] | 0x10); },
+                             ib::op::rc_send_first, 256),
+                      true);
+    b->process();
+    EXPECT_EQ(naks_from_b(), std::vector<std::uint8_t>{0x61});
+    EXPECT_EQ(b->core().counters().malformed[static_cast<std::size_t>(ib::DropReason::bad_pad_count)], 1u);
+}
+
+TEST_F(RcInvalid, AShortFirstPacketIsALengthError) {
+    b->core().receive(forged(0x500, [](auto&) {}, ib::op::rc_send_first, 100), true);  // C9-93: FIRST < PMTU
+    b->process();
+    EXPECT_EQ(naks_from_b(), std::vector<std::uint8_t>{0x61});
+}
+
+TEST_F(RcInvalid, AheadOfTheExpectedPsnASequenceErrorBehindItADuplicate) {
+    b->core().receive(forged(0x4F0, [](auto& w) { w[kOpcodeAt] = 0x18; }), true);  // behind: dropped
+    b->process();
+    EXPECT_TRUE(naks_from_b().empty());
+    EXPECT_EQ(qb->counters().duplicates, 1u);
+    b->core().receive(forged(0x510, [](auto& w) { w[kOpcodeAt] = 0x18; }), true);  // ahead
+    b->process();
+    EXPECT_EQ(naks_from_b(), std::vector<std::uint8_t>{0x60}) << "NAK PSN sequence error";
+    EXPECT_EQ(qb->state(), rc::QpState::rts);
+}
+
+TEST_F(RcInvalid, NotFromThePeerOrNotARequestIsDroppedAsBefore) {
+    auto c = fabric.add_port();
+    // From another LID: not the connection's.
+    b->core().receive(forged(0x500, [&](auto& w) { store_be16(w.data() + 6, c->attributes().lid); w[kOpcodeAt] = 0x18; }),
+                      true);
+    // A malformed response (a READ response FIRST shorter than the PMTU).
+    b->core().receive(forged(0x500, [](auto&) {}, ib::op::rc_rdma_read_response_first, 100), true);
+    b->process();
+    EXPECT_TRUE(naks_from_b().empty());
+    EXPECT_EQ(qb->state(), rc::QpState::rts);
+    EXPECT_EQ(undelivered(*b, DeliveryDrop::rc_invalid_request), 0u);
 }
 
 }  // namespace

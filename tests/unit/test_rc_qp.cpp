@@ -261,6 +261,41 @@ TEST_F(RcPair, NoCreditsMeansNoLimitAfterTheFirstAck) {
     EXPECT_EQ(out.size(), 5u) << "everything at once";
 }
 
+// Responder resources (C9-86) and the requester's initiator depth.
+TEST_F(RcPair, ReadsBeyondTheResponderResourcesAreInvalidAndTheRequesterKeepsBelowThem) {
+    ASSERT_TRUE(a.to_init());
+    ASSERT_TRUE(b.to_init());
+    ASSERT_TRUE(a.to_rtr({.dest_qpn = 0x200, .pmtu = 256}));
+    ASSERT_TRUE(b.to_rtr({.dest_qpn = 0x100, .pmtu = 256, .max_dest_rd_atomic = 2}));
+    ASSERT_TRUE(a.to_rts({.max_rd_atomic = 2}));
+    ASSERT_TRUE(b.to_rts({}));
+    std::vector<std::uint8_t> source(64, 9), landing(4 * 64);
+    const auto r = memory_b.register_region(source, access::remote_read);
+    ASSERT_TRUE(memory_a.register_region(landing, access::local_write).length);
+    for (std::uint64_t i = 0; i < 4; ++i)
+        ASSERT_TRUE(a.post_send({.wr_id = i, .opcode = WrOpcode::rdma_read, .remote_va = r.va, .rkey = r.rkey,
+                                 .read_into = std::span(landing).subspan(i * 64, 64)}));
+    std::vector<RcPacket> out;
+    a.output(out, now);
+    EXPECT_EQ(out.size(), 2u) << "two READs outstanding at most";
+    run();
+    ASSERT_EQ(done_a.size(), 4u);
+    for (const auto& c : done_a) EXPECT_EQ(c.status, Status::success);
+    EXPECT_EQ(b.counters().read_resources_exhausted, 0u);
+    // A requester that ignores the limit: the third new READ of one batch
+    // is NAKed invalid request.
+    for (std::uint32_t k = 0; k < 3; ++k)
+        b.receive(RcPacket{.opcode = op::rc_rdma_read_request, .dest_qp = 0x200, .psn = b.expected_psn(), .ack_req = true,
+                           .reth = ib::Reth{r.va, r.rkey, 8}},
+                  now);
+    std::vector<RcPacket> back;
+    b.output(back, now);
+    ASSERT_EQ(back.size(), 3u);
+    EXPECT_EQ(back[2].aeth->syndrome, Aeth::kSyndromeNak | nak::invalid_request);
+    EXPECT_EQ(b.counters().read_resources_exhausted, 1u);
+    EXPECT_EQ(b.state(), QpState::err);
+}
+
 TEST(RcStates, TransitionsInOrderOnly) {
     RcQp q(1);
     EXPECT_FALSE(q.to_rtr({}));

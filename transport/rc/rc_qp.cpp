@@ -176,6 +176,7 @@ void visit(const RcCounters& c, CounterSink& out) {
     out.counter("rc_acks_coalesced", c.acks_coalesced);
     out.counter("rc_unsolicited_acks", c.unsolicited_acks);
     out.counter("rc_limited_waits", c.limited_waits);
+    out.counter("rc_read_resources_exhausted", c.read_resources_exhausted);
     out.counter("rc_invalid_requests", c.invalid_requests);
     out.counter("rc_access_errors", c.access_errors);
     out.counter("rc_duplicate_reads", c.duplicate_reads);
@@ -249,6 +250,7 @@ void RcQp::to_error() {
         }
     unacked_.clear();
     next_to_send_ = 0;
+    reads_outstanding_ = 0;
     for (const SendWr& w : send_queue_) completions_.push_back({.wr_id = w.wr_id, .status = Status::flushed});
     send_queue_.clear();
     if (open_) completions_.push_back({.wr_id = open_->wr.wr_id, .receive = true, .status = Status::flushed});
@@ -349,6 +351,7 @@ void RcQp::output(std::vector<RcPacket>& out, Clock::time_point now) {
     // ACKs and NAKs first; a NAK that put this QP in ERR still leaves.
     for (RcPacket& p : to_send_) out.push_back(std::move(p));
     to_send_.clear();
+    reads_this_batch_ = 0;  // their responses are out: the resources are free
     if (!sending()) return;
     if (rnr_until_) {
         if (now < *rnr_until_) return;
@@ -367,6 +370,9 @@ void RcQp::output(std::vector<RcPacket>& out, Clock::time_point now) {
         const std::size_t in_flight =
             unacked_.empty() ? 0 : static_cast<std::size_t>(psn_diff(npsn_, unacked_.front().packet.psn));
         if (!unacked_.empty() && in_flight + psns > kMaxOutstanding) break;
+        // No more READs outstanding than the initiator depth.
+        if (next.opcode == WrOpcode::rdma_read && reads_outstanding_ >= std::max<std::size_t>(rts_.max_rd_atomic, 1)) break;
+        if (next.opcode == WrOpcode::rdma_read) ++reads_outstanding_;
         // End-to-end credits (9.7.7.2.4-5): a message that takes a receive
         // WQE (SEND, WRITE with immediate) beyond the limit goes limited: a
         // SEND one packet at a time with AckReq, a WRITE whole, each then
@@ -428,7 +434,13 @@ void RcQp::receive(const RcPacket& p, Clock::time_point now) {
         }
         return;
     }
-    if (is_send(p.opcode) || is_write(p.opcode) || p.opcode == op::rc_rdma_read_request) responder(p);
+    if (is_send(p.opcode) || is_write(p.opcode) || p.opcode == op::rc_rdma_read_request) {
+        responder(p);
+        return;
+    }
+    // A request this engine does not carry (SEND with Invalidate): C9-83.
+    if (p.opcode != op::rc_acknowledge && !is_read_response(p.opcode) && p.opcode != op::rc_atomic_acknowledge)
+        receive_invalid(p.psn, now);
 }
 
 // ---------------------------------------------------------------------------
@@ -638,6 +650,7 @@ void RcQp::read_response(const RcPacket& p) {
     completions_.push_back({.wr_id = o.wr_id, .status = Status::success,
                             .byte_len = static_cast<std::uint32_t>(o.read_into.size())});
     ++counters_.messages_sent;
+    if (reads_outstanding_ > 0) --reads_outstanding_;
     unacked_.pop_front();
     if (next_to_send_ > 0) --next_to_send_;
 }
@@ -739,6 +752,24 @@ bool RcQp::execute_read(const RcPacket& p, bool duplicate) {
     return true;
 }
 
+void RcQp::receive_invalid(std::uint32_t psn, Clock::time_point) {
+    if (state_ != QpState::rtr && !sending()) return;
+    const std::int32_t d = psn_diff(psn, epsn_);
+    if (d < 0) {
+        ++counters_.duplicates;
+        return;
+    }
+    if (d > 0) {
+        if (!nak_sent_) {
+            send_ack(static_cast<std::uint8_t>(Aeth::kSyndromeNak | nak::psn_sequence_error), epsn_);
+            ++counters_.naks_sent;
+            nak_sent_ = true;
+        }
+        return;
+    }
+    responder_error(nak::invalid_request, psn, Status::flushed);
+}
+
 void RcQp::responder(const RcPacket& p) {
     const bool read = p.opcode == op::rc_rdma_read_request;
     if (read && !p.reth) return;  // not a READ request this engine can parse
@@ -777,6 +808,13 @@ void RcQp::responder(const RcPacket& p) {
             responder_error(nak::invalid_request, p.psn, Status::flushed);
             return;
         }
+        // Responder resources (C9-86).
+        if (reads_this_batch_ >= std::max<std::size_t>(rtr_.max_dest_rd_atomic, 1)) {
+            ++counters_.read_resources_exhausted;
+            responder_error(nak::invalid_request, p.psn, Status::flushed);
+            return;
+        }
+        ++reads_this_batch_;
         const std::uint32_t n = packets_for(p.reth->dma_len, rtr_.pmtu);
         const std::size_t first_response = to_send_.size();
         if (!execute_read(p, false)) return;

@@ -96,12 +96,19 @@ struct RtrAttributes {
     // The receive queue generates end-to-end credits (C9-150.2.1: an HCA's
     // does, unless on an SRQ); false: every ACK says 0x1F.
     bool generate_credits = true;
+    // READs this responder takes at once (responder resources, verbs'
+    // max_dest_rd_atomic): more new READs than this in one batch before
+    // their responses leave are NAKed invalid request (C9-86).
+    std::uint8_t max_dest_rd_atomic = 16;
 };
 struct RtsAttributes {
     std::uint32_t sq_psn = 0;       // 24 bits
     std::uint8_t timeout = 14;      // local ACK timeout 4.096 us x 2^14 = 67 ms; 0: none
     std::uint8_t retry_count = 7;   // 0-7
     std::uint8_t rnr_retry = 7;     // 0-7; 7: infinite
+    // READs this requester has outstanding at most (initiator depth,
+    // verbs' max_rd_atomic); at most the peer's max_dest_rd_atomic.
+    std::uint8_t max_rd_atomic = 16;
 };
 
 // AETH syndromes (9.7.5.2).
@@ -230,6 +237,7 @@ struct RcCounters {
     std::uint64_t access_errors = 0;     // NAKed remote access error (R_Key, range, rights)
     std::uint64_t duplicate_reads = 0;   // READ requests executed again
     std::uint64_t read_gaps = 0;         // read responses missing: the READ sent again
+    std::uint64_t read_resources_exhausted = 0;  // a new READ over max_dest_rd_atomic: NAKed (C9-86)
     std::uint64_t messages_sent = 0;
     std::uint64_t messages_received = 0;
 };
@@ -268,6 +276,12 @@ public:
     expected<void, std::string> post_recv(RecvWr wr);
 
     void receive(const RcPacket& p, Clock::time_point now);
+    // A request packet for this QP that the port found invalid beyond its
+    // headers (a reserved or unsupported opcode: atomics, SEND with
+    // Invalidate; a bad PadCnt; a payload length the opcode does not allow):
+    // at the expected PSN a NAK invalid request (C9-83 to C9-85, C9-93) and
+    // ERR; ahead of it a sequence error; behind it, a duplicate, dropped.
+    void receive_invalid(std::uint32_t psn, Clock::time_point now);
     // Moves the packets to send into `out` (appending); starts the timer of
     // what it hands over.
     void output(std::vector<RcPacket>& out, Clock::time_point now);
@@ -345,6 +359,8 @@ private:
     std::optional<std::uint32_t> limited_ssn_;   // a message sent limited, not yet acknowledged
     std::optional<std::uint32_t> hand_until_;    // packets from this PSN on wait (a limited SEND's rest)
     bool awaiting_ack_ = false;
+    std::size_t reads_outstanding_ = 0;  // READs sent, not yet completed (initiator depth)
+    std::size_t reads_this_batch_ = 0;   // new READs executed since the last output (responder resources)
     // Responder side: credits the requester was last told of, less the
     // WQEs consumed since; posting a receive while it is 0 sends them.
     std::uint32_t advertised_ = 0;

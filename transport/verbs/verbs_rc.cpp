@@ -108,7 +108,10 @@ expected<void, std::string> VerbsRcQp::connect(std::uint16_t remote_lid, const r
     if (rts.retry_count > 7 || rts.rnr_retry > 7 || rts.timeout > 31 || rtr.min_rnr_timer > 31)
         return unexpected(std::string("retry counts are 0..7, timer codes 0..31"));
     DeviceState& dev = *device_;
-    const std::uint8_t rd_atomic = static_cast<std::uint8_t>(std::clamp<std::uint32_t>(dev.max_rd_atomic, 1, 16));
+    // Responder resources and initiator depth, within what the HCA has.
+    const auto within_device = [&](std::uint8_t n) {
+        return static_cast<std::uint8_t>(std::clamp<std::uint32_t>(n, 1, std::max<std::uint32_t>(dev.max_rd_atomic, 1)));
+    };
 
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
@@ -126,7 +129,7 @@ expected<void, std::string> VerbsRcQp::connect(std::uint16_t remote_lid, const r
     a.path_mtu = mtu_to_verbs(pmtu);
     a.dest_qp_num = rtr.dest_qpn;
     a.rq_psn = rtr.rq_psn & 0xFFFFFF;
-    a.max_dest_rd_atomic = rd_atomic;
+    a.max_dest_rd_atomic = within_device(rtr.max_dest_rd_atomic);
     a.min_rnr_timer = rtr.min_rnr_timer;
     a.ah_attr.dlid = remote_lid;
     a.ah_attr.sl = 0;
@@ -146,7 +149,7 @@ expected<void, std::string> VerbsRcQp::connect(std::uint16_t remote_lid, const r
     a.timeout = rts.timeout;
     a.retry_cnt = rts.retry_count;
     a.rnr_retry = rts.rnr_retry;
-    a.max_rd_atomic = rd_atomic;
+    a.max_rd_atomic = within_device(rts.max_rd_atomic);
     if (int rc = ibv_modify_qp(qp_.get(), &a,
                                IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                                    IBV_QP_MAX_QP_RD_ATOMIC);
