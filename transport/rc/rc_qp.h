@@ -48,10 +48,22 @@
 //    that carries more or less than its DMALen is an invalid request; a
 //    WRITE with immediate data takes a receive buffer at its last packet
 //    (RNR NAK when there is none);
-//  - ACKs are sent for packets with AckReq (and NAKs at once); the AETH of
-//    an ACK carries the MSN and the credit field 0x1F, "no end-to-end
-//    credits" (9.7.7.2): this responder does not limit the requester by
-//    receive credits; a missing buffer is an RNR NAK instead.
+//  - ACKs are sent for packets with AckReq (and NAKs at once), an ACK not
+//    yet handed over replaced by one for the same or a later PSN
+//    (coalesced, 9.7.5.1.2: the owner hands over after each batch of
+//    packets); every ACK and read response carries the MSN and the
+//    receive queue's end-to-end credits (9.7.7.2: Table 52's code of the
+//    WQEs posted beyond the MSN), and an unsolicited ACK hands credits over
+//    at RTR and when receives are posted to a requester told of none;
+//  - requests the port found invalid beyond their headers (receive_invalid:
+//    reserved or unsupported opcodes, PadCnt, lengths) and more new READs
+//    in a batch than max_dest_rd_atomic are NAKed invalid request.
+// End-to-end credits, requester side (9.7.7.2.4-5): the limit is the MSN
+// plus its credits plus the messages since that take no receive WQE; a
+// SEND beyond it goes one packet at a time with AckReq, a WRITE with
+// immediate whole, each then waiting for an ACK, and nothing starts behind
+// it; a responder that says 0x1F lifts the limit for good. At most
+// max_rd_atomic READs are outstanding.
 // Errors move the QP to ERR: every posted work request completes with
 // flushed.
 #pragma once
