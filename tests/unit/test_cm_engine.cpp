@@ -1,0 +1,324 @@
+// The CM engine (cm/cm_engine.h) with a fake clock: two engines, the MADs
+// between them carried (or lost) by the test.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "cm/cm_engine.h"
+
+namespace ipoibd::cm {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr std::uint64_t kGuidA = 0x0002C90300000A0AULL, kGuidB = 0x0002C90300000B0BULL;
+constexpr std::uint64_t kService = 0x1000000000000048ULL;
+
+struct Pair : ::testing::Test {
+    CmEngine a{{.local_ca_guid = kGuidA, .max_connections = 8}, 1};
+    CmEngine b{{.local_ca_guid = kGuidB, .max_connections = 8}, 2};
+    const Address at_a{.lid = 1}, at_b{.lid = 2};
+    Clock::time_point now = Clock::time_point{} + 1h;
+    std::vector<Event> ev_a, ev_b;
+    std::vector<Message> seen;  // every MAD carried, in order
+    // Return false to lose a MAD.
+    std::function<bool(const Message&, bool from_a)> carry = [](const Message&, bool) { return true; };
+
+    ConnectParams params(std::uint32_t qpn = 0x101) const {
+        ConnectParams p{.peer = at_b, .service_id = kService, .local_qpn = qpn, .starting_psn = 0x1111,
+                        .retry_count = 0, .rnr_retry_count = 0};
+        p.primary = {.local_lid = 1, .remote_lid = 2, .sl = 0, .local_ack_timeout = 18};
+        write_ipoib_data(p.private_data, {.ud_qpn = 0x44, .receive_size = 65524});
+        return p;
+    }
+    // Moves MADs until nothing moves; then, if `timers`, time to the next
+    // deadline, until quiet or `limit`.
+    void run(bool timers = false, Clock::duration limit = 10min) {
+        const auto end = now + limit;
+        for (int guard = 0; guard < 100000; ++guard) {
+            bool moved = false;
+            for (bool from_a : {true, false}) {
+                CmEngine& src = from_a ? a : b;
+                CmEngine& dst = from_a ? b : a;
+                for (const Outgoing& o : src.take_output()) {
+                    const auto d = decode(o.mad);
+                    EXPECT_TRUE(d);
+                    if (!d) continue;
+                    seen.push_back(d->message);
+                    EXPECT_EQ(o.to, from_a ? at_b : at_a) << name_of(d->message) << " addressed elsewhere";
+                    moved = true;
+                    if (carry(d->message, from_a)) dst.receive(o.mad, from_a ? at_a : at_b, now);
+                }
+            }
+            for (auto& e : a.take_events()) ev_a.push_back(e);
+            for (auto& e : b.take_events()) ev_b.push_back(e);
+            if (moved) continue;
+            if (!timers) return;
+            std::optional<Clock::time_point> next = a.next_deadline();
+            if (const auto nb = b.next_deadline(); nb && (!next || *nb < *next)) next = nb;
+            if (!next || *next > end) return;
+            now = *next;
+            a.tick(now);
+            b.tick(now);
+        }
+    }
+    std::size_t count(const char* name) const {
+        return static_cast<std::size_t>(std::count_if(seen.begin(), seen.end(), [&](const Message& m) {
+            return std::string(name_of(m)) == name;
+        }));
+    }
+    static std::vector<EventKind> kinds(const std::vector<Event>& ev) {
+        std::vector<EventKind> k;
+        for (const Event& e : ev) k.push_back(e.kind);
+        return k;
+    }
+    // A through to ESTABLISHED on both sides; returns (A's id, B's id).
+    std::pair<ConnectionId, ConnectionId> connect_pair() {
+        b.listen(kService);
+        auto id = a.connect(params(), now);
+        EXPECT_TRUE(id);
+        run();
+        EXPECT_EQ(kinds(ev_b), std::vector{EventKind::req_received});
+        const ConnectionId bid = ev_b.back().id;
+        EXPECT_TRUE(b.accept(bid, {.local_qpn = 0x202, .starting_psn = 0x2222}, now));
+        run();
+        EXPECT_EQ(kinds(ev_a), std::vector{EventKind::rep_received});
+        EXPECT_TRUE(a.establish(*id, now));
+        run();
+        EXPECT_EQ(kinds(ev_b), (std::vector{EventKind::req_received, EventKind::established}));
+        return {*id, bid};
+    }
+};
+
+TEST_F(Pair, ConnectAcceptEstablishThenDisconnectThroughTimeWait) {
+    const auto [ida, idb] = connect_pair();
+    // What each side learnt of the other.
+    const Req& req = *ev_b[0].req;
+    EXPECT_EQ(req.service_id, kService);
+    EXPECT_EQ(req.local_qpn, 0x101u);
+    EXPECT_EQ(req.starting_psn, 0x1111u);
+    EXPECT_EQ(req.local_ca_guid, kGuidA);
+    EXPECT_EQ(req.local_comm_id, ida);
+    EXPECT_EQ(read_ipoib_data(req.private_data).receive_size, 65524u);
+    const Rep& rep = *ev_a[0].rep;
+    EXPECT_EQ(rep.local_qpn, 0x202u);
+    EXPECT_EQ(rep.starting_psn, 0x2222u);
+    EXPECT_EQ(rep.remote_comm_id, ida);
+    EXPECT_EQ(rep.local_comm_id, idb);
+    EXPECT_EQ(a.state(ida), State::established);
+    EXPECT_EQ(b.state(idb), State::established);
+    EXPECT_EQ(count("REQ"), 1u);
+    EXPECT_EQ(count("REP"), 1u);
+    EXPECT_EQ(count("RTU"), 1u);
+    // B takes it down: DREQ, DREP at once, both in TimeWait, then gone.
+    ASSERT_TRUE(b.disconnect(idb, now));
+    run();
+    EXPECT_EQ(ev_a.back().kind, EventKind::disconnect_requested);
+    EXPECT_EQ(a.state(ida), State::timewait);
+    EXPECT_EQ(b.state(idb), State::timewait);
+    const auto dreq = std::find_if(seen.begin(), seen.end(), [](const Message& m) { return m.index() == 5; });
+    ASSERT_NE(dreq, seen.end());
+    EXPECT_EQ(std::get<Dreq>(*dreq).remote_qpn, 0x101u) << "the DREQ names the receiver's QP";
+    run(true);
+    EXPECT_EQ(ev_a.back().kind, EventKind::timewait_exit);
+    EXPECT_EQ(ev_b.back().kind, EventKind::timewait_exit);
+    EXPECT_EQ(a.connections(), 0u);
+    EXPECT_EQ(b.connections(), 0u);
+    EXPECT_EQ(a.counters().established + b.counters().established, 2u);
+}
+
+TEST_F(Pair, AnUnknownServiceIdIsRejectedWithReason8) {
+    auto id = a.connect(params(), now);
+    ASSERT_TRUE(id);
+    run();
+    ASSERT_EQ(kinds(ev_a), std::vector{EventKind::rejected});
+    EXPECT_EQ(ev_a[0].reason, rej::invalid_service_id);
+    EXPECT_EQ(a.connections(), 0u);
+    EXPECT_EQ(b.connections(), 0u);
+    EXPECT_EQ(b.counters().unknown_service, 1u);
+}
+
+TEST_F(Pair, ALostReqIsSentAgainWithTheSameIdsThenTimesOut) {
+    b.listen(kService);
+    carry = [](const Message&, bool) { return false; };  // nothing arrives
+    auto id = a.connect(params(), now);
+    ASSERT_TRUE(id);
+    const auto start = now;
+    run(true);
+    // 1 + max CM retries (15) REQs, all the same; then the timeout, and a
+    // REJ "timeout" naming our CA GUID.
+    EXPECT_EQ(count("REQ"), 16u);
+    for (const Message& m : seen)
+        if (m.index() == 0) {
+            EXPECT_EQ(std::get<Req>(m).local_comm_id, *id);
+        }
+    ASSERT_EQ(kinds(ev_a), std::vector{EventKind::timed_out});
+    ASSERT_EQ(count("REJ"), 1u);
+    const Rej& r = std::get<Rej>(seen.back());
+    EXPECT_EQ(r.reason, rej::timeout);
+    EXPECT_EQ(load_be64(r.ari.data()), kGuidA);
+    // Each wait 2 x PacketLifeTime (16) + the CM response timeout (20).
+    const auto each = 2 * cm_timeout(16) + cm_timeout(20);
+    EXPECT_EQ(now - start, 16 * each);
+    EXPECT_EQ(a.counters().retransmitted, 15u);
+    EXPECT_EQ(a.connections(), 0u);
+}
+
+TEST_F(Pair, ADuplicateReqBeforeTheAnswerIsDropped) {
+    b.listen(kService);
+    auto id = a.connect(params(), now);
+    ASSERT_TRUE(id);
+    const auto req = a.take_output();
+    ASSERT_EQ(req.size(), 1u);
+    b.receive(req[0].mad, at_a, now);
+    ASSERT_EQ(b.take_events().size(), 1u);
+    // Before B answers: the retransmitted REQ is a duplicate, dropped.
+    b.receive(req[0].mad, at_a, now);
+    EXPECT_TRUE(b.take_output().empty());
+    EXPECT_TRUE(b.take_events().empty());
+    EXPECT_EQ(b.counters().duplicate_reqs, 1u);
+    EXPECT_EQ(b.connections(), 1u);
+}
+
+TEST_F(Pair, ALostRepIsSentAgainAndADuplicateReqGetsTheSameRep) {
+    b.listen(kService);
+    int reps = 0;
+    carry = [&](const Message& m, bool) { return !(m.index() == 3 && reps++ == 0); };  // the first REP is lost
+    auto id = a.connect(params(), now);
+    ASSERT_TRUE(id);
+    run();
+    ASSERT_EQ(ev_b.size(), 1u);
+    const Req req = *ev_b[0].req;
+    ASSERT_TRUE(b.accept(ev_b[0].id, {.local_qpn = 0x202}, now));
+    run();  // the REP is lost
+    // A's REQ again (as its timer would send it): B answers with the same REP.
+    b.receive(encode(req, (std::uint64_t{0} << 32) | req.local_comm_id), at_a, now);
+    EXPECT_EQ(b.counters().duplicate_reqs, 1u);
+    EXPECT_EQ(b.connections(), 1u) << "no second connection for the duplicate";
+    run();
+    EXPECT_EQ(count("REP"), 2u);
+    ASSERT_EQ(kinds(ev_a), std::vector{EventKind::rep_received});
+    ASSERT_TRUE(a.establish(*id, now));
+    run();
+    EXPECT_EQ(b.state(ev_b[0].id), State::established);
+}
+
+TEST_F(Pair, AnMraStretchesTheWait) {
+    b.listen(kService);
+    auto id = a.connect(params(), now);
+    run();
+    const auto before = a.next_deadline();
+    // B's consumer is slow: an MRA for the REQ with a service timeout of 24 (~69 s).
+    const Req& req = *ev_b[0].req;
+    a.receive(encode(Mra{.local_comm_id = ev_b[0].id, .remote_comm_id = req.local_comm_id,
+                         .message_mraed = MessageKind::req, .service_timeout = 24},
+                     0),
+              at_b, now);
+    ASSERT_TRUE(a.next_deadline() && before);
+    EXPECT_GT(*a.next_deadline(), *before);
+    EXPECT_EQ(*a.next_deadline(), now + cm_timeout(24) + 2 * cm_timeout(16));
+    EXPECT_EQ(a.state(*id), State::req_sent);
+}
+
+TEST_F(Pair, AReqFromAQpWithALiveConnectionIsStale) {
+    const auto [ida, idb] = connect_pair();
+    // A restarts without tearing down: the same CA GUID and QPN, a new comm ID.
+    CmEngine a2({.local_ca_guid = kGuidA}, 99);
+    ASSERT_TRUE(a2.connect(params(0x101), now));
+    for (const Outgoing& o : a2.take_output()) b.receive(o.mad, at_a, now);
+    const auto out = b.take_output();
+    ASSERT_EQ(out.size(), 2u);
+    const auto rej_msg = decode(out[0].mad);
+    ASSERT_TRUE(rej_msg);
+    EXPECT_EQ(std::get<Rej>(rej_msg->message).reason, rej::stale_connection);
+    const auto dreq = decode(out[1].mad);
+    ASSERT_TRUE(dreq);
+    EXPECT_EQ(std::get<Dreq>(dreq->message).local_comm_id, idb) << "and a DREQ on the old connection";
+    EXPECT_EQ(b.counters().stale_reqs, 1u);
+    EXPECT_EQ(b.state(idb), State::dreq_sent);
+    (void)ida;
+}
+
+TEST_F(Pair, DreqsAreMatchedByIdsAndQpn) {
+    const auto [ida, idb] = connect_pair();
+    // The wrong QPN: dropped, silently.
+    b.receive(encode(Dreq{.local_comm_id = ida, .remote_comm_id = idb, .remote_qpn = 0x999}, 5), at_a, now);
+    EXPECT_TRUE(b.take_output().empty());
+    EXPECT_EQ(b.counters().dreq_qpn_mismatch, 1u);
+    EXPECT_EQ(b.state(idb), State::established);
+    // For no connection at all: a DREP anyway.
+    b.receive(encode(Dreq{.local_comm_id = 77, .remote_comm_id = 78, .remote_qpn = 0x202}, 6), at_a, now);
+    const auto out = b.take_output();
+    ASSERT_EQ(out.size(), 1u);
+    const auto drep = decode(out[0].mad);
+    ASSERT_TRUE(drep);
+    EXPECT_EQ(drep->transaction_id, 6u) << "the DREP reuses the DREQ's TID";
+    EXPECT_EQ(std::get<Drep>(drep->message).remote_comm_id, 77u);
+}
+
+TEST_F(Pair, ALapGetsAnAprUnsupported) {
+    const auto [ida, idb] = connect_pair();
+    b.receive(encode(Lap{.local_comm_id = ida, .remote_comm_id = idb}, 9), at_a, now);
+    b.receive(encode(Lap{.local_comm_id = 1, .remote_comm_id = 2}, 10), at_a, now);
+    const auto out = b.take_output();
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(std::get<Apr>(decode(out[0].mad)->message).ap_status, apr_status::unsupported);
+    EXPECT_EQ(std::get<Apr>(decode(out[1].mad)->message).ap_status, apr_status::invalid_comm_id);
+}
+
+TEST_F(Pair, ConnectionsAreBoundedAndAFloodOfReqsGetsRejections) {
+    b.listen(kService);
+    // Ten REQs from ten QPs, nobody answering: 8 connections, then REJ 3.
+    std::vector<CmEngine> senders;
+    for (std::uint32_t i = 0; i < 10; ++i) {
+        CmEngine s({.local_ca_guid = 0x1000 + i}, i);
+        ASSERT_TRUE(s.connect(params(0x300 + i), now));
+        for (const Outgoing& o : s.take_output()) b.receive(o.mad, at_a, now);
+    }
+    EXPECT_EQ(b.connections(), 8u);
+    EXPECT_EQ(b.counters().no_room, 2u);
+    std::size_t rejections = 0;
+    for (const Outgoing& o : b.take_output())
+        if (auto d = decode(o.mad); d && std::get<Rej>(d->message).reason == rej::no_resources) ++rejections;
+    EXPECT_EQ(rejections, 2u);
+    EXPECT_EQ(b.take_events().size(), 8u);
+}
+
+TEST_F(Pair, TheConsumerRejectsAndMalformedMadsAreCountedByReason) {
+    b.listen(kService);
+    ASSERT_TRUE(a.connect(params(), now));
+    run();
+    ASSERT_TRUE(b.reject(ev_b[0].id, rej::consumer_reject, now));
+    run();
+    ASSERT_EQ(kinds(ev_a), std::vector{EventKind::rejected});
+    EXPECT_EQ(ev_a[0].reason, rej::consumer_reject);
+    EXPECT_EQ(b.connections(), 0u);
+    auto bad = encode(Rtu{}, 1);
+    bad[2] = 1;  // class version 1
+    b.receive(bad, at_a, now);
+    b.receive(bytes(bad).first(100), at_a, now);
+    EXPECT_EQ(b.counters().malformed[static_cast<std::size_t>(DecodeError::bad_class_version)], 1u);
+    EXPECT_EQ(b.counters().malformed[static_cast<std::size_t>(DecodeError::too_short)], 1u);
+    // An RTU for nothing: counted, no reply.
+    b.receive(encode(Rtu{.local_comm_id = 5, .remote_comm_id = 6}, 1), at_a, now);
+    EXPECT_EQ(b.counters().unmatched, 1u);
+    EXPECT_TRUE(b.take_output().empty());
+}
+
+TEST_F(Pair, ALostRtuIsSentAgainForTheDuplicateRep) {
+    b.listen(kService);
+    bool lost = false;
+    carry = [&](const Message& m, bool) { return !(m.index() == 4 && !lost && (lost = true)); };  // the first RTU
+    auto id = a.connect(params(), now);
+    run();
+    ASSERT_TRUE(b.accept(ev_b[0].id, {.local_qpn = 0x202}, now));
+    run();
+    ASSERT_TRUE(a.establish(*id, now));
+    run(true, 10s);  // B's REP timer fires: a duplicate REP, and A sends the RTU again
+    EXPECT_EQ(count("REP"), 2u);
+    EXPECT_EQ(count("RTU"), 2u);
+    EXPECT_EQ(b.state(ev_b[0].id), State::established);
+}
+
+}  // namespace
+}  // namespace ipoibd::cm
