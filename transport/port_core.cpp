@@ -377,10 +377,12 @@ public:
         if (!ib::is_unicast_lid(remote_lid)) return unexpected("remote LID " + std::to_string(remote_lid) + ": not unicast");
         rc::RtrAttributes a = rtr;
         a.pmtu = std::min<std::uint32_t>(a.pmtu, ib::mtu_bytes(port_.attributes_.active_mtu));
-        if (auto r = e_->engine.to_init(); !r) return r;
+        if (e_->engine.state() == rc::QpState::reset)
+            if (auto r = e_->engine.to_init(); !r) return r;
         if (auto r = e_->engine.to_rtr(a); !r) return r;
         if (auto r = e_->engine.to_rts(rts); !r) return r;
         e_->remote_lid = remote_lid;
+        port_.send_rc(*e_, std::chrono::steady_clock::now());  // the initial credits, if receives were posted
         return {};
     }
     expected<void, std::string> post_send(rc::SendWr wr) override {
@@ -391,7 +393,14 @@ public:
         if (r) port_.send_rc(*e_, std::chrono::steady_clock::now());
         return r;
     }
-    expected<void, std::string> post_recv(rc::RecvWr wr) override { return e_->engine.post_recv(wr); }
+    // Receives may be posted before connect() (the QP is in INIT from its
+    // creation): their credits go in the first, unsolicited ACK (C9-155).
+    // Posted later, the credit update leaves at once.
+    expected<void, std::string> post_recv(rc::RecvWr wr) override {
+        auto r = e_->engine.post_recv(wr);
+        if (r && e_->remote_lid != 0) port_.send_rc(*e_, std::chrono::steady_clock::now());
+        return r;
+    }
     std::vector<rc::Completion> poll() override { return e_->engine.poll(); }
     rc::QpState state() const override { return e_->engine.state(); }
     rc::RcCounters counters() const override { return e_->engine.counters(); }
@@ -409,6 +418,7 @@ expected<std::unique_ptr<RcQueuePair>, Error> PortCore::create_rc_qp(std::uint16
     if (next_qpn_ >= ib::kQpnMulticast) return unexpected(Error{Errc::resource_exhausted, "QPNs exhausted"});
     auto e = std::make_unique<RcEntry>(next_qpn_++, &memory_);
     e->pkey_index = pkey_index;
+    (void)e->engine.to_init();  // receives may be posted before connect()
     return std::unique_ptr<RcQueuePair>(new RcHandle(*this, std::move(e)));
 }
 

@@ -296,6 +296,73 @@ TEST_F(RcPair, ReadsBeyondTheResponderResourcesAreInvalidAndTheRequesterKeepsBel
     EXPECT_EQ(b.state(), QpState::err);
 }
 
+// Review findings, each with the case that showed it.
+TEST_F(RcPair, AfterAnRnrNakThePacketsBehindGetNoSequenceNak) {
+    connect(0, 0, {}, 256);
+    // A 3-packet SEND reaches B with no receive posted.
+    b.receive(RcPacket{.opcode = op::rc_send_first, .dest_qp = 0x200, .psn = 0, .payload = Bytes(256)}, now);
+    b.receive(RcPacket{.opcode = op::rc_send_middle, .dest_qp = 0x200, .psn = 1, .payload = Bytes(256)}, now);
+    b.receive(RcPacket{.opcode = op::rc_send_last, .dest_qp = 0x200, .psn = 2, .ack_req = true, .payload = Bytes(5)}, now);
+    std::vector<RcPacket> out;
+    b.output(out, now);
+    ASSERT_EQ(out.size(), 1u) << "one RNR NAK, and no sequence NAK for the packets behind it";
+    EXPECT_EQ(out[0].aeth->syndrome & Aeth::kSyndromeTypeMask, Aeth::kSyndromeRnrNak);
+    EXPECT_EQ(b.counters().naks_sent, 0u);
+}
+
+TEST_F(RcPair, ALimitedSendWaitsForTheAckOfItsPacketNotForAnyResponse) {
+    connect(0x40, 0x80);
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .payload = message(700, 3)}));  // limited: no credits known
+    std::vector<RcPacket> out;
+    a.output(out, now);
+    ASSERT_EQ(out.size(), 1u);
+    // An RNR NAK for the probe: it releases nothing.
+    a.receive(RcPacket{.opcode = op::rc_acknowledge, .dest_qp = 0x100, .psn = 0x40,
+                       .aeth = Aeth{static_cast<std::uint8_t>(Aeth::kSyndromeRnrNak | 1), 0}},
+              now);
+    out.clear();
+    a.output(out, now + 1s);
+    for (const RcPacket& p : out) EXPECT_EQ(p.psn, 0x40u) << "only the probe again, after the RNR wait";
+}
+
+TEST_F(RcPair, AnAckPastAReadWithoutItsResponsesSendsTheReadAgain) {
+    connect();
+    std::vector<std::uint8_t> source(64, 1), landing(64);
+    const auto r = memory_b.register_region(source, access::remote_read);
+    ASSERT_TRUE(memory_a.register_region(landing, access::local_write).length);
+    ASSERT_TRUE(b.post_recv({.wr_id = 1, .capacity = 100}));
+    run();  // credits
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .opcode = WrOpcode::rdma_read, .remote_va = r.va, .rkey = r.rkey, .read_into = landing}));
+    ASSERT_TRUE(a.post_send({.wr_id = 2, .payload = message(10, 1)}));
+    int dropped = 0;  // the READ's one response, once
+    ba.drop_if = [&](const RcPacket& p) { return p.opcode == op::rc_rdma_read_response_only && dropped++ == 0; };
+    run();
+    ASSERT_EQ(done_a.size(), 2u);
+    EXPECT_EQ(done_a[0].status, Status::success);
+    EXPECT_EQ(landing, source);
+    EXPECT_EQ(a.counters().read_gaps, 1u) << "the SEND's ACK told of the lost response";
+    EXPECT_EQ(a.counters().timeouts, 0u) << "no wait for the timer";
+}
+
+TEST_F(RcPair, AWriteWhoseRegionGoesAwayMidMessageWritesNothingMore) {
+    connect(0, 0, {}, 256);
+    std::vector<std::uint8_t> window(512, 0);
+    const auto w = memory_b.register_region(window, access::remote_write);
+    b.receive(RcPacket{.opcode = op::rc_rdma_write_first, .dest_qp = 0x200, .psn = 0, .reth = ib::Reth{w.va, w.rkey, 512},
+                       .payload = Bytes(256, 7)},
+              now);
+    ASSERT_TRUE(memory_b.deregister(w.rkey));
+    b.receive(RcPacket{.opcode = op::rc_rdma_write_last, .dest_qp = 0x200, .psn = 1, .ack_req = true,
+                       .payload = Bytes(256, 9)},
+              now);
+    std::vector<RcPacket> out;
+    b.output(out, now);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].aeth->syndrome, Aeth::kSyndromeNak | nak::remote_access_error);
+    EXPECT_EQ(window[300], 0) << "nothing written after the region went";
+    EXPECT_EQ(window[10], 7);
+}
+
 TEST(RcStates, TransitionsInOrderOnly) {
     RcQp q(1);
     EXPECT_FALSE(q.to_rtr({}));

@@ -33,8 +33,10 @@ class RcQueuePair {
 public:
     virtual ~RcQueuePair() = default;
     virtual std::uint32_t qpn() const = 0;
-    // RESET -> INIT -> RTR -> RTS in one go, to `remote_lid`'s QP
-    // rtr.dest_qpn (what rdma_connect and ibv_rc_pingpong do).
+    // A new QP is in INIT, so receives may be posted before it connects
+    // (their credits then go in its first, unsolicited ACK). connect():
+    // INIT -> RTR -> RTS in one go, to `remote_lid`'s QP rtr.dest_qpn
+    // (what rdma_connect and ibv_rc_pingpong do).
     virtual expected<void, std::string> connect(std::uint16_t remote_lid, const rc::RtrAttributes& rtr,
                                                 const rc::RtsAttributes& rts) = 0;
     virtual expected<void, std::string> post_send(rc::SendWr wr) = 0;

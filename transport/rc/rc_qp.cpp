@@ -412,9 +412,12 @@ void RcQp::output(std::vector<RcPacket>& out, Clock::time_point now) {
 
 void RcQp::receive(const RcPacket& p, Clock::time_point now) {
     if (state_ != QpState::rtr && !sending()) return;
-    if ((p.opcode == op::rc_acknowledge || is_read_response(p.opcode)) && p.aeth) {
-        if ((p.aeth->syndrome & Aeth::kSyndromeTypeMask) == Aeth::kSyndromeAck) take_credits(*p.aeth);
-        awaiting_ack_ = false;
+    if ((p.opcode == op::rc_acknowledge || is_read_response(p.opcode)) && p.aeth &&
+        (p.aeth->syndrome & Aeth::kSyndromeTypeMask) == Aeth::kSyndromeAck) {
+        take_credits(*p.aeth);
+        // A limited SEND's next packet waits for the ACK of the one before
+        // (C9-163); NAKs and other responses do not count.
+        if (awaiting_ack_ && hand_until_ && psn_diff(p.psn, psn_add(*hand_until_, -1)) >= 0) awaiting_ack_ = false;
     }
     if (p.opcode == op::rc_acknowledge) {
         if (sending() && p.aeth) {
@@ -429,8 +432,12 @@ void RcQp::receive(const RcPacket& p, Clock::time_point now) {
     if (is_read_response(p.opcode)) {
         if (sending()) {
             const auto before = unacked_.size();
+            const std::uint32_t received = unacked_.empty() ? 0 : unacked_.front().read_received;
             read_response(p);
-            if (unacked_.size() != before) restart_ack_timer(now);
+            // Every response in order is an acknowledgement: the timer
+            // starts again (9.7.6.1.3), also in the middle of a long READ.
+            if (unacked_.size() != before || (!unacked_.empty() && unacked_.front().read_received != received))
+                restart_ack_timer(now);
         }
         return;
     }
@@ -556,9 +563,22 @@ void RcQp::requester(const RcPacket& p) {
         return;
     }
     if (type == Aeth::kSyndromeAck) {
+        const std::size_t before = unacked_.size();
         acknowledge_up_to(p.psn);
-        retries_left_ = rts_.retry_count;
-        rnr_retries_left_ = rts_.rnr_retry;
+        if (unacked_.size() != before) {  // C9-142: reloaded when something completes
+            retries_left_ = rts_.retry_count;
+            rnr_retries_left_ = rts_.rnr_retry;
+        }
+        // An ACK for a PSN past a READ whose responses are missing: they
+        // were lost (responses come in order); the READ goes again, once.
+        if (!unacked_.empty()) {
+            Outstanding& o = unacked_.front();
+            if (o.read_packets > 0 && psn_diff(p.psn, psn_add(o.packet.psn, o.read_packets - 1)) > 0 && !o.read_resent) {
+                o.read_resent = true;
+                ++counters_.read_gaps;
+                retry();
+            }
+        }
         return;
     }
     // A NAK acknowledges what came before its PSN (9.7.5.1.2); forward
@@ -848,6 +868,9 @@ void RcQp::responder(const RcPacket& p) {
     if (needs_buffer && recv_queue_.empty()) {
         ++counters_.rnr_naks_sent;
         send_ack(static_cast<std::uint8_t>(Aeth::kSyndromeRnrNak | rtr_.min_rnr_timer), p.psn);
+        // The packets behind it are dropped quietly until this PSN comes
+        // again, as after a sequence NAK (9.7.5.2.8): no NAK for them.
+        nak_sent_ = true;
         return;
     }
     if (starts) {
@@ -866,7 +889,9 @@ void RcQp::responder(const RcPacket& p) {
                 responder_error(nak::remote_access_error, p.psn, Status::flushed);
                 return;
             }
-            o.target = *target;
+            o.rkey = p.reth->rkey;
+            o.va = p.reth->va;
+            o.length = p.reth->dma_len;
         } else {
             o.wr = recv_queue_.front();
             recv_queue_.pop_front();
@@ -875,12 +900,22 @@ void RcQp::responder(const RcPacket& p) {
         open_ = std::move(o);
     }
     if (open_->write) {
-        if (open_->written + p.payload.size() > open_->target.size() ||
-            (ends && open_->written + p.payload.size() != open_->target.size())) {
+        if (open_->written + p.payload.size() > open_->length ||
+            (ends && open_->written + p.payload.size() != open_->length)) {
             responder_error(nak::invalid_request, p.psn, Status::flushed);  // more or less than DMALen
             return;
         }
-        std::copy(p.payload.begin(), p.payload.end(), open_->target.begin() + static_cast<std::ptrdiff_t>(open_->written));
+        // Looked up again for every packet: the region may have gone since
+        // the first (deregistered memory is never written).
+        if (!p.payload.empty()) {
+            const auto target = memory_ ? memory_->find(open_->rkey, open_->va, open_->length, access::remote_write)
+                                        : std::nullopt;
+            if (!target) {
+                responder_error(nak::remote_access_error, p.psn, Status::flushed);
+                return;
+            }
+            std::copy(p.payload.begin(), p.payload.end(), target->begin() + static_cast<std::ptrdiff_t>(open_->written));
+        }
         open_->written += p.payload.size();
     } else {
         if (open_->data.size() + p.payload.size() > open_->wr.capacity) {

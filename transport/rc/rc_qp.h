@@ -320,7 +320,9 @@ private:
         bool write = false;
         RecvWr wr;                       // SEND
         std::vector<std::uint8_t> data;  // SEND
-        std::span<std::uint8_t> target;  // WRITE
+        std::uint32_t rkey = 0;          // WRITE: the region, found again for every packet
+        std::uint64_t va = 0;
+        std::uint32_t length = 0;        // WRITE: DMALen
         std::size_t written = 0;         // WRITE
     };
 

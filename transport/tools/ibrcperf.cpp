@@ -415,6 +415,10 @@ int run_server(const Options& o, Port& port) {
                 {"va", std::to_string(region->va)}, {"slots", std::to_string(slots)},
                 {"slot_size", std::to_string(*max_size)}, {"read_offset", std::to_string(slots * *max_size)},
                 {"read_len", std::to_string(kReadArea)}, {"mtu", std::to_string(local_mtu(o, port))}};
+    // Receives first: their credits go in the connection's first ACK.
+    for (std::uint64_t i = 0; i < receives; ++i)
+        if (auto r = side->rc->post_recv({.wr_id = i, .capacity = static_cast<std::uint32_t>(*max_size)}); !r)
+            return fail("could not post a receive: " + r.error());
     if (!ch.send(format_line("IBRCPERF", mine))) return fail("the client went away");
     if (auto c = connect_rc(o, port, *side->rc, peer, side->psn); !c) return fail(c.error());
 
@@ -427,9 +431,6 @@ int run_server(const Options& o, Port& port) {
             (void)side->ud->post_receive({&b, 1});
         }
     }
-    for (std::uint64_t i = 0; i < receives; ++i)
-        if (auto r = side->rc->post_recv({.wr_id = i, .capacity = static_cast<std::uint32_t>(*max_size)}); !r)
-            return fail("could not post a receive: " + r.error());
 
     Loop loop(port, ch.fd());
     std::uint64_t received = 0, bytes_in = 0, bad = 0, out_of_order = 0, errors = 0;

@@ -78,7 +78,8 @@ struct DeviceState {
     // refused with a clear message rather than the driver's EINVAL.
     std::uint32_t max_qp_wr = 0;
     std::uint32_t max_cqe = 0;
-    std::uint32_t max_rd_atomic = 0;  // READs a responder holds for one QP (max_qp_rd_atom)
+    std::uint32_t max_rd_atomic = 0;       // READs a responder holds for one QP (max_qp_rd_atom)
+    std::uint32_t max_init_rd_atomic = 0;  // READs a requester has outstanding (max_qp_init_rd_atom)
     // The largest MTU the port can ever run at (ibv_port_attr::max_mtu):
     // registered rings are sized for it, so they stay big enough when the
     // link retrains to a larger active MTU.

@@ -358,6 +358,8 @@ expected<std::unique_ptr<Port>, Error> open_verbs_port(const std::string& device
     state->max_qp_wr = dattr.max_qp_wr > 0 ? static_cast<std::uint32_t>(dattr.max_qp_wr) : 0;
     state->max_cqe = dattr.max_cqe > 0 ? static_cast<std::uint32_t>(dattr.max_cqe) : 0;
     state->max_rd_atomic = dattr.max_qp_rd_atom > 0 ? static_cast<std::uint32_t>(dattr.max_qp_rd_atom) : 0;
+    state->max_init_rd_atomic =
+        dattr.max_qp_init_rd_atom > 0 ? static_cast<std::uint32_t>(dattr.max_qp_init_rd_atom) : 0;
 
     // 3. the port must speak InfiniBand
     ibv_port_attr pattr{};

@@ -11,7 +11,9 @@ namespace ipoibd::transport::verbs {
 namespace {
 
 constexpr std::size_t kMinBufferClass = 4096;
-constexpr std::size_t kPooledPerClass = 64;  // free buffers kept per size class
+constexpr std::size_t kPooledPerClass = 64;          // free buffers kept per size class
+constexpr std::size_t kMaxPooledBuffer = 1u << 20;   // larger ones are registered per use
+constexpr std::size_t kPooledBytes = 32u << 20;      // at most this much pinned in the pool
 constexpr int kPollBatch = 32;
 
 // The pool's size class of a message: the next power of two, at least 4 KiB.
@@ -98,21 +100,7 @@ expected<void, Error> VerbsRcQp::init() {
     qp_.reset(ibv_create_qp(dev.pd.get(), &init));
     if (!qp_) return unexpected(verbs_error("ibv_create_qp (RC) on " + dev.where(), errno));
     dev.issued_qpns.insert(qp_->qp_num);
-    return {};
-}
-
-expected<void, std::string> VerbsRcQp::connect(std::uint16_t remote_lid, const rc::RtrAttributes& rtr,
-                                               const rc::RtsAttributes& rts) {
-    if (state_ != rc::QpState::reset) return unexpected("the QP is " + std::string(rc::to_string(state_)) + ", not RESET");
-    if (!ib::is_unicast_lid(remote_lid)) return unexpected("remote LID " + std::to_string(remote_lid) + ": not unicast");
-    if (rts.retry_count > 7 || rts.rnr_retry > 7 || rts.timeout > 31 || rtr.min_rnr_timer > 31)
-        return unexpected(std::string("retry counts are 0..7, timer codes 0..31"));
-    DeviceState& dev = *device_;
-    // Responder resources and initiator depth, within what the HCA has.
-    const auto within_device = [&](std::uint8_t n) {
-        return static_cast<std::uint8_t>(std::clamp<std::uint32_t>(n, 1, std::max<std::uint32_t>(dev.max_rd_atomic, 1)));
-    };
-
+    // INIT at once, so that receives may be posted before connect().
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = pkey_index_;
@@ -120,16 +108,33 @@ expected<void, std::string> VerbsRcQp::connect(std::uint16_t remote_lid, const r
     a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
     if (int rc = ibv_modify_qp(qp_.get(), &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
         rc != 0)
-        return unexpected(verbs_error("ibv_modify_qp INIT on " + where(), rc).message());
+        return unexpected(verbs_error("ibv_modify_qp INIT on " + where(), rc));
     state_ = rc::QpState::init;
+    return {};
+}
 
-    a = ibv_qp_attr{};
+expected<void, std::string> VerbsRcQp::connect(std::uint16_t remote_lid, const rc::RtrAttributes& rtr,
+                                               const rc::RtsAttributes& rts) {
+    if (state_ != rc::QpState::init) return unexpected("the QP is " + std::string(rc::to_string(state_)) + ", not INIT");
+    if (rtr.pmtu != 256 && rtr.pmtu != 512 && rtr.pmtu != 1024 && rtr.pmtu != 2048 && rtr.pmtu != 4096)
+        return unexpected("path MTU " + std::to_string(rtr.pmtu) + ": must be 256, 512, 1024, 2048 or 4096");
+    if (!ib::is_unicast_lid(remote_lid)) return unexpected("remote LID " + std::to_string(remote_lid) + ": not unicast");
+    if (rts.retry_count > 7 || rts.rnr_retry > 7 || rts.timeout > 31 || rtr.min_rnr_timer > 31)
+        return unexpected(std::string("retry counts are 0..7, timer codes 0..31"));
+    DeviceState& dev = *device_;
+    // Responder resources and initiator depth, within what the HCA has
+    // (max_qp_rd_atom and max_qp_init_rd_atom).
+    const auto within = [](std::uint8_t n, std::uint32_t limit) {
+        return static_cast<std::uint8_t>(std::clamp<std::uint32_t>(n, 1, std::max<std::uint32_t>(limit, 1)));
+    };
+
+    ibv_qp_attr a{};
     a.qp_state = IBV_QPS_RTR;
     const std::uint32_t pmtu = std::min(rtr.pmtu, ib::mtu_bytes(dev.active_mtu));
     a.path_mtu = mtu_to_verbs(pmtu);
     a.dest_qp_num = rtr.dest_qpn;
     a.rq_psn = rtr.rq_psn & 0xFFFFFF;
-    a.max_dest_rd_atomic = within_device(rtr.max_dest_rd_atomic);
+    a.max_dest_rd_atomic = within(rtr.max_dest_rd_atomic, dev.max_rd_atomic);
     a.min_rnr_timer = rtr.min_rnr_timer;
     a.ah_attr.dlid = remote_lid;
     a.ah_attr.sl = 0;
@@ -149,7 +154,7 @@ expected<void, std::string> VerbsRcQp::connect(std::uint16_t remote_lid, const r
     a.timeout = rts.timeout;
     a.retry_cnt = rts.retry_count;
     a.rnr_retry = rts.rnr_retry;
-    a.max_rd_atomic = within_device(rts.max_rd_atomic);
+    a.max_rd_atomic = within(rts.max_rd_atomic, dev.max_init_rd_atomic);
     if (int rc = ibv_modify_qp(qp_.get(), &a,
                                IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                                    IBV_QP_MAX_QP_RD_ATOMIC);
@@ -164,6 +169,7 @@ expected<std::unique_ptr<VerbsRcQp::Buffer>, std::string> VerbsRcQp::take_buffer
     if (auto it = pool_.find(cls); it != pool_.end() && !it->second.empty()) {
         auto b = std::move(it->second.back());
         it->second.pop_back();
+        pooled_bytes_ -= b->size;
         return b;
     }
     auto b = std::make_unique<Buffer>();
@@ -181,8 +187,13 @@ expected<std::unique_ptr<VerbsRcQp::Buffer>, std::string> VerbsRcQp::take_buffer
 
 void VerbsRcQp::give_back(std::unique_ptr<Buffer> b) {
     if (!b) return;
+    // Pinned memory is scarce (ulimit -l): at most kPooledBytes kept, large
+    // buffers never.
+    if (b->size > kMaxPooledBuffer || pooled_bytes_ + b->size > kPooledBytes) return;
     auto& free = pool_[b->size];
-    if (free.size() < kPooledPerClass) free.push_back(std::move(b));
+    if (free.size() >= kPooledPerClass) return;
+    pooled_bytes_ += b->size;
+    free.push_back(std::move(b));
 }
 
 expected<void, std::string> VerbsRcQp::post_send(rc::SendWr wr) {

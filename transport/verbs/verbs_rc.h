@@ -3,8 +3,9 @@
 // class moves work requests and completions between rc_port.h's shapes and
 // verbs':
 //
-//  - connect(): ibv_modify_qp RESET -> INIT (P_Key index, port, remote
-//    read and write allowed: the memory regions' own rights decide) -> RTR
+//  - create(): RESET -> INIT at once (P_Key index, port, remote read and
+//    write allowed: the memory regions' own rights decide), so receives
+//    may be posted before connecting; connect(): INIT -> RTR
 //    (path MTU, destination QPN and LID, receive PSN, min RNR timer,
 //    responder resources) -> RTS (send PSN, timeout, retry count, RNR
 //    retry, initiator depth);
@@ -19,8 +20,9 @@
 //    rc::Status; an error completion means the QP is in ERR (verbs moves
 //    it there), and what was posted after it completes flushed.
 //
-// Buffers are pooled by size class (powers of two from 4 KiB) so that a
-// steady stream does not register memory per message. One CQ serves both
+// Buffers are pooled by size class (powers of two from 4 KiB, up to 1 MiB,
+// at most 32 MiB pinned) so that a steady stream does not register memory
+// per message. One CQ serves both
 // queues, on the port's completion channel, so the port's fd wakes for RC
 // completions as for UD ones.
 #pragma once
@@ -87,6 +89,7 @@ private:
     std::map<std::uint64_t, Pending> pending_;  // by our wr_id
     std::map<std::size_t, std::vector<std::unique_ptr<Buffer>>> pool_;  // free buffers by size class
     std::uint64_t next_wr_id_ = 1;
+    std::size_t pooled_bytes_ = 0;
     std::uint32_t sends_posted_ = 0, receives_posted_ = 0;
     rc::QpState state_ = rc::QpState::reset;
     rc::RcCounters counters_;
