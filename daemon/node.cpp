@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <random>
 #include <csignal>
 #include <cstring>
 
@@ -113,6 +114,7 @@ Node::~Node() {
     if (mad_ && mad_->path().wait_source().fd >= 0) loop_.remove_fd(mad_->path().wait_source().fd);
     for (const auto& i : interfaces_)
         if (mad_) mad_->unregister_client(*i);
+    if (mad_ && cm_) mad_->unregister_client(*cm_);
     if (port_ && port_->fd() >= 0) loop_.remove_fd(port_->fd());
     if (fabric_service_) loop_.remove_fd(fabric_service_->fd());
 }
@@ -192,6 +194,18 @@ expected<void, std::string> Node::attach_port(transport::OpenedPort opened) {
     auto mad = sa::open_mad_path(*port_, {.ca = config_.fabric.device, .port_num = config_.fabric.port, .process_port = false});
     if (!mad) return unexpected("could not open the SA MAD path: " + mad.error().message());
     mad_ = std::make_unique<sa::MadAgent>(std::move(*mad));
+    // The connection manager, where this path can carry class 0x07 and
+    // address peers (the soft fabric; on an HCA the kernel's ib_cm holds
+    // the class: ../shared/reference/ipoib-cm.md sec. 6).
+    if (mad_->path().can_address_peers()) {
+        const auto a = port_->attributes();
+        auto cm = std::make_unique<CmService>(*mad_, cm::CmEngine::Config{.local_ca_guid = a.node_guid ? a.node_guid : a.port_guid},
+                                              std::random_device{}() ^ a.port_guid);
+        if (auto r = mad_->register_client(*cm, ib::mgmt_class::com_mgt, cm::kClassVersion, {ib::method::send}); r)
+            cm_ = std::move(cm);
+        else
+            log_.info("no connection manager on this port: " + r.error().message());
+    }
     if (port_->fd() >= 0)
         if (auto r = loop_.add_fd(port_->fd(), [this] { port_ready(); }); !r)
             return unexpected("could not watch the port: " + r.error().message());
@@ -423,6 +437,8 @@ Clock::time_point Node::next_wakeup(Clock::time_point now) const {
     Clock::time_point next = now + kMaxSleep;
     for (const auto& i : interfaces_)
         if (auto d = i->next_deadline()) next = std::min(next, *d);
+    if (cm_)
+        if (auto d = cm_->next_deadline()) next = std::min(next, *d);
     if (fabric_service_) next = std::min(next, now + fabric::FabricService::kTickInterval);
     if (port_->needs_periodic_process() || !mad_pollable_ || stopping_) next = std::min(next, now + kPollInterval);
     return std::max(next, now);
@@ -479,6 +495,7 @@ void Node::housekeeping() {
     if (port_->needs_periodic_process()) process_port();  // the flushes and the timer follow
     handle_port_events(now);
     for (auto& i : interfaces_) i->tick(now);
+    if (cm_) cm_->tick(now);
     port_->flush();  // not process(): receiving is port_ready's, which reaps the QPs first
     for (auto& i : interfaces_) i->flush_host();
     if (capture_) capture_->flush();

@@ -49,6 +49,7 @@
 #include "interface/interface.h"
 #include "netlink/monitor.h"
 #include "netlink/netlink_socket.h"
+#include "daemon/cm_service.h"
 #include "sa_client/mad_agent.h"
 #include "transport/capture/erf_pcap.h"
 #include "transport/port.h"
@@ -95,6 +96,8 @@ public:
 
     // For tests: the node's parts.
     transport::Port& port() { return *port_; }
+    // The connection manager; nullptr where the platform's holds class 0x07.
+    CmService* cm() { return cm_.get(); }
     const std::vector<std::unique_ptr<iface::Interface>>& interfaces() const { return interfaces_; }
     // Adds an interface on an existing host port (tests: a fake host).
     expected<void, std::string> add_interface(std::unique_ptr<host::HostPort> host);
@@ -169,7 +172,8 @@ private:
     std::unique_ptr<transport::Port> port_;
     std::string port_name_;    // "soft 0x...", "mlx5_0 port 1"
     std::string port_device_;  // "soft", "mlx5_0": IB_DEVICE
-    std::unique_ptr<sa::MadAgent> mad_;  // QP1, shared by the interfaces' SA clients
+    std::unique_ptr<sa::MadAgent> mad_;  // QP1, shared by the interfaces' SA clients and the CM
+    std::unique_ptr<CmService> cm_;      // none where the platform's CM holds class 0x07 (HCAs)
     bool mad_pollable_ = true;
     std::optional<netlink::NetlinkSocket> nl_;
     std::unique_ptr<netlink::RtnlMonitor> monitor_;

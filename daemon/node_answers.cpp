@@ -213,6 +213,7 @@ void Node::visit_node_sections(Section&& section) const {
         visit(mad_->path().counters(), o);
         visit(mad_->counters(), o);
     });
+    if (cm_) section("cm", [&](CounterSink& o) { cm_->visit_counters(o); });
     section("port", [&](CounterSink& o) {
         port_->visit_counters(o);
         visit(counters_, o);

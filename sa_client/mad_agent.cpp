@@ -77,10 +77,15 @@ expected<void, MadTransportError> MadAgent::send(MadClient& client, const SaMad&
 }
 
 std::size_t MadAgent::receive(std::size_t max) {
-    return path_->receive([this](bytes mad) { dispatch(mad); }, max);
+    return path_->receive_from([this](bytes mad, const MadAddress& from) { dispatch(mad, from); }, max);
 }
 
-void MadAgent::dispatch(bytes mad) {
+expected<void, MadTransportError> MadAgent::send_to(MadClient& client, bytes mad, const MadAddress& to) {
+    (void)client;  // Sends expect no responses: nothing to remember for it
+    return path_->send_to(mad, to);
+}
+
+void MadAgent::dispatch(bytes mad, const MadAddress& from) {
     if (mad.size() < ib::MadHeader::size) {
         ++counters_.too_short;
         return;
@@ -99,7 +104,7 @@ void MadAgent::dispatch(bytes mad) {
                           RmppHeader::read_from(mad.data() + ib::MadHeader::size).active();
         if (!rmpp) outstanding_.erase(it);
         ++counters_.dispatched;
-        client->on_mad(mad);
+        client->on_mad_from(mad, from);
         return;
     }
     bool of_class = false, taken = false;
@@ -113,7 +118,7 @@ void MadAgent::dispatch(bytes mad) {
         if (!registered(r.client)) continue;
         taken = true;
         ++counters_.dispatched;
-        r.client->on_mad(mad);
+        r.client->on_mad_from(mad, from);
     }
     if (!of_class)
         ++counters_.unclaimed_class;

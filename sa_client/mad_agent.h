@@ -44,6 +44,12 @@ public:
     // One MAD for this client: a response to one of its requests, or an
     // unsolicited MAD of its class and methods.
     virtual void on_mad(bytes mad) = 0;
+    // The same with the sender (MadTransport::receive_from): clients that
+    // answer peers (the CM) take this one.
+    virtual void on_mad_from(bytes mad, const MadAddress& from) {
+        (void)from;
+        on_mad(mad);
+    }
 };
 
 struct MadAgentCounters {
@@ -75,6 +81,9 @@ public:
 
     // Sends `mad` for `client` (SA MADs go to the SM's QP1).
     expected<void, MadTransportError> send(MadClient& client, const SaMad& mad);
+    // Sends a whole MAD for `client` to QP1 of `to` (a peer, not the SM):
+    // no request bookkeeping (the CM's Sends expect no responses).
+    expected<void, MadTransportError> send_to(MadClient& client, bytes mad, const MadAddress& to);
     // Dispatches up to `max` received MADs; returns how many were read.
     std::size_t receive(std::size_t max = 64);
     // Requests whose responses the agent still waits for.
@@ -98,7 +107,7 @@ private:
         MadClient* client = nullptr;
         std::uint64_t generation = 0;  // which entry of outstanding_order_ is this one's
     };
-    void dispatch(bytes mad);
+    void dispatch(bytes mad, const MadAddress& from);
     void remember(std::uint64_t k, MadClient& client);
     bool registered(const MadClient* client) const;
 

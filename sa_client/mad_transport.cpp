@@ -13,6 +13,14 @@ void visit(const MadTransportCounters& c, CounterSink& out) {
     out.counter("mad_dropped", c.dropped);
 }
 
+std::size_t MadTransport::receive_from(const SourcedMadCallback& on_mad, std::size_t max) {
+    return receive([&](bytes mad) { on_mad(mad, MadAddress{}); }, max);
+}
+
+expected<void, MadTransportError> MadTransport::send_to(bytes, const MadAddress&) {
+    return unexpected(MadTransportError{MadTransportErrc::not_supported, "this MAD path reaches the SM only"});
+}
+
 const char* to_string(MadTransportErrc e) {
     switch (e) {
         case MadTransportErrc::no_sm: return "no subnet manager known";

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/counters.h"
@@ -68,6 +69,16 @@ struct MadTransportError {
     std::string message() const;
 };
 
+// The other end of a MAD that is not the SM's: QP1 of a port (the CM's
+// peers), by LID and SL, with a GRH when `gid` is set. A received MAD's
+// sender as the path knows it (LID 0: it does not).
+struct MadAddress {
+    std::uint16_t lid = 0;
+    std::uint8_t sl = 0;
+    std::optional<ib::Gid> gid;
+    bool operator==(const MadAddress&) const = default;
+};
+
 // How an event loop can wait for received MADs.
 struct MadWaitSource {
     int fd = -1;                 // readable (POLLIN) when receive() has work; -1: use wait()
@@ -78,6 +89,7 @@ struct MadWaitSource {
 class MadTransport {
 public:
     using MadCallback = std::function<void(bytes mad)>;
+    using SourcedMadCallback = std::function<void(bytes mad, const MadAddress& from)>;
 
     virtual ~MadTransport() = default;
 
@@ -100,6 +112,16 @@ public:
     // returns how many were handed over. Does the backend's pending I/O
     // first (soft: Port::process()).
     virtual std::size_t receive(const MadCallback& on_mad, std::size_t max = 64) = 0;
+
+    // receive() with each MAD's sender (soft: the completion's SLID, SL and
+    // GRH). The default names none (LID 0).
+    virtual std::size_t receive_from(const SourcedMadCallback& on_mad, std::size_t max = 64);
+    // Sends a whole 256-byte MAD to QP1 of `to` (Q_Key 0x80010000, P_Key
+    // index 0), as the connection manager talks to its peers; the MAD goes
+    // as it is (no request bookkeeping). not_supported where the path
+    // cannot address ports (umad, for now).
+    virtual expected<void, MadTransportError> send_to(bytes mad, const MadAddress& to);
+    virtual bool can_address_peers() const { return false; }
 
     virtual MadWaitSource wait_source() const = 0;
     // Blocks until a MAD may be ready to receive() or `timeout` passes,

@@ -71,11 +71,27 @@ expected<void, MadTransportError> SoftMadTransport::send(const SaMad& mad) {
     }
     Mad wire{};
     mad.write_to(wire.data());
+    return post(wire, {.dlid = a.sm_lid, .sl = a.sm_sl});
+}
+
+expected<void, MadTransportError> SoftMadTransport::send_to(bytes mad, const MadAddress& to) {
+    if (mad.size() != kSaMadSize || !ib::is_unicast_lid(to.lid)) {
+        ++counters_.send_errors;
+        return unexpected(MadTransportError{MadTransportErrc::send_failed,
+                                            mad.size() != kSaMadSize ? "a MAD is 256 bytes"
+                                                                     : "LID " + std::to_string(to.lid) + " is not unicast"});
+    }
+    transport::AddressHandle ah{.dlid = to.lid, .sl = to.sl};
+    if (to.gid) ah.grh = transport::GrhAttributes{.dgid = *to.gid, .hop_limit = 0xFF};
+    return post(mad, ah);
+}
+
+expected<void, MadTransportError> SoftMadTransport::post(bytes mad, const transport::AddressHandle& ah) {
     const transport::SendRequest req{.wr_id = next_wr_id_++,
-                                     .ah = {.dlid = a.sm_lid, .sl = a.sm_sl},
+                                     .ah = ah,
                                      .remote_qpn = ib::kQp1,
                                      .remote_qkey = ib::kGsiQKey,
-                                     .payload = wire};
+                                     .payload = mad};
     auto r = gsi_->post_send({&req, 1});
     if (r && *r == 0) {
         // The send queue is full of completed sends nobody polled yet.
@@ -113,9 +129,15 @@ void SoftMadTransport::drain_completions() {
             } else {
                 const std::size_t len = std::min<std::size_t>(c.byte_len - kGrhSlotSize, kSaMadSize);
                 if (len < kSaMadSize) ++counters_.short_received;
-                Mad& m = pending_.emplace_back();
-                m.fill(0);
-                std::memcpy(m.data(), buffers_[c.wr_id].data() + kGrhSlotSize, len);
+                Received& r = pending_.emplace_back();
+                r.mad.fill(0);
+                std::memcpy(r.mad.data(), buffers_[c.wr_id].data() + kGrhSlotSize, len);
+                r.from = MadAddress{.lid = c.slid, .sl = c.sl};
+                if (c.grh_present) {  // the sender's GID: the GRH's SGID
+                    ib::Gid g{};
+                    std::memcpy(g.data(), buffers_[c.wr_id].data() + 8, g.size());
+                    r.from.gid = g;
+                }
             }
             if (c.status != CompletionStatus::flushed && !post_receive(c.wr_id)) ++counters_.receive_errors;
         }
@@ -123,15 +145,19 @@ void SoftMadTransport::drain_completions() {
 }
 
 std::size_t SoftMadTransport::receive(const MadCallback& on_mad, std::size_t max) {
+    return receive_from([&](bytes mad, const MadAddress&) { on_mad(mad); }, max);
+}
+
+std::size_t SoftMadTransport::receive_from(const SourcedMadCallback& on_mad, std::size_t max) {
     if (config_.process_port) port_.process();
     drain_completions();
     std::size_t n = 0;
     while (n < max && !pending_.empty()) {
-        const Mad m = pending_.front();
+        const Received r = pending_.front();
         pending_.pop_front();
         ++counters_.received;
         ++n;
-        on_mad(m);  // may send(), which may drain into pending_
+        on_mad(r.mad, r.from);  // may send(), which may drain into pending_
     }
     return n;
 }

@@ -42,13 +42,21 @@ public:
     void refresh_port() override {}  // port_info() reads the port live
     expected<void, MadTransportError> send(const SaMad& mad) override;
     std::size_t receive(const MadCallback& on_mad, std::size_t max) override;
+    std::size_t receive_from(const SourcedMadCallback& on_mad, std::size_t max = 64) override;
+    expected<void, MadTransportError> send_to(bytes mad, const MadAddress& to) override;
+    bool can_address_peers() const override { return true; }
     MadWaitSource wait_source() const override { return {port_.fd(), true}; }
     bool wait(std::chrono::milliseconds timeout) override;
     const MadTransportCounters& counters() const override { return counters_; }
 
 private:
     using Mad = std::array<std::uint8_t, kSaMadSize>;
+    struct Received {
+        Mad mad;
+        MadAddress from;
+    };
     SoftMadTransport(transport::Port& port, std::unique_ptr<transport::UdQp> gsi, SoftMadTransportConfig config);
+    expected<void, MadTransportError> post(bytes mad, const transport::AddressHandle& ah);
     void drain_completions();
     bool post_receive(std::uint64_t index);
 
@@ -56,7 +64,7 @@ private:
     std::unique_ptr<transport::UdQp> gsi_;
     SoftMadTransportConfig config_;
     std::vector<std::vector<std::uint8_t>> buffers_;
-    std::deque<Mad> pending_;
+    std::deque<Received> pending_;
     std::uint64_t next_wr_id_ = 0;
     MadTransportCounters counters_;
 };

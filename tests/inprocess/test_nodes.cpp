@@ -170,6 +170,28 @@ TEST(NodeSmSilence, APortWithoutAnSmaOfOursIsNeverSilent) {
     EXPECT_NE(a.node->answer("status").find("\"sm_contact_age_s\":null"), std::string::npos);
 }
 
+// Each node's connection manager answers on QP1 (issue 21): a REQ for a
+// ServiceID nobody listens on is rejected with reason 8, and the asking
+// side hears it; both count it in `ipoibctl stats`.
+TEST_P(Nodes, TheConnectionManagerAnswersOnQp1) {
+    daemon::CmService* cm = a_->node->cm();
+    ASSERT_NE(cm, nullptr);
+    ASSERT_NE(b_->node->cm(), nullptr);
+    const std::uint16_t b_lid = b_->node->port().attributes().lid;
+    cm::ConnectParams p{.peer = {.lid = b_lid}, .service_id = cm::ipoib_service_id(b_->qpn()), .local_qpn = 0x1234};
+    p.primary.local_lid = a_->node->port().attributes().lid;
+    p.primary.remote_lid = b_lid;
+    ASSERT_TRUE(cm->engine().connect(p, Clock::now()));
+    cm->tick(Clock::now());  // sends the REQ
+    ASSERT_TRUE(fabric_->run_until([&] { return cm->engine().counters().received[2] == 1; }))  // REJ
+        << b_->node->answer("stats");
+    EXPECT_EQ(b_->node->cm()->engine().counters().unknown_service, 1u);
+    EXPECT_EQ(cm->engine().connections(), 0u);
+    const std::string stats = b_->node->answer("stats");
+    EXPECT_NE(stats.find("\"cm\":{"), std::string::npos) << stats;
+    EXPECT_NE(stats.find("\"cm_unknown_service\":1"), std::string::npos) << stats;
+}
+
 INSTANTIATE_TEST_SUITE_P(Fabrics, Nodes, ::testing::Values(FabricKind::memory, FabricKind::soft),
                          [](const ::testing::TestParamInfo<FabricKind>& p) { return to_string(p.param); });
 

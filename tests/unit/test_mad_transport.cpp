@@ -399,3 +399,80 @@ TEST_F(MadAgentTest, AClientUnregisteredDuringDispatchIsNotCalled) {
 
 }  // namespace
 }  // namespace ipoibd::sa
+
+namespace ipoibd::sa {
+namespace {
+
+// The MAD path addresses peers (the CM's need): send_to() a port's QP1,
+// receive_from() naming the sender.
+struct PeerMads : MadTransportTest {
+    std::unique_ptr<transport::MemoryPort> peer_port = fabric.add_port();  // LID 3
+    std::unique_ptr<SoftMadTransport> peer = [this] {
+        auto gsi = peer_port->create_gsi_qp(16, 64);
+        auto t = SoftMadTransport::open(*peer_port, std::move(*gsi));
+        return t ? std::move(*t) : nullptr;
+    }();
+    static std::vector<std::uint8_t> cm_mad(std::uint8_t tag) {
+        std::vector<std::uint8_t> m(kSaMadSize, tag);
+        m[0] = 1;
+        m[1] = 0x07;  // CommunicationManagement
+        m[2] = 2;
+        m[3] = ib::method::send;
+        return m;
+    }
+};
+
+TEST_F(PeerMads, SendToAPortAndLearnWhoSentIt) {
+    ASSERT_TRUE(peer);
+    ASSERT_TRUE(transport->send_to(cm_mad(0xAB), {.lid = 3, .sl = 5}));
+    fabric.run();
+    std::vector<std::pair<std::vector<std::uint8_t>, MadAddress>> got;
+    peer->receive_from([&](bytes m, const MadAddress& from) { got.emplace_back(std::vector(m.begin(), m.end()), from); });
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].first, cm_mad(0xAB));
+    EXPECT_EQ(got[0].second.lid, 2) << "the sender's LID";
+    EXPECT_EQ(got[0].second.sl, 5);
+    EXPECT_FALSE(got[0].second.gid);
+    // With a GRH, the sender's GID comes along.
+    ASSERT_TRUE(transport->send_to(cm_mad(0xCD), {.lid = 3, .gid = peer_port->attributes().gid()}));
+    fabric.run();
+    got.clear();
+    peer->receive_from([&](bytes m, const MadAddress& from) { got.emplace_back(std::vector(m.begin(), m.end()), from); });
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_TRUE(got[0].second.gid);
+    EXPECT_EQ(*got[0].second.gid, client_port->attributes().gid());
+    // Refused: not a whole MAD, not a unicast LID.
+    EXPECT_FALSE(transport->send_to(bytes(cm_mad(0)).first(100), {.lid = 3}));
+    EXPECT_FALSE(transport->send_to(cm_mad(0), {.lid = 0xC001}));
+    EXPECT_EQ(transport->counters().send_errors, 2u);
+}
+
+struct PeerRecorder final : MadClient {
+    std::vector<MadAddress> from;
+    void on_mad(bytes) override { from.push_back({}); }
+    void on_mad_from(bytes, const MadAddress& f) override { from.push_back(f); }
+};
+
+TEST_F(PeerMads, TheAgentHandsTheSenderToItsClientsAndSendsToPeers) {
+    MadAgent agent(std::move(transport));
+    PeerRecorder cm;
+    ASSERT_TRUE(agent.register_client(cm, 0x07, 2, {ib::method::send}));
+    ASSERT_TRUE(peer->send_to(cm_mad(1), {.lid = 2, .sl = 1}));
+    fabric.run();
+    EXPECT_EQ(agent.receive(), 1u);
+    ASSERT_EQ(cm.from.size(), 1u);
+    EXPECT_EQ(cm.from[0].lid, 3);
+    EXPECT_EQ(cm.from[0].sl, 1);
+    ASSERT_TRUE(agent.send_to(cm, cm_mad(2), cm.from[0]));
+    fabric.run();
+    std::size_t n = 0;
+    peer->receive_from([&](bytes, const MadAddress& f) {
+        EXPECT_EQ(f.lid, 2);
+        ++n;
+    });
+    EXPECT_EQ(n, 1u);
+    EXPECT_EQ(agent.outstanding(), 0u) << "Sends leave nothing to wait for";
+}
+
+}  // namespace
+}  // namespace ipoibd::sa
