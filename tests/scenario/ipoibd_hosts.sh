@@ -168,10 +168,10 @@ for s in a b c; do
   done
 done
 pass "ping and ping6 between every pair of A, B, C"
-ctl a neigh | grep -q "198.18.0.2 .*REACHABLE\|198.18.0.2 .*STALE" || { ctl a neigh; fail "ipoibctl neigh"; }
-ctl a paths | grep -q "VALID" || { ctl a paths; fail "ipoibctl paths"; }
-ctl a mcast | grep -q "ff12:401b:ffff::ffff:ffff.*broadcast.*JOINED" || { ctl a mcast; fail "ipoibctl mcast"; }
-ctl a stats | grep -q "tx_unicast" || fail "ipoibctl stats"
+grep -q "198.18.0.2 .*REACHABLE\|198.18.0.2 .*STALE" <<<"$(ctl a neigh)" || { ctl a neigh; fail "ipoibctl neigh"; }
+grep -q "VALID" <<<"$(ctl a paths)" || { ctl a paths; fail "ipoibctl paths"; }
+grep -q "ff12:401b:ffff::ffff:ffff.*broadcast.*JOINED" <<<"$(ctl a mcast)" || { ctl a mcast; fail "ipoibctl mcast"; }
+grep -q "tx_unicast" <<<"$(ctl a stats)" || fail "ipoibctl stats"
 rt=$(stat_of a reachable_time_ms)  # RFC 4861 6.3.2: 0.5-1.5 x reachable-time (30 s)
 { [ "$rt" -ge 15000 ] && [ "$rt" -lt 45000 ]; } || fail "reachable_time_ms $rt is not within 15000-44999"
 pass "ipoibctl status, neigh, paths, mcast, stats"
