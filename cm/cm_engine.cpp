@@ -114,11 +114,15 @@ void CmEngine::enter_timewait(Conn& c, Clock::time_point now) {
 }
 
 void CmEngine::send_rej(const Address& to, std::uint32_t local, std::uint32_t remote, MessageKind what,
-                        std::uint16_t reason, std::uint64_t tid) {
+                        std::uint16_t reason, std::uint64_t tid, bytes ari) {
     Rej r{.local_comm_id = local, .remote_comm_id = remote, .message_rejected = what, .reason = reason};
     if (reason == rej::timeout) {  // ARI: our CA GUID
         r.reject_info_length = 8;
         store_be64(r.ari.data(), config_.local_ca_guid);
+    } else if (!ari.empty()) {
+        const std::size_t n = std::min(ari.size(), r.ari.size());
+        std::copy_n(ari.begin(), n, r.ari.begin());
+        r.reject_info_length = static_cast<std::uint8_t>(n);
     }
     send(to, r, tid);
 }
@@ -183,12 +187,12 @@ expected<void, std::string> CmEngine::accept(ConnectionId id, const AcceptParams
     return {};
 }
 
-expected<void, std::string> CmEngine::reject(ConnectionId id, std::uint16_t reason, Clock::time_point) {
+expected<void, std::string> CmEngine::reject(ConnectionId id, std::uint16_t reason, Clock::time_point, bytes ari) {
     Conn* c = find(id);
     if (!c || (c->state != State::req_rcvd && c->state != State::rep_rcvd))
         return unexpected(std::string("no REQ or REP waiting for an answer"));
     send_rej(c->peer, id, c->remote_id, c->state == State::req_rcvd ? MessageKind::req : MessageKind::rep, reason,
-             c->req_tid);
+             c->req_tid, ari);
     conns_.erase(id);
     return {};
 }

@@ -163,7 +163,9 @@ public:
 
     expected<ConnectionId, std::string> connect(const ConnectParams& p, Clock::time_point now);
     expected<void, std::string> accept(ConnectionId id, const AcceptParams& p, Clock::time_point now);
-    expected<void, std::string> reject(ConnectionId id, std::uint16_t reason, Clock::time_point now);
+    // `ari`: Additional Rejection Information (at most 72 bytes; e.g. our GID
+    // for reason 12).
+    expected<void, std::string> reject(ConnectionId id, std::uint16_t reason, Clock::time_point now, bytes ari = {});
     expected<void, std::string> establish(ConnectionId id, Clock::time_point now);
     expected<void, std::string> disconnect(ConnectionId id, Clock::time_point now);
 
@@ -216,7 +218,7 @@ private:
     void on_drep(const Drep& m, Clock::time_point now);
     void on_lap(const Lap& m, std::uint64_t tid, const Address& from);
     void send_rej(const Address& to, std::uint32_t local, std::uint32_t remote, MessageKind what,
-                  std::uint16_t reason, std::uint64_t tid);
+                  std::uint16_t reason, std::uint64_t tid, bytes ari = {});
 
     Config config_;
     std::uint32_t tid_high_;

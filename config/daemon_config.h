@@ -89,7 +89,9 @@ struct FabricSection {
 struct InterfaceSection {
     std::string name;  // default: the instance name
     InterfaceMode mode = InterfaceMode::tun;
-    unsigned mtu = 0;  // 0: the broadcast group's IB MTU - 4
+    unsigned mtu = 0;  // 0: the broadcast group's IB MTU - 4 (connected mode: 65520)
+    bool connected_mode = false;  // RFC 4755 (the kernel's sysfs `mode`: datagram or connected)
+    std::chrono::milliseconds connected_idle{60'000};  // an unused connection of ours is closed after this
     std::vector<IpPrefix> addresses;
     std::vector<Route> routes;
     bool operator==(const InterfaceSection&) const = default;
@@ -122,6 +124,8 @@ struct QueuesSection {
     unsigned receive_depth = 256;    // UD QP receive buffers posted
     std::size_t sa_max_queued = 1024;  // SA requests waiting to be sent
     unsigned tun_max_batch = 64;     // packets read from the TUN per wake-up
+    std::size_t max_connections = 256;            // connected mode: RC connections, both directions
+    std::size_t connected_receive_buffers = 1024; // connected mode: 64 KiB receives shared by peers' connections
     bool operator==(const QueuesSection&) const = default;
 };
 

@@ -177,6 +177,16 @@ const KeySpec kKeys[] = {
      .help = "576..65520; 0: the broadcast group's IB MTU - 4",
      .set = [](DaemonConfig& c, std::string_view v) { return set_mtu(c.interface.mtu, v); },
      .get = [](const DaemonConfig& c) { return one(std::to_string(c.interface.mtu)); }},
+    {.section = "interface", .name = "connected-mode", .value_name = "yes|no",
+     .help = "IPoIB connected mode (RFC 4755): unicast to capable peers over RC connections, MTU 65520 "
+             "(the kernel's mode=connected); no: datagram mode",
+     .apply = Apply::live,
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.interface.connected_mode, parse_yes_no(v)); },
+     .get = [](const DaemonConfig& c) { return one(format_yes_no(c.interface.connected_mode)); }},
+    {.section = "interface", .name = "connected-idle", .value_name = "DURATION",
+     .help = "connected mode: a connection of ours unused this long is closed (a peer's after 4 times as long)",
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.interface.connected_idle, parse_duration_between(v, 1s, 24h)); },
+     .get = [](const DaemonConfig& c) { return one(format_duration(c.interface.connected_idle)); }},
     {.section = "interface", .name = "address", .value_name = "ADDR/LEN",
      .help = "an address of the interface, e.g. 198.18.0.1/24 (repeatable)",
      .repeatable = true, .apply = Apply::live,
@@ -264,6 +274,15 @@ const KeySpec kKeys[] = {
      .help = "packets read from the TUN device per wake-up, at most",
      .set = [](DaemonConfig& c, std::string_view v) { return store(c.queues.tun_max_batch, parse_unsigned(v, 1, 1024)); },
      .get = [](const DaemonConfig& c) { return one(std::to_string(c.queues.tun_max_batch)); }},
+
+    {.section = "queues", .name = "max-connections", .value_name = "N",
+     .help = "connected mode: RC connections at most, ours and peers' (more REQs are rejected, more peers reached over UD)",
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.queues.max_connections, parse_unsigned(v, 1, 65536)); },
+     .get = [](const DaemonConfig& c) { return one(std::to_string(c.queues.max_connections)); }},
+    {.section = "queues", .name = "connected-receive-buffers", .value_name = "N",
+     .help = "connected mode: 64 KiB receive buffers shared by peers' connections, 16 each (bounds them and their memory)",
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.queues.connected_receive_buffers, parse_unsigned(v, 16, 65536)); },
+     .get = [](const DaemonConfig& c) { return one(std::to_string(c.queues.connected_receive_buffers)); }},
 
     // [daemon]
     {.section = "daemon", .name = "log-level", .value_name = "debug|info|notice|warning|error",

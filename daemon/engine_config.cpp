@@ -42,6 +42,7 @@ ipoib::EngineConfig engine_config(const config::DaemonConfig& c) {
     e.pkey = c.fabric.pkey;
     e.scope = mgid_scope(c.multicast.scope);
     e.mtu = c.interface.mtu;
+    e.connected = c.interface.connected_mode;
     e.neighbour = neighbour_cache_config(c.neighbour);
     e.neighbour.reachable_factor = ipoib::make_reachable_factor(std::random_device{}());
     e.path.max_entries = c.neighbour.path_max_entries;

@@ -274,8 +274,16 @@ expected<void, std::string> Node::add_interface(std::unique_ptr<host::HostPort> 
     ic.addresses = config_.interface.addresses;
     ic.routes = host_routes(config_.interface.routes);
     ic.host_max_batch = config_.queues.tun_max_batch;
+    ic.connected.max_connections = config_.queues.max_connections;
+    ic.connected.receive_buffers = config_.queues.connected_receive_buffers;
+    ic.connected.ring = 16;
+    ic.connected.idle = config_.interface.connected_idle;
+    if (config_.interface.connected_mode && !cm_)
+        log_.warning("[interface] connected-mode = yes, but this port offers no connection manager (an HCA's "
+                     "class 0x07 belongs to the kernel's ib_cm): datagram mode");
     iface::InterfaceEvents& events = *this;
-    auto i = std::make_unique<iface::Interface>(std::move(ic), *port_, std::move(host), events);
+    auto i = std::make_unique<iface::Interface>(std::move(ic), *port_, std::move(host), events, cm_.get(),
+                                                std::random_device{}() ^ interfaces_.size());
     if (auto r = i->configure_host(port_->attributes().port_guid); !r) return r;
     // The SA client takes the responses to its requests and the SA's Reports.
     if (auto r = mad_->register_client(*i, ib::mgmt_class::subn_adm, ib::class_version::subn_adm,
@@ -439,6 +447,8 @@ Clock::time_point Node::next_wakeup(Clock::time_point now) const {
         if (auto d = i->next_deadline()) next = std::min(next, *d);
     if (cm_)
         if (auto d = cm_->next_deadline()) next = std::min(next, *d);
+    // RC timers (connected mode): retransmissions, ACK coalescing.
+    if (auto d = port_->next_deadline()) next = std::min(next, *d);
     if (fabric_service_) next = std::min(next, now + fabric::FabricService::kTickInterval);
     if (port_->needs_periodic_process() || !mad_pollable_ || stopping_) next = std::min(next, now + kPollInterval);
     return std::max(next, now);
@@ -492,7 +502,9 @@ void Node::housekeeping() {
         fabric_service_->after_wakeup(now);
     }
     if (!mad_pollable_) receive_mads();
-    if (port_->needs_periodic_process()) process_port();  // the flushes and the timer follow
+    const auto rc_due = port_->next_deadline();
+    if (port_->needs_periodic_process() || (rc_due && *rc_due <= now))
+        process_port();  // the flushes and the timer follow
     handle_port_events(now);
     for (auto& i : interfaces_) i->tick(now);
     if (cm_) cm_->tick(now);
@@ -577,9 +589,13 @@ void Node::reload() {
     for (const std::string& key : plan.live) applied += (applied.empty() ? "" : ", ") + key;
     if (next.daemon.log_level != config_.daemon.log_level) log_.set_min_level(to_log_level(next.daemon.log_level));
     const auto routes = host_routes(next.interface.routes);
-    for (auto& i : interfaces_)
+    for (auto& i : interfaces_) {
         failed += i->reconfigure(next.interface.addresses, routes, neighbour_cache_config(next.neighbour),
                                  join_state_bits(next.multicast.send_only_join));
+        if (next.interface.connected_mode != config_.interface.connected_mode)
+            if (auto why = i->set_connected(next.interface.connected_mode, Clock::now()); !why.empty())
+                failed += " [interface] connected-mode: " + why + ";";
+    }
     loop_.set_busy_poll(next.daemon.busy_poll);
     // The fabric key file is read again (rotation); a new path needs a restart.
     if (!config_.fabric.key_file.empty()) {

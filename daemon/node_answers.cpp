@@ -155,6 +155,18 @@ std::string Node::answer_neigh(const std::vector<const iface::Interface*>& chose
             j.field("state", std::string(ipoib::to_string(e.state)));
             j.field("lladdr", e.hw ? ipoib::format_hw_address(*e.hw) : std::string("-"));
             j.field("qpn", e.hw ? field::format_qpn(e.hw->qpn) : std::string("-"));
+            // RFC 4755: connected when both ends are (the peer's flag 0x80
+            // and ours); then the state of our connection to it.
+            const bool connected = i->engine().link().connected && e.hw &&
+                                   (e.hw->flags & ipoib::HwAddress::kFlagConnectedRc);
+            j.field("mode", std::string(connected ? "connected" : "datagram"));
+            std::string conn = "-";
+            if (connected) {
+                conn = "none";
+                if (const ipoib::ConnectedLink* cl = i->connected())
+                    if (auto v = cl->connection_to(*e.hw)) conn = ipoib::to_string(v->state);
+            }
+            j.field("connection", conn);
             j.field("queued", e.queued);
             j.field("age_ms", std::chrono::duration_cast<std::chrono::milliseconds>(now - e.updated).count());
             j.end_object();

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "common/byte_io.h"
+#include "common/inet_checksum.h"
 #include "common/expected.h"
 
 namespace ipoibd::host {
@@ -72,9 +73,9 @@ enum class OffloadError : std::uint8_t {
 inline constexpr std::size_t kOffloadErrorCount = static_cast<std::size_t>(OffloadError::count_);
 const char* to_string(OffloadError e);
 
-// Internet checksum helpers (RFC 1071): the one's-complement sum, folded.
-std::uint32_t checksum_add(std::uint32_t sum, bytes data);
-std::uint16_t checksum_fold(std::uint32_t sum);
+// Internet checksum helpers (RFC 1071): common/inet_checksum.h.
+using ipoibd::checksum_add;
+using ipoibd::checksum_fold;
 
 // Calls `emit` with each IP datagram (no virtio header) that `read` (as read
 // from the TUN, virtio header first) stands for, in order. `scratch` is

@@ -31,15 +31,82 @@ void visit(const InterfaceCounters& c, CounterSink& out) {
 }
 
 Interface::Interface(InterfaceConfig config, transport::Port& port, std::unique_ptr<host::HostPort> host,
-                     InterfaceEvents& events)
+                     InterfaceEvents& events, cm::CmAccess* cm, std::uint64_t seed)
     : config_(std::move(config)),
       port_(port),
       host_(std::move(host)),
       events_(events),
       link_(port, config_.link),
-      engine_(std::make_unique<ipoib::Engine>(config_.engine, link_, *this, config_.sa)) {}
+      connected_on_(config_.engine.connected) {
+    if (cm)
+        connected_ = std::make_unique<ipoib::ConnectedLink>(
+            port, *cm, config_.connected,
+            [this](ipoib::EngineEventKind kind, std::string message,
+                   std::vector<std::pair<std::string, std::string>> fields) {
+                fields.emplace_back("IB_PKEY", ipoib::hex16(config_.engine.pkey));
+                events_.engine_event(name(), ipoib::EngineEvent{.kind = kind, .message = std::move(message),
+                                                                .fields = std::move(fields)});
+            },
+            seed);
+    engine_ = std::make_unique<ipoib::Engine>(config_.engine, *this, *this, config_.sa);
+}
 
-Interface::~Interface() = default;
+Interface::~Interface() {
+    // The engine may call back into the links while it goes.
+    engine_.reset();
+    connected_.reset();
+}
+
+expected<std::uint32_t, std::string> Interface::open_qp(std::uint32_t qkey, std::uint16_t pkey) {
+    auto qpn = link_.open_qp(qkey, pkey);
+    if (qpn && connected_) {
+        if (connected_on_) {
+            if (auto r = connected_->open(*qpn, pkey, Clock::now()); !r)
+                events_.host_warning(name(), "connected mode is off: could not listen for connections: " + r.error());
+        } else {
+            connected_->close(Clock::now());
+        }
+    }
+    return qpn;
+}
+
+void Interface::open_connected(Clock::time_point now) {
+    if (!connected_ || !link_.has_qp()) return;
+    if (auto r = connected_->open(link_.qpn(), config_.engine.pkey, now); !r)
+        events_.host_warning(name(), "connected mode is off: could not listen for connections: " + r.error());
+}
+
+std::string Interface::set_connected(bool on, Clock::time_point now) {
+    std::string why;
+    if (on && !connected_) why = "connected mode needs a connection manager, which this port does not offer";
+    connected_on_ = on;
+    if (connected_) {
+        if (on) {
+            open_connected(now);
+        } else {
+            connected_->close(now);
+        }
+    }
+    engine_->set_connected(on, now);
+    return why;
+}
+
+void Interface::tick(Clock::time_point now) {
+    engine_->tick(now);
+    if (connected_) connected_->tick(now);
+}
+
+std::optional<Clock::time_point> Interface::next_deadline() const {
+    auto next = engine_->next_deadline();
+    if (connected_)
+        if (auto d = connected_->next_deadline(); d && (!next || *d < *next)) next = d;
+    return next;
+}
+
+void Interface::stop(Clock::time_point now) {
+    engine_->stop(now);
+    if (connected_) connected_->close(now);
+}
 
 expected<void, std::string> Interface::configure_host(std::uint64_t port_guid) {
     // No carrier until the broadcast group is joined; a host that cannot
@@ -95,7 +162,10 @@ void Interface::after_host_read(std::size_t datagrams, std::size_t read_index) {
 }
 
 std::size_t Interface::poll_link(Clock::time_point now, std::size_t max) {
-    return link_.poll([&](const ipoib::ReceivedDatagram& d) { engine_->on_datagram(d, now); }, max);
+    const auto deliver = [&](const ipoib::ReceivedDatagram& d) { engine_->on_datagram(d, now); };
+    std::size_t n = link_.poll(deliver, max);
+    if (connected_ && connected_->connections() > 0) n += connected_->poll(deliver, now, max);
+    return n;
 }
 
 // ---------------------------------------------------------------------------

@@ -36,6 +36,8 @@
 #include "common/expected.h"
 #include "common/ip_address.h"
 #include "host/host_port.h"
+#include "cm/cm_access.h"
+#include "ipoib/connected_link.h"
 #include "ipoib/engine.h"
 #include "ipoib/port_link.h"
 #include "sa_client/mad_agent.h"
@@ -50,6 +52,7 @@ struct InterfaceConfig {
     ipoib::EngineConfig engine;
     sa::SaClient::Config sa;
     ipoib::PortLink::Config link;
+    ipoib::ConnectedLink::Config connected;  // engine.connected turns it on
     unsigned requested_mtu = 0;      // [interface] mtu; 0: the group's
     std::vector<IpPrefix> addresses;
     std::vector<host::HostRoute> routes;
@@ -81,10 +84,15 @@ struct InterfaceCounters {
 // As "sa_send_errors", "host_config_errors".
 void visit(const InterfaceCounters& c, CounterSink& out);
 
-class Interface final : public ipoib::EngineIo, public sa::MadClient, private host::HostReceiver {
+class Interface final : public ipoib::EngineIo,
+                        public ipoib::EngineLink,
+                        public sa::MadClient,
+                        private host::HostReceiver {
 public:
+    // `cm`: the node's connection manager, where there is one (connected
+    // mode needs it; without, the interface is datagram only).
     Interface(InterfaceConfig config, transport::Port& port, std::unique_ptr<host::HostPort> host,
-              InterfaceEvents& events);
+              InterfaceEvents& events, cm::CmAccess* cm = nullptr, std::uint64_t seed = 1);
     ~Interface() override;
     Interface(const Interface&) = delete;
     Interface& operator=(const Interface&) = delete;
@@ -124,11 +132,13 @@ public:
     // state. Returns what failed, "" when nothing did.
     std::string reconfigure(const std::vector<IpPrefix>& addresses, const std::vector<host::HostRoute>& routes,
                             const ipoib::NeighbourCache::Config& neighbour, std::uint8_t send_only_join_state);
+    // Connected mode on or off (reload); "" or why it cannot be on.
+    std::string set_connected(bool on, Clock::time_point now);
 
-    void tick(Clock::time_point now) { engine_->tick(now); }
-    std::optional<Clock::time_point> next_deadline() const { return engine_->next_deadline(); }
-    // Leaves every group (SIGTERM).
-    void stop(Clock::time_point now) { engine_->stop(now); }
+    void tick(Clock::time_point now);
+    std::optional<Clock::time_point> next_deadline() const;
+    // Leaves every group and closes the connections (SIGTERM).
+    void stop(Clock::time_point now);
     bool sa_idle() const { return engine_->sa_idle(); }
     void flush_neighbours(Clock::time_point now) { engine_->flush_neighbours(now); }
     void flush_paths(Clock::time_point now) { engine_->flush_paths(now); }
@@ -136,6 +146,8 @@ public:
     const ipoib::Engine& engine() const { return *engine_; }
     const host::HostPort& host() const { return *host_; }
     const ipoib::PortLink& link() const { return link_; }
+    // The connected half; nullptr without a connection manager.
+    const ipoib::ConnectedLink* connected() const { return connected_.get(); }
     const InterfaceCounters& counters() const { return counters_; }
     // Every counter of the interface, by section: engine, neighbour, path,
     // multicast, sa_client (the MAD path's are the node's), qp, tun.
@@ -150,7 +162,21 @@ public:
     void link_changed(const ipoib::LinkStatus& status) override;
     void event(const ipoib::EngineEvent& e) override { events_.engine_event(name(), e); }
 
+    // EngineLink: the UD QP (PortLink) and the RC connections (ConnectedLink).
+    void send_datagram(const transport::AddressHandle& ah, std::uint32_t remote_qpn, bytes frame) override {
+        link_.send(ah, remote_qpn, frame);
+    }
+    expected<std::uint32_t, std::string> open_qp(std::uint32_t qkey, std::uint16_t pkey) override;
+    void attach(const ib::Gid& mgid, std::uint16_t mlid) override { link_.attach(mgid, mlid); }
+    void detach(const ib::Gid& mgid, std::uint16_t mlid) override { link_.detach(mgid, mlid); }
+    bool connected_available() const override { return connected_ && connected_->is_open(); }
+    ipoib::ConnectedSend send_connected(const ipoib::HwAddress& to, const ipoib::PathInfo& path, bytes frame,
+                                        Clock::time_point now) override {
+        return connected_ ? connected_->send(to, path, frame, now) : ipoib::ConnectedSend{};
+    }
+
 private:
+    void open_connected(Clock::time_point now);
     // HostReceiver
     void on_host_packet(bytes ip_packet, const std::optional<IpAddress>& next_hop) override;
     void after_host_read(std::size_t datagrams, std::size_t read_index) override;
@@ -161,6 +187,8 @@ private:
     std::unique_ptr<host::HostPort> host_;
     InterfaceEvents& events_;
     ipoib::PortLink link_;
+    std::unique_ptr<ipoib::ConnectedLink> connected_;
+    bool connected_on_ = false;  // [interface] connected-mode
     std::unique_ptr<ipoib::Engine> engine_;
     bool started_ = false;
     Clock::time_point now_{};  // of the host batch being read
@@ -185,6 +213,7 @@ void Interface::visit_sections(Section&& section) const {
     });
     section("sa_client", [&](CounterSink& out) { visit(engine_->sa_client().counters(), out); });
     section("qp", [&](CounterSink& out) { visit(link_.counters(), out); });
+    if (connected_) section("connected", [&](CounterSink& out) { connected_->visit_counters(out); });
     section("tun", [&](CounterSink& out) { host_->visit_counters(out); });
     section("interface", [&](CounterSink& out) { visit(counters_, out); });
 }

@@ -36,6 +36,10 @@ void visit(const EngineCounters& c, CounterSink& out) {
     out.counter("tun_drop_bad_nd", c.tun_drop_bad_nd);
     out.counter("tun_drop_mcast_unavailable", c.tun_drop_mcast_unavailable);
     out.counter("tun_drop_bad_destination", c.tun_drop_bad_destination);
+    out.counter("tx_too_big", c.tx_too_big);
+    out.counter("icmp_too_big_tx", c.icmp_too_big_tx);
+    out.counter("tx_fragmented", c.tx_fragmented);
+    out.counter("tx_connected", c.tx_connected);
     out.counter("tx_unicast", c.tx_unicast);
     out.counter("tx_multicast", c.tx_multicast);
     out.counter("tx_to_all_routers", c.tx_to_all_routers);
@@ -102,6 +106,7 @@ const char* to_string(EngineEventKind k) {
     case EngineEventKind::qp_opened: return "qp_opened";
     case EngineEventKind::qp_open_failed: return "qp_open_failed";
     case EngineEventKind::path_failed: return "path_failed";
+    case EngineEventKind::connection_failed: return "connection_failed";
     }
     return "?";
 }
@@ -198,10 +203,9 @@ void Engine::broadcast_joined(const LinkParameters& params, std::uint16_t mlid) 
         emit(EngineEventKind::qp_opened, "UD QP " + hex_qpn(*qpn) + " ready",
              {{"IB_QPN", hex_qpn(*qpn)}, {"IB_QPN_OLD", hex_qpn(old)}});
     }
-    link_.hw = HwAddress{.flags = 0, .qpn = link_.qpn, .gid = port_.gid()};
     link_.params = params;
     link_.broadcast_mlid = mlid;
-    link_.mtu = clamp_interface_mtu(config_.mtu, static_cast<ib::Mtu>(params.mtu));
+    apply_link_parameters();
     const bool was_up = link_.up;
     link_.up = true;
     if (!was_up) ++counters_.link_ups;
@@ -220,6 +224,37 @@ void Engine::broadcast_joined(const LinkParameters& params, std::uint16_t mlid) 
               {"IB_GID", ipoibd::format_gid(port_.gid())},
               {"IPOIB_MTU", std::to_string(link_.mtu)}});
     if (!was_up || new_qp) announce();
+}
+
+void Engine::apply_link_parameters() {
+    link_.connected = connected_active();
+    link_.hw = HwAddress{.flags = link_.connected ? HwAddress::kFlagConnectedRc : std::uint8_t{0},
+                         .qpn = link_.qpn,
+                         .gid = port_.gid()};
+    link_.datagram_mtu = clamp_interface_mtu(config_.mtu, static_cast<ib::Mtu>(link_.params.mtu));
+    link_.mtu = link_.connected ? (config_.mtu ? std::min(config_.mtu, kConnectedModeMtu) : kConnectedModeMtu)
+                                : link_.datagram_mtu;
+}
+
+void Engine::set_connected(bool on, Clock::time_point now) {
+    now_ = now;
+    if (config_.connected == on) return;
+    config_.connected = on;
+    paths_.flush();  // as the kernel does on a mode change
+    connected_changed(now);
+}
+
+void Engine::connected_changed(Clock::time_point now) {
+    now_ = now;
+    if (!link_.up) return;
+    const LinkStatus before = link_;
+    apply_link_parameters();
+    if (link_.mtu == before.mtu && link_.hw == before.hw) return;
+    io_.link_changed(link_);
+    // Peers learn the new flags from our announcements (RFC 4755: the flag
+    // says whether we accept connections).
+    announce();
+    drain_sa();
 }
 
 void Engine::announce() {
@@ -448,11 +483,8 @@ void Engine::group_left(const ib::Gid& mgid, GroupRole role) {
          {{"IB_MGID", ipoibd::format_gid(mgid)}, {"IPOIB_GROUP_ROLE", std::string(to_string(role))}});
 }
 
-void Engine::path_ready(const ib::Gid&, const PathInfo& path, std::vector<QueuedFrame> frames) {
-    for (const QueuedFrame& f : frames) {
-        ++counters_.tx_unicast;
-        link_io_.send_datagram(path.address_handle(), f.qpn, f.frame);
-    }
+void Engine::path_ready(const ib::Gid& dgid, const PathInfo& path, std::vector<QueuedFrame> frames) {
+    for (const QueuedFrame& f : frames) deliver_unicast(HwAddress{.flags = f.flags, .qpn = f.qpn, .gid = dgid}, path, f.frame);
 }
 
 void Engine::path_failed(const ib::Gid& dgid, std::uint16_t sa_status, std::size_t dropped) {

@@ -53,6 +53,7 @@
 #include "ipoib/arp.h"
 #include "ipoib/frame.h"
 #include "ipoib/hw_address.h"
+#include "ipoib/link.h"
 #include "ipoib/ip_packet.h"
 #include "ipoib/mgid.h"
 #include "ipoib/multicast.h"
@@ -76,7 +77,12 @@ std::string format_interface_address(const InterfaceAddress& a);
 struct EngineConfig {
     std::uint16_t pkey = ib::kPKeyDefault;
     Scope scope = Scope::link_local;
-    std::uint32_t mtu = 0;  // interface MTU; 0: the broadcast group's less 4
+    std::uint32_t mtu = 0;  // interface MTU; 0: the broadcast group's less 4 (connected: 65520)
+    // RFC 4755 connected mode: flag 0x80 in our address, unicast to peers
+    // with the flag over RC connections (EngineLink::send_connected), the
+    // interface MTU 65520; datagrams longer than the UD link towards other
+    // peers answered with ICMP (too_big.h).
+    bool connected = false;
     bool link_local_address = true;  // own fe80:: + interface identifier (RFC 4391 8)
     unsigned dad_transmits = 1;      // RFC 4862 DupAddrDetectTransmits; 0: no DAD
     std::chrono::milliseconds dad_retrans{1000};
@@ -88,6 +94,8 @@ struct EngineConfig {
 struct LinkStatus {
     bool up = false;
     std::uint32_t mtu = 0;  // interface MTU
+    std::uint32_t datagram_mtu = 0;  // what the UD link carries (the group's less 4); = mtu in datagram mode
+    bool connected = false;          // connected mode on: flag 0x80 in `hw`
     std::uint32_t qpn = 0;
     HwAddress hw;           // our 20-byte address
     LinkParameters params;  // from the broadcast group
@@ -108,6 +116,7 @@ enum class EngineEventKind : std::uint8_t {
     qp_opened,
     qp_open_failed,
     path_failed,
+    connection_failed,  // connected mode: an RC connection could not be set up, or broke
 };
 const char* to_string(EngineEventKind k);
 // Field spellings of docs/journal.md: "0x0012", "0x000048".
@@ -118,6 +127,19 @@ struct EngineEvent {
     EngineEventKind kind = EngineEventKind::link_up;
     std::string message;
     std::vector<std::pair<std::string, std::string>> fields;  // journald-style KEY, value
+};
+
+// What the connected half did with a frame.
+struct ConnectedSend {
+    enum class Outcome : std::uint8_t {
+        use_datagram,  // no connection for this peer (none possible, or it failed lately): use UD
+        sent,
+        queued,   // waiting for the connection (counted by the link)
+        dropped,  // counted by the link
+        too_big,  // over what the peer receives: `mtu` is the largest IP datagram it takes
+    };
+    Outcome outcome = Outcome::use_datagram;
+    std::uint32_t mtu = 0;
 };
 
 // The actions, in two halves. Calls come from inside the engine's methods,
@@ -134,6 +156,15 @@ public:
     virtual expected<std::uint32_t, std::string> open_qp(std::uint32_t qkey, std::uint16_t pkey) = 0;
     virtual void attach(const ib::Gid& mgid, std::uint16_t mlid) = 0;
     virtual void detach(const ib::Gid& mgid, std::uint16_t mlid) = 0;
+    // The connected half (RFC 4755), where the link has one: whether it
+    // accepts connections now (then our address carries flag 0x80), and a
+    // unicast frame for a peer whose address has the flag, on the path
+    // resolved for it.
+    virtual bool connected_available() const { return false; }
+    virtual ConnectedSend send_connected(const HwAddress& /*to*/, const PathInfo& /*path*/, bytes /*frame*/,
+                                         Clock::time_point /*now*/) {
+        return {};
+    }
 };
 
 // The host half: the host presentation, the SA's MAD path, the operator.
@@ -179,6 +210,10 @@ struct EngineCounters {
     std::uint64_t tun_drop_bad_nd = 0;      // host RS/RA/Redirect that could not be rewritten
     std::uint64_t tun_drop_mcast_unavailable = 0;  // RFC 4391 10: no group, no all-routers
     std::uint64_t tun_drop_bad_destination = 0;    // unspecified, loopback
+    std::uint64_t tx_too_big = 0;       // over the link to its destination (connected mode): dropped ...
+    std::uint64_t icmp_too_big_tx = 0;  // ... and answered with ICMP Fragmentation Needed / Packet Too Big
+    std::uint64_t tx_fragmented = 0;    // IPv4 without DF cut into fragments instead
+    std::uint64_t tx_connected = 0;     // unicast frames handed to an RC connection
     std::uint64_t tx_unicast = 0;
     std::uint64_t tx_multicast = 0;
     std::uint64_t tx_to_all_routers = 0;
@@ -239,6 +274,12 @@ public:
         neighbours_.set_config(neighbour);
         mcast_.set_send_only_join_state(send_only_join_state);
     }
+    // Connected mode on or off (reload): paths flushed as the kernel does;
+    // with the link up, the new MTU and flags go to the host and the
+    // fabric (gratuitous ARP, unsolicited NA).
+    void set_connected(bool on, Clock::time_point now);
+    // The link's connected half changed what it can do (listening or not).
+    void connected_changed(Clock::time_point now);
 
     // Operator actions (ipoibctl flush).
     void flush_neighbours(Clock::time_point now);
@@ -293,6 +334,10 @@ private:
     void send_ip_unicast(bytes packet, EtherType type, const IpAddress& next_hop);
     void send_to_neighbour(const HwAddress& to, EtherType type, bytes packet);
     void send_frame_unicast(const HwAddress& to, bytes frame);
+    void deliver_unicast(const HwAddress& to, const PathInfo& path, bytes frame);
+    void too_big(bytes frame, std::uint32_t mtu, const HwAddress& to, const PathInfo& path);
+    bool connected_active() const { return config_.connected && link_io_.connected_available(); }
+    void apply_link_parameters();
     void send_multicast(const ib::Gid& mgid, bytes frame, bool wider_than_link_local, IpFamily family);
     void send_broadcast(EtherType type, bytes packet);
     bytes build_frame(EtherType type, bytes packet);
@@ -331,6 +376,7 @@ private:
     std::vector<Address> addresses_;
     std::vector<std::uint8_t> tx_;       // frame under construction
     std::vector<std::uint8_t> scratch_;  // rewritten ND packets
+    std::vector<std::uint8_t> icmp_;     // ICMP too-big answers
     EngineCounters counters_;
 };
 

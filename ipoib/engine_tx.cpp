@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "ipoib/engine.h"
+#include "ipoib/too_big.h"
 
 namespace ipoibd::ipoib {
 
@@ -90,6 +91,10 @@ void Engine::on_tun_packet(bytes packet, std::optional<IpAddress> next_hop, Cloc
 void Engine::send_ip(bytes packet, const IpPacketInfo& info, const std::optional<IpAddress>& next_hop) {
     const IpAddress& dst = info.destination;
     const EtherType type = info.family == IpFamily::ipv4 ? EtherType::ipv4 : EtherType::ipv6;
+    if (packet.size() > link_.datagram_mtu && (is_multicast(dst) || is_broadcast_v4(dst))) {
+        ++counters_.tun_drop_too_big;  // multicast goes UD only (RFC 4755); no unicast sender to tell
+        return;
+    }
     if (is_broadcast_v4(dst)) {
         send_broadcast(type, packet);
         return;
@@ -122,9 +127,48 @@ void Engine::send_to_neighbour(const HwAddress& to, EtherType type, bytes packet
 }
 
 void Engine::send_frame_unicast(const HwAddress& to, bytes frame) {
-    if (auto path = paths_.lookup(to.gid, to.qpn, frame, now_)) {
-        ++counters_.tx_unicast;
-        link_io_.send_datagram(path->address_handle(), to.qpn, frame);
+    if (auto path = paths_.lookup(to.gid, to.qpn, frame, now_, to.flags)) deliver_unicast(to, *path, frame);
+}
+
+void Engine::deliver_unicast(const HwAddress& to, const PathInfo& path, bytes frame) {
+    if (connected_active() && (to.flags & HwAddress::kFlagConnectedRc)) {
+        const ConnectedSend r = link_io_.send_connected(to, path, frame, now_);
+        switch (r.outcome) {
+        case ConnectedSend::Outcome::sent: ++counters_.tx_connected; return;
+        case ConnectedSend::Outcome::queued:
+        case ConnectedSend::Outcome::dropped: return;  // counted by the link
+        case ConnectedSend::Outcome::too_big: too_big(frame, r.mtu, to, path); return;
+        case ConnectedSend::Outcome::use_datagram: break;
+        }
+    }
+    if (frame.size() > link_.datagram_mtu + EncapHeader::size) {
+        too_big(frame, link_.datagram_mtu, to, path);
+        return;
+    }
+    ++counters_.tx_unicast;
+    link_io_.send_datagram(path.address_handle(), to.qpn, frame);
+}
+
+void Engine::too_big(bytes frame, std::uint32_t mtu, const HwAddress& to, const PathInfo& path) {
+    ++counters_.tx_too_big;
+    const bytes packet = frame.subspan(EncapHeader::size);
+    if (may_fragment_v4(packet)) {
+        // A router's job (RFC 791): the fragments go where the datagram
+        // would have. `frame` may be tx_, which each fragment reuses.
+        const std::vector<std::uint8_t> original(packet.begin(), packet.end());
+        if (fragment_v4(original, mtu, [&](bytes f) { deliver_unicast(to, path, build_frame(EtherType::ipv4, f)); }) > 0) {
+            ++counters_.tx_fragmented;
+            return;
+        }
+        if (auto n = build_too_big(original, mtu, icmp_)) {
+            ++counters_.icmp_too_big_tx;
+            io_.write_tun(bytes(icmp_.data(), *n));
+        }
+        return;
+    }
+    if (auto n = build_too_big(packet, mtu, icmp_)) {
+        ++counters_.icmp_too_big_tx;
+        io_.write_tun(bytes(icmp_.data(), *n));
     }
 }
 

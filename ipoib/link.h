@@ -58,6 +58,12 @@ constexpr std::uint32_t clamp_interface_mtu(std::uint32_t configured, ib::Mtu br
     return configured == 0 || configured > ceiling ? ceiling : configured;
 }
 
+// Connected mode (RFC 4755), as Linux's ipoib_cm: the interface MTU, and
+// the receive size each side advertises in its REQ or REP (the 4-byte
+// header included).
+inline constexpr std::uint32_t kConnectedModeMtu = 65520;
+inline constexpr std::uint32_t kConnectedReceiveSize = 65524;
+
 // Groups of 256, 512 or 1024 bytes leave room for IPv4 only.
 constexpr bool mtu_carries_ipv6(std::uint32_t interface_mtu_bytes) {
     return interface_mtu_bytes >= kIpv6MinimumLinkMtu;

@@ -30,7 +30,7 @@ std::string_view to_string(PathState s) {
 }
 
 std::optional<PathInfo> PathCache::lookup(const ib::Gid& dgid, std::uint32_t qpn, bytes frame,
-                                          Clock::time_point now) {
+                                          Clock::time_point now, std::uint8_t flags) {
     auto it = table_.find(dgid);
     if (it == table_.end()) {
         if (table_.size() >= config_.max_entries && !make_room()) {
@@ -39,7 +39,7 @@ std::optional<PathInfo> PathCache::lookup(const ib::Gid& dgid, std::uint32_t qpn
         }
         it = table_.emplace(dgid, Entry{}).first;
         it->second.last_used = now;
-        it->second.queue.push_back({qpn, Packet(frame.begin(), frame.end())});
+        it->second.queue.push_back({qpn, Packet(frame.begin(), frame.end()), flags});
         start_query(dgid, it->second, now);
         return std::nullopt;
     }
@@ -66,7 +66,7 @@ std::optional<PathInfo> PathCache::lookup(const ib::Gid& dgid, std::uint32_t qpn
             ++counters_.drop_queue_full;
             return std::nullopt;
         }
-        e.queue.push_back({qpn, Packet(frame.begin(), frame.end())});
+        e.queue.push_back({qpn, Packet(frame.begin(), frame.end()), flags});
         return std::nullopt;
     }
     return std::nullopt;

@@ -52,6 +52,7 @@ struct PathInfo {
 struct QueuedFrame {
     std::uint32_t qpn = 0;
     Packet frame;
+    std::uint8_t flags = 0;  // the destination's link-address flags (RFC 4755: 0x80 connected)
 };
 
 enum class PathState : std::uint8_t { resolving, valid, failed };
@@ -115,7 +116,8 @@ public:
 
     // The path for a frame to `dgid`, or nullopt: then `frame` was queued
     // or dropped (counted).
-    std::optional<PathInfo> lookup(const ib::Gid& dgid, std::uint32_t qpn, bytes frame, Clock::time_point now);
+    std::optional<PathInfo> lookup(const ib::Gid& dgid, std::uint32_t qpn, bytes frame, Clock::time_point now,
+                                   std::uint8_t flags = 0);
     // The path if VALID, without queueing anything.
     std::optional<PathInfo> find(const ib::Gid& dgid) const;
 

@@ -15,18 +15,22 @@ void visit(const PortLinkCounters& c, CounterSink& out) {
     out.counter("attach_failures", c.attach_failures);
 }
 
-expected<std::uint32_t, std::string> PortLink::open_qp(std::uint32_t qkey, std::uint16_t pkey) {
-    const transport::PortAttributes attrs = port_.attributes();
-    const auto& table = attrs.pkey_table;
-    // Prefer the full-member entry, as the kernel driver does.
+std::optional<std::uint16_t> find_pkey_index(const std::vector<std::uint16_t>& table, std::uint16_t pkey) {
     auto it = std::find(table.begin(), table.end(), static_cast<std::uint16_t>(pkey | 0x8000));
     if (it == table.end())
         it = std::find_if(table.begin(), table.end(),
                           [&](std::uint16_t k) { return (k & 0x7FFF) == (pkey & 0x7FFF) && (k & 0x7FFF) != 0; });
-    if (it == table.end()) return unexpected("P_Key " + std::to_string(pkey) + " is not in the port's P_Key table");
+    if (it == table.end()) return std::nullopt;
+    return static_cast<std::uint16_t>(it - table.begin());
+}
+
+expected<std::uint32_t, std::string> PortLink::open_qp(std::uint32_t qkey, std::uint16_t pkey) {
+    const transport::PortAttributes attrs = port_.attributes();
+    const auto index = find_pkey_index(attrs.pkey_table, pkey);
+    if (!index) return unexpected("P_Key " + std::to_string(pkey) + " is not in the port's P_Key table");
     transport::UdQpConfig cfg;
     cfg.qkey = qkey;
-    cfg.pkey_index = static_cast<std::uint16_t>(it - table.begin());
+    cfg.pkey_index = *index;
     cfg.send_depth = config_.send_depth;
     cfg.receive_depth = config_.receive_depth;
     auto qp = port_.create_ud_qp(cfg);

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -40,6 +41,10 @@ struct PortLinkCounters {
     std::uint64_t attach_failures = 0;
 };
 void visit(const PortLinkCounters& c, CounterSink& out);
+
+// The index of `pkey` in a port's P_Key table: the full-member entry if
+// there is one (as the kernel driver prefers), else a limited one.
+std::optional<std::uint16_t> find_pkey_index(const std::vector<std::uint16_t>& table, std::uint16_t pkey);
 
 class PortLink final : public EngineLink {
 public:

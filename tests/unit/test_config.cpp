@@ -110,7 +110,7 @@ const BadFile kBadFiles[] = {
      "FILE:2: [interface] reachable-time = 30s: unknown key; reachable-time belongs in [neighbour]"},
     {"unknown_key", "[queues]\ncolour = blue\n",
      "FILE:2: [queues] colour = blue: unknown key; [queues] has send-depth, receive-depth, sa-max-queued, "
-     "tun-max-batch"},
+     "tun-max-batch, max-connections, connected-receive-buffers"},
     {"key_outside_section", "mtu = 1500\n[interface]\n",
      "FILE:1: mtu = 1500: key outside any section; mtu belongs in [interface]"},
     {"unknown_key_outside_section", "colour = blue\n",
@@ -657,7 +657,14 @@ DaemonConfig everything_changed() {
     c.neighbour = {.reachable_time = 45s, .retrans_time = 250ms, .delay_first_probe_time = 3s,
                    .gc_stale_time = 1h, .multicast_solicits = 6, .unicast_probes = 2,
                    .max_entries = 20'000, .path_max_entries = 300};
-    c.queues = {.send_depth = 512, .receive_depth = 1024, .sa_max_queued = 4096, .tun_max_batch = 16};
+    c.interface.connected_mode = true;
+    c.interface.connected_idle = std::chrono::seconds(120);
+    c.queues = {.send_depth = 512,
+                .receive_depth = 1024,
+                .sa_max_queued = 4096,
+                .tun_max_batch = 16,
+                .max_connections = 64,
+                .connected_receive_buffers = 2048};
     c.daemon = {.log_level = LogLevel::warning, .control_socket = "/run/ipoibd-test.sock",
                 .capture = "/var/log/ipoibd/ib0 capture.pcap", .watchdog = false, .busy_poll = 5ms,
                 .metrics_listen = *parse_socket_address("127.0.0.1:9464"),
@@ -762,10 +769,12 @@ TEST(ConfigReload, RestartKeys) {
               (std::vector<std::string>{"fabric.transport", "fabric.device", "fabric.port", "fabric.address",
                                         "fabric.bind", "fabric.key-file", "fabric.port-guid", "fabric.embedded",
                                         "fabric.embedded-listen",
-                                        "fabric.pkey", "interface.name", "interface.mtu", "multicast.scope",
+                                        "fabric.pkey", "interface.name", "interface.mtu", "interface.connected-idle",
+                                        "multicast.scope",
                                         "multicast.max-groups", "neighbour.max-entries",
                                         "neighbour.path-max-entries", "queues.send-depth", "queues.receive-depth",
-                                        "queues.sa-max-queued", "queues.tun-max-batch", "daemon.control-socket",
+                                        "queues.sa-max-queued", "queues.tun-max-batch", "queues.max-connections",
+                                        "queues.connected-receive-buffers", "daemon.control-socket",
                                         "daemon.watchdog", "daemon.metrics-listen", "daemon.metrics-file"}));
     EXPECT_TRUE(plan.needs_restart());
     std::vector<std::string> every_live_key;

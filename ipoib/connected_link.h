@@ -1,0 +1,195 @@
+// IPoIB connected mode (RFC 4755) on a transport::Port: the RC half of an
+// interface's link, beside its UD QP (port_link.h). One RC connection per
+// direction per peer, as Linux's ipoib_cm: our sends to a peer go on a
+// connection we open (active), a peer's sends to us on one it opens
+// (passive); multicast and address resolution stay on UD.
+//
+// Active (send()):
+//  1. The first unicast frame to a peer whose address carries flag 0x80
+//     creates an RC QP and sends a REQ (ServiceID 0x10..00 | the peer's UD
+//     QPN, private data: our UD QPN and receive size 65524) on the path the
+//     engine resolved; frames wait meanwhile (at most Config::queue, the
+//     rest dropped and counted).
+//  2. The REP: our QP to RTS (its Starting PSN is our send PSN, its RNR
+//     retry count ours), RTU, the waiting frames sent. Frames longer than
+//     the peer's receive size are refused (too_big: the engine answers
+//     with ICMP).
+//  3. A REJ, a REQ timeout, a send error (retries exhausted, the peer gone),
+//     a DREQ: the connection is torn down; for Config::retry_after frames to
+//     that peer go over UD (when they fit), then a new REQ is tried.
+//  4. Idle for Config::idle: a DREQ, and the QP goes.
+// Passive (cm_event(req_received) for our ServiceID):
+//  1. Checked: RC, our P_Key, our GID as the primary remote GID (else REJ 12
+//     with our GID, as ib_cm), room (connections under Config::max_
+//     connections and Config::ring receive buffers free in the shared pool
+//     of Config::receive_buffers, else REJ 1 "no QP").
+//  2. An RC QP with Config::ring receives of 65524 bytes posted, at RTS
+//     before the REP leaves (the kernel sends right after its RTS);
+//     received frames go to the engine like UD datagrams; each receive is
+//     posted again.
+//  3. Idle for 4 x Config::idle, a DREQ or an error: torn down, its
+//     buffers back in the pool.
+// Everything is bounded (connections, queued frames, posted sends and
+// receives) and every drop counted. Threading: the port's (one thread).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cm/cm_access.h"
+#include "common/counters.h"
+#include "ipoib/engine.h"
+#include "ipoib/link.h"
+#include "transport/port.h"
+
+namespace ipoibd::ipoib {
+
+enum class ConnState : std::uint8_t { connecting, up, failed };
+const char* to_string(ConnState s);
+
+struct ConnectedCounters {
+    std::uint64_t connects = 0;            // REQs we started
+    std::uint64_t connected = 0;           // ... that reached RTS (REP, RTU)
+    std::uint64_t accepted = 0;            // REQs we answered with a REP
+    std::uint64_t rejected_by_peer = 0;    // REJs for our REQs
+    std::uint64_t timed_out = 0;           // our REQs unanswered
+    std::uint64_t connect_errors = 0;      // no QP, the CM refused, the REP unusable
+    std::uint64_t rejected_no_room = 0;    // REQs refused: connections or receive buffers (REJ 1)
+    std::uint64_t rejected_bad_req = 0;    // REQs refused: not RC, another P_Key, not our GID
+    std::uint64_t disconnected_by_peer = 0;  // DREQs
+    std::uint64_t reaped_idle = 0;
+    std::uint64_t rc_errors = 0;           // connections an RC error took down (retries, RNR, remote errors)
+    std::uint64_t tx_messages = 0;
+    std::uint64_t rx_messages = 0;
+    std::uint64_t tx_queued = 0;           // frames that waited for a connection
+    std::uint64_t drop_queue_full = 0;     // frames beyond Config::queue while connecting
+    std::uint64_t drop_connect_failed = 0; // waiting frames of a connection that failed
+    std::uint64_t drop_send_full = 0;      // Config::send_depth SENDs outstanding
+    std::uint64_t drop_refused = 0;        // post_send refused
+    std::uint64_t drop_too_big_queued = 0; // waiting frames longer than the peer's receive size
+    std::uint64_t rx_errors = 0;           // receive completions with an error (not flushes)
+    std::uint64_t tx_errors = 0;           // send completions with an error (not flushes)
+    std::uint64_t no_room_datagram = 0;    // frames that went UD: no room for another connection
+};
+void visit(const ConnectedCounters& c, CounterSink& out);
+
+// What ipoibctl neigh shows of a peer's connection.
+struct ConnectionView {
+    ConnState state = ConnState::connecting;
+    bool active = true;
+    std::uint32_t remote_qpn = 0;  // the peer's RC QPN (0 while connecting)
+    std::uint32_t local_qpn = 0;
+    std::uint32_t peer_mtu = 0;    // the peer's receive size (the 4-byte header included)
+    std::size_t queued = 0;
+};
+
+class ConnectedLink final : public cm::CmUser {
+public:
+    struct Config {
+        std::size_t max_connections = 256;  // both directions, failed entries included
+        std::size_t receive_buffers = 1024; // the passive connections' shared pool
+        std::size_t ring = 32;              // receives each passive connection holds
+        std::size_t queue = 16;             // frames waiting per connecting peer
+        std::size_t send_depth = 128;       // SENDs outstanding per connection
+        std::chrono::milliseconds idle{60'000};
+        std::chrono::milliseconds retry_after{1'000};
+        // Our REQs' RC parameters. The kernel asks for 0 and 0 and loses a
+        // connection with one packet; over a fabric that may drop packets
+        // ipoibd retries (the peer's RC does the retransmitting).
+        std::uint8_t retry_count = 7;
+        std::uint8_t rnr_retry = 7;
+        std::uint8_t ack_timeout = 14;  // 4.096 us x 2^14 = 67 ms
+    };
+    // A journald-worthy event (connection_failed), with its fields.
+    using EventSink = std::function<void(EngineEventKind, std::string, std::vector<std::pair<std::string, std::string>>)>;
+    using ReceiveCallback = std::function<void(const ReceivedDatagram&)>;
+
+    ConnectedLink(transport::Port& port, cm::CmAccess& cm, Config config, EventSink events, std::uint64_t seed);
+    ~ConnectedLink() override;
+    ConnectedLink(const ConnectedLink&) = delete;
+    ConnectedLink& operator=(const ConnectedLink&) = delete;
+
+    // Listens on the ServiceID of `ud_qpn` (a new UD QP: the old listener
+    // and every connection go). `pkey`: the interface's.
+    expected<void, std::string> open(std::uint32_t ud_qpn, std::uint16_t pkey, Clock::time_point now);
+    // Disconnects everything (DREQs) and stops listening.
+    void close(Clock::time_point now);
+    bool is_open() const { return open_; }
+
+    ConnectedSend send(const HwAddress& to, const PathInfo& path, bytes frame, Clock::time_point now);
+
+    // Completions of every connection, up to `max`; receives go to `on_receive`.
+    std::size_t poll(const ReceiveCallback& on_receive, Clock::time_point now, std::size_t max = 1024);
+    void tick(Clock::time_point now);
+    std::optional<Clock::time_point> next_deadline() const;
+
+    // cm::CmUser
+    void cm_event(const cm::Event& e, Clock::time_point now) override;
+
+    std::optional<ConnectionView> connection_to(const HwAddress& peer) const;
+    std::size_t connections() const { return conns_.size(); }
+    std::size_t buffers_in_use() const { return buffers_in_use_; }
+    const ConnectedCounters& counters() const { return counters_; }
+    // Ours, then the RC counters of every connection, closed ones included
+    // (as rc_*).
+    void visit_counters(CounterSink& out) const;
+
+private:
+    using Key = std::uint64_t;
+    struct Conn {
+        bool active = true;
+        ConnState state = ConnState::connecting;
+        std::optional<cm::ConnectionId> cm_id;
+        std::unique_ptr<transport::RcQueuePair> qp;
+        HwAddress peer;
+        std::uint16_t peer_lid = 0;
+        std::uint32_t remote_qpn = 0;
+        std::uint32_t peer_mtu = 0;
+        std::uint32_t our_psn = 0;
+        std::uint8_t path_mtu = 0;  // IBA code
+        std::deque<std::vector<std::uint8_t>> queue;
+        std::size_t outstanding = 0;
+        std::size_t posted = 0;  // passive: receives posted
+        Clock::time_point last_used{};
+        Clock::time_point failed_until{};
+        std::uint64_t next_wr = 1;
+    };
+
+    Conn* find(Key k);
+    void start_connect(Key k, Conn& c, const PathInfo& path, Clock::time_point now);
+    void on_rep(Key k, Conn& c, const cm::Event& e, Clock::time_point now);
+    void on_req(const cm::Event& e, Clock::time_point now);
+    ConnectedSend post(Conn& c, bytes frame, Clock::time_point now);
+    // The QP goes (its counters kept); an active connection becomes FAILED
+    // for retry_after (its waiting frames dropped), a passive one is erased.
+    void tear_down(Key k, const std::string& why, Clock::time_point now, bool notify);
+    void erase(Key k);
+    std::optional<std::uint16_t> pkey_index() const;
+    std::uint32_t random_psn();
+
+    transport::Port& port_;
+    cm::CmAccess& cm_;
+    Config config_;
+    EventSink events_;
+    bool open_ = false;
+    std::uint32_t ud_qpn_ = 0;
+    std::uint16_t pkey_ = 0xFFFF;
+    std::uint64_t rng_;
+    Key next_key_ = 1;
+    std::map<Key, Conn> conns_;
+    std::map<std::pair<ib::Gid, std::uint32_t>, Key> active_;  // by the peer's GID and UD QPN
+    std::map<cm::ConnectionId, Key> by_cm_;
+    std::size_t buffers_in_use_ = 0;
+    std::map<std::string, std::uint64_t> closed_rc_;  // RC counters of connections gone
+    ConnectedCounters counters_;
+};
+
+}  // namespace ipoibd::ipoib
