@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# IPoIB connected mode (RFC 4755, issue 21) end to end: real daemons, real
+# TUN devices, three hosts in network namespaces over ibfabricd.
+#
+#   A  ipoibd ib0 198.18.0.1/24 2001:db8::1/64, [interface] connected-mode = yes
+#   B  ipoibd ib0 198.18.0.2/24 2001:db8::2/64, connected-mode = yes
+#   C  ipoibd ib0 198.18.0.3/24 2001:db8::3/64, datagram mode
+#
+# Three runs, each with a fresh fabric and fresh daemons:
+#  1. capture (ibfabricd --pcap; every packet through the switch):
+#     MTU 65520 on A and B, C's group MTU less 4; ping and ping6 between
+#     every pair; `ping -s 60000 -M do` and `ping6 -s 60000 -M do` between A
+#     and B; from A to C the same gets ICMP Fragmentation Needed / Packet
+#     Too Big with C's MTU, the host's route learns it, and pings of 3000
+#     bytes then cross (fragmented by the host); ipoibctl neigh shows B
+#     connected (up) and C datagram; B restarts with a new QPN and A
+#     reaches it again over a new connection; the capture decodes in tshark
+#     (CM REQ/REP/RTU for IPoIB ServiceIDs, RC SENDs carrying IP, ACKs) with
+#     every CRC recomputed (check_cm_capture.py);
+#  2. throughput (cut-through): iperf3 TCP A -> B over the connection, and
+#     A -> C, where the host learns C's MTU from our ICMP on the way;
+#  3. 1% loss (ibfabricd --fault loss=1%): pings of 60000 bytes with DF and
+#     iperf3 A -> B still work (the RC retries), retransmissions counted;
+#     B restarts again and is reached again.
+#
+# scenario/connected_mode.sh BIN_DIR
+set -euo pipefail
+BIN=$(cd "$1" && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
+scenario_init connected_mode
+
+for tool in iperf3 tshark python3 ping; do
+  command -v $tool >/dev/null || fail "$tool is not installed (scripts/install-deps.sh)"
+done
+
+FAB=cmf$$; A=cma$$; B=cmb$$; C=cmc$$
+FABRIC=198.18.106.100:18516
+declare -A GUID=([a]=0x0002c90300d0000a [b]=0x0002c90300d0000b [c]=0x0002c90300d0000c)
+declare -A UNDERLAY=([a]=198.18.106.1 [b]=198.18.106.2 [c]=198.18.106.3)
+declare -A NS=([a]=$A [b]=$B [c]=$C)
+declare -A IDX=([a]=1 [b]=2 [c]=3)
+declare -A CONNECTED=([a]=yes [b]=yes [c]=no)
+declare -A PID
+
+star_underlay "$FAB" 198.18.106.100/24
+for h in a b c; do star_host "$FAB" "${NS[$h]}" "$h$$" "${UNDERLAY[$h]}/24"; done
+
+for h in a b c; do
+  cat >"$WORK/$h.conf" <<EOF2
+[fabric]
+transport = soft
+address = $FABRIC
+port-guid = ${GUID[$h]}
+[interface]
+connected-mode = ${CONNECTED[$h]}
+address = 198.18.0.${IDX[$h]}/24
+address = 2001:db8::${IDX[$h]}/64
+[daemon]
+control-socket = $WORK/$h.sock
+EOF2
+done
+
+start_ipoibd() {  # HOST RUN
+  ip netns exec "${NS[$1]}" "$BIN/ipoibd" -i ib0 -c "$WORK/$1.conf" --log-target=stderr >"$WORK/$1-$2.log" 2>&1 &
+  PID[$1]=$!; PIDS+=("${PID[$1]}")
+}
+stop_ipoibd() {  # HOST
+  kill -TERM "${PID[$1]}"
+  local rc=0; wait "${PID[$1]}" || rc=$?
+  [ $rc -eq 0 ] || fail "$1's ipoibd exited $rc on SIGTERM"
+}
+ctl() {  # HOST ARGS...
+  local h=$1; shift
+  ip netns exec "${NS[$h]}" "$BIN/ipoibctl" -s "$WORK/$h.sock" "$@"
+}
+wait_link_up() {  # HOST SECONDS
+  local deadline=$((SECONDS + $2)) out
+  while :; do
+    out=$(ctl "$1" -j status 2>/dev/null || true)
+    grep -q '"link":"up"' <<<"$out" && return 0
+    [ $SECONDS -lt $deadline ] || fail "$1: link not up after $2 s"
+    sleep 0.1
+  done
+}
+stat_of() {  # HOST SECTION KEY
+  ctl "$1" -j stats | python3 -c "import json,sys; print(json.load(sys.stdin).get('$2',{}).get('$3',0))"
+}
+status_of() {  # HOST KEY
+  ctl "$1" -j status | python3 -c "import json,sys; print(json.load(sys.stdin)['$2'])"
+}
+in_ns() {  # HOST CMD...
+  local h=$1; shift
+  ip netns exec "${NS[$h]}" "$@"
+}
+# ping until one echo comes back (a new neighbour or connection may take a
+# moment), at most SECONDS.
+ping_until() {  # HOST SECONDS ping-args...
+  local h=$1 deadline=$((SECONDS + $2)); shift 2
+  until in_ns "$h" ping -c 1 -W 1 "$@" >/dev/null 2>&1; do
+    [ $SECONDS -lt $deadline ] || return 1
+  done
+}
+start_fabric() {  # RUN ARGS...
+  local run=$1; shift
+  start "$FAB" "$WORK/fabric-$run.log" "$BIN/ibfabricd" --listen "$FABRIC" --sweep-interval 1s --control-socket none "$@"
+  FABPID=${PIDS[-1]}
+  wait_for 5 "$WORK/fabric-$run.log" "listening on" || fail "ibfabricd did not start ($run)"
+}
+start_hosts() {  # RUN
+  for h in a b c; do start_ipoibd $h "$1"; done
+  for h in a b c; do wait_link_up $h 20; done
+}
+stop_all() {
+  for h in a b c; do stop_ipoibd $h; done
+  kill -TERM "$FABPID"; wait "$FABPID" || true
+}
+restart_b() {  # RUN: B comes back with a new QPN, and A reaches it
+  local old new
+  old=$(status_of b qpn)
+  stop_ipoibd b
+  start_ipoibd b "$1-restart"
+  wait_link_up b 20
+  new=$(status_of b qpn)
+  [ "$new" != "$old" ] || fail "B's QPN did not change over a restart ($old)"
+  ping_until a 20 -s 20000 -M do 198.18.0.2 || fail "A did not reach the restarted B ($1)"
+  pass "B restarted (QPN $old -> $new); A reached it again with 20000-byte pings"
+}
+
+# --- 1. capture ------------------------------------------------------------------
+start_fabric capture --pcap "$WORK/cm.pcap"
+start_hosts capture
+for h in a b; do
+  mtu=$(in_ns $h cat /sys/class/net/ib0/mtu)
+  [ "$mtu" = 65520 ] || fail "$h's ib0 MTU is $mtu in connected mode"
+done
+ud_mtu=$(in_ns c cat /sys/class/net/ib0/mtu)
+{ [ "$ud_mtu" = 2044 ] || [ "$ud_mtu" = 4092 ]; } || fail "C's ib0 MTU is $ud_mtu"
+pass "ib0 MTU 65520 on A and B (connected), $ud_mtu on C (datagram)"
+
+for s in a b c; do
+  for d in a b c; do
+    [ $s = $d ] && continue
+    ping_until $s 10 "198.18.0.${IDX[$d]}" || fail "ping $s -> $d"
+    ping_until $s 10 -6 "2001:db8::${IDX[$d]}" || fail "ping6 $s -> $d"
+  done
+done
+pass "ping and ping6 between every pair of A, B (connected) and C (datagram)"
+
+in_ns a ping -c 3 -i 0.2 -W 2 -s 60000 -M do 198.18.0.2 >"$WORK/big.log" 2>&1 || fail "ping -s 60000 -M do A -> B: $(tail -3 "$WORK/big.log")"
+in_ns b ping -c 3 -i 0.2 -W 2 -s 60000 -M do 198.18.0.1 >>"$WORK/big.log" 2>&1 || fail "ping -s 60000 -M do B -> A"
+in_ns a ping -6 -c 3 -i 0.2 -W 2 -s 60000 -M do 2001:db8::2 >>"$WORK/big.log" 2>&1 || fail "ping6 -s 60000 -M do A -> B"
+pass "ping -s 60000 -M do and ping6 -s 60000 -M do between A and B"
+
+in_ns a ping -c 1 -W 2 -s 3000 -M do 198.18.0.3 >"$WORK/ptb4.log" 2>&1 || true
+grep -q "Frag needed and DF set (mtu = $ud_mtu)" "$WORK/ptb4.log" ||
+  fail "no Fragmentation Needed with mtu $ud_mtu from A's ping to C: $(cat "$WORK/ptb4.log")"
+route=$(in_ns a ip route get 198.18.0.3)
+grep -q "mtu $ud_mtu" <<<"$route" || fail "A's route to C did not learn mtu $ud_mtu: $route"
+in_ns a ping -6 -c 1 -W 2 -s 3000 -M do 2001:db8::3 >"$WORK/ptb6.log" 2>&1 || true
+grep -q "Packet too big: mtu=$ud_mtu" "$WORK/ptb6.log" ||
+  fail "no Packet Too Big with mtu $ud_mtu from A's ping6 to C: $(cat "$WORK/ptb6.log")"
+in_ns a ping -c 2 -i 0.2 -W 2 -s 3000 198.18.0.3 >/dev/null || fail "ping -s 3000 A -> C after the PMTU"
+in_ns a ping -6 -c 2 -i 0.2 -W 2 -s 3000 2001:db8::3 >/dev/null || fail "ping6 -s 3000 A -> C after the PMTU"
+n=$(stat_of a engine icmp_too_big_tx)
+[ "$n" -ge 2 ] || fail "A counted $n ICMP too-big answers"
+pass "A -> C over UD: Fragmentation Needed and Packet Too Big (mtu $ud_mtu) from C's address, the routes learned it, 3000-byte pings then crossed ($n answers counted)"
+
+neigh=$(ctl a -j neigh)
+python3 - "$neigh" <<'PY' || fail "ipoibctl neigh: $neigh"
+import json, sys
+rows = {r["address"]: r for r in json.loads(sys.argv[1])}
+b, c = rows["198.18.0.2"], rows["198.18.0.3"]
+assert b["mode"] == "connected" and b["connection"] == "up", b
+assert c["mode"] == "datagram" and c["connection"] == "-", c
+assert b["lladdr"].startswith("80:"), b["lladdr"]
+assert c["lladdr"].startswith("00:"), c["lladdr"]
+PY
+for what in connected accepted tx_messages rx_messages; do
+  [ "$(stat_of a connected $what)" -ge 1 ] || fail "A's connected.$what is 0"
+done
+[ "$(stat_of a cm cm_established)" -ge 2 ] || fail "A's CM established fewer than 2 connections"
+pass "ipoibctl neigh: B connected (up, flag 0x80), C datagram; stats: connections both ways"
+
+qpns=$(for h in a b c; do echo "--ud-qpn $(status_of $h qpn)"; done)
+restart_b capture
+qpns="$qpns --ud-qpn $(status_of b qpn)"
+stop_all  # the capture is whole once ibfabricd has exited
+# shellcheck disable=SC2086
+python3 "$HERE/check_cm_capture.py" "$WORK/cm.pcap" $qpns >"$WORK/capture.log" 2>&1 ||
+  fail "the capture: $(tail -n 25 "$WORK/capture.log")"
+pass "$(tail -n 1 "$WORK/capture.log")"
+rm -f "$WORK/cm.pcap"
+
+# --- 2. throughput ------------------------------------------------------------------
+start_fabric throughput
+start_hosts throughput
+ping_until a 10 198.18.0.2 || fail "A -> B (throughput run)"
+ping_until a 10 198.18.0.3 || fail "A -> C (throughput run)"
+in_ns b iperf3 -s -1 -B 198.18.0.2 >"$WORK/iperf-b.log" 2>&1 &
+PIDS+=($!)
+in_ns c iperf3 -s -1 -B 198.18.0.3 >"$WORK/iperf-c.log" 2>&1 &
+PIDS+=($!)
+sleep 0.5
+before=$(stat_of a connected tx_messages)
+in_ns a timeout 30 iperf3 -c 198.18.0.2 -t 5 >"$WORK/iperf-ab.log" 2>&1 || fail "iperf3 A -> B: $(tail -5 "$WORK/iperf-ab.log")"
+grep -q receiver "$WORK/iperf-ab.log" || fail "iperf3 A -> B did not finish"
+after=$(stat_of a connected tx_messages)
+[ $((after - before)) -gt 1000 ] || fail "iperf3 A -> B moved only $((after - before)) RC messages"
+in_ns a timeout 30 iperf3 -c 198.18.0.3 -t 3 >"$WORK/iperf-ac.log" 2>&1 || fail "iperf3 A -> C: $(tail -5 "$WORK/iperf-ac.log")"
+grep -q receiver "$WORK/iperf-ac.log" || fail "iperf3 A -> C did not finish"
+pass "iperf3 TCP A -> B over RC: $(grep receiver "$WORK/iperf-ab.log" | awk '{print $7, $8}'); A -> C over UD: $(grep receiver "$WORK/iperf-ac.log" | awk '{print $7, $8}')"
+stop_all
+
+# --- 3. 1% loss -----------------------------------------------------------------------
+start_fabric loss --fault loss=1% --fault-seed 21
+start_hosts loss
+ping_until a 20 198.18.0.2 || fail "A -> B through 1% loss"
+in_ns a ping -c 10 -i 0.2 -W 3 -s 60000 -M do 198.18.0.2 >"$WORK/loss-ping.log" 2>&1 || true
+got=$(sed -n 's/.* \([0-9]*\) received.*/\1/p' "$WORK/loss-ping.log")
+[ "${got:-0}" -ge 9 ] || fail "only ${got:-0} of 10 60000-byte pings crossed 1% loss: $(tail -3 "$WORK/loss-ping.log")"
+in_ns b iperf3 -s -1 -B 198.18.0.2 >"$WORK/iperf-loss-b.log" 2>&1 &
+PIDS+=($!)
+sleep 0.5
+in_ns a timeout 40 iperf3 -c 198.18.0.2 -t 5 >"$WORK/iperf-loss.log" 2>&1 || fail "iperf3 A -> B through 1% loss: $(tail -5 "$WORK/iperf-loss.log")"
+grep -q receiver "$WORK/iperf-loss.log" || fail "iperf3 through loss did not finish"
+retx=$(stat_of a connected rc_retransmitted)
+[ "$retx" -gt 0 ] || fail "no RC retransmission counted through 1% loss"
+pass "1% loss: $got/10 60000-byte pings; iperf3 A -> B $(grep receiver "$WORK/iperf-loss.log" | awk '{print $7, $8}'); A retransmitted $retx RC packets"
+restart_b loss
+stop_all
+echo "connected_mode: all checks passed"
