@@ -27,6 +27,10 @@
 #   socat-4092    socat TUN <-> UDP-DATAGRAM              198.19.3.2    MTU 4092
 #   key-4092      the ipoibd-4092 row with a fabric key (ibfabricd --fabric-key,
 #                 [fabric] key-file): what authenticating every datagram costs
+#   connected-65520  ipoibd pair in connected mode (RFC 4755, [interface]
+#                 connected-mode = yes): RC connections, MTU 65520, the same
+#                 4096-byte group and path MTU as ipoibd-4092 (issue 21's
+#                 target: TCP >= 1.5x ipoibd-4092's, small-ping RTT no worse)
 #   base-2044     the ipoibd-2044 row with the ipoibd, ibfabricd and ipoibctl
 #   base-4092     of BASE_BIN (another build: old against new in one run);
 #                 added to ROWS beside each ipoibd row when BASE_BIN is set,
@@ -80,7 +84,7 @@ NPING=${NPING:-200}
 PING_INT=${PING_INT:-0.005}
 UDP_LEN=1400
 LIFE=${LIFE:-180}       # upper bound on the lifetime of any process started here (s)
-ALL_ROWS="veth ipoibd-2044 ipoibd-4092 key-4092 openvpn-2044 openvpn-4092 socat-4092"
+ALL_ROWS="veth ipoibd-2044 ipoibd-4092 connected-65520 key-4092 openvpn-2044 openvpn-4092 socat-4092"
 ROWS=${ROWS-$ALL_ROWS}   # ROWS="" runs no row (memory only)
 BASE_BIN=${BASE_BIN:-}
 if [ -n "$BASE_BIN" ]; then
@@ -328,6 +332,7 @@ write_ipoibd_config() {  # FILE GUID CIDR MTU SOCKET BUSY_POLL [extra lines]
     echo "[fabric]"; echo "transport = soft"; echo "address = $FABRIC"; echo "port-guid = $2"
     [ -z "${ROW_KEY:-}" ] || echo "key-file = $ROW_KEY"
     echo "[interface]"; echo "address = $3"; echo "mtu = $4"
+    [ -z "${ROW_CONNECTED:-}" ] || echo "connected-mode = yes"
     echo "[daemon]"; echo "control-socket = $5"; echo "log-level = warning"; echo "busy-poll = $6"
     [ $# -gt 6 ] && printf '%s\n' "${@:7}"
   } >"$1"
@@ -455,6 +460,7 @@ run_row() {
     base-2044)    row_ipoibd 2044 base-2044 "$BASE_BIN" ;;
     base-4092)    row_ipoibd 4092 base-4092 "$BASE_BIN" ;;
     key-4092)     row_ipoibd 4092 key-4092 "$BIN" key ;;
+    connected-65520) ROW_CONNECTED=1 row_ipoibd 65520 connected-65520 ;;
     openvpn-2044) row_openvpn 2044 ;;
     openvpn-4092) row_openvpn 4092 ;;
     socat-4092)   row_socat 4092 ;;
@@ -587,6 +593,13 @@ report() {
         "$(ratio "$(field_of $me 7)" "$(field_of $peer 7)")" "$(ratio "$(field_of $me 8)" "$(field_of $peer 8)")" \
         "$(ratio "$(field_of $me 9)" "$(field_of $peer 7)")" "$(ratio "$(field_of $me 10)" "$(field_of $peer 8)")"
     done
+    if [ -n "$(field_of connected-65520 1)" ] && [ -n "$(field_of ipoibd-4092 1)" ]; then
+      printf '  %-12s / %-13s TCP %-7s UDP pps %-7s RTT avg %-7s RTT p99 %-7s busy-poll RTT avg %-7s p99 %s\n' \
+        "connected-65520" "ipoibd-4092" \
+        "$(ratio "$(field_of connected-65520 3)" "$(field_of ipoibd-4092 3)")" "$(ratio "$(field_of connected-65520 5)" "$(field_of ipoibd-4092 5)")" \
+        "$(ratio "$(field_of connected-65520 7)" "$(field_of ipoibd-4092 7)")" "$(ratio "$(field_of connected-65520 8)" "$(field_of ipoibd-4092 8)")" \
+        "$(ratio "$(field_of connected-65520 9)" "$(field_of ipoibd-4092 9)")" "$(ratio "$(field_of connected-65520 10)" "$(field_of ipoibd-4092 10)")"
+    fi
     for m in 2044 4092; do
       [ -n "$(field_of base-$m 1)" ] && [ -n "$(field_of ipoibd-$m 1)" ] || continue
       printf '  %-12s / %-13s TCP %-7s UDP pps %-7s RTT avg %-7s RTT p99 %-7s busy-poll RTT avg %-7s p99 %s\n' \
@@ -617,6 +630,11 @@ report() {
       target "UDP pps ipoibd-$m / openvpn-$m" "$(ratio "$(field_of ipoibd-$m 5)" "$(field_of openvpn-$m 5)")" ">=" 2
       target "$rtt_label ipoibd-$m / openvpn-$m" "$(ratio "$(field_of ipoibd-$m $rtt_col)" "$(field_of openvpn-$m 7)")" "<=" 0.5
     done
+    if [ -n "$(field_of connected-65520 1)" ]; then
+      echo "issue 21's targets (connected mode), for this run:"
+      target "TCP connected-65520 / ipoibd-4092" "$(ratio "$(field_of connected-65520 3)" "$(field_of ipoibd-4092 3)")" ">=" 1.5
+      target "RTT avg connected-65520 / ipoibd-4092" "$(ratio "$(field_of connected-65520 7)" "$(field_of ipoibd-4092 7)")" "<=" 1
+    fi
     if [ "$MEMORY" = 1 ]; then
       target "VmRSS idle, MiB" "$(mib "${MEM_IDLE:-}")" "<=" 16
       target "VmRSS ${MEM_NEIGH:--} neighbours ${MEM_GROUPS:--} groups, MiB" "$(mib "${MEM_FULL:-}")" "<=" 64

@@ -125,7 +125,7 @@ struct QueuesSection {
     std::size_t sa_max_queued = 1024;  // SA requests waiting to be sent
     unsigned tun_max_batch = 64;     // packets read from the TUN per wake-up
     std::size_t max_connections = 256;            // connected mode: RC connections, both directions
-    std::size_t connected_receive_buffers = 1024; // connected mode: 64 KiB receives shared by peers' connections
+    std::size_t connected_receive_buffers = 4096; // connected mode: 64 KiB receives shared by peers' connections
     bool operator==(const QueuesSection&) const = default;
 };
 

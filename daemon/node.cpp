@@ -276,7 +276,7 @@ expected<void, std::string> Node::add_interface(std::unique_ptr<host::HostPort> 
     ic.host_max_batch = config_.queues.tun_max_batch;
     ic.connected.max_connections = config_.queues.max_connections;
     ic.connected.receive_buffers = config_.queues.connected_receive_buffers;
-    ic.connected.ring = 16;
+    ic.connected.ring = 64;
     ic.connected.idle = config_.interface.connected_idle;
     if (config_.interface.connected_mode && !cm_)
         log_.warning("[interface] connected-mode = yes, but this port offers no connection manager (an HCA's "

@@ -95,8 +95,8 @@ class ConnectedLink final : public cm::CmUser {
 public:
     struct Config {
         std::size_t max_connections = 256;  // both directions, failed entries included
-        std::size_t receive_buffers = 1024; // the passive connections' shared pool
-        std::size_t ring = 32;              // receives each passive connection holds
+        std::size_t receive_buffers = 4096; // the passive connections' shared pool
+        std::size_t ring = 64;              // receives each passive connection holds
         std::size_t queue = 16;             // frames waiting per connecting peer
         std::size_t send_depth = 128;       // SENDs outstanding per connection
         std::chrono::milliseconds idle{60'000};
