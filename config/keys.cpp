@@ -280,8 +280,8 @@ const KeySpec kKeys[] = {
      .set = [](DaemonConfig& c, std::string_view v) { return store(c.queues.max_connections, parse_unsigned(v, 1, 65536)); },
      .get = [](const DaemonConfig& c) { return one(std::to_string(c.queues.max_connections)); }},
     {.section = "queues", .name = "connected-receive-buffers", .value_name = "N",
-     .help = "connected mode: 64 KiB receive buffers shared by peers' connections, 16 each (bounds them and their memory)",
-     .set = [](DaemonConfig& c, std::string_view v) { return store(c.queues.connected_receive_buffers, parse_unsigned(v, 16, 65536)); },
+     .help = "connected mode: 64 KiB receive buffers shared by peers' connections, 64 each (bounds them and their memory)",
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.queues.connected_receive_buffers, parse_unsigned(v, 64, 65536)); },
      .get = [](const DaemonConfig& c) { return one(std::to_string(c.queues.connected_receive_buffers)); }},
 
     // [daemon]

@@ -33,6 +33,7 @@ inline constexpr MessageId kJoinFailed = "270f111385e64fbb8e0b8bb9817d938a";
 inline constexpr MessageId kGroupJoined = "3ff5632345524794ad1af2e3ae2e654c";
 inline constexpr MessageId kGroupLeft = "e76c6dd85cca45b3a21a4210382defed";
 inline constexpr MessageId kPeerChanged = "83a43dfde6fc44e58dc86812c926fe36";
+inline constexpr MessageId kConnectionFailed = "7afebae7504c401ca29142d4397f68c2";
 
 }  // namespace msgid
 }  // namespace ipoibd::daemon

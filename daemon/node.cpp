@@ -54,6 +54,7 @@ std::optional<MessageId> message_id_of(ipoib::EngineEventKind k) {
     case K::group_joined: return msgid::kGroupJoined;
     case K::group_left: return msgid::kGroupLeft;
     case K::peer_changed: return msgid::kPeerChanged;
+    case K::connection_failed: return msgid::kConnectionFailed;
     default: return std::nullopt;
     }
 }
@@ -69,7 +70,8 @@ LogLevel level_of(ipoib::EngineEventKind k) {
     case K::group_join_failed:
     case K::address_conflict:
     case K::dad_failed:
-    case K::path_failed: return LogLevel::warning;
+    case K::path_failed:
+    case K::connection_failed: return LogLevel::warning;
     case K::qp_open_failed: return LogLevel::error;
     default: return LogLevel::info;
     }

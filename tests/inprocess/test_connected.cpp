@@ -239,14 +239,14 @@ TEST_P(ConnectedNodes, BadAndExcessRequestsAreRejectedAndConnectionsStayBounded)
     ASSERT_TRUE(req(0x111, attrs_c.gid()));  // not B's GID
     cm->tick(Clock::now());
     ASSERT_TRUE(fabric_->run_until([&] { return b_->interface().connected()->counters().rejected_bad_req == 1; }));
-    // B holds max-connections (256) and 1024 receive buffers, 16 per
+    // B holds max-connections (256) and 4096 receive buffers, 64 per
     // connection: the 65th REQ finds the pool empty.
     for (std::uint32_t i = 0; i < 70; ++i) ASSERT_TRUE(req(0x200 + i, attrs_b.gid()));
     cm->tick(Clock::now());
     ASSERT_TRUE(fabric_->run_until([&] { return b_->interface().connected()->counters().rejected_no_room == 6; }))
         << b_->node->answer("stats");
     EXPECT_EQ(b_->interface().connected()->counters().accepted, 64u);
-    EXPECT_EQ(b_->interface().connected()->buffers_in_use(), 1024u);
+    EXPECT_EQ(b_->interface().connected()->buffers_in_use(), 4096u);
     EXPECT_EQ(b_->interface().connected()->connections(), 64u);
 }
 

@@ -165,7 +165,7 @@ TEST(Log, MessageIdsAreDistinct) {
     const MessageId all[] = {msgid::kDaemonStarted, msgid::kDaemonStopping, msgid::kConfigReloaded,
                              msgid::kLinkUp,        msgid::kLinkDown,       msgid::kBroadcastJoined,
                              msgid::kJoinFailed,    msgid::kGroupJoined,    msgid::kGroupLeft,
-                             msgid::kPeerChanged};
+                             msgid::kPeerChanged, msgid::kConnectionFailed};
     std::set<std::string_view> seen;
     for (const auto& id : all) EXPECT_TRUE(seen.insert(id.hex).second) << id.hex;
 }
