@@ -93,6 +93,10 @@ struct Event {
     std::optional<Req> req;  // req_received
     std::optional<Rep> rep;  // rep_received
     std::uint16_t reason = 0;  // rejected
+    // rep_received from a CM that chose what our REQ carried itself
+    // (librdmacm: the Starting PSN, our receive PSN, and the path MTU code).
+    std::optional<std::uint32_t> local_psn;
+    std::optional<std::uint8_t> path_mtu;
 };
 
 // What connect() puts in the REQ beyond what the engine fills (comm ID,

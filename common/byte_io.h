@@ -11,11 +11,24 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <vector>
 
 namespace ipoibd {
 
 using bytes = std::span<const std::uint8_t>;
 using mutable_bytes = std::span<std::uint8_t>;
+
+// A byte vector set to, or extended by, `b` with one memcpy: unoptimized
+// builds (the sanitizers' Debug) copy through iterators byte by byte.
+inline void assign_bytes(std::vector<std::uint8_t>& v, bytes b) {
+    v.resize(b.size());
+    if (!b.empty()) std::memcpy(v.data(), b.data(), b.size());
+}
+inline void append_bytes(std::vector<std::uint8_t>& v, bytes b) {
+    const std::size_t n = v.size();
+    v.resize(n + b.size());
+    if (!b.empty()) std::memcpy(v.data() + n, b.data(), b.size());
+}
 
 namespace detail {
 template <class T>

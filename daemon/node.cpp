@@ -21,6 +21,13 @@
 #include "transport/wire/mad.h"
 #include "transport/port_factory.h"
 #include "transport/soft/guid.h"
+#ifdef IPOIBD_HAVE_RDMACM
+#include "cm/rdma_cm_access.h"
+#else
+namespace ipoibd::cm {
+class RdmaCmAccess {};  // never made: no librdmacm in this build
+}  // namespace ipoibd::cm
+#endif
 
 namespace ipoibd::daemon {
 
@@ -103,6 +110,38 @@ Node::Node(config::DaemonConfig config, std::string config_file, std::string ins
 
 // The loop may outlive the node (tests run several nodes on one loop): no
 // handler of ours may stay registered.
+cm::CmAccess* Node::connection_manager() const {
+    if (cm_) return cm_.get();
+#ifdef IPOIBD_HAVE_RDMACM
+    return rdma_cm_.get();
+#else
+    return nullptr;
+#endif
+}
+
+// On an HCA the kernel's ib_cm holds class 0x07: connected mode connects
+// through librdmacm (cm/rdma_cm_access.h) and cannot accept.
+void Node::open_rdma_cm() {
+#ifdef IPOIBD_HAVE_RDMACM
+    if (port_device_ == "soft") return;
+    const auto a = port_->attributes();
+    auto r = cm::RdmaCmAccess::open(a.node_guid ? a.node_guid : a.port_guid);
+    if (!r) {
+        if (config_.interface.connected_mode) log_.warning("connected mode: no RDMA CM: " + r.error());
+        return;
+    }
+    rdma_cm_ = std::move(*r);
+    if (auto added = loop_.add_fd(rdma_cm_->fd(), [this] {
+            rdma_cm_->process(Clock::now());
+            end_of_turn();
+        });
+        !added) {
+        log_.warning("connected mode: could not watch the RDMA CM: " + added.error().message());
+        rdma_cm_.reset();
+    }
+#endif
+}
+
 Node::~Node() {
     // The capture tap reads members that go before the port does.
     if (port_) (void)port_->set_capture({});
@@ -117,6 +156,9 @@ Node::~Node() {
     for (const auto& i : interfaces_)
         if (mad_) mad_->unregister_client(*i);
     if (mad_ && cm_) mad_->unregister_client(*cm_);
+#ifdef IPOIBD_HAVE_RDMACM
+    if (rdma_cm_) loop_.remove_fd(rdma_cm_->fd());
+#endif
     if (port_ && port_->fd() >= 0) loop_.remove_fd(port_->fd());
     if (fabric_service_) loop_.remove_fd(fabric_service_->fd());
 }
@@ -208,6 +250,7 @@ expected<void, std::string> Node::attach_port(transport::OpenedPort opened) {
         else
             log_.info("no connection manager on this port: " + r.error().message());
     }
+    if (!cm_) open_rdma_cm();
     if (port_->fd() >= 0)
         if (auto r = loop_.add_fd(port_->fd(), [this] { port_ready(); }); !r)
             return unexpected("could not watch the port: " + r.error().message());
@@ -280,12 +323,12 @@ expected<void, std::string> Node::add_interface(std::unique_ptr<host::HostPort> 
     ic.connected.receive_buffers = config_.queues.connected_receive_buffers;
     ic.connected.ring = 64;
     ic.connected.idle = config_.interface.connected_idle;
-    if (config_.interface.connected_mode && !cm_)
+    if (config_.interface.connected_mode && !connection_manager())
         log_.warning("[interface] connected-mode = yes, but this port offers no connection manager (an HCA's "
-                     "class 0x07 belongs to the kernel's ib_cm): datagram mode");
+                     "class 0x07 belongs to the kernel's ib_cm, and librdmacm is not there): datagram mode");
     iface::InterfaceEvents& events = *this;
-    auto i = std::make_unique<iface::Interface>(std::move(ic), *port_, std::move(host), events, cm_.get(),
-                                                std::random_device{}() ^ interfaces_.size());
+    auto i = std::make_unique<iface::Interface>(std::move(ic), *port_, std::move(host), events,
+                                                connection_manager(), std::random_device{}() ^ interfaces_.size());
     if (auto r = i->configure_host(port_->attributes().port_guid); !r) return r;
     // The SA client takes the responses to its requests and the SA's Reports.
     if (auto r = mad_->register_client(*i, ib::mgmt_class::subn_adm, ib::class_version::subn_adm,

@@ -58,6 +58,9 @@
 namespace ipoibd::fabric {
 class FabricService;
 }
+namespace ipoibd::cm {
+class RdmaCmAccess;
+}
 
 namespace ipoibd::daemon {
 
@@ -98,6 +101,9 @@ public:
     transport::Port& port() { return *port_; }
     // The connection manager; nullptr where the platform's holds class 0x07.
     CmService* cm() { return cm_.get(); }
+    // What connected mode connects through: our CM, else librdmacm's on an
+    // HCA (connecting only), else nothing.
+    cm::CmAccess* connection_manager() const;
     const std::vector<std::unique_ptr<iface::Interface>>& interfaces() const { return interfaces_; }
     // Adds an interface on an existing host port (tests: a fake host).
     expected<void, std::string> add_interface(std::unique_ptr<host::HostPort> host);
@@ -174,6 +180,8 @@ private:
     std::string port_device_;  // "soft", "mlx5_0": IB_DEVICE
     std::unique_ptr<sa::MadAgent> mad_;  // QP1, shared by the interfaces' SA clients and the CM
     std::unique_ptr<CmService> cm_;      // none where the platform's CM holds class 0x07 (HCAs)
+    std::unique_ptr<cm::RdmaCmAccess> rdma_cm_;  // there: librdmacm (connected mode's active side)
+    void open_rdma_cm();
     bool mad_pollable_ = true;
     std::optional<netlink::NetlinkSocket> nl_;
     std::unique_ptr<netlink::RtnlMonitor> monitor_;

@@ -12,6 +12,9 @@
 #include "sa_client/sa_records.h"
 #include "transport/gid.h"
 #include "transport/wire/packet.h"
+#ifdef IPOIBD_HAVE_RDMACM
+#include "cm/rdma_cm_access.h"
+#endif
 
 namespace ipoibd::daemon {
 
@@ -226,6 +229,12 @@ void Node::visit_node_sections(Section&& section) const {
         visit(mad_->counters(), o);
     });
     if (cm_) section("cm", [&](CounterSink& o) { cm_->visit_counters(o); });
+#ifdef IPOIBD_HAVE_RDMACM
+    if (rdma_cm_) section("rdmacm", [&](CounterSink& o) {
+            visit(rdma_cm_->counters(), o);
+            o.counter("rdmacm_connections", rdma_cm_->connections());
+        });
+#endif
     section("port", [&](CounterSink& o) {
         port_->visit_counters(o);
         visit(counters_, o);

@@ -14,6 +14,11 @@ namespace {
 // are reaped.
 constexpr std::size_t kLongRun = 8;
 constexpr std::size_t kReadsPerHandover = 4;
+// Connected mode reads datagrams of up to 64 KiB: after this many bytes
+// from the host the port is served too (the peer's ACKs, credits and
+// requests), so that a long batch does not leave them waiting until the
+// peer's RC timers expire.
+constexpr std::size_t kConnectedBytesPerService = 256 * 1024;
 
 template <class T>
 std::vector<T> missing_from(const std::vector<T>& a, const std::vector<T>& b) {
@@ -61,8 +66,7 @@ expected<std::uint32_t, std::string> Interface::open_qp(std::uint32_t qkey, std:
     auto qpn = link_.open_qp(qkey, pkey);
     if (qpn && connected_) {
         if (connected_on_) {
-            if (auto r = connected_->open(*qpn, pkey, Clock::now()); !r)
-                events_.host_warning(name(), "connected mode is off: could not listen for connections: " + r.error());
+            open_connected(*qpn, pkey, Clock::now());
         } else {
             connected_->close(Clock::now());
         }
@@ -70,10 +74,10 @@ expected<std::uint32_t, std::string> Interface::open_qp(std::uint32_t qkey, std:
     return qpn;
 }
 
-void Interface::open_connected(Clock::time_point now) {
-    if (!connected_ || !link_.has_qp()) return;
-    if (auto r = connected_->open(link_.qpn(), config_.engine.pkey, now); !r)
-        events_.host_warning(name(), "connected mode is off: could not listen for connections: " + r.error());
+void Interface::open_connected(std::uint32_t qpn, std::uint16_t pkey, Clock::time_point now) {
+    if (auto r = connected_->open(qpn, pkey, now); !r)
+        events_.host_warning(name(), "connected mode: peers' connections are not accepted (" + r.error() +
+                                         "): the link address carries no flag 0x80, peers reach this host over UD");
 }
 
 std::string Interface::set_connected(bool on, Clock::time_point now) {
@@ -82,7 +86,7 @@ std::string Interface::set_connected(bool on, Clock::time_point now) {
     connected_on_ = on;
     if (connected_) {
         if (on) {
-            open_connected(now);
+            if (link_.has_qp()) open_connected(link_.qpn(), config_.engine.pkey, now);
         } else {
             connected_->close(now);
         }
@@ -151,10 +155,18 @@ void Interface::read_host(Clock::time_point now) {
 }
 
 void Interface::on_host_packet(bytes ip_packet, const std::optional<IpAddress>& next_hop) {
+    host_bytes_ += ip_packet.size();
     engine_->on_tun_packet(ip_packet, next_hop, now_);
 }
 
 void Interface::after_host_read(std::size_t datagrams, std::size_t read_index) {
+    if (connected_ && connected_->connections() > 0 && host_bytes_ >= kConnectedBytesPerService) {
+        host_bytes_ = 0;
+        poll_link(now_, 1024);
+        port_.process();
+        poll_link(now_, 1024);
+        return;
+    }
     if (datagrams > kLongRun || read_index % kReadsPerHandover == kReadsPerHandover - 1) {
         port_.flush();
         poll_link(now_, 1024);

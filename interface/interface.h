@@ -169,14 +169,15 @@ public:
     expected<std::uint32_t, std::string> open_qp(std::uint32_t qkey, std::uint16_t pkey) override;
     void attach(const ib::Gid& mgid, std::uint16_t mlid) override { link_.attach(mgid, mlid); }
     void detach(const ib::Gid& mgid, std::uint16_t mlid) override { link_.detach(mgid, mlid); }
-    bool connected_available() const override { return connected_ && connected_->is_open(); }
+    bool connected_connects() const override { return connected_ && connected_->is_open(); }
+    bool connected_accepts() const override { return connected_ && connected_->is_listening(); }
     ipoib::ConnectedSend send_connected(const ipoib::HwAddress& to, const ipoib::PathInfo& path, bytes frame,
                                         Clock::time_point now) override {
         return connected_ ? connected_->send(to, path, frame, now) : ipoib::ConnectedSend{};
     }
 
 private:
-    void open_connected(Clock::time_point now);
+    void open_connected(std::uint32_t qpn, std::uint16_t pkey, Clock::time_point now);
     // HostReceiver
     void on_host_packet(bytes ip_packet, const std::optional<IpAddress>& next_hop) override;
     void after_host_read(std::size_t datagrams, std::size_t read_index) override;
@@ -192,6 +193,7 @@ private:
     std::unique_ptr<ipoib::Engine> engine_;
     bool started_ = false;
     Clock::time_point now_{};  // of the host batch being read
+    std::size_t host_bytes_ = 0;  // read from the host since the port was last served (connected mode)
     InterfaceCounters counters_;
 };
 

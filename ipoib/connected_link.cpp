@@ -89,15 +89,17 @@ expected<void, std::string> ConnectedLink::open(std::uint32_t ud_qpn, std::uint1
     if (open_ && ud_qpn == ud_qpn_ && pkey == pkey_) return {};
     close(now);
     pkey_ = pkey;
-    if (auto r = cm_.listen(cm::ipoib_service_id(ud_qpn), *this); !r) return unexpected(r.error());
     ud_qpn_ = ud_qpn;
     open_ = true;
-    return {};
+    auto r = cm_.listen(cm::ipoib_service_id(ud_qpn), *this);
+    listening_ = r.has_value();
+    return r;
 }
 
 void ConnectedLink::close(Clock::time_point now) {
-    if (open_) cm_.unlisten(cm::ipoib_service_id(ud_qpn_));
+    if (listening_) cm_.unlisten(cm::ipoib_service_id(ud_qpn_));
     open_ = false;
+    listening_ = false;
     std::vector<Key> keys;
     for (const auto& [k, c] : conns_) keys.push_back(k);
     for (Key k : keys) {
@@ -179,7 +181,7 @@ ConnectedSend ConnectedLink::send(const HwAddress& to, const PathInfo& path, byt
                         ++counters_.drop_queue_full;
                         return {.outcome = Outcome::dropped};
                     }
-                    c.queue.emplace_back(frame.begin(), frame.end());
+                    assign_bytes(c.queue.emplace_back(), frame);
                     ++counters_.tx_queued;
                     return {.outcome = Outcome::queued};
                 case ConnState::up:
@@ -202,7 +204,7 @@ ConnectedSend ConnectedLink::send(const HwAddress& to, const PathInfo& path, byt
     active_[{to.gid, to.qpn}] = k;
     start_connect(k, c, path, now);
     if (c.state == ConnState::failed) return {};
-    c.queue.emplace_back(frame.begin(), frame.end());
+    assign_bytes(c.queue.emplace_back(), frame);
     ++counters_.tx_queued;
     return {.outcome = Outcome::queued};
 }
@@ -264,6 +266,10 @@ void ConnectedLink::on_rep(Key k, Conn& c, const cm::Event& e, Clock::time_point
         tear_down(k, "the REP's receive size is " + std::to_string(data.receive_size), now, true);
         return;
     }
+    // A CM that chose the REQ's Starting PSN and path MTU itself
+    // (librdmacm) says which.
+    if (e.local_psn) c.our_psn = *e.local_psn;
+    if (e.path_mtu) c.path_mtu = *e.path_mtu;
     transport::rc::RtrAttributes rtr;
     rtr.dest_qpn = e.rep->local_qpn;
     rtr.pmtu = ib::mtu_bytes(static_cast<ib::Mtu>(c.path_mtu));
@@ -307,7 +313,7 @@ ConnectedSend ConnectedLink::post(Conn& c, bytes frame, Clock::time_point now) {
     }
     transport::rc::SendWr wr;
     wr.wr_id = c.next_wr++;
-    wr.payload.assign(frame.begin(), frame.end());
+    assign_bytes(wr.payload, frame);
     if (auto r = c.qp->post_send(std::move(wr)); !r) {
         ++counters_.drop_refused;
         return {.outcome = Outcome::dropped};
@@ -325,7 +331,7 @@ void ConnectedLink::on_req(const cm::Event& e, Clock::time_point now) {
     const cm::Req& req = *e.req;
     const transport::PortAttributes attrs = port_.attributes();
     auto refuse = [&](std::uint16_t reason, bytes ari) { (void)cm_.reject(e.id, reason, ari, now); };
-    if (!open_ || req.service_id != cm::ipoib_service_id(ud_qpn_)) {
+    if (!listening_ || req.service_id != cm::ipoib_service_id(ud_qpn_)) {
         refuse(cm::rej::invalid_service_id, {});
         return;
     }

@@ -117,12 +117,15 @@ public:
     ConnectedLink(const ConnectedLink&) = delete;
     ConnectedLink& operator=(const ConnectedLink&) = delete;
 
-    // Listens on the ServiceID of `ud_qpn` (a new UD QP: the old listener
-    // and every connection go). `pkey`: the interface's.
+    // Opens connections for `ud_qpn` (a new UD QP: the old connections go)
+    // and listens on its ServiceID. `pkey`: the interface's. An error says
+    // why peers' connections cannot be accepted (librdmacm cannot listen on
+    // IPoIB's ServiceIDs); the link still opens its own.
     expected<void, std::string> open(std::uint32_t ud_qpn, std::uint16_t pkey, Clock::time_point now);
     // Disconnects everything (DREQs) and stops listening.
     void close(Clock::time_point now);
     bool is_open() const { return open_; }
+    bool is_listening() const { return listening_; }
 
     ConnectedSend send(const HwAddress& to, const PathInfo& path, bytes frame, Clock::time_point now);
 
@@ -180,6 +183,7 @@ private:
     Config config_;
     EventSink events_;
     bool open_ = false;
+    bool listening_ = false;
     std::uint32_t ud_qpn_ = 0;
     std::uint16_t pkey_ = 0xFFFF;
     std::uint64_t rng_;

@@ -228,7 +228,8 @@ void Engine::broadcast_joined(const LinkParameters& params, std::uint16_t mlid) 
 
 void Engine::apply_link_parameters() {
     link_.connected = connected_active();
-    link_.hw = HwAddress{.flags = link_.connected ? HwAddress::kFlagConnectedRc : std::uint8_t{0},
+    const bool accepts = config_.connected && link_io_.connected_accepts();
+    link_.hw = HwAddress{.flags = accepts ? HwAddress::kFlagConnectedRc : std::uint8_t{0},
                          .qpn = link_.qpn,
                          .gid = port_.gid()};
     link_.datagram_mtu = clamp_interface_mtu(config_.mtu, static_cast<ib::Mtu>(link_.params.mtu));

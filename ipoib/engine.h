@@ -157,10 +157,13 @@ public:
     virtual void attach(const ib::Gid& mgid, std::uint16_t mlid) = 0;
     virtual void detach(const ib::Gid& mgid, std::uint16_t mlid) = 0;
     // The connected half (RFC 4755), where the link has one: whether it
-    // accepts connections now (then our address carries flag 0x80), and a
+    // opens connections to peers (then the interface MTU is 65520) and
+    // whether it accepts them (then our address carries flag 0x80: on an
+    // HCA, where librdmacm connects but cannot listen, it does not); and a
     // unicast frame for a peer whose address has the flag, on the path
     // resolved for it.
-    virtual bool connected_available() const { return false; }
+    virtual bool connected_connects() const { return false; }
+    virtual bool connected_accepts() const { return false; }
     virtual ConnectedSend send_connected(const HwAddress& /*to*/, const PathInfo& /*path*/, bytes /*frame*/,
                                          Clock::time_point /*now*/) {
         return {};
@@ -336,7 +339,7 @@ private:
     void send_frame_unicast(const HwAddress& to, bytes frame);
     void deliver_unicast(const HwAddress& to, const PathInfo& path, bytes frame);
     void too_big(bytes frame, std::uint32_t mtu, const HwAddress& to, const PathInfo& path);
-    bool connected_active() const { return config_.connected && link_io_.connected_available(); }
+    bool connected_active() const { return config_.connected && link_io_.connected_connects(); }
     void apply_link_parameters();
     void send_multicast(const ib::Gid& mgid, bytes frame, bool wider_than_link_local, IpFamily family);
     void send_broadcast(EtherType type, bytes packet);

@@ -130,8 +130,24 @@ void Engine::send_frame_unicast(const HwAddress& to, bytes frame) {
     if (auto path = paths_.lookup(to.gid, to.qpn, frame, now_, to.flags)) deliver_unicast(to, *path, frame);
 }
 
+namespace {
+
+// RFC 4755 3: address resolution goes over UD, whatever the peer's mode:
+// ARP, and ND's messages (ICMPv6 133-137 right after the IPv6 header, as
+// ND sends them).
+bool address_resolution(bytes frame) {
+    if (frame.size() < EncapHeader::size + 2) return false;
+    const std::uint16_t type = load_be16(frame.data());
+    if (type == static_cast<std::uint16_t>(EtherType::arp)) return true;
+    if (type != static_cast<std::uint16_t>(EtherType::ipv6) || frame.size() < EncapHeader::size + 41) return false;
+    const std::uint8_t* ip = frame.data() + EncapHeader::size;
+    return ip[6] == kNextHeaderIcmpv6 && is_nd_type(ip[40]);
+}
+
+}  // namespace
+
 void Engine::deliver_unicast(const HwAddress& to, const PathInfo& path, bytes frame) {
-    if (connected_active() && (to.flags & HwAddress::kFlagConnectedRc)) {
+    if (connected_active() && (to.flags & HwAddress::kFlagConnectedRc) && !address_resolution(frame)) {
         const ConnectedSend r = link_io_.send_connected(to, path, frame, now_);
         switch (r.outcome) {
         case ConnectedSend::Outcome::sent: ++counters_.tx_connected; return;

@@ -2,7 +2,7 @@
 // ARP parser (arp.h), the ND parser and the link-layer option rewriter
 // (nd.h).
 //
-// Input: a selector byte, then the body. selector % 5 picks the mode:
+// Input: a selector byte, then the body. selector % 6 picks the mode:
 //   0 frame      decapsulate(body)
 //   1 arp        parse_arp(body)
 //   2 nd         parse_nd(body)
@@ -12,6 +12,8 @@
 //   4 rewrite    body = [flags][20-byte address][IPv6 packet]: flags bit 0
 //                says whether to give the address, bit 1 repairs the packet
 //                as in mode 3; rewrite_link_layer_option(packet, address)
+//   5 too-big    body = [MTU, 2 bytes][IP datagram]: build_too_big() and
+//                fragment_v4() (too_big.h)
 //
 // Invariants checked (a violation traps):
 //   - every failure names a reason in range;
@@ -26,6 +28,12 @@
 //     (no extension headers, Traffic Class and Flow Label 0, no reserved
 //     bits, zero pad octets, nothing but its own option, no trailer) is
 //     rebuilt byte for byte by build_neighbor_solicitation/advertisement;
+//   - too-big: an answer is ICMP (IPv4: header and ICMP checksums verify,
+//     at most 576 bytes) or ICMPv6 (at most 1280 bytes, the checksum
+//     verifies), quoting the datagram's first bytes, from its destination
+//     to its source, carrying the MTU; fragments are at most the MTU, their
+//     header checksums verify, all but the last carry a multiple of 8
+//     bytes, and put together by offset they are the datagram's data;
 //   - rewrite: the result fits the output, is idempotent (rewriting it again
 //     gives the same bytes), and when the input parsed, the result parses to
 //     the same message with the new address in the type's option.
@@ -43,7 +51,10 @@
 
 #include "ipoib/arp.h"
 #include "ipoib/frame.h"
+#include "ipoib/ip_packet.h"
 #include "ipoib/nd.h"
+#include "ipoib/too_big.h"
+#include "common/inet_checksum.h"
 
 namespace {
 
@@ -51,7 +62,7 @@ using namespace ipoibd;
 using namespace ipoibd::ipoib;
 using Bytes = std::vector<std::uint8_t>;
 
-constexpr unsigned kModes = 5;
+constexpr unsigned kModes = 6;
 constexpr std::size_t kRewriteHeader = 1 + HwAddress::size;
 
 [[noreturn]] void fail(const char* what, int line) {
@@ -220,6 +231,60 @@ void check_rewrite(const Bytes& body) {
     }
 }
 
+void check_too_big(const Bytes& body) {
+    if (body.size() < 2) return;
+    const std::uint32_t mtu = load_be16(body.data());
+    const bytes packet(body.data() + 2, body.size() - 2);
+    Bytes out;
+    if (const auto n = build_too_big(packet, mtu, out)) {
+        FUZZ_CHECK(*n == out.size());
+        const auto in = inspect_ip_packet(packet);
+        FUZZ_CHECK(in.has_value());
+        const auto info = inspect_ip_packet(out);
+        FUZZ_CHECK(info.has_value() && info->family == in->family);
+        FUZZ_CHECK(info->source.bytes == in->destination.bytes && info->destination.bytes == in->source.bytes);
+        const std::size_t quoted = std::min(in->length, out.size() - info->upper_offset - 8);
+        FUZZ_CHECK(same_bytes(bytes(out.data() + info->upper_offset + 8, quoted), packet.first(quoted)));
+        if (in->family == IpFamily::ipv4) {
+            FUZZ_CHECK(out.size() <= kIcmpV4QuoteLimit);
+            FUZZ_CHECK(internet_checksum(bytes(out.data(), 20)) == 0);
+            FUZZ_CHECK(internet_checksum(bytes(out.data() + 20, out.size() - 20)) == 0);
+            FUZZ_CHECK(out[20] == 3 && out[21] == 4 && load_be16(out.data() + 26) == mtu);
+        } else {
+            FUZZ_CHECK(out.size() <= kIcmpV6QuoteLimit);
+            FUZZ_CHECK(out[40] == 2 && load_be32(out.data() + 44) == mtu);
+            Ipv6Address src{}, dst{};
+            std::memcpy(src.data(), out.data() + 8, 16);
+            std::memcpy(dst.data(), out.data() + 24, 16);
+            FUZZ_CHECK(icmpv6_checksum(src, dst, bytes(out.data() + 40, out.size() - 40)) == load_be16(out.data() + 42));
+        }
+    }
+    std::vector<Bytes> fragments;
+    const std::size_t count = fragment_v4(packet, mtu, [&](bytes f) { fragments.emplace_back(f.begin(), f.end()); });
+    FUZZ_CHECK(count == fragments.size());
+    if (count == 0) return;
+    const auto in = inspect_ip_packet(packet);
+    FUZZ_CHECK(in.has_value() && may_fragment_v4(packet));
+    const std::size_t ihl = static_cast<std::size_t>(packet[0] & 0x0F) * 4;
+    const std::size_t base = static_cast<std::size_t>(load_be16(packet.data() + 6) & 0x1FFF) * 8;
+    Bytes data(in->length - ihl);
+    std::size_t covered = 0;
+    for (std::size_t i = 0; i < fragments.size(); ++i) {
+        const Bytes& f = fragments[i];
+        FUZZ_CHECK(f.size() <= mtu);
+        const std::size_t h = static_cast<std::size_t>(f[0] & 0x0F) * 4;
+        FUZZ_CHECK(h >= 20 && h <= f.size() && load_be16(f.data() + 2) == f.size());
+        FUZZ_CHECK(internet_checksum(bytes(f.data(), h)) == 0);
+        const std::size_t offset = static_cast<std::size_t>(load_be16(f.data() + 6) & 0x1FFF) * 8;
+        FUZZ_CHECK(offset >= base && offset - base + (f.size() - h) <= data.size());
+        if (i + 1 < fragments.size()) FUZZ_CHECK((f.size() - h) % 8 == 0);
+        std::memcpy(data.data() + (offset - base), f.data() + h, f.size() - h);
+        covered += f.size() - h;
+    }
+    FUZZ_CHECK(covered == data.size());
+    FUZZ_CHECK(same_bytes(data, packet.subspan(ihl, in->length - ihl)));
+}
+
 void run_one(const std::uint8_t* data, std::size_t size) {
     if (size == 0) return;
     const unsigned mode = data[0] % kModes;
@@ -231,6 +296,7 @@ void run_one(const std::uint8_t* data, std::size_t size) {
         case 2: check_nd(body); break;
         case 3: repair(body); check_nd(body); break;
         case 4: check_rewrite(body); break;
+        case 5: check_too_big(body); break;
     }
 }
 
@@ -364,6 +430,39 @@ int main(int argc, char** argv) {
     rd_msg.insert(rd_msg.end(), tlla.begin(), tlla.end());
     redirect.insert(redirect.end(), rd_msg.begin(), rd_msg.end());
     add(dir, "redirect", 3, redirect);
+
+    // Too big (mode 5): an IPv4 datagram of 3000 bytes with and without DF
+    // (one with a copied option), an IPv6 one, each with MTU 1500.
+    for (int variant = 0; variant < 4; ++variant) {
+        const bool v6 = variant == 3, options = variant == 2;
+        const std::size_t header = v6 ? 40 : (options ? 28 : 20);
+        Bytes d(2 + header + 2980, 0);
+        store_be16(d.data(), 1500);
+        std::uint8_t* ip = d.data() + 2;
+        if (v6) {
+            ip[0] = 0x60;
+            store_be16(ip + 4, 2980);
+            ip[6] = 17;
+            ip[7] = 64;
+            std::memcpy(ip + 8, ip_a.data(), 16);
+            std::memcpy(ip + 24, ip_b.data(), 16);
+        } else {
+            ip[0] = static_cast<std::uint8_t>(0x40 | (header / 4));
+            store_be16(ip + 2, static_cast<std::uint16_t>(header + 2980));
+            store_be16(ip + 6, variant == 0 ? 0x4000 : 0);
+            ip[8] = 64;
+            ip[9] = 17;
+            std::memcpy(ip + 12, v4_b.data(), 4);
+            std::memcpy(ip + 16, v4_a.data(), 4);
+            if (options) {
+                const std::uint8_t opt[8] = {0x82, 4, 1, 2, 0x07, 3, 4, 0};
+                std::memcpy(ip + 20, opt, 8);
+            }
+            store_be16(ip + 10, internet_checksum(bytes(ip, header)));
+        }
+        for (std::size_t i = header; i < header + 2980; ++i) ip[i] = static_cast<std::uint8_t>(i);
+        add(dir, "too_big_" + std::to_string(variant), 5, d);
+    }
 
     std::printf("fuzz_ipoib_seeds: wrote %d seeds to %s\n", g_count, dir.c_str());
     return 0;

@@ -10,6 +10,11 @@
 #include "daemon/node.h"
 #include "daemon/notify.h"
 #include "host/fake_host_port.h"
+#include "cm/cm_mad.h"
+#include "ipoib/arp.h"
+#include "ipoib/frame.h"
+#include "ipoib/link.h"
+#include "tests/hw/fake_rdmacm.h"
 #include "tests/hw/fake_umad.h"
 #include "tests/hw/fake_verbs.h"
 #include "tests/unit/engine_harness.h"
@@ -93,6 +98,183 @@ TEST_F(NodeOnFakeHca, JoinsThroughUmadAndCarriesTrafficThroughVerbs) {
     EXPECT_EQ(fake_verbs::stats().live_qps, 0);
     EXPECT_EQ(fake_umad::stats().open_ports, 0);
 }
+
+#ifdef IPOIBD_TEST_RDMACM
+// A UD QP of the test's on the fake device: the "peer" whose ARP teaches
+// the node its address (flag 0x80, this QP's QPN, the port's GID).
+struct PeerUdQp {
+    ibv_context* ctx = nullptr;
+    ibv_pd* pd = nullptr;
+    ibv_cq* cq = nullptr;
+    ibv_qp* qp = nullptr;
+    ibv_mr* mr = nullptr;
+    ibv_ah* ah = nullptr;
+    std::vector<std::uint8_t> buffer = std::vector<std::uint8_t>(4096);
+
+    explicit PeerUdQp(std::uint32_t qkey) {
+        int n = 0;
+        ibv_device** list = ibv_get_device_list(&n);
+        ctx = ibv_open_device(list[0]);
+        ibv_free_device_list(list);
+        pd = ibv_alloc_pd(ctx);
+        cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+        ibv_qp_init_attr init{};
+        init.send_cq = init.recv_cq = cq;
+        init.qp_type = IBV_QPT_UD;
+        init.cap.max_send_wr = init.cap.max_recv_wr = 4;
+        init.cap.max_send_sge = init.cap.max_recv_sge = 1;
+        qp = ibv_create_qp(pd, &init);
+        ibv_qp_attr a{};
+        a.qp_state = IBV_QPS_INIT;
+        a.port_num = 1;
+        a.qkey = qkey;
+        (void)ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY);
+        a = {};
+        a.qp_state = IBV_QPS_RTR;
+        (void)ibv_modify_qp(qp, &a, IBV_QP_STATE);
+        a.qp_state = IBV_QPS_RTS;
+        (void)ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+        mr = ibv_reg_mr(pd, buffer.data(), buffer.size(), IBV_ACCESS_LOCAL_WRITE);
+        ibv_ah_attr ah_attr{};
+        ah_attr.dlid = fake_verbs::config().lid;
+        ah_attr.port_num = 1;
+        ah = ibv_create_ah(pd, &ah_attr);
+    }
+    ~PeerUdQp() {
+        ibv_wc wc[4];
+        while (ibv_poll_cq(cq, 4, wc) > 0) {
+        }
+        ibv_destroy_ah(ah);
+        ibv_destroy_qp(qp);
+        ibv_dereg_mr(mr);
+        ibv_destroy_cq(cq);
+        ibv_dealloc_pd(pd);
+        ibv_close_device(ctx);
+    }
+    void send(std::uint32_t to_qpn, std::uint32_t qkey, const std::vector<std::uint8_t>& frame) {
+        std::copy(frame.begin(), frame.end(), buffer.begin());
+        ibv_sge sge{.addr = reinterpret_cast<std::uintptr_t>(buffer.data()),
+                    .length = static_cast<std::uint32_t>(frame.size()),
+                    .lkey = mr->lkey};
+        ibv_send_wr wr{};
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.opcode = IBV_WR_SEND;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.wr.ud.ah = ah;
+        wr.wr.ud.remote_qpn = to_qpn;
+        wr.wr.ud.remote_qkey = qkey;
+        ibv_send_wr* bad = nullptr;
+        ASSERT_EQ(ibv_post_send(qp, &wr, &bad), 0);
+    }
+};
+
+// Connected mode on an HCA (issue 21): the kernel's ib_cm holds class
+// 0x07, so the node connects through librdmacm (the fake, fake_rdmacm.h)
+// and accepts nothing: MTU 65520, no flag 0x80 in its address; a packet
+// too long for UD reaches a capable peer over an RC connection opened with
+// Linux ipoib_cm's ServiceID and private data.
+TEST_F(NodeOnFakeHca, ConnectedModeConnectsThroughLibrdmacm) {
+    fake_rdmacm::reset();
+    config.interface.connected_mode = true;
+    {
+        daemon::Node node(config, "ib0.conf", "ib0", log, notify, *loop);
+        ASSERT_TRUE(node.open_fabric().has_value());
+        ASSERT_EQ(node.cm(), nullptr);  // no CM of ours on an HCA
+        ASSERT_NE(node.connection_manager(), nullptr);
+        auto owned = std::make_unique<host::FakeHostPort>("ib0");
+        host::FakeHostPort& host = *owned;
+        ASSERT_TRUE(node.add_interface(std::move(owned)).has_value());
+        node.start();
+        const iface::Interface& i = *node.interfaces().front();
+        ASSERT_TRUE(run_until([&] { return i.engine().link().up; }));
+        EXPECT_EQ(host.mtu(), ipoib::kConnectedModeMtu);
+        EXPECT_EQ(i.engine().link().hw.flags, 0);  // librdmacm cannot listen
+        ASSERT_NE(i.connected(), nullptr);
+        EXPECT_TRUE(i.connected()->is_open());
+        EXPECT_FALSE(i.connected()->is_listening());
+
+        // The peer: a UD QP on the fake port, and a passive side for its
+        // ServiceID behind the fake librdmacm.
+        const std::uint32_t qkey = i.engine().link().params.qkey;
+        {
+            PeerUdQp peer(qkey);
+            const ib::Gid gid = node.port().attributes().gid();
+            fake_rdmacm::Peer p;
+            std::copy(gid.begin(), gid.end(), p.gid.begin());
+            p.ud_qpn = peer.qp->qp_num;
+            p.service_id = cm::ipoib_service_id(p.ud_qpn);
+            fake_rdmacm::add_peer(p);
+            fake_umad::sa().add_port(gid, fake_verbs::config().lid);  // the SA's PathRecord for it
+            const ipoib::HwAddress peer_hw{.flags = ipoib::HwAddress::kFlagConnectedRc, .qpn = p.ud_qpn, .gid = gid};
+            std::vector<std::uint8_t> frame(4 + ipoib::ArpPacket::size);
+            ipoib::EncapHeader{.type = static_cast<std::uint16_t>(ipoib::EtherType::arp), .reserved = 0}.write_to(frame.data());
+            ASSERT_TRUE(ipoib::encode_arp(ipoib::make_arp_request(peer_hw, {198, 18, 0, 9}, {198, 18, 0, 1}),
+                                          std::span(frame).subspan(4)));
+            peer.send(i.engine().link().qpn, qkey, frame);
+            ASSERT_TRUE(run_until([&] {
+                for (const auto& e : i.engine().neighbours().entries())
+                    if (e.ip == ipoib::test::ip("198.18.0.9") && e.hw) return true;
+                return false;
+            }));
+
+            // 20,000 bytes: more than UD carries, so only RC gets it there.
+            const auto packet = ipoib::test::icmp_echo_v4("198.18.0.1", "198.18.0.9", 1, 20000);
+            std::vector<std::vector<std::uint8_t>> got;
+            auto next_inject = Clock::now();
+            ASSERT_TRUE(run_until([&] {
+                if (got.empty() && Clock::now() >= next_inject) {
+                    host.inject(packet);
+                    next_inject = Clock::now() + 200ms;
+                }
+                for (auto& m : fake_rdmacm::peer_messages()) got.push_back(std::move(m));
+                return !got.empty();
+            })) << node.answer("stats");
+            ASSERT_EQ(got.front().size(), 4 + packet.size());
+            EXPECT_EQ(got.front()[0], 0x08);  // IPv4 EtherType
+            EXPECT_TRUE(std::equal(packet.begin(), packet.end(), got.front().begin() + 4));
+            EXPECT_EQ(i.engine().counters().icmp_too_big_tx, 0u);
+            const auto& st = fake_rdmacm::stats();
+            EXPECT_EQ(st.connects, 1);
+            EXPECT_EQ(st.established, 1);
+            EXPECT_EQ(st.last_retry_count, 7);
+            EXPECT_EQ(st.last_rnr_retry, 7);
+            // The REQ's private data: reserved, our UD QPN, receive size 65524.
+            ASSERT_EQ(st.last_private_data.size(), 8u);
+            EXPECT_EQ(cm::read_ipoib_data(st.last_private_data),
+                      (cm::IpoibCmData{.ud_qpn = i.engine().link().qpn, .receive_size = ipoib::kConnectedReceiveSize}));
+            EXPECT_EQ(i.connected()->counters().connected, 1u);
+            EXPECT_NE(node.answer("stats").find("\"rdmacm_established\":1"), std::string::npos);
+
+            // A peer without a listener: rejected (REJ 8), then UD for a while.
+            fake_rdmacm::Peer nobody = p;
+            nobody.ud_qpn = 0x00ABCD;  // no such ServiceID registered
+            const ipoib::HwAddress other{.flags = ipoib::HwAddress::kFlagConnectedRc, .qpn = nobody.ud_qpn, .gid = gid};
+            ASSERT_TRUE(ipoib::encode_arp(ipoib::make_arp_request(other, {198, 18, 0, 10}, {198, 18, 0, 1}),
+                                          std::span(frame).subspan(4)));
+            peer.send(i.engine().link().qpn, qkey, frame);
+            next_inject = Clock::now();
+            ASSERT_TRUE(run_until([&] {
+                if (Clock::now() >= next_inject) {
+                    host.inject(ipoib::test::icmp_echo_v4("198.18.0.1", "198.18.0.10", 2));
+                    next_inject = Clock::now() + 200ms;
+                }
+                return i.connected()->counters().rejected_by_peer >= 1;
+            })) << node.answer("stats");
+            node.stop("the test");
+            EXPECT_TRUE(run_until([&] { return i.sa_idle(); }, 2s));
+        }
+    }
+    EXPECT_EQ(fake_rdmacm::stats().live_ids, 0);
+    EXPECT_EQ(fake_rdmacm::stats().live_channels, 0);
+    EXPECT_TRUE(fake_rdmacm::stats().violations.empty())
+        << testing::PrintToString(fake_rdmacm::stats().violations);
+    fake_rdmacm::reset();
+    EXPECT_TRUE(fake_verbs::stats().violations.empty())
+        << testing::PrintToString(fake_verbs::stats().violations);
+    EXPECT_EQ(fake_verbs::stats().live_qps, 0);
+}
+#endif  // IPOIBD_TEST_RDMACM
 
 }  // namespace
 }  // namespace ipoibd

@@ -202,14 +202,19 @@ PIDS+=($!)
 in_ns c iperf3 -s -1 -B 198.18.0.3 >"$WORK/iperf-c.log" 2>&1 &
 PIDS+=($!)
 sleep 0.5
-before=$(stat_of a connected tx_messages)
-in_ns a timeout 30 iperf3 -c 198.18.0.2 -t 5 >"$WORK/iperf-ab.log" 2>&1 || fail "iperf3 A -> B: $(tail -5 "$WORK/iperf-ab.log")"
-grep -q receiver "$WORK/iperf-ab.log" || fail "iperf3 A -> B did not finish"
-after=$(stat_of a connected tx_messages)
-[ $((after - before)) -gt 1000 ] || fail "iperf3 A -> B moved only $((after - before)) RC messages"
+before=$(stat_of a connected tx_messages); ud_before=$(stat_of a engine tx_unicast)
+in_ns a timeout 30 iperf3 -c 198.18.0.2 -t 5 -J >"$WORK/iperf-ab.json" 2>&1 || fail "iperf3 A -> B: $(tail -5 "$WORK/iperf-ab.json")"
+after=$(stat_of a connected tx_messages); ud_after=$(stat_of a engine tx_unicast)
+bytes=$(python3 -c "import json,sys; print(int(json.load(open(sys.argv[1]))['end']['sum_received']['bytes']))" "$WORK/iperf-ab.json")
+[ "$bytes" -gt 0 ] || fail "iperf3 A -> B moved nothing"
+# All of it over the connection: at least one RC message per 65524 bytes,
+# and hardly any UD unicast (address resolution only).
+[ $((after - before)) -ge $((bytes / 65524)) ] ||
+  fail "iperf3 A -> B: $bytes bytes but only $((after - before)) RC messages"
+[ $((ud_after - ud_before)) -le 10 ] || fail "iperf3 A -> B: $((ud_after - ud_before)) unicast frames went UD"
 in_ns a timeout 30 iperf3 -c 198.18.0.3 -t 3 >"$WORK/iperf-ac.log" 2>&1 || fail "iperf3 A -> C: $(tail -5 "$WORK/iperf-ac.log")"
 grep -q receiver "$WORK/iperf-ac.log" || fail "iperf3 A -> C did not finish"
-pass "iperf3 TCP A -> B over RC: $(grep receiver "$WORK/iperf-ab.log" | awk '{print $7, $8}'); A -> C over UD: $(grep receiver "$WORK/iperf-ac.log" | awk '{print $7, $8}')"
+pass "iperf3 TCP A -> B over RC: $bytes bytes in $((after - before)) RC messages; A -> C over UD: $(grep receiver "$WORK/iperf-ac.log" | awk '{print $7, $8}')"
 stop_all
 
 # --- 3. 1% loss -----------------------------------------------------------------------

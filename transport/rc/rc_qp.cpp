@@ -326,8 +326,7 @@ void RcQp::segment(const SendWr& wr) {
         if (write && first) p.reth = ib::Reth{wr.remote_va, wr.rkey, static_cast<std::uint32_t>(wr.payload.size())};
         if (last) p.imm = wr.imm;
         const std::size_t begin = i * pmtu, end = std::min(wr.payload.size(), begin + pmtu);
-        p.payload.assign(wr.payload.begin() + static_cast<std::ptrdiff_t>(begin),
-                         wr.payload.begin() + static_cast<std::ptrdiff_t>(end));
+        assign_bytes(p.payload, bytes(wr.payload).subspan(begin, end - begin));
         p.ack_req = last || ++since_ack_req_ >= kAckReqEvery;
         if (p.ack_req) since_ack_req_ = 0;
         Outstanding o{};
@@ -763,8 +762,7 @@ bool RcQp::execute_read(const RcPacket& p, bool duplicate) {
         r.psn = psn_add(p.psn, k);
         const std::size_t offset = std::size_t{k} * rtr_.pmtu;
         const std::size_t len = std::min<std::size_t>(rtr_.pmtu, src->size() - offset);
-        r.payload.assign(src->begin() + static_cast<std::ptrdiff_t>(offset),
-                         src->begin() + static_cast<std::ptrdiff_t>(offset + len));
+        assign_bytes(r.payload, bytes(*src).subspan(offset, len));
         if (r.opcode != op::rc_rdma_read_response_middle)
             r.aeth = Aeth{static_cast<std::uint8_t>(Aeth::kSyndromeAck | credit_field()), msn_};
         to_send_.push_back(std::move(r));
@@ -922,7 +920,8 @@ void RcQp::responder(const RcPacket& p) {
             responder_error(nak::invalid_request, p.psn, Status::local_length_error);  // longer than its buffer
             return;
         }
-        open_->data.insert(open_->data.end(), p.payload.begin(), p.payload.end());
+        if (open_->data.empty()) open_->data.reserve(std::min<std::size_t>(open_->wr.capacity, 1u << 16));  // one allocation per message
+        append_bytes(open_->data, p.payload);
     }
     epsn_ = psn_add(epsn_, 1);
     if (ends) {

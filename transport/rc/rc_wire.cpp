@@ -41,7 +41,7 @@ std::optional<RcPacket> decode_rc_packet(const ib::Packet& packet) {
     if (info.headers & ib::eth_reth) p.reth = packet.ext.reth;
     if (info.headers & ib::eth_aeth) p.aeth = packet.ext.aeth;
     if (info.headers & ib::eth_immdt) p.imm = packet.ext.immdt.value;
-    p.payload.assign(packet.payload.begin(), packet.payload.end());
+    assign_bytes(p.payload, packet.payload);
     return p;
 }
 
