@@ -92,7 +92,7 @@ PeerQp* make_peer_qp(const Peer& peer, std::uint32_t our_qpn) {
     init.cap.max_send_sge = init.cap.max_recv_sge = 1;
     p->qp = ibv_create_qp(p->pd, &init);
     p->memory.resize(kPeerBuffer * kPeerReceives);
-    p->mr = ibv_reg_mr(p->pd, p->memory.data(), p->memory.size(), IBV_ACCESS_LOCAL_WRITE);
+    p->mr = (ibv_reg_mr)(p->pd, p->memory.data(), p->memory.size(), IBV_ACCESS_LOCAL_WRITE);  // the function: the macro mixes enums
     if (!p->pd || !p->cq || !p->qp || !p->mr) return nullptr;
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;

@@ -134,7 +134,7 @@ struct PeerUdQp {
         (void)ibv_modify_qp(qp, &a, IBV_QP_STATE);
         a.qp_state = IBV_QPS_RTS;
         (void)ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
-        mr = ibv_reg_mr(pd, buffer.data(), buffer.size(), IBV_ACCESS_LOCAL_WRITE);
+        mr = (ibv_reg_mr)(pd, buffer.data(), buffer.size(), IBV_ACCESS_LOCAL_WRITE);  // the function: the macro mixes enums
         ibv_ah_attr ah_attr{};
         ah_attr.dlid = fake_verbs::config().lid;
         ah_attr.port_num = 1;
