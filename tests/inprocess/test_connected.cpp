@@ -219,6 +219,27 @@ TEST_P(ConnectedNodes, ConnectedModeGoesOffAndOnLive) {
     ASSERT_TRUE(deliver(*a_, *b_, with_df(icmp_echo_v4("198.18.0.1", "198.18.0.2", 3, 30000))));
 }
 
+// An unused connection is closed after [interface] connected-idle (a DREQ
+// the peer answers), and the next packet opens a new one.
+TEST_P(ConnectedNodes, IdleConnectionsAreReapedAndOpenedAgainWhenNeeded) {
+    connected(true);
+    fabric_->tune_config = [](config::DaemonConfig& c) {
+        c.interface.connected_mode = true;
+        c.interface.connected_idle = 1s;
+    };
+    TestNode& d = fabric_->add_node("d", {"198.18.0.4/24"}, 0x0002c90300c20004ULL);
+    ASSERT_TRUE(fabric_->run_until([&] { return d.link_up(); }));
+    ASSERT_TRUE(deliver(d, *a_, icmp_echo_v4("198.18.0.4", "198.18.0.1", 1)));
+    const ipoib::ConnectedLink& link = *d.interface().connected();
+    ASSERT_EQ(link.counters().connected, 1u);
+    ASSERT_TRUE(fabric_->run_until([&] { return link.counters().reaped_idle >= 1; }, 5s));
+    EXPECT_FALSE(link.connection_to(ipoib::HwAddress{.qpn = a_->qpn(), .gid = a_->node->port().attributes().gid()}));
+    ASSERT_TRUE(fabric_->run_until(
+        [&] { return a_->interface().connected()->counters().disconnected_by_peer >= 1; }, 5s));
+    ASSERT_TRUE(deliver(d, *a_, icmp_echo_v4("198.18.0.4", "198.18.0.1", 2)));
+    EXPECT_EQ(link.counters().connected, 2u);
+}
+
 // A REQ that names another GID than ours is refused with REJ 12 (our GID
 // as ARI, as ib_cm); more REQs than [queues] max-connections get REJ 1.
 TEST_P(ConnectedNodes, BadAndExcessRequestsAreRejectedAndConnectionsStayBounded) {
