@@ -26,7 +26,7 @@ expected<void, MadTransportError> MadAgent::register_client(MadClient& client, s
                                                             std::vector<std::uint8_t> methods) {
     const std::pair<std::uint8_t, std::uint8_t> cls{mgmt_class, class_version};
     if (std::find(classes_.begin(), classes_.end(), cls) == classes_.end()) {
-        if (auto r = path_->register_class(mgmt_class, class_version); !r) return r;
+        if (auto r = path_->register_class(mgmt_class, class_version, methods); !r) return r;
         classes_.push_back(cls);
     }
     clients_.push_back({.client = &client, .mgmt_class = mgmt_class, .methods = std::move(methods)});

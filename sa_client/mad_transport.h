@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "common/counters.h"
@@ -118,8 +119,8 @@ public:
     virtual std::size_t receive_from(const SourcedMadCallback& on_mad, std::size_t max = 64);
     // Sends a whole 256-byte MAD to QP1 of `to` (Q_Key 0x80010000, P_Key
     // index 0), as the connection manager talks to its peers; the MAD goes
-    // as it is (no request bookkeeping). not_supported where the path
-    // cannot address ports (umad, for now).
+    // as it is (no request bookkeeping), through the agent of its class.
+    // not_supported where the path cannot address ports (libumad2sim).
     virtual expected<void, MadTransportError> send_to(bytes mad, const MadAddress& to);
     virtual bool can_address_peers() const { return false; }
 
@@ -136,12 +137,16 @@ public:
     virtual const MadTransportCounters& counters() const = 0;
 
     // Receive the MADs of another management class too (the MAD agent's
-    // clients: mad_agent.h). QP1 on the soft and in-memory fabrics carries
+    // clients: mad_agent.h), requests with `unsolicited_methods` included
+    // (a peer's CM Send). QP1 on the soft and in-memory fabrics carries
     // every class already; libibumad registers one more agent with the
-    // kernel's MAD layer, which refuses a class another process holds.
-    virtual expected<void, MadTransportError> register_class(std::uint8_t mgmt_class, std::uint8_t class_version) {
+    // kernel's MAD layer, which refuses a class and method another agent
+    // holds (the kernel's ib_cm holds the CM's Send).
+    virtual expected<void, MadTransportError> register_class(std::uint8_t mgmt_class, std::uint8_t class_version,
+                                                             std::span<const std::uint8_t> unsolicited_methods = {}) {
         (void)mgmt_class;
         (void)class_version;
+        (void)unsolicited_methods;
         return {};
     }
 };

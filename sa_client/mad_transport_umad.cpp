@@ -9,7 +9,15 @@
 //    index 0; requests with a kernel timeout (response_window), since the
 //    kernel delivers only responses that match an open send
 // 3. receive: umad_recv without blocking until the queue is empty; a MAD
-//    with a umad status (the kernel's send timeout) is counted, not handed on
+//    with a umad status (the kernel's send timeout) is counted, not handed on;
+//    receive_from() adds the sender's address (umad_get_mad_addr: LID, SL,
+//    GRH)
+// 4. other classes (register_class): one more agent each, with a method
+//    mask for the requests peers send (the CM's Send); the kernel refuses
+//    a class and method another agent holds, as its ib_cm holds the CM's:
+//    then the connection manager is not ours to run (the node falls back to
+//    librdmacm). send_to() sends a MAD through its class's agent to QP1 of
+//    any LID (GRH when a GID is given)
 //
 // libumad2sim (tests/opensm/README.md) is detected by its fake fd, which
 // epoll refuses; then:
@@ -66,7 +74,7 @@ bool epoll_accepts(int fd) {
 class UmadTransport final : public MadTransport {
 public:
     UmadTransport(const UmadTransportConfig& config, umad_port_t port, int portid, int agent)
-        : config_(config), port_(port), portid_(portid), agent_(agent), agents_{agent},
+        : config_(config), port_(port), portid_(portid), agent_(agent), agents_{{ib::mgmt_class::subn_adm, agent}},
           simulated_(!epoll_accepts(umad_get_fd(portid))),
           send_buf_(umad_size() + kSaMadSize), recv_buf_(umad_size() + kSaMadSize) {}
 
@@ -114,6 +122,10 @@ public:
     }
 
     std::size_t receive(const MadCallback& on_mad, std::size_t max) override {
+        return receive_from([&](bytes mad, const MadAddress&) { on_mad(mad); }, max);
+    }
+
+    std::size_t receive_from(const SourcedMadCallback& on_mad, std::size_t max) override {
         std::size_t n = 0;
         // Every MAD read counts against the bound, handed over or not.
         for (std::size_t reads = 0; n < max && reads < 2 * max; ++reads) {
@@ -127,7 +139,7 @@ public:
                 continue;
             }
             if (r < 0) break;  // nothing queued (libumad2sim: -EWOULDBLOCK as the value)
-            if (std::find(agents_.begin(), agents_.end(), r) == agents_.end()) {
+            if (std::none_of(agents_.begin(), agents_.end(), [&](const auto& a) { return a.second == r; })) {
                 ++counters_.dropped;
                 continue;
             }
@@ -146,9 +158,20 @@ public:
             std::array<std::uint8_t, kSaMadSize> mad{};
             std::memcpy(mad.data(), umad_get_mad(recv_buf_.data()), std::min(length, valid_bytes()));
             if (simulated_) mad[sa_offset::rmpp + 2] &= static_cast<std::uint8_t>(~rmpp_flag::active);
+            const ib_mad_addr_t* addr = umad_get_mad_addr(recv_buf_.data());
+            MadAddress from;
+            if (addr) {
+                from.lid = be16toh(addr->lid);
+                from.sl = addr->sl;
+                if (addr->grh_present) {
+                    ib::Gid gid{};
+                    std::memcpy(gid.data(), addr->gid, gid.size());
+                    from.gid = gid;
+                }
+            }
             ++counters_.received;
             ++n;
-            on_mad(mad);
+            on_mad(mad, from);
         }
         return n;
     }
@@ -164,15 +187,54 @@ public:
     std::size_t valid_bytes() const override { return simulated_ ? kSimulatorValidBytes : kSaMadSize; }
     const MadTransportCounters& counters() const override { return counters_; }
 
-    expected<void, MadTransportError> register_class(std::uint8_t mgmt_class, std::uint8_t class_version) override {
-        const int agent = umad_register(portid_, mgmt_class, class_version, 0, nullptr);
+    expected<void, MadTransportError> register_class(std::uint8_t mgmt_class, std::uint8_t class_version,
+                                                     std::span<const std::uint8_t> unsolicited_methods) override {
+        // The kernel's method mask: 128 bits, one per method.
+        long mask[16 / sizeof(long)] = {};
+        for (std::uint8_t m : unsolicited_methods)
+            mask[m / (8 * sizeof(long))] |= 1L << (m % (8 * sizeof(long)));
+        const int agent =
+            umad_register(portid_, mgmt_class, class_version, 0, unsolicited_methods.empty() ? nullptr : mask);
         if (agent < 0)
             return unexpected(MadTransportError{
                 MadTransportErrc::open_failed,
                 umad_error(("umad_register (class " + std::to_string(mgmt_class) + " version " +
                             std::to_string(class_version) + ")").c_str(),
                            agent)});
-        agents_.push_back(agent);
+        agents_.emplace_back(mgmt_class, agent);
+        return {};
+    }
+
+    // Peers' QP1s: not under libumad2sim (its simulator routes the SM's
+    // MADs only).
+    bool can_address_peers() const override { return !simulated_; }
+
+    expected<void, MadTransportError> send_to(bytes mad, const MadAddress& to) override {
+        if (mad.size() != kSaMadSize || simulated_)
+            return unexpected(MadTransportError{MadTransportErrc::send_failed, "not a MAD this path sends to peers"});
+        const auto a = std::find_if(agents_.begin(), agents_.end(), [&](const auto& e) { return e.first == mad[1]; });
+        if (a == agents_.end()) {
+            ++counters_.send_errors;
+            return unexpected(MadTransportError{MadTransportErrc::send_failed,
+                                                "no agent for class " + std::to_string(mad[1])});
+        }
+        std::fill(send_buf_.begin(), send_buf_.end(), 0);
+        std::memcpy(umad_get_mad(send_buf_.data()), mad.data(), mad.size());
+        umad_set_addr(send_buf_.data(), to.lid, kGsiQp, to.sl, kGsiQKey);
+        umad_set_pkey(send_buf_.data(), 0);
+        if (to.gid) {
+            ib_mad_addr_t grh{};
+            grh.grh_present = 1;
+            std::memcpy(grh.gid, to.gid->data(), to.gid->size());
+            grh.hop_limit = 255;
+            umad_set_grh(send_buf_.data(), &grh);
+        }
+        const int r = umad_send(portid_, a->second, send_buf_.data(), static_cast<int>(kSaMadSize), 0, 0);
+        if (r < 0) {
+            ++counters_.send_errors;
+            return unexpected(MadTransportError{MadTransportErrc::send_failed, umad_error("umad_send", r)});
+        }
+        ++counters_.sent;
         return {};
     }
 
@@ -181,7 +243,7 @@ private:
     umad_port_t port_;
     int portid_;
     int agent_;                // SubnAdm's, which send() uses
-    std::vector<int> agents_;  // every class registered (register_class)
+    std::vector<std::pair<std::uint8_t, int>> agents_;  // (class, agent) of every class registered
     bool simulated_;
     std::vector<std::uint8_t> send_buf_;
     std::vector<std::uint8_t> recv_buf_;

@@ -15,6 +15,7 @@ namespace fake_umad {
 
 constexpr int kPortId = 3;
 constexpr int kAgent = 7;
+constexpr int kCmAgent = 8;
 
 namespace {
 
@@ -59,6 +60,21 @@ void reset(const Config& config) {
 }
 
 ipoibd::ipoib::test::ScriptedSa& sa() { return state().sa; }
+
+void inject_cm(const std::array<std::uint8_t, 256>& mad, std::uint16_t from_lid) {
+    State& s = state();
+    std::vector<std::uint8_t> buf(sizeof(ib_user_mad_t) + mad.size());
+    ib_user_mad_t hdr{};
+    hdr.agent_id = kCmAgent;
+    hdr.length = static_cast<uint32_t>(mad.size());
+    hdr.addr.lid = htobe16(from_lid);
+    hdr.addr.qpn = htobe32(1);
+    std::memcpy(buf.data(), &hdr, sizeof hdr);
+    std::memcpy(buf.data() + sizeof hdr, mad.data(), mad.size());
+    s.answers.push_back(std::move(buf));
+    const char one = 1;
+    (void)!::write(s.pipe_fds[1], &one, 1);
+}
 const Stats& stats() { return state().stats; }
 
 }  // namespace fake_umad
@@ -67,6 +83,7 @@ using fake_umad::state;
 using fake_umad::to_be64;
 using fake_umad::kPortId;
 using fake_umad::kAgent;
+using fake_umad::kCmAgent;
 
 extern "C" {
 
@@ -100,10 +117,29 @@ int umad_close_port(int portid) {
     return 0;
 }
 
-int umad_register(int portid, int mgmt_class, int, uint8_t, long*) {
-    if (portid != kPortId || mgmt_class != 0x03) return -EINVAL;  // SubnAdm only
-    ++state().stats.registered;
-    return kAgent;
+int umad_register(int portid, int mgmt_class, int class_version, uint8_t, long* method_mask) {
+    if (portid != kPortId) return -EINVAL;
+    if (mgmt_class == 0x03) {
+        ++state().stats.registered;
+        return kAgent;
+    }
+    // The CM's class: its Send (method 3) in the mask, version 2, and free.
+    if (mgmt_class == 0x07 && class_version == 2 && method_mask && (method_mask[0] & (1L << 3)) &&
+        state().config.cm_class_free) {
+        ++state().stats.registered;
+        return kCmAgent;
+    }
+    return -EINVAL;
+}
+
+ib_mad_addr_t* umad_get_mad_addr(void* umad) { return &static_cast<ib_user_mad_t*>(umad)->addr; }
+int umad_set_grh(void* umad, void* mad_addr) {
+    auto* u = static_cast<ib_user_mad_t*>(umad);
+    const auto* a = static_cast<const ib_mad_addr_t*>(mad_addr);
+    u->addr.grh_present = 1;
+    std::memcpy(u->addr.gid, a->gid, sizeof u->addr.gid);
+    u->addr.hop_limit = a->hop_limit;
+    return 0;
 }
 
 int umad_get_fd(int portid) { return portid == kPortId ? state().pipe_fds[0] : -EINVAL; }
@@ -123,6 +159,14 @@ int umad_set_addr(void* umad, int dlid, int, int sl, int) {
 
 int umad_send(int portid, int agentid, void* umad, int length, int, int) {
     auto& s = state();
+    if (portid == kPortId && agentid == kCmAgent && length == 256) {
+        fake_umad::SentMad m;
+        m.dlid = static_cast<std::uint16_t>(static_cast<ib_user_mad_t*>(umad)->addr.lid);  // as umad_set_addr stored it
+        std::memcpy(m.mad.data(), umad_get_mad(umad), m.mad.size());
+        s.stats.cm_sent.push_back(m);
+        ++s.stats.sent;
+        return 0;
+    }
     if (portid != kPortId || agentid != kAgent) return -EINVAL;
     if (length != static_cast<int>(ipoibd::sa::kSaMadSize)) return -EINVAL;
     ++s.stats.sent;
@@ -161,9 +205,10 @@ int umad_recv(int portid, void* umad, int* length, int) {
     }
     std::memcpy(umad, a.data(), a.size());
     *length = static_cast<int>(mad_len);
+    const int agent = static_cast<int>(reinterpret_cast<const ib_user_mad_t*>(a.data())->agent_id);
     s.answers.pop_front();
     ++s.stats.received;
-    return kAgent;
+    return agent;
 }
 
 }  // extern "C"

@@ -9,7 +9,9 @@
 //   - umad_recv() returns queued answers, -EWOULDBLOCK when none
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <vector>
 
 #include "tests/unit/engine_harness.h"
 
@@ -19,6 +21,17 @@ struct Config {
     std::uint16_t lid = 0x0011;     // the fake HCA's port (fake_verbs::Config)
     std::uint16_t sm_lid = 0x0001;
     std::uint64_t port_guid = 0x0002C90300001234ULL;
+    // false: class 0x07's Send is held (the kernel's ib_cm is loaded), and
+    // registering for it fails with EINVAL as the MAD layer's would; true:
+    // an agent may take it.
+    bool cm_class_free = false;
+};
+
+// A CM MAD the fake's port sent (umad_send through the class 0x07 agent)
+// and where to.
+struct SentMad {
+    std::uint16_t dlid = 0;
+    std::array<std::uint8_t, 256> mad{};
 };
 
 // Starts afresh: no port open, nothing queued, a new SA.
@@ -26,7 +39,10 @@ void reset(const Config& config = Config{});
 ipoibd::ipoib::test::ScriptedSa& sa();
 struct Stats {
     int sent = 0, received = 0, registered = 0, open_ports = 0;
+    std::vector<SentMad> cm_sent;
 };
 const Stats& stats();
+// A CM MAD arriving from QP1 of `from_lid`, for the class 0x07 agent.
+void inject_cm(const std::array<std::uint8_t, 256>& mad, std::uint16_t from_lid);
 
 }  // namespace fake_umad

@@ -274,6 +274,95 @@ TEST_F(NodeOnFakeHca, ConnectedModeConnectsThroughLibrdmacm) {
         << testing::PrintToString(fake_verbs::stats().violations);
     EXPECT_EQ(fake_verbs::stats().live_qps, 0);
 }
+
+// Where the kernel's ib_cm is not loaded, the CM's class is free: the node
+// registers for it through libibumad (a method mask with Send) and runs its
+// own CM on the HCA, so connected mode accepts too (flag 0x80): a REQ from
+// a peer gets a REP with a passive RC QP behind it; one naming another GID
+// gets REJ 12.
+TEST_F(NodeOnFakeHca, OwnCmOverUmadWhereTheKernelsIsNotLoaded) {
+    fake_umad::reset({.lid = fake_verbs::config().lid,
+                      .sm_lid = fake_verbs::config().sm_lid,
+                      .port_guid = fake_verbs::config().port_guid,
+                      .cm_class_free = true});
+    fake_rdmacm::reset();
+    config.interface.connected_mode = true;
+    {
+        daemon::Node node(config, "ib0.conf", "ib0", log, notify, *loop);
+        ASSERT_TRUE(node.open_fabric().has_value());
+        ASSERT_NE(node.cm(), nullptr);
+        EXPECT_EQ(node.connection_manager(), node.cm());
+        auto owned = std::make_unique<host::FakeHostPort>("ib0");
+        host::FakeHostPort& host = *owned;
+        ASSERT_TRUE(node.add_interface(std::move(owned)).has_value());
+        node.start();
+        const iface::Interface& i = *node.interfaces().front();
+        ASSERT_TRUE(run_until([&] { return i.engine().link().up; }));
+        EXPECT_EQ(host.mtu(), ipoib::kConnectedModeMtu);
+        EXPECT_EQ(i.engine().link().hw.flags, ipoib::HwAddress::kFlagConnectedRc);
+        EXPECT_TRUE(i.connected()->is_listening());
+
+        const ib::Gid gid = node.port().attributes().gid();
+        const std::uint16_t lid = fake_verbs::config().lid;
+        auto req = [&](std::uint32_t comm_id, const ib::Gid& remote_gid) {
+            cm::Req r;
+            r.local_comm_id = comm_id;
+            r.service_id = cm::ipoib_service_id(i.engine().link().qpn);
+            r.local_ca_guid = 0x0002C903000ABCDEULL;
+            r.local_qpn = comm_id;  // one QP per connection (the same CA GUID and QPN again would be stale)
+            r.remote_cm_response_timeout = 20;
+            r.local_cm_response_timeout = 20;
+            r.retry_count = 7;
+            r.rnr_retry_count = 7;
+            r.max_cm_retries = 15;
+            r.pkey = 0xFFFF;
+            r.path_mtu = 4;
+            r.starting_psn = 0x1234;
+            r.primary.local_lid = lid;  // the fake device's one port
+            r.primary.remote_lid = lid;
+            r.primary.local_gid = gid;
+            r.primary.remote_gid = remote_gid;
+            r.primary.local_ack_timeout = 14;
+            cm::write_ipoib_data(r.private_data, {.ud_qpn = 0x000777, .receive_size = ipoib::kConnectedReceiveSize});
+            return cm::encode(r, 0x0000ABCD00000000ULL | comm_id);
+        };
+        auto answer = [&](std::uint32_t comm_id) -> std::optional<cm::Decoded> {
+            for (const fake_umad::SentMad& m : fake_umad::stats().cm_sent) {
+                auto d = cm::decode(m.mad);
+                if (!d || m.dlid != lid) continue;
+                if (auto* rep = std::get_if<cm::Rep>(&d->message); rep && rep->remote_comm_id == comm_id) return *d;
+                if (auto* rej = std::get_if<cm::Rej>(&d->message); rej && rej->remote_comm_id == comm_id) return *d;
+            }
+            return std::nullopt;
+        };
+        fake_umad::inject_cm(req(0x1111, gid), lid);
+        ASSERT_TRUE(run_until([&] { return answer(0x1111).has_value(); })) << node.answer("stats");
+        const auto rep_mad = answer(0x1111);
+        const auto* rep = std::get_if<cm::Rep>(&rep_mad->message);
+        ASSERT_NE(rep, nullptr);
+        EXPECT_EQ(cm::read_ipoib_data(rep->private_data),
+                  (cm::IpoibCmData{.ud_qpn = i.engine().link().qpn, .receive_size = ipoib::kConnectedReceiveSize}));
+        EXPECT_NE(rep->local_qpn, 0u);
+        EXPECT_EQ(i.connected()->counters().accepted, 1u);
+
+        ib::Gid other = gid;
+        other[15] ^= 1;
+        fake_umad::inject_cm(req(0x2222, other), lid);
+        ASSERT_TRUE(run_until([&] { return answer(0x2222).has_value(); }));
+        const auto rej_mad = answer(0x2222);
+        const auto* rej = std::get_if<cm::Rej>(&rej_mad->message);
+        ASSERT_NE(rej, nullptr);
+        EXPECT_EQ(rej->reason, cm::rej::invalid_gid);
+        EXPECT_TRUE(std::equal(gid.begin(), gid.end(), rej->ari.begin()));  // ib_cm's ARI: our GID
+        node.stop("the test");
+        EXPECT_TRUE(run_until([&] { return i.sa_idle(); }, 2s));
+    }
+    EXPECT_EQ(fake_rdmacm::stats().live_channels, 0);  // librdmacm not needed
+    fake_rdmacm::reset();
+    EXPECT_TRUE(fake_verbs::stats().violations.empty())
+        << testing::PrintToString(fake_verbs::stats().violations);
+    EXPECT_EQ(fake_verbs::stats().live_qps, 0);
+}
 #endif  // IPOIBD_TEST_RDMACM
 
 }  // namespace
