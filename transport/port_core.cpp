@@ -488,7 +488,7 @@ void PortCore::send_rc(RcEntry& e, std::chrono::steady_clock::time_point now) {
                           .pkey = e.pkey_index < attributes_.pkey_table.size() ? attributes_.pkey_table[e.pkey_index]
                                                                                : ib::kPKeyDefault};
     for (const rc::RcPacket& p : out)
-        if (auto wire = rc::encode_rc_packet(p, path)) (void)transmit_raw(*wire);
+        if (rc::encode_rc_packet_into(p, path, rc_wire_)) (void)transmit_raw(rc_wire_);
     link_.flush();
 }
 

@@ -177,6 +177,7 @@ private:
     std::vector<std::uint8_t> tx_buffer_;
     rc::MemoryRegions memory_;
     std::map<std::uint32_t, RcEntry*> rc_qps_;  // by QPN; the entries belong to their handles
+    std::vector<std::uint8_t> rc_wire_;  // the RC packet being sent (send_rc), its capacity reused
 };
 
 }  // namespace ipoibd::transport

@@ -3,6 +3,14 @@
 namespace ipoibd::transport::rc {
 
 expected<std::vector<std::uint8_t>, ib::BuildError> encode_rc_packet(const RcPacket& p, const RcPath& path) {
+    std::vector<std::uint8_t> out;
+    auto n = encode_rc_packet_into(p, path, out);
+    if (!n) return unexpected(n.error());
+    return out;
+}
+
+expected<std::size_t, ib::BuildError> encode_rc_packet_into(const RcPacket& p, const RcPath& path,
+                                                            std::vector<std::uint8_t>& out) {
     const ib::OpcodeInfo& info = ib::opcode_info(p.opcode);
     if (info.transport != ib::Transport::rc || info.name == nullptr) return unexpected(ib::BuildError::unknown_opcode);
     if (((info.headers & ib::eth_reth) && !p.reth) || ((info.headers & ib::eth_aeth) && !p.aeth) ||
@@ -21,11 +29,11 @@ expected<std::vector<std::uint8_t>, ib::BuildError> encode_rc_packet(const RcPac
     if (p.aeth) spec.ext.aeth = *p.aeth;
     if (p.imm) spec.ext.immdt = ib::ImmDt{*p.imm};
     spec.payload = p.payload;
-    std::vector<std::uint8_t> out(ib::packet_size(spec));
+    out.resize(ib::packet_size(spec));
     const auto n = ib::build_packet(spec, out);
     if (!n) return unexpected(n.error());
     out.resize(*n);
-    return out;
+    return *n;
 }
 
 std::optional<RcPacket> decode_rc_packet(const ib::Packet& packet) {

@@ -25,6 +25,10 @@ struct RcPath {
 // The whole packet; an RcPacket whose opcode is not RC, or that lacks a
 // header its opcode needs, or a field out of range, is refused.
 expected<std::vector<std::uint8_t>, ib::BuildError> encode_rc_packet(const RcPacket& p, const RcPath& path);
+// The same into `out` (resized to the packet; its capacity reused from one
+// packet to the next): the packet's length.
+expected<std::size_t, ib::BuildError> encode_rc_packet_into(const RcPacket& p, const RcPath& path,
+                                                            std::vector<std::uint8_t>& out);
 
 // The RcPacket of a parsed RC packet (LRH..VCRC checked by parse_packet);
 // nullopt for another transport or an opcode this engine does not carry
