@@ -215,6 +215,30 @@ bytes=$(python3 -c "import json,sys; print(int(json.load(open(sys.argv[1]))['end
 in_ns a timeout 30 iperf3 -c 198.18.0.3 -t 3 >"$WORK/iperf-ac.log" 2>&1 || fail "iperf3 A -> C: $(tail -5 "$WORK/iperf-ac.log")"
 grep -q receiver "$WORK/iperf-ac.log" || fail "iperf3 A -> C did not finish"
 pass "iperf3 TCP A -> B over RC: $bytes bytes in $((after - before)) RC messages; A -> C over UD: $(grep receiver "$WORK/iperf-ac.log" | awk '{print $7, $8}')"
+
+# Connected mode off and on again by reload (SIGHUP): the MTU follows, and
+# with A in datagram mode B's 60000-byte pings get A's UD MTU back.
+wait_mtu() {  # HOST MTU
+  local deadline=$((SECONDS + 10))
+  until [ "$(in_ns "$1" cat /sys/class/net/ib0/mtu)" = "$2" ]; do
+    [ $SECONDS -lt $deadline ] || fail "$1's MTU did not become $2 after the reload"
+    sleep 0.1
+  done
+}
+sed -i 's/^connected-mode = yes/connected-mode = no/' "$WORK/a.conf"
+kill -HUP "${PID[a]}"
+wait_mtu a "$ud_mtu"
+[ "$(ctl a -j neigh | python3 -c "import json,sys; print(sum(1 for r in json.load(sys.stdin) if r['mode'] == 'connected'))")" = 0 ] ||
+  fail "A still calls a neighbour connected in datagram mode"
+deadline=$((SECONDS + 10))
+until out=$(in_ns b ping -c 1 -W 1 -s 3000 -M do 198.18.0.1 2>&1 || true); grep -q "mtu = $ud_mtu" <<<"$out"; do
+  [ $SECONDS -lt $deadline ] || fail "B was not told A's UD MTU after A left connected mode"
+  sleep 0.2
+done
+sed -i 's/^connected-mode = no/connected-mode = yes/' "$WORK/a.conf"
+kill -HUP "${PID[a]}"
+wait_mtu a 65520
+pass "reload: connected-mode = no put A's MTU at $ud_mtu and B's big pings got Fragmentation Needed from it; yes put 65520 back"
 stop_all
 
 # --- 3. 1% loss -----------------------------------------------------------------------
