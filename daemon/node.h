@@ -131,6 +131,7 @@ private:
     void engine_event(const std::string& ifname, const ipoib::EngineEvent& event) override;
     void host_warning(const std::string& ifname, const std::string& message) override;
     void traffic() override { loop_.keep_polling(); }
+    void serve_port() override { process_port(); }
 
     void handle_port_events(Clock::time_point now);
     void receive_mads();

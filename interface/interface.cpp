@@ -162,9 +162,7 @@ void Interface::on_host_packet(bytes ip_packet, const std::optional<IpAddress>& 
 void Interface::after_host_read(std::size_t datagrams, std::size_t read_index) {
     if (connected_ && connected_->connections() > 0 && host_bytes_ >= kConnectedBytesPerService) {
         host_bytes_ = 0;
-        poll_link(now_, 1024);
-        port_.process();
-        poll_link(now_, 1024);
+        events_.serve_port();
         return;
     }
     if (datagrams > kLongRun || read_index % kReadsPerHandover == kReadsPerHandover - 1) {

@@ -74,6 +74,10 @@ public:
     virtual void host_warning(const std::string& ifname, const std::string& message) = 0;
     // Packets moved: busy polling may keep the loop awake.
     virtual void traffic() = 0;
+    // Serve the port now, in the middle of a long host batch (connected
+    // mode: the peers' ACKs and credits): reap every interface's link,
+    // process the port, take the MADs, reap again.
+    virtual void serve_port() = 0;
 };
 
 // Counters that are the interface's own (not the engine's, link's or host's).
