@@ -162,7 +162,7 @@ private:
     std::string answer_paths(const std::vector<const iface::Interface*>& chosen) const;
     std::string answer_mcast(const std::vector<const iface::Interface*>& chosen) const;
     std::string answer_stats(const iface::Interface& i) const;
-    // The node's own counter sections (mad, port, netlink, busy_poll,
+    // The node's own counter sections (mad, cm or rdmacm, port, netlink, busy_poll,
     // control, metrics_http), each through `section(name, visit)`.
     template <class Section>
     void visit_node_sections(Section&& section) const;
