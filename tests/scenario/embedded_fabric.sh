@@ -41,8 +41,8 @@ start "$B" "$WORK/b.log" "$BIN/ipoibd" -i ib0 -c "$WORK/b.conf" --log-target std
 wait_for 15 "$WORK/a.log" "link up" || fail "A's link did not come up"
 wait_for 15 "$WORK/b.log" "link up" || fail "B's link did not come up"
 grep -q "embedded fabric service" "$WORK/a.log" || fail "A did not start the embedded fabric"
-ip netns exec "$A" "$BIN/ipoibctl" -s "$WORK/a.sock" -j status | grep -q '"embedded_fabric":true' \
-  || fail "ipoibctl status does not show the embedded fabric"
+status=$(ip netns exec "$A" "$BIN/ipoibctl" -s "$WORK/a.sock" -j status)
+grep -q '"embedded_fabric":true' <<<"$status" || fail "ipoibctl status does not show the embedded fabric"
 ip netns exec "$B" ping -c 3 -i 0.2 -W 2 198.18.1.1 >/dev/null || fail "ping B -> A"
 ip netns exec "$A" ping -6 -c 3 -i 0.2 -W 2 2001:db8:1::2 >/dev/null || fail "ping6 A -> B"
 # Unicast took the cut-through path (route hints from the switch), not the switch.

@@ -111,7 +111,9 @@ ctl() {  # HOST ARGS...
 }
 wait_link_up() {  # HOST SECONDS
   local deadline=$((SECONDS + $2))
-  until ctl "$1" -j status 2>/dev/null | grep -q '"link":"up"'; do
+  # Output read whole before grep: under pipefail, grep -q exiting early
+  # can give the writer SIGPIPE and fail a pipeline that matched.
+  until out=$(ctl "$1" -j status 2>/dev/null || true); grep -q '"link":"up"' <<<"$out"; do
     [ $SECONDS -lt $deadline ] || fail "$1: link not up after $2 s"
     sleep 0.1
   done
@@ -148,7 +150,8 @@ wait_for 15 "$WORK/notify.log" "READY=1" || fail "no READY=1 after the fabric ca
 # READY=1 and its STATUS= come in one datagram (the listener splits lines).
 grep -A1 "READY=1" "$WORK/notify.log" | grep -q "STATUS=.*broadcast group joined" \
   || { cat "$WORK/notify.log" >&2; fail "READY=1 without the broadcast join in its status"; }
-ctl a -j status | grep -q '"link":"up"' || fail "READY=1 but A's link is not up"
+status=$(ctl a -j status)
+grep -q '"link":"up"' <<<"$status" || fail "READY=1 but A's link is not up"
 wait_for 5 "$WORK/notify.log" "WATCHDOG=1" || fail "no WATCHDOG=1 with WATCHDOG_USEC set"
 pass "READY=1 only after the broadcast join; WATCHDOG=1 with WATCHDOG_USEC"
 
@@ -298,7 +301,7 @@ sed -i 's|^address = 198.18.0.1/24$|address = 198.18.0.1/24\naddress = 198.18.0.
 windows_before=$(stat_of a windows)
 kill -HUP "${PID[a]}"
 deadline=$((SECONDS + 5))
-until ip -n "$A" addr show dev ib0 | grep -q "198.18.0.11/24"; do
+until out=$(ip -n "$A" addr show dev ib0 || true); grep -q "198.18.0.11/24" <<<"$out"; do
   [ $SECONDS -lt $deadline ] || fail "SIGHUP did not add 198.18.0.11"
   sleep 0.1
 done
@@ -307,7 +310,8 @@ ip netns exec "$B" ping -c 2 -i 0.2 -W 2 198.18.0.11 >/dev/null || fail "B canno
 [ "$(stat_of a windows)" -gt "$windows_before" ] || { ctl a stats >&2; fail "no busy-polling window after the reload"; }
 grep -q "RELOADING=1" "$WORK/notify.log" || fail "no RELOADING=1 on SIGHUP"
 deadline=$((SECONDS + 5))
-until journalctl --no-pager _PID="${PID[a]}" 2>/dev/null | grep -q "configuration reloaded.*needs a restart to take effect: queues.send-depth"; do
+until out=$(journalctl --no-pager _PID="${PID[a]}" 2>/dev/null || true)
+      grep -q "configuration reloaded.*needs a restart to take effect: queues.send-depth" <<<"$out"; do
   [ $SECONDS -lt $deadline ] || { journalctl --no-pager _PID="${PID[a]}" | tail -5; fail "reload did not name queues.send-depth as needing a restart"; }
   sleep 0.2
 done
@@ -318,6 +322,7 @@ BCAST=ff12:401b:ffff::ffff:ffff
 [ "$(member_state $BCAST $C_GID)" = 1 ] || fail "C is not in the broadcast group before SIGTERM"
 kill -TERM "${PID[c]}"; wait "${PID[c]}" || fail "C's ipoibd exited non-zero on SIGTERM"
 [ "$(member_state $BCAST $C_GID)" = 0 ] || fail "C still in the broadcast group after SIGTERM"
-saquery -j groups 2>/dev/null | grep -q "\"port_gid\":\"$C_GID\"" && fail "C still a member of some group after SIGTERM"
+groups=$(saquery -j groups 2>/dev/null || true)
+grep -q "\"port_gid\":\"$C_GID\"" <<<"$groups" && fail "C still a member of some group after SIGTERM"
 ip -n "$C" link show ib0 >/dev/null 2>&1 && fail "C's ib0 outlived its daemon"
 pass "SIGTERM: C left every group, its interface is gone, exit status 0"
