@@ -1,0 +1,312 @@
+// ipoib/connected_link.h on its own: a fake connection manager (the test
+// plays the CM's events) and RC QPs on the in-memory fabric, time passed
+// in. The paths the in-process nodes do not reach: the bound on frames
+// waiting, a rejected peer reached over UD for retry_after and then asked
+// again, a peer's receive size below ours, a failed connect, the passive
+// side's refusals and idle reaping.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "cm/cm_mad.h"
+#include "ipoib/connected_link.h"
+#include "ipoib/link.h"
+#include "transport/memory/memory_fabric.h"
+
+namespace ipoibd::ipoib {
+namespace {
+
+using namespace std::chrono_literals;
+using Outcome = ConnectedSend::Outcome;
+
+struct FakeCm final : cm::CmAccess {
+    std::vector<cm::ConnectParams> connects;
+    std::vector<std::pair<cm::ConnectionId, cm::AcceptParams>> accepts;
+    std::vector<std::pair<cm::ConnectionId, std::uint16_t>> rejects;
+    std::vector<std::vector<std::uint8_t>> reject_aris;
+    std::vector<cm::ConnectionId> establishes, disconnects;
+    std::vector<std::uint64_t> listening;
+    bool refuse_connect = false;
+    cm::ConnectionId next = 100;
+
+    std::uint64_t ca_guid() const override { return 0x1111; }
+    expected<void, std::string> listen(std::uint64_t sid, cm::CmUser&) override {
+        listening.push_back(sid);
+        return {};
+    }
+    void unlisten(std::uint64_t sid) override { std::erase(listening, sid); }
+    expected<cm::ConnectionId, std::string> connect(const cm::ConnectParams& p, cm::CmUser&, cm::Clock::time_point) override {
+        if (refuse_connect) return unexpected(std::string("no room"));
+        connects.push_back(p);
+        return next++;
+    }
+    expected<void, std::string> accept(cm::ConnectionId id, const cm::AcceptParams& p, cm::Clock::time_point) override {
+        accepts.emplace_back(id, p);
+        return {};
+    }
+    expected<void, std::string> reject(cm::ConnectionId id, std::uint16_t reason, bytes ari, cm::Clock::time_point) override {
+        rejects.emplace_back(id, reason);
+        reject_aris.emplace_back(ari.begin(), ari.end());
+        return {};
+    }
+    expected<void, std::string> establish(cm::ConnectionId id, cm::Clock::time_point) override {
+        establishes.push_back(id);
+        return {};
+    }
+    expected<void, std::string> disconnect(cm::ConnectionId id, cm::Clock::time_point) override {
+        disconnects.push_back(id);
+        return {};
+    }
+    void forget(cm::CmUser&) override {}
+};
+
+class ConnectedLinkTest : public ::testing::Test {
+protected:
+    ConnectedLinkTest() {
+        config_.queue = 2;
+        config_.ring = 4;
+        config_.receive_buffers = 8;
+        config_.idle = 10s;
+        link_ = std::make_unique<ConnectedLink>(
+            *a_, cm_, config_,
+            [this](EngineEventKind k, std::string m, std::vector<std::pair<std::string, std::string>>) {
+                events_.emplace_back(k, std::move(m));
+            },
+            7);
+        EXPECT_TRUE(link_->open(kOurUdQpn, 0xFFFF, t0_));
+    }
+
+    HwAddress peer() const {
+        return HwAddress{.flags = HwAddress::kFlagConnectedRc, .qpn = kPeerUdQpn, .gid = b_->attributes().gid()};
+    }
+    PathInfo path() const { return PathInfo{.dlid = b_->attributes().lid, .sl = 0, .mtu = 4, .rate = 3}; }
+    static std::vector<std::uint8_t> frame(std::size_t n, std::uint8_t fill = 0x5A) {
+        std::vector<std::uint8_t> f(n, fill);
+        f[0] = 0x08;  // IPv4 EtherType
+        f[1] = 0x00;
+        f[2] = f[3] = 0;
+        return f;
+    }
+    // The peer's side of a connection: an RC QP on port b with receives,
+    // connected to the QP our REQ named; then the REP as the CM reports it.
+    void answer_rep(std::uint32_t receive_size = kConnectedReceiveSize) {
+        ASSERT_FALSE(cm_.connects.empty());
+        const cm::ConnectParams& req = cm_.connects.back();
+        auto qp = b_->create_rc_qp(0);
+        ASSERT_TRUE(qp);
+        peer_qp_ = std::move(*qp);
+        for (std::uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(peer_qp_->post_recv({.wr_id = i, .capacity = 70000}));
+        transport::rc::RtrAttributes rtr;
+        rtr.dest_qpn = req.local_qpn;
+        rtr.pmtu = 2048;
+        rtr.rq_psn = 0x555;  // what the REP says: our send PSN
+        transport::rc::RtsAttributes rts;
+        rts.sq_psn = req.starting_psn;  // the REQ's: its receive PSN
+        ASSERT_TRUE(peer_qp_->connect(a_->attributes().lid, rtr, rts));
+        cm::Rep rep;
+        rep.local_qpn = peer_qp_->qpn();
+        rep.starting_psn = 0x555;
+        rep.rnr_retry_count = 7;
+        cm::write_ipoib_data(rep.private_data, {.ud_qpn = kPeerUdQpn, .receive_size = receive_size});
+        link_->cm_event(cm::Event{.kind = cm::EventKind::rep_received, .id = cm_.next - 1, .rep = rep}, now_);
+    }
+    std::vector<std::vector<std::uint8_t>> peer_received() {
+        std::vector<std::vector<std::uint8_t>> out;
+        for (int i = 0; i < 10; ++i) {
+            fabric_.run();
+            link_->poll([](const ReceivedDatagram&) {}, now_);
+            for (auto& c : peer_qp_->poll())
+                if (c.receive && c.status == transport::rc::Status::success) out.push_back(std::move(c.data));
+        }
+        return out;
+    }
+
+    static constexpr std::uint32_t kOurUdQpn = 0x000100;
+    static constexpr std::uint32_t kPeerUdQpn = 0x000200;
+    transport::MemoryFabric fabric_;
+    std::unique_ptr<transport::MemoryPort> a_ = fabric_.add_port();
+    std::unique_ptr<transport::MemoryPort> b_ = fabric_.add_port();
+    FakeCm cm_;
+    ConnectedLink::Config config_;
+    std::unique_ptr<ConnectedLink> link_;
+    std::unique_ptr<transport::RcQueuePair> peer_qp_;
+    std::vector<std::pair<EngineEventKind, std::string>> events_;
+    const Clock::time_point t0_ = Clock::time_point{} + 1h;
+    Clock::time_point now_ = t0_;
+};
+
+TEST_F(ConnectedLinkTest, TheFirstFrameSendsALinuxStyleReqAndWaitingIsBounded) {
+    EXPECT_EQ(cm_.listening, std::vector<std::uint64_t>{cm::ipoib_service_id(kOurUdQpn)});
+    const auto f = frame(100);
+    EXPECT_EQ(link_->send(peer(), path(), f, now_).outcome, Outcome::queued);
+    ASSERT_EQ(cm_.connects.size(), 1u);
+    const cm::ConnectParams& req = cm_.connects.front();
+    EXPECT_EQ(req.service_id, cm::ipoib_service_id(kPeerUdQpn));
+    EXPECT_EQ(req.peer.lid, b_->attributes().lid);
+    EXPECT_EQ(req.primary.remote_gid, b_->attributes().gid());
+    EXPECT_EQ(req.path_mtu, 4);
+    EXPECT_EQ(req.retry_count, 7);
+    EXPECT_EQ(req.rnr_retry_count, 7);
+    EXPECT_EQ(cm::read_ipoib_data(req.private_data),
+              (cm::IpoibCmData{.ud_qpn = kOurUdQpn, .receive_size = kConnectedReceiveSize}));
+    EXPECT_EQ(link_->send(peer(), path(), f, now_).outcome, Outcome::queued);
+    EXPECT_EQ(link_->send(peer(), path(), f, now_).outcome, Outcome::dropped);  // queue = 2
+    EXPECT_EQ(link_->counters().drop_queue_full, 1u);
+    EXPECT_EQ(cm_.connects.size(), 1u);  // one REQ per peer
+    EXPECT_EQ(link_->connection_to(peer())->state, ConnState::connecting);
+    EXPECT_EQ(link_->connection_to(peer())->queued, 2u);
+}
+
+TEST_F(ConnectedLinkTest, TheRepBringsTheConnectionUpAndTheWaitingFramesLeave) {
+    ASSERT_EQ(link_->send(peer(), path(), frame(100, 1), now_).outcome, Outcome::queued);
+    ASSERT_EQ(link_->send(peer(), path(), frame(5000, 2), now_).outcome, Outcome::queued);
+    answer_rep();
+    ASSERT_EQ(cm_.establishes.size(), 1u);  // the RTU
+    EXPECT_EQ(link_->connection_to(peer())->state, ConnState::up);
+    EXPECT_EQ(link_->send(peer(), path(), frame(60000, 3), now_).outcome, Outcome::sent);
+    const auto got = peer_received();
+    ASSERT_EQ(got.size(), 3u);
+    EXPECT_EQ(got[0], frame(100, 1));
+    EXPECT_EQ(got[1], frame(5000, 2));
+    EXPECT_EQ(got[2], frame(60000, 3));
+    EXPECT_EQ(link_->counters().connected, 1u);
+    EXPECT_EQ(link_->counters().tx_messages, 3u);
+}
+
+TEST_F(ConnectedLinkTest, AFrameOverThePeersReceiveSizeIsTooBig) {
+    ASSERT_EQ(link_->send(peer(), path(), frame(100), now_).outcome, Outcome::queued);
+    answer_rep(2048);
+    const ConnectedSend r = link_->send(peer(), path(), frame(3000), now_);
+    EXPECT_EQ(r.outcome, Outcome::too_big);
+    EXPECT_EQ(r.mtu, 2044u);
+}
+
+TEST_F(ConnectedLinkTest, ARejectedPeerIsReachedOverUdForAWhileThenAskedAgain) {
+    ASSERT_EQ(link_->send(peer(), path(), frame(100), now_).outcome, Outcome::queued);
+    link_->cm_event(cm::Event{.kind = cm::EventKind::rejected, .id = cm_.next - 1, .reason = 8}, now_);
+    EXPECT_EQ(link_->counters().rejected_by_peer, 1u);
+    EXPECT_EQ(link_->counters().drop_connect_failed, 1u);  // the frame that waited
+    ASSERT_EQ(events_.size(), 1u);
+    EXPECT_EQ(events_.front().first, EngineEventKind::connection_failed);
+    EXPECT_NE(events_.front().second.find("rejected (reason 8)"), std::string::npos) << events_.front().second;
+    EXPECT_EQ(link_->connection_to(peer())->state, ConnState::failed);
+    now_ += 500ms;
+    EXPECT_EQ(link_->send(peer(), path(), frame(100), now_).outcome, Outcome::use_datagram);
+    EXPECT_EQ(cm_.connects.size(), 1u);
+    ASSERT_TRUE(link_->next_deadline());
+    EXPECT_EQ(*link_->next_deadline(), t0_ + config_.retry_after);
+    now_ = t0_ + config_.retry_after;
+    EXPECT_EQ(link_->send(peer(), path(), frame(100), now_).outcome, Outcome::queued);
+    EXPECT_EQ(cm_.connects.size(), 2u);
+}
+
+TEST_F(ConnectedLinkTest, AConnectTheCmRefusesFallsBackToUd) {
+    cm_.refuse_connect = true;
+    EXPECT_EQ(link_->send(peer(), path(), frame(100), now_).outcome, Outcome::use_datagram);
+    EXPECT_EQ(link_->counters().connect_errors, 1u);
+    EXPECT_EQ(link_->connection_to(peer())->state, ConnState::failed);
+}
+
+TEST_F(ConnectedLinkTest, TheConnectionsAreBoundedFailedOnesIncluded) {
+    config_.max_connections = 2;
+    link_ = std::make_unique<ConnectedLink>(*a_, cm_, config_, [](EngineEventKind, std::string, auto) {}, 7);
+    ASSERT_TRUE(link_->open(kOurUdQpn, 0xFFFF, now_));
+    for (std::uint32_t q = 0; q < 2; ++q) {
+        HwAddress p = peer();
+        p.qpn = 0x300 + q;
+        EXPECT_EQ(link_->send(p, path(), frame(100), now_).outcome, Outcome::queued);
+    }
+    HwAddress third = peer();
+    third.qpn = 0x400;
+    EXPECT_EQ(link_->send(third, path(), frame(100), now_).outcome, Outcome::use_datagram);
+    EXPECT_EQ(link_->counters().no_room_datagram, 1u);
+    EXPECT_EQ(link_->connections(), 2u);
+}
+
+cm::Req passive_req(std::uint32_t qpn, const ib::Gid& ours, const ib::Gid& theirs, std::uint16_t their_lid) {
+    cm::Req r;
+    r.local_comm_id = 0x9000 + qpn;
+    r.service_id = cm::ipoib_service_id(0x000100);
+    r.local_qpn = qpn;
+    r.starting_psn = 0x123;
+    r.pkey = 0xFFFF;
+    r.path_mtu = 4;
+    r.retry_count = 0;
+    r.rnr_retry_count = 0;
+    r.primary.local_lid = their_lid;
+    r.primary.local_gid = theirs;
+    r.primary.remote_gid = ours;
+    r.primary.local_ack_timeout = 14;
+    cm::write_ipoib_data(r.private_data, {.ud_qpn = 0x000200, .receive_size = kConnectedReceiveSize});
+    return r;
+}
+
+TEST_F(ConnectedLinkTest, PeersRequestsAreAcceptedUntilThePoolRunsOutAndBadOnesRefused) {
+    const ib::Gid ours = a_->attributes().gid(), theirs = b_->attributes().gid();
+    const std::uint16_t lid = b_->attributes().lid;
+    auto event = [&](const cm::Req& r, cm::ConnectionId id) {
+        link_->cm_event(cm::Event{.kind = cm::EventKind::req_received, .id = id, .peer = {.lid = lid}, .req = r}, now_);
+    };
+    event(passive_req(0x501, ours, theirs, lid), 1);
+    ASSERT_EQ(cm_.accepts.size(), 1u);
+    const cm::AcceptParams& rep = cm_.accepts.front().second;
+    EXPECT_EQ(cm::read_ipoib_data(rep.private_data),
+              (cm::IpoibCmData{.ud_qpn = kOurUdQpn, .receive_size = kConnectedReceiveSize}));
+    EXPECT_EQ(rep.rnr_retry_count, 0);  // the REQ's, as Linux echoes it
+    EXPECT_EQ(link_->buffers_in_use(), 4u);
+    event(passive_req(0x502, ours, theirs, lid), 2);
+    EXPECT_EQ(link_->buffers_in_use(), 8u);
+    event(passive_req(0x503, ours, theirs, lid), 3);  // 8 buffers, 4 each: no room
+    ib::Gid wrong = ours;
+    wrong[15] ^= 1;
+    event(passive_req(0x504, wrong, theirs, lid), 4);
+    cm::Req uc = passive_req(0x505, ours, theirs, lid);
+    uc.transport_service_type = 1;
+    event(uc, 5);
+    ASSERT_EQ(cm_.rejects.size(), 3u);
+    EXPECT_EQ(cm_.rejects[0], std::make_pair(cm::ConnectionId{3}, cm::rej::no_qp));
+    EXPECT_EQ(cm_.rejects[1], std::make_pair(cm::ConnectionId{4}, cm::rej::invalid_gid));
+    EXPECT_EQ(cm_.reject_aris[1], std::vector<std::uint8_t>(ours.begin(), ours.end()));
+    EXPECT_EQ(cm_.rejects[2], std::make_pair(cm::ConnectionId{5}, cm::rej::invalid_transport_type));
+    EXPECT_EQ(link_->counters().rejected_no_room, 1u);
+    EXPECT_EQ(link_->counters().rejected_bad_req, 2u);
+
+    // A DREQ frees a connection and its buffers.
+    link_->cm_event(cm::Event{.kind = cm::EventKind::disconnect_requested, .id = 1}, now_);
+    EXPECT_EQ(link_->buffers_in_use(), 4u);
+    EXPECT_EQ(link_->counters().disconnected_by_peer, 1u);
+}
+
+TEST_F(ConnectedLinkTest, IdleConnectionsAreClosedOursSoonerThanPeers) {
+    ASSERT_EQ(link_->send(peer(), path(), frame(100), now_).outcome, Outcome::queued);
+    answer_rep();
+    const ib::Gid ours = a_->attributes().gid(), theirs = b_->attributes().gid();
+    link_->cm_event(cm::Event{.kind = cm::EventKind::req_received, .id = 50, .peer = {.lid = b_->attributes().lid},
+                              .req = passive_req(0x601, ours, theirs, b_->attributes().lid)},
+                    now_);
+    ASSERT_EQ(link_->connections(), 2u);
+    (void)peer_received();  // the frame left; nothing outstanding
+    now_ = t0_ + config_.idle;
+    link_->tick(now_);
+    EXPECT_EQ(link_->counters().reaped_idle, 1u);  // ours
+    EXPECT_EQ(link_->connections(), 1u);
+    EXPECT_EQ(cm_.disconnects.size(), 1u);
+    now_ = t0_ + 4 * config_.idle;
+    link_->tick(now_);
+    EXPECT_EQ(link_->counters().reaped_idle, 2u);  // the peer's, after 4x
+    EXPECT_EQ(link_->connections(), 0u);
+    EXPECT_EQ(link_->buffers_in_use(), 0u);
+}
+
+TEST_F(ConnectedLinkTest, ClosingDisconnectsEverythingAndStopsListening) {
+    ASSERT_EQ(link_->send(peer(), path(), frame(100), now_).outcome, Outcome::queued);
+    link_->close(now_);
+    EXPECT_TRUE(cm_.listening.empty());
+    EXPECT_EQ(cm_.disconnects.size(), 1u);
+    EXPECT_EQ(link_->connections(), 0u);
+    EXPECT_EQ(link_->counters().drop_connect_failed, 1u);
+    EXPECT_EQ(link_->send(peer(), path(), frame(100), now_).outcome, Outcome::use_datagram);
+}
+
+}  // namespace
+}  // namespace ipoibd::ipoib
