@@ -69,9 +69,13 @@ void CmService::forget(cm::CmUser& user) {
     std::erase_if(owners_, [&](const auto& kv) { return kv.second == &user; });
 }
 
-void CmService::flush(cm::Clock::time_point now) {
+void CmService::send_output() {
     for (const cm::Outgoing& o : engine_.take_output())
         if (!agent_.send_to(*this, o.mad, {.lid = o.to.lid, .gid = o.to.gid})) ++send_errors_;
+}
+
+void CmService::flush(cm::Clock::time_point now) {
+    send_output();
     // Users may call back (accept, establish, ...), which flushes again:
     // only the outermost call hands events over, in order.
     if (dispatching_) return;
@@ -97,8 +101,7 @@ void CmService::flush(cm::Clock::time_point now) {
             user->cm_event(e, now);
             if (!engine_.state(e.id)) owners_.erase(e.id);
         }
-        for (const cm::Outgoing& o : engine_.take_output())
-            if (!agent_.send_to(*this, o.mad, {.lid = o.to.lid, .gid = o.to.gid})) ++send_errors_;
+        send_output();
     }
     dispatching_ = false;
 }

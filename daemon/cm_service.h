@@ -54,6 +54,7 @@ public:
 private:
     // Sends what the engine made and hands its events to their users.
     void flush(cm::Clock::time_point now);
+    void send_output();
     template <class R>
     R after(R r, cm::Clock::time_point now) {
         flush(now);

@@ -251,11 +251,10 @@ void ConnectedLink::start_connect(Key k, Conn& c, const PathInfo& path, Clock::t
         tear_down(k, "the CM refused: " + id.error(), now, true);
         return;
     }
-    // The REJ or REP may have come already (an in-process CM answers at once).
-    if (Conn* still = find(k); still && still->state == ConnState::connecting && !still->cm_id) {
-        still->cm_id = *id;
-        by_cm_[*id] = k;
-    }
+    // Events of this connection come later (after a MAD or a channel event),
+    // never inside connect(): the mapping is in place before them.
+    c.cm_id = *id;
+    by_cm_[*id] = k;
 }
 
 void ConnectedLink::on_rep(Key k, Conn& c, const cm::Event& e, Clock::time_point now) {
