@@ -36,7 +36,8 @@ enum class Transport : std::uint8_t {
 };
 
 enum class InterfaceMode : std::uint8_t {
-    tun,  // IP packets; ipoibd resolves neighbours itself (tap: not yet)
+    tun,  // IP packets; ipoibd resolves neighbours itself
+    tap,  // Ethernet frames; the kernel resolves neighbours (synthetic MACs, ipoib/ethernet_host.h)
 };
 
 // syslog's names, most verbose first.

@@ -17,7 +17,7 @@ struct Word {
 
 constexpr Word<Transport> kTransports[] = {
     {"auto", Transport::automatic}, {"soft", Transport::soft}, {"verbs", Transport::verbs}};
-constexpr Word<InterfaceMode> kModes[] = {{"tun", InterfaceMode::tun}};
+constexpr Word<InterfaceMode> kModes[] = {{"tun", InterfaceMode::tun}, {"tap", InterfaceMode::tap}};
 constexpr Word<SendOnlyJoin> kSendOnlyJoins[] = {
     {"send-only-full-member", SendOnlyJoin::send_only_full_member},
     {"send-only-non-member", SendOnlyJoin::send_only_non_member},
@@ -62,7 +62,6 @@ expected<void, Reason> store(Field& field, expected<Value, Reason> parsed) {
 std::vector<std::string> one(std::string_view value) { return {std::string(value)}; }
 
 expected<void, Reason> set_mode(InterfaceMode& mode, std::string_view text) {
-    if (text == "tap") return unexpected(Reason("tap is not supported yet; the only mode is tun"));
     return store(mode, parse_word(text, kModes));
 }
 
@@ -166,11 +165,12 @@ const KeySpec kKeys[] = {
 
     // [interface]
     {.section = "interface", .name = "name", .value_name = "IFNAME",
-     .help = "the TUN device's name; default: the instance name",
+     .help = "the TUN (or TAP) device's name; default: the instance name",
      .set = [](DaemonConfig& c, std::string_view v) { return store(c.interface.name, parse_interface_name(v)); },
      .get = [](const DaemonConfig& c) { return one(c.interface.name); }},
-    {.section = "interface", .name = "mode", .value_name = "tun",
-     .help = "tun: the interface carries IP packets (tap: not supported yet)",
+    {.section = "interface", .name = "mode", .value_name = "tun|tap",
+     .help = "tun: the interface carries IP packets and ipoibd resolves neighbours; tap: an Ethernet device "
+             "whose neighbours the kernel resolves (synthetic MACs, `ip neigh`)",
      .set = [](DaemonConfig& c, std::string_view v) { return set_mode(c.interface.mode, v); },
      .get = [](const DaemonConfig& c) { return one(word_of(c.interface.mode, kModes)); }},
     {.section = "interface", .name = "mtu", .value_name = "BYTES",

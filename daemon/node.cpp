@@ -16,7 +16,9 @@
 #include "daemon/journal_fields.h"
 #include "daemon/message_ids.h"
 #include "fabric/fabric_service.h"
+#include "host/tap_port.h"
 #include "host/tun_port.h"
+#include "ipoib/mac_table.h"
 #include "transport/gid.h"
 #include "transport/wire/mad.h"
 #include "transport/port_factory.h"
@@ -290,7 +292,16 @@ expected<void, std::string> Node::create_interfaces() {
     auto nl = netlink::NetlinkSocket::open();
     if (!nl) return unexpected("could not open rtnetlink: " + nl.error().message());
     nl_.emplace(std::move(*nl));
-    auto tun = host::TunPort::open(config_.interface.name, *nl_);
+    expected<std::unique_ptr<host::TunPort>, std::string> tun = unexpected(std::string());
+    if (config_.interface.mode == config::InterfaceMode::tap) {
+        // Our own MAC stands for our port as peers' stand for theirs.
+        const MacAddress mac = ipoib::synthetic_mac(port_->attributes().gid());
+        auto tap = host::TapPort::open(config_.interface.name, mac, *nl_);
+        if (!tap) return unexpected(tap.error());
+        tun = std::unique_ptr<host::TunPort>(std::move(*tap));
+    } else {
+        tun = host::TunPort::open(config_.interface.name, *nl_);
+    }
     if (!tun) return unexpected(tun.error());
     (*tun)->on_write_error([this, name = (*tun)->name()](int error) {
         drops_log_->log("tun_write", "could not write to " + name + ": " + std::strerror(error),

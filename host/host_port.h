@@ -3,11 +3,14 @@
 //   tun_port.h         a Linux TUN device (IP packets; the daemon resolves
 //                      neighbours itself and asks the routing table for the
 //                      next hop)
+//   tap_port.h         a Linux TAP device (Ethernet frames; the kernel
+//                      resolves neighbours, ipoib/ethernet_host.h answers
+//                      it with synthetic MACs)
 //   fake_host_port.h   packets in and out of memory, for tests of the
 //                      layers above
-// (TAP, Ethernet with synthetic MACs, plugs in as a third.)
 //
-// What crosses the seam are IP datagrams of at most the link MTU. Offloads
+// What crosses the seam are IP datagrams of at most the link MTU, or, from
+// a host with a link layer (mac() set: TAP), Ethernet frames carrying them. Offloads
 // are the implementation's own business: the TUN cuts the kernel's TSO/USO
 // super-packets into datagrams before handing them over and coalesces what
 // it is given back into super-packets (tun_offload.h), so the engine above
@@ -29,6 +32,7 @@
 
 #include "common/byte_io.h"
 #include "common/counters.h"
+#include "common/ethernet.h"
 #include "common/expected.h"
 #include "common/ip_address.h"
 
@@ -48,6 +52,10 @@ public:
     // batch from 0. Lets the owner hand a long run to its link before its
     // send queue fills.
     virtual void after_host_read(std::size_t datagrams, std::size_t read_index) = 0;
+    // From a host with a link layer (TAP): one Ethernet frame (14-byte
+    // header first) instead of on_host_packet(). Offloads are undone as for
+    // IP: a TSO super-frame arrives as frames of the link MTU.
+    virtual void on_host_frame(bytes /*ethernet_frame*/) {}
 };
 
 // A route on the interface: PREFIX [via GATEWAY].
@@ -74,6 +82,14 @@ public:
     // One IP datagram for the host. May be held (coalesced) until flush();
     // a failed write is dropped and counted, never retried.
     virtual void write(bytes ip_packet) = 0;
+    // A host with a link layer (TAP): its MAC; nullopt for a TUN.
+    virtual std::optional<MacAddress> mac() const { return std::nullopt; }
+    // A host with a link layer: one frame, `header` and then `payload` (an
+    // IP datagram, coalesced as write() does, or an ARP packet). A host
+    // without one writes the payload if it is IP.
+    virtual void write_frame(const EthernetHeader& header, bytes payload) {
+        if (header.type == kEtherTypeIpv4 || header.type == kEtherTypeIpv6) write(payload);
+    }
     // Writes what write() holds. Call before waiting for input again.
     virtual void flush() = 0;
 

@@ -3,7 +3,8 @@
 // Flow:
 //   1. open /dev/net/tun non-blocking (the epoll loop reads it in batches;
 //      a blocking read would wedge the control plane, STYLE.md guideline 6);
-//   2. TUNSETIFF with IFF_TUN | IFF_NO_PI: layer-3 packets with no 4-octet
+//   2. TUNSETIFF with IFF_TUN | IFF_NO_PI (IFF_TAP for TAP mode: Ethernet
+//      frames): layer-3 packets with no 4-octet
 //      packet-information prefix, so a read returns exactly one IP packet;
 //      IFF_MULTI_QUEUE only when asked (one fd per queue, for data-plane
 //      threads); the name is either exact ("ib0") or a pattern the kernel
@@ -23,7 +24,9 @@
 // device then goes away when the daemon exits, so set persist = true there.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "common/expected.h"
@@ -39,6 +42,11 @@ struct TunOptions {
     bool multi_queue = false;  // IFF_MULTI_QUEUE: this fd is one of several queues
     bool persist = false;      // TUNSETPERSIST: keep the device after the fd closes
     bool offload = false;      // IFF_VNET_HDR + checksum/TSO offloads (tun_offload.h)
+    // IFF_TAP: Ethernet frames instead of IP packets (TAP mode,
+    // tap_port.h), with this MAC (SIOCSIFHWADDR); unset: the kernel's
+    // random one.
+    bool tap = false;
+    std::optional<std::array<std::uint8_t, 6>> mac;
 };
 
 struct TunDevice {

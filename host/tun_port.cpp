@@ -33,12 +33,16 @@ expected<std::unique_ptr<TunPort>, std::string> TunPort::open(const std::string&
     auto tun = open_tun({.name = name, .multi_queue = false, .persist = false, .offload = true});
     if (!tun) return unexpected(tun.error().message());
     std::unique_ptr<TunPort> port(new TunPort(std::move(*tun), nl));
-    // The link-local address is RFC 4391's (port GUID as EUI-64), which the
-    // owner adds; not one the kernel would invent for a device without a
-    // link layer.
-    std::ofstream gen("/proc/sys/net/ipv6/conf/" + port->name() + "/addr_gen_mode");
-    if (gen) gen << "1\n";  // IN6_ADDR_GEN_MODE_NONE
+    port->no_kernel_link_local();
     return port;
+}
+
+void TunPort::no_kernel_link_local() {
+    // The link-local address is RFC 4391's (port GUID as EUI-64), which the
+    // owner adds; not one the kernel would invent (for a TUN from nothing,
+    // for a TAP from its synthetic MAC).
+    std::ofstream gen("/proc/sys/net/ipv6/conf/" + name() + "/addr_gen_mode");
+    if (gen) gen << "1\n";  // IN6_ADDR_GEN_MODE_NONE
 }
 
 TunPort::TunPort(TunDevice device, netlink::NetlinkSocket& nl)

@@ -39,7 +39,7 @@ struct TunCounters {
 // As "rx_packets", "offload_<reason>", ...
 void visit(const TunCounters& c, CounterSink& out);
 
-class TunPort final : public HostPort {
+class TunPort : public HostPort {
 public:
     // Creates `name` (exact, or a pattern with %d). `nl` must outlive the
     // port. The owner turns the carrier off until its link is up.
@@ -67,10 +67,13 @@ public:
     // tx_errors whether or not a hook is set): for a rate-limited log.
     void on_write_error(std::function<void(int error)> hook) { write_error_ = std::move(hook); }
 
-private:
+protected:
     TunPort(TunDevice device, netlink::NetlinkSocket& nl);
     void deliver(bytes ip_packet, HostReceiver& receiver);
     void write_now(bytes data);
+    // /proc/sys/net/ipv6/conf/<name>/addr_gen_mode = none: the link-local
+    // address is RFC 4391's, added by the owner.
+    void no_kernel_link_local();
 
     TunDevice device_;
     netlink::NetlinkSocket& nl_;

@@ -54,10 +54,15 @@ Interface::Interface(InterfaceConfig config, transport::Port& port, std::unique_
             },
             seed);
     engine_ = std::make_unique<ipoib::Engine>(config_.engine, *this, *this, config_.sa);
+    if (auto mac = host_->mac()) {
+        ipoib::EthernetHostIo& io = *this;
+        ethernet_ = std::make_unique<ipoib::EthernetHost>(config_.ethernet, *mac, *engine_, io);
+    }
 }
 
 Interface::~Interface() {
     // The engine may call back into the links while it goes.
+    ethernet_.reset();
     engine_.reset();
     connected_.reset();
 }
@@ -98,13 +103,27 @@ std::string Interface::set_connected(bool on, Clock::time_point now) {
 void Interface::tick(Clock::time_point now) {
     engine_->tick(now);
     if (connected_) connected_->tick(now);
+    if (ethernet_) ethernet_->tick(now);
 }
 
 std::optional<Clock::time_point> Interface::next_deadline() const {
     auto next = engine_->next_deadline();
     if (connected_)
         if (auto d = connected_->next_deadline(); d && (!next || *d < *next)) next = d;
+    if (ethernet_)
+        if (auto d = ethernet_->next_deadline(); d && (!next || *d < *next)) next = d;
     return next;
+}
+
+void Interface::write_tun(bytes ip_packet, const ipoib::PacketSource& from) {
+    if (ethernet_)
+        ethernet_->to_host(ip_packet, from);
+    else
+        host_->write(ip_packet);
+}
+
+void Interface::neighbour_learned(const IpAddress& ip, const ipoib::HwAddress& hw, std::uint16_t slid) {
+    if (ethernet_) ethernet_->neighbour_learned(ip, hw, slid, Clock::now());
 }
 
 void Interface::stop(Clock::time_point now) {
@@ -159,6 +178,11 @@ void Interface::on_host_packet(bytes ip_packet, const std::optional<IpAddress>& 
     engine_->on_tun_packet(ip_packet, next_hop, now_);
 }
 
+void Interface::on_host_frame(bytes ethernet_frame) {
+    host_bytes_ += ethernet_frame.size();
+    if (ethernet_) ethernet_->on_host_frame(ethernet_frame, now_);
+}
+
 void Interface::after_host_read(std::size_t datagrams, std::size_t read_index) {
     if (connected_ && connected_->connections() > 0 && host_bytes_ >= kConnectedBytesPerService) {
         host_bytes_ = 0;
@@ -201,6 +225,7 @@ void Interface::link_changed(const ipoib::LinkStatus& s) {
         host_->routes_changed();
     } else {
         host_result(host_->set_carrier(false));
+        if (ethernet_) ethernet_->flush();
     }
     events_.link_changed(name(), s);
 }

@@ -39,6 +39,7 @@
 #include "cm/cm_access.h"
 #include "ipoib/connected_link.h"
 #include "ipoib/engine.h"
+#include "ipoib/ethernet_host.h"
 #include "ipoib/port_link.h"
 #include "sa_client/mad_agent.h"
 #include "sa_client/sa_mad.h"
@@ -57,6 +58,7 @@ struct InterfaceConfig {
     std::vector<IpPrefix> addresses;
     std::vector<host::HostRoute> routes;
     std::size_t host_max_batch = 64;  // reads from the host per wake-up
+    ipoib::EthernetHost::Config ethernet;  // TAP mode: a host port with a MAC
 };
 
 // What an interface asks of its node.
@@ -91,7 +93,8 @@ void visit(const InterfaceCounters& c, CounterSink& out);
 class Interface final : public ipoib::EngineIo,
                         public ipoib::EngineLink,
                         public sa::MadClient,
-                        private host::HostReceiver {
+                        private host::HostReceiver,
+                        private ipoib::EthernetHostIo {
 public:
     // `cm`: the node's connection manager, where there is one (connected
     // mode needs it; without, the interface is datagram only).
@@ -152,6 +155,8 @@ public:
     const ipoib::PortLink& link() const { return link_; }
     // The connected half; nullptr without a connection manager.
     const ipoib::ConnectedLink* connected() const { return connected_.get(); }
+    // TAP mode's translation; nullptr for a TUN.
+    const ipoib::EthernetHost* ethernet() const { return ethernet_.get(); }
     const InterfaceCounters& counters() const { return counters_; }
     // Every counter of the interface, by section: engine, neighbour, path,
     // multicast, sa_client (the MAD path's are the node's), qp, tun.
@@ -159,7 +164,8 @@ public:
     void visit_sections(Section&& section) const;
 
     // EngineIo
-    void write_tun(bytes ip_packet) override { host_->write(ip_packet); }
+    void write_tun(bytes ip_packet, const ipoib::PacketSource& from) override;
+    void neighbour_learned(const IpAddress& ip, const ipoib::HwAddress& hw, std::uint16_t slid) override;
     void send_sa(const sa::SaMad& mad) override {
         if (!events_.send_sa(*this, mad)) ++counters_.sa_send_errors;
     }
@@ -185,6 +191,9 @@ private:
     // HostReceiver
     void on_host_packet(bytes ip_packet, const std::optional<IpAddress>& next_hop) override;
     void after_host_read(std::size_t datagrams, std::size_t read_index) override;
+    void on_host_frame(bytes ethernet_frame) override;
+    // EthernetHostIo
+    void write_frame(const EthernetHeader& header, bytes payload) override { host_->write_frame(header, payload); }
     void host_result(const expected<void, std::string>& r);
 
     InterfaceConfig config_;
@@ -195,6 +204,7 @@ private:
     std::unique_ptr<ipoib::ConnectedLink> connected_;
     bool connected_on_ = false;  // [interface] connected-mode
     std::unique_ptr<ipoib::Engine> engine_;
+    std::unique_ptr<ipoib::EthernetHost> ethernet_;  // TAP mode
     bool started_ = false;
     Clock::time_point now_{};  // of the host batch being read
     std::size_t host_bytes_ = 0;  // read from the host since the port was last served (connected mode)
@@ -220,7 +230,17 @@ void Interface::visit_sections(Section&& section) const {
     section("sa_client", [&](CounterSink& out) { visit(engine_->sa_client().counters(), out); });
     section("qp", [&](CounterSink& out) { visit(link_.counters(), out); });
     if (connected_) section("connected", [&](CounterSink& out) { connected_->visit_counters(out); });
-    section("tun", [&](CounterSink& out) { host_->visit_counters(out); });
+    if (ethernet_) {
+        section("ethernet", [&](CounterSink& out) {
+            out.counter("pending", ethernet_->pending());
+            visit(ethernet_->counters(), out);
+        });
+        section("mac_table", [&](CounterSink& out) {
+            out.counter("entries", ethernet_->table().size());
+            visit(ethernet_->table().counters(), out);
+        });
+    }
+    section(ethernet_ ? "tap" : "tun", [&](CounterSink& out) { host_->visit_counters(out); });
     section("interface", [&](CounterSink& out) { visit(counters_, out); });
 }
 

@@ -170,11 +170,23 @@ public:
     }
 };
 
+// Who an IP packet written to the host came from: the sender's LID and UD
+// QPN (for ICMP the engine makes itself, the neighbour it speaks for). A TUN
+// has no use for it; TAP mode writes the sender's synthetic MAC
+// (ethernet_link.h).
+struct PacketSource {
+    std::uint16_t slid = 0;
+    std::uint32_t qpn = 0;
+};
+
 // The host half: the host presentation, the SA's MAD path, the operator.
 class EngineIo {
 public:
     virtual ~EngineIo() = default;
-    virtual void write_tun(bytes ip_packet) = 0;
+    virtual void write_tun(bytes ip_packet, const PacketSource& from) = 0;
+    // ARP or ND taught the neighbour cache that `ip` is at `hw`, heard from
+    // LID `slid` (TAP mode answers the kernel's pending requests).
+    virtual void neighbour_learned(const IpAddress& /*ip*/, const HwAddress& /*hw*/, std::uint16_t /*slid*/) {}
     virtual void send_sa(const sa::SaMad& mad) = 0;
     virtual void link_changed(const LinkStatus& status) = 0;
     virtual void event(const EngineEvent& e) = 0;
@@ -266,6 +278,20 @@ public:
     // An IP datagram from the host; `next_hop` is the gateway its route names
     // (nullopt: the destination is on the link).
     void on_tun_packet(bytes packet, std::optional<IpAddress> next_hop, Clock::time_point now);
+    // TAP mode (ethernet_link.h): an IP datagram the host addressed to a
+    // neighbour's link address itself (its own ARP/ND chose it); group and
+    // broadcast destinations go as from on_tun_packet().
+    void on_host_unicast(bytes packet, const HwAddress& to, Clock::time_point now);
+    // TAP mode: the host asks for `ip`'s link address (its ARP request or
+    // NS). A usable neighbour entry answers at once (and counts as in use,
+    // as an egress packet would); otherwise resolution starts (nullopt) and
+    // EngineIo::neighbour_learned() says when it is known. Nullopt too when
+    // the link is down or `ip` is ours.
+    std::optional<HwAddress> resolve_for_host(const IpAddress& ip, Clock::time_point now);
+    // TAP mode: whether `ip` is an address of this interface.
+    bool owns(const IpAddress& ip) const { return is_ours(ip); }
+    // 255.255.255.255 or the broadcast address of a subnet of ours.
+    bool is_broadcast(const IpAddress& ip) const { return is_broadcast_v4(ip); }
     void on_datagram(const ReceivedDatagram& d, Clock::time_point now);
     void on_sa_mad(bytes mad, Clock::time_point now);
     void on_port_event(transport::PortEvent e, const transport::PortAttributes& port, Clock::time_point now);
@@ -333,6 +359,9 @@ private:
     void dad_tick();
 
     // engine_tx.cpp: egress
+    // The checks every host packet goes through (parsed, link up, MTU, the
+    // groups a report names, ND options rewritten); nullopt: dropped, counted.
+    std::optional<std::pair<bytes, IpPacketInfo>> accept_host_packet(bytes packet);
     void send_ip(bytes packet, const IpPacketInfo& info, const std::optional<IpAddress>& next_hop);
     void send_ip_unicast(bytes packet, EtherType type, const IpAddress& next_hop);
     void send_to_neighbour(const HwAddress& to, EtherType type, bytes packet);
@@ -380,6 +409,7 @@ private:
     std::vector<std::uint8_t> tx_;       // frame under construction
     std::vector<std::uint8_t> scratch_;  // rewritten ND packets
     std::vector<std::uint8_t> icmp_;     // ICMP too-big answers
+    PacketSource rx_source_;             // the sender of the datagram being handled
     EngineCounters counters_;
 };
 

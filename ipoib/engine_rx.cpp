@@ -18,6 +18,7 @@ void Engine::on_datagram(const ReceivedDatagram& d, Clock::time_point now) {
         ++counters_.rx_drop_link_down;
         return;
     }
+    rx_source_ = PacketSource{d.slid, d.src_qp};
     auto frame = decapsulate(d.payload);
     if (!frame) {
         ++counters_.rx_frame_errors[static_cast<std::size_t>(frame.error())];
@@ -55,7 +56,7 @@ void Engine::on_datagram(const ReceivedDatagram& d, Clock::time_point now) {
 
 void Engine::write_tun(bytes packet) {
     ++counters_.rx_to_tun;
-    io_.write_tun(packet);
+    io_.write_tun(packet, rx_source_);
 }
 
 void Engine::learn(const IpAddress& ip, const HwAddress& hw, LearnKind kind, std::uint16_t slid) {
@@ -71,6 +72,7 @@ void Engine::learn(const IpAddress& ip, const HwAddress& hw, LearnKind kind, std
               {"IB_QPN", hex_qpn(hw.qpn)}});
     }
     paths_.note_source(hw.gid, slid, now_);
+    if (auto e = neighbours_.find(ip); e && e->hw) io_.neighbour_learned(ip, *e->hw, slid);
     process(std::move(actions));
 }
 

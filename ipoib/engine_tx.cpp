@@ -46,22 +46,21 @@ bool Engine::is_broadcast_v4(const IpAddress& dst) const {
     return false;
 }
 
-void Engine::on_tun_packet(bytes packet, std::optional<IpAddress> next_hop, Clock::time_point now) {
-    now_ = now;
+std::optional<std::pair<bytes, IpPacketInfo>> Engine::accept_host_packet(bytes packet) {
     ++counters_.tun_packets;
     auto info = inspect_ip_packet(packet);
     if (!info) {
         ++counters_.tun_ip_errors[static_cast<std::size_t>(info.error())];
-        return;
+        return std::nullopt;
     }
     if (!link_.up) {
         ++counters_.tun_drop_link_down;
-        return;
+        return std::nullopt;
     }
     packet = packet.first(info->length);
     if (packet.size() > link_.mtu) {
         ++counters_.tun_drop_too_big;
-        return;
+        return std::nullopt;
     }
     for (const GroupChange& c : host_group_changes(packet, *info)) {
         ++(c.join ? counters_.host_group_joins : counters_.host_group_leaves);
@@ -73,19 +72,45 @@ void Engine::on_tun_packet(bytes packet, std::optional<IpAddress> next_hop, Cloc
         if (type == static_cast<std::uint8_t>(NdType::neighbor_solicitation) ||
             type == static_cast<std::uint8_t>(NdType::neighbor_advertisement)) {
             ++counters_.tun_drop_host_nd;
-            drain_sa();
-            return;
+            return std::nullopt;
         }
-        // RS, RA, Redirect from the host: carry our IPoIB address.
+        // RS, RA, Redirect from the host: carry our IPoIB address (a TAP
+        // host's 6-byte Ethernet option is replaced too).
         auto n = rewrite_link_layer_option(packet, link_.hw, scratch_);
         if (!n) {
             ++counters_.tun_drop_bad_nd;
-            return;
+            return std::nullopt;
         }
         packet = bytes(scratch_.data(), *n);
     }
-    send_ip(packet, *info, next_hop);
+    return std::pair{packet, *info};
+}
+
+void Engine::on_tun_packet(bytes packet, std::optional<IpAddress> next_hop, Clock::time_point now) {
+    now_ = now;
+    if (auto p = accept_host_packet(packet)) send_ip(p->first, p->second, next_hop);
     drain_sa();
+}
+
+void Engine::on_host_unicast(bytes packet, const HwAddress& to, Clock::time_point now) {
+    now_ = now;
+    if (auto p = accept_host_packet(packet)) {
+        const IpAddress& dst = p->second.destination;
+        if (is_multicast(dst) || is_broadcast_v4(dst))
+            send_ip(p->first, p->second, std::nullopt);
+        else
+            send_to_neighbour(to, p->second.family == IpFamily::ipv4 ? EtherType::ipv4 : EtherType::ipv6, p->first);
+    }
+    drain_sa();
+}
+
+std::optional<HwAddress> Engine::resolve_for_host(const IpAddress& ip, Clock::time_point now) {
+    now_ = now;
+    if (!link_.up || is_ours(ip) || is_multicast(ip) || is_unspecified(ip)) return std::nullopt;
+    Resolution r = neighbours_.lookup_or_resolve(ip, {}, now_);
+    process(std::move(r.actions));
+    drain_sa();
+    return r.send_to;
 }
 
 void Engine::send_ip(bytes packet, const IpPacketInfo& info, const std::optional<IpAddress>& next_hop) {
@@ -178,13 +203,13 @@ void Engine::too_big(bytes frame, std::uint32_t mtu, const HwAddress& to, const 
         }
         if (auto n = build_too_big(original, mtu, icmp_)) {
             ++counters_.icmp_too_big_tx;
-            io_.write_tun(bytes(icmp_.data(), *n));
+            io_.write_tun(bytes(icmp_.data(), *n), PacketSource{path.dlid, to.qpn});
         }
         return;
     }
     if (auto n = build_too_big(packet, mtu, icmp_)) {
         ++counters_.icmp_too_big_tx;
-        io_.write_tun(bytes(icmp_.data(), *n));
+        io_.write_tun(bytes(icmp_.data(), *n), PacketSource{path.dlid, to.qpn});
     }
 }
 

@@ -68,7 +68,7 @@ Resolution NeighbourCache::lookup_or_resolve(const IpAddress& ip, std::span<cons
         }
         Entry& e = table_[ip];
         start_resolution(ip, e, now, r.actions);
-        queue_packet(ip, e, packet, r.actions);
+        if (!packet.empty()) queue_packet(ip, e, packet, r.actions);
         return r;
     }
     Entry& e = it->second;
@@ -90,11 +90,11 @@ Resolution NeighbourCache::lookup_or_resolve(const IpAddress& ip, std::span<cons
     case NeighbourState::probe:
         break;
     case NeighbourState::incomplete:
-        queue_packet(ip, e, packet, r.actions);
+        if (!packet.empty()) queue_packet(ip, e, packet, r.actions);
         return r;
     case NeighbourState::failed:
         start_resolution(ip, e, now, r.actions);
-        queue_packet(ip, e, packet, r.actions);
+        if (!packet.empty()) queue_packet(ip, e, packet, r.actions);
         return r;
     }
     r.send_to = e.hw;

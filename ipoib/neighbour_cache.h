@@ -194,7 +194,9 @@ public:
     // an address (REACHABLE, STALE, DELAY, PROBE; STALE moves to DELAY).
     // Otherwise copies `packet` into the entry's queue, or drops and counts
     // it (queue_full, table_full), and returns a SolicitAction when
-    // resolution starts (new entry, or a FAILED one retried).
+    // resolution starts (new entry, or a FAILED one retried). An empty
+    // `packet` asks for the address only (TAP mode: the kernel's own ARP
+    // request or NS): nothing is queued.
     Resolution lookup_or_resolve(const IpAddress& ip, std::span<const std::uint8_t> packet, Clock::time_point now);
 
     // `ip` is at `hw`, heard from ARP or ND (see LearnKind). Unknown `ip`:

@@ -83,9 +83,13 @@ public:
 
     // EngineLink
     void send_datagram(const transport::AddressHandle& ah, std::uint32_t remote_qpn, bytes frame) override;
-    void write_tun(bytes ip_packet) override {
+    void write_tun(bytes ip_packet, const PacketSource& from) override {
         ++tun_packets;
+        last_source = from;
         if (record_tun) tun.emplace_back(ip_packet.begin(), ip_packet.end());
+    }
+    void neighbour_learned(const IpAddress& ip, const HwAddress& hw, std::uint16_t slid) override {
+        learned.push_back({ip, hw, slid});
     }
     expected<std::uint32_t, std::string> open_qp(std::uint32_t qkey, std::uint16_t pkey) override {
         return link.open_qp(qkey, pkey);
@@ -116,6 +120,13 @@ public:
     // kept in `tun` (no copy, no allocation: the data-path allocation test).
     bool record_tun = true;
     std::size_t tun_packets = 0;
+    PacketSource last_source;  // of the last packet written to the TUN
+    struct Learned {
+        IpAddress ip;
+        HwAddress hw;
+        std::uint16_t slid = 0;
+    };
+    std::vector<Learned> learned;  // EngineIo::neighbour_learned() calls
     // When set and true for a frame, the frame is not sent (lost on the wire).
     std::function<bool(const SentFrame&)> drop_outgoing;
 };

@@ -1,0 +1,153 @@
+#include "ipoib/mac_table.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace ipoibd::ipoib {
+
+namespace {
+constexpr std::uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
+constexpr std::uint64_t kFnvPrime = 0x100000001b3ULL;
+
+std::uint64_t fnv1a(const std::uint8_t* p, std::size_t n, std::uint64_t h = kFnvOffset) {
+    for (std::size_t i = 0; i < n; ++i) {
+        h ^= p[i];
+        h *= kFnvPrime;
+    }
+    return h;
+}
+}  // namespace
+
+MacAddress synthetic_mac(const ib::Gid& gid, unsigned attempt) {
+    MacAddress m{};
+    m[0] = kMacLocallyAdministered;
+    if (attempt == 0) {
+        // The GUID is gid[8..16); its low 40 bits are gid[11..16).
+        std::memcpy(m.data() + 1, gid.data() + 11, 5);
+        return m;
+    }
+    std::uint8_t a[4];
+    std::memcpy(a, &attempt, sizeof a);
+    const std::uint64_t h = fnv1a(a, sizeof a, fnv1a(gid.data(), gid.size()));
+    for (std::size_t i = 0; i < 5; ++i) m[1 + i] = static_cast<std::uint8_t>(h >> (8 * i));
+    return m;
+}
+
+void visit(const MacTableCounters& c, CounterSink& out) {
+    out.counter("added", c.added);
+    out.counter("removed", c.removed);
+    out.counter("collisions", c.collisions);
+    out.counter("full", c.full);
+    out.counter("address_changed", c.address_changed);
+}
+
+std::size_t MacTable::MacHash::operator()(const MacAddress& m) const noexcept {
+    return static_cast<std::size_t>(fnv1a(m.data(), m.size()));
+}
+
+std::size_t MacTable::GidHash::operator()(const ib::Gid& g) const noexcept {
+    return static_cast<std::size_t>(fnv1a(g.data(), g.size()));
+}
+
+void MacTable::forget_source(const Entry& e) {
+    if (e.lid == 0) return;
+    auto it = by_source_.find(source_key(e.lid, e.hw.qpn));
+    if (it != by_source_.end() && by_gid_.count(e.hw.gid) && it->second == by_gid_.at(e.hw.gid)) by_source_.erase(it);
+}
+
+std::optional<MacAddress> MacTable::learn(const HwAddress& hw, std::uint16_t lid, Clock::time_point now) {
+    if (auto g = by_gid_.find(hw.gid); g != by_gid_.end()) {
+        Entry& e = by_mac_.at(g->second);
+        if (e.hw != hw || (lid != 0 && lid != e.lid)) {
+            if (!e.hw.same_endpoint(hw)) ++counters_.address_changed;
+            forget_source(e);
+            e.hw = hw;
+            if (lid != 0) e.lid = lid;
+            if (e.lid != 0) by_source_[source_key(e.lid, e.hw.qpn)] = g->second;
+        }
+        e.used = now;
+        return g->second;
+    }
+    if (by_mac_.size() >= config_.max_entries && !make_room(now)) {
+        ++counters_.full;
+        return std::nullopt;
+    }
+    // The GUID's MAC unless taken; then hashed ones (bounded: the table is
+    // far smaller than 2^40, so a free one comes within a few attempts).
+    MacAddress mac = synthetic_mac(hw.gid, 0);
+    for (unsigned attempt = 1; by_mac_.count(mac) && attempt < 64; ++attempt) {
+        if (attempt == 1) ++counters_.collisions;
+        mac = synthetic_mac(hw.gid, attempt);
+    }
+    if (by_mac_.count(mac)) {
+        ++counters_.full;
+        return std::nullopt;
+    }
+    by_mac_.emplace(mac, Entry{.hw = hw, .lid = lid, .used = now});
+    by_gid_.emplace(hw.gid, mac);
+    if (lid != 0) by_source_[source_key(lid, hw.qpn)] = mac;
+    ++counters_.added;
+    return mac;
+}
+
+std::optional<HwAddress> MacTable::find(const MacAddress& mac, Clock::time_point now) {
+    auto it = by_mac_.find(mac);
+    if (it == by_mac_.end()) return std::nullopt;
+    it->second.used = now;
+    return it->second.hw;
+}
+
+std::optional<MacAddress> MacTable::mac_of_source(std::uint16_t slid, std::uint32_t qpn) const {
+    auto it = by_source_.find(source_key(slid, qpn));
+    if (it == by_source_.end()) return std::nullopt;
+    return it->second;
+}
+
+std::optional<MacAddress> MacTable::mac_of(const ib::Gid& gid) const {
+    auto it = by_gid_.find(gid);
+    if (it == by_gid_.end()) return std::nullopt;
+    return it->second;
+}
+
+void MacTable::prune(const std::function<bool(const ib::Gid&)>& referenced, Clock::time_point now) {
+    for (auto it = by_mac_.begin(); it != by_mac_.end();) {
+        const Entry& e = it->second;
+        if (referenced(e.hw.gid) || now - e.used < config_.idle) {
+            ++it;
+            continue;
+        }
+        forget_source(e);
+        by_gid_.erase(e.hw.gid);
+        it = by_mac_.erase(it);
+        ++counters_.removed;
+    }
+}
+
+bool MacTable::make_room(Clock::time_point now) {
+    // The least recently used entry, if it has been idle long enough.
+    auto oldest = std::min_element(by_mac_.begin(), by_mac_.end(),
+                                   [](const auto& a, const auto& b) { return a.second.used < b.second.used; });
+    if (oldest == by_mac_.end() || now - oldest->second.used < config_.idle) return false;
+    forget_source(oldest->second);
+    by_gid_.erase(oldest->second.hw.gid);
+    by_mac_.erase(oldest);
+    ++counters_.removed;
+    return true;
+}
+
+void MacTable::clear() {
+    counters_.removed += by_mac_.size();
+    by_mac_.clear();
+    by_gid_.clear();
+    by_source_.clear();
+}
+
+std::vector<MacEntryView> MacTable::entries() const {
+    std::vector<MacEntryView> out;
+    out.reserve(by_mac_.size());
+    for (const auto& [mac, e] : by_mac_) out.push_back({mac, e.hw, e.lid});
+    std::sort(out.begin(), out.end(), [](const MacEntryView& a, const MacEntryView& b) { return a.mac < b.mac; });
+    return out;
+}
+
+}  // namespace ipoibd::ipoib
