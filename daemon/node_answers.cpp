@@ -158,6 +158,12 @@ std::string Node::answer_neigh(const std::vector<const iface::Interface*>& chose
             j.field("state", std::string(ipoib::to_string(e.state)));
             j.field("lladdr", e.hw ? ipoib::format_hw_address(*e.hw) : std::string("-"));
             j.field("qpn", e.hw ? field::format_qpn(e.hw->qpn) : std::string("-"));
+            // TAP mode: the synthetic MAC the kernel knows the neighbour by.
+            if (const ipoib::EthernetHost* eth = i->ethernet()) {
+                std::optional<MacAddress> mac;
+                if (e.hw) mac = eth->table().mac_of(e.hw->gid);
+                j.field("mac", mac ? format_mac(*mac) : std::string("-"));
+            }
             // RFC 4755: connected when both ends are (the peer's flag 0x80
             // and ours); then the state of our connection to it.
             const bool connected = i->engine().link().connected && e.hw &&

@@ -7,8 +7,8 @@
 
 namespace ipoibd::host {
 
-FakeHostPort::FakeHostPort(std::string name)
-    : name_(std::move(name)), event_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+FakeHostPort::FakeHostPort(std::string name, std::optional<MacAddress> mac)
+    : name_(std::move(name)), mac_(mac), event_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
 
 void FakeHostPort::update_event() {
     std::uint64_t value = 0;
@@ -37,7 +37,10 @@ std::size_t FakeHostPort::read_batch(HostReceiver& receiver, std::size_t max_rea
         const Injected p = std::move(injected_.front());
         injected_.pop_front();
         ++rx_packets_;
-        receiver.on_host_packet(p.packet, p.next_hop);
+        if (mac_)
+            receiver.on_host_frame(p.packet);
+        else
+            receiver.on_host_packet(p.packet, p.next_hop);
         receiver.after_host_read(1, reads);
         ++reads;
     }
@@ -48,6 +51,18 @@ std::size_t FakeHostPort::read_batch(HostReceiver& receiver, std::size_t max_rea
 void FakeHostPort::write(bytes ip_packet) {
     ++tx_packets_;
     written_.emplace_back(ip_packet.begin(), ip_packet.end());
+}
+
+void FakeHostPort::write_frame(const EthernetHeader& header, bytes payload) {
+    if (!mac_) {
+        HostPort::write_frame(header, payload);
+        return;
+    }
+    ++tx_packets_;
+    std::vector<std::uint8_t> frame(EthernetHeader::size + payload.size());
+    header.write_to(frame.data());
+    std::copy(payload.begin(), payload.end(), frame.begin() + EthernetHeader::size);
+    written_.push_back(std::move(frame));
 }
 
 std::vector<std::vector<std::uint8_t>> FakeHostPort::take_written() { return std::exchange(written_, {}); }

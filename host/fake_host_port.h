@@ -2,7 +2,8 @@
 // Interface, in-process node pairs): what the "host" sends is injected,
 // what the interface writes is kept, and the configuration it asks for is
 // recorded. Like a TUN it has an fd, an eventfd readable while injected
-// packets wait, so the same event-loop code serves both.
+// packets wait, so the same event-loop code serves both. Given a MAC it
+// plays a TAP: what is injected and written are Ethernet frames.
 #pragma once
 
 #include <deque>
@@ -18,12 +19,14 @@ class FakeHostPort final : public HostPort {
 public:
     static constexpr std::size_t kMaxInjected = 4096;
 
-    explicit FakeHostPort(std::string name);
+    explicit FakeHostPort(std::string name, std::optional<MacAddress> mac = std::nullopt);
 
-    // The host sends `ip_packet`; `next_hop` as the host's routing chose it.
-    // Refused (false, counted) beyond kMaxInjected waiting packets.
+    // The host sends `ip_packet` (a TAP: an Ethernet frame); `next_hop` as
+    // the host's routing chose it. Refused (false, counted) beyond
+    // kMaxInjected waiting packets.
     bool inject(bytes ip_packet, std::optional<IpAddress> next_hop = std::nullopt);
-    // What the interface wrote to the host (flushed or not), oldest first.
+    // What the interface wrote to the host (flushed or not), oldest first
+    // (a TAP: whole Ethernet frames).
     std::vector<std::vector<std::uint8_t>> take_written();
     std::size_t written_count() const { return written_.size(); }
 
@@ -41,6 +44,8 @@ public:
     std::size_t read_batch(HostReceiver& receiver, std::size_t max_reads) override;
     void write(bytes ip_packet) override;
     void flush() override { ++flushes_; }
+    std::optional<MacAddress> mac() const override { return mac_; }
+    void write_frame(const EthernetHeader& header, bytes payload) override;
     expected<void, std::string> set_carrier(bool on) override;
     expected<void, std::string> set_mtu(std::uint32_t mtu) override;
     expected<void, std::string> set_up(bool up) override;
@@ -59,6 +64,7 @@ private:
     void update_event();
 
     std::string name_;
+    std::optional<MacAddress> mac_;
     UniqueFd event_;
     std::deque<Injected> injected_;
     std::vector<std::vector<std::uint8_t>> written_;

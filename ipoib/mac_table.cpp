@@ -26,8 +26,8 @@ MacAddress synthetic_mac(const ib::Gid& gid, unsigned attempt) {
         std::memcpy(m.data() + 1, gid.data() + 11, 5);
         return m;
     }
-    std::uint8_t a[4];
-    std::memcpy(a, &attempt, sizeof a);
+    const std::uint8_t a[4] = {static_cast<std::uint8_t>(attempt >> 24), static_cast<std::uint8_t>(attempt >> 16),
+                               static_cast<std::uint8_t>(attempt >> 8), static_cast<std::uint8_t>(attempt)};
     const std::uint64_t h = fnv1a(a, sizeof a, fnv1a(gid.data(), gid.size()));
     for (std::size_t i = 0; i < 5; ++i) m[1 + i] = static_cast<std::uint8_t>(h >> (8 * i));
     return m;

@@ -10,12 +10,18 @@
 // a daemon's restart, and reads back to the GUID in `ip neigh`. Two GIDs
 // whose GUIDs share the low 40 bits (or a GUID giving a MAC already taken)
 // get a hashed MAC instead (02 + 40 bits of FNV-1a over the GID and an
-// attempt number), counted as a collision.
+// attempt number), counted as a collision; which of the two gets it
+// depends on the order they were learned, so only those MACs may differ
+// after a restart.
 //
 // Bounded: at most max_entries endpoints. Entries are aged with the
 // neighbour cache: prune() removes those no neighbour entry refers to any
-// more and nobody has used for `idle`; a full table first makes room that
-// way, then refuses (counted: the kernel's resolution then fails).
+// more and nobody has used for `idle` (sending to the MAC uses it;
+// receiving from it does not, to keep the receive path to one lookup); a
+// full table evicts its least recently used entry once that has been idle
+// for `idle`, referenced or not (the kernel re-resolves it at its next use
+// and gets its MAC again), else refuses (counted `full`: the kernel's
+// resolution then fails, nothing else does).
 //
 // Lookups the data path makes: MAC -> 20-byte address (a frame the kernel
 // sends), and (source LID, source QPN) -> MAC (the source of a frame the
@@ -43,8 +49,8 @@ struct MacTableCounters {
     std::uint64_t added = 0;
     std::uint64_t removed = 0;         // aged out with the neighbour cache
     std::uint64_t collisions = 0;      // a GUID's MAC was taken: hashed instead
-    std::uint64_t full = 0;            // refused: max_entries, nothing to age out
-    std::uint64_t address_changed = 0; // a known GID with a new QPN (or flags)
+    std::uint64_t full = 0;            // refused: max_entries and nothing idle to evict (or no free MAC)
+    std::uint64_t address_changed = 0; // a known GID with a new QPN (a restarted peer)
     bool operator==(const MacTableCounters&) const = default;
 };
 void visit(const MacTableCounters& c, CounterSink& out);

@@ -1,8 +1,9 @@
 // libFuzzer target for the IPoIB codecs: the frame classifier (frame.h), the
 // ARP parser (arp.h), the ND parser and the link-layer option rewriter
-// (nd.h).
+// (nd.h), and TAP mode's Ethernet and Ethernet-ARP codecs
+// (common/ethernet.h).
 //
-// Input: a selector byte, then the body. selector % 6 picks the mode:
+// Input: a selector byte, then the body. selector % 7 picks the mode:
 //   0 frame      decapsulate(body)
 //   1 arp        parse_arp(body)
 //   2 nd         parse_nd(body)
@@ -14,6 +15,8 @@
 //                as in mode 3; rewrite_link_layer_option(packet, address)
 //   5 too-big    body = [MTU, 2 bytes][IP datagram]: build_too_big() and
 //                fragment_v4() (too_big.h)
+//   6 ethernet   body = an Ethernet frame: parse_ethernet(body), and
+//                parse_ethernet_arp(payload) when its type is ARP (0x0806)
 //
 // Invariants checked (a violation traps):
 //   - every failure names a reason in range;
@@ -36,7 +39,14 @@
 //     bytes, and put together by offset they are the datagram's data;
 //   - rewrite: the result fits the output, is idempotent (rewriting it again
 //     gives the same bytes), and when the input parsed, the result parses to
-//     the same message with the new address in the type's option.
+//     the same message with the new address in the type's option;
+//   - ethernet: a frame is refused as truncated exactly when it is shorter
+//     than 14 bytes; a VLAN type (0x8100, 0x88A8) or a length (< 0x0600) is
+//     never accepted; a parsed header written again with write_to gives
+//     body[0..14), and the payload is body[14..] (a view into it); an ARP
+//     payload that parses is at least 28 bytes, and write_to gives those 28
+//     bytes back byte for byte (the format is canonical for the values it
+//     accepts: trailing padding is not part of it).
 //
 // Built with IPOIBD_FUZZ_SEEDS defined, the file is instead a program that
 // writes a seed corpus into the directory given as argv[1], running each
@@ -49,6 +59,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/ethernet.h"
 #include "ipoib/arp.h"
 #include "ipoib/frame.h"
 #include "ipoib/ip_packet.h"
@@ -62,7 +73,7 @@ using namespace ipoibd;
 using namespace ipoibd::ipoib;
 using Bytes = std::vector<std::uint8_t>;
 
-constexpr unsigned kModes = 6;
+constexpr unsigned kModes = 7;
 constexpr std::size_t kRewriteHeader = 1 + HwAddress::size;
 
 [[noreturn]] void fail(const char* what, int line) {
@@ -285,6 +296,45 @@ void check_too_big(const Bytes& body) {
     FUZZ_CHECK(same_bytes(data, packet.subspan(ihl, in->length - ihl)));
 }
 
+// ---------------------------------------------------------------------------
+void check_ethernet(const Bytes& body) {
+    const auto f = parse_ethernet(body);
+    if (!f) {
+        FUZZ_CHECK(static_cast<std::size_t>(f.error()) < kEthernetErrorCount);
+        FUZZ_CHECK((f.error() == EthernetError::truncated) == (body.size() < EthernetHeader::size));
+        if (f.error() != EthernetError::truncated) {
+            const std::uint16_t type = load_be16(body.data() + EthernetHeader::kOffsetType);
+            FUZZ_CHECK((f.error() == EthernetError::vlan_tagged) == (type == kEtherTypeVlan || type == kEtherTypeQinQ));
+            FUZZ_CHECK((f.error() == EthernetError::length_field) == (type < kEtherTypeMinimum));
+        }
+        return;
+    }
+    FUZZ_CHECK(body.size() >= EthernetHeader::size);
+    FUZZ_CHECK(f->header.type != kEtherTypeVlan && f->header.type != kEtherTypeQinQ);
+    FUZZ_CHECK(f->header.type >= kEtherTypeMinimum);
+    std::uint8_t header[EthernetHeader::size];
+    f->header.write_to(header);
+    FUZZ_CHECK(same_bytes(bytes(header, EthernetHeader::size), bytes(body).first(EthernetHeader::size)));
+    FUZZ_CHECK(EthernetHeader::read_from(header) == f->header);
+    FUZZ_CHECK(f->payload.data() == body.data() + EthernetHeader::size);
+    FUZZ_CHECK(same_bytes(f->payload, bytes(body).subspan(EthernetHeader::size)));
+    if (f->header.type != kEtherTypeArp) return;
+
+    const auto a = parse_ethernet_arp(f->payload);
+    if (!a) {
+        FUZZ_CHECK(static_cast<std::size_t>(a.error()) < kEthernetArpErrorCount);
+        FUZZ_CHECK((a.error() == EthernetArpError::truncated) == (f->payload.size() < EthernetArp::size));
+        return;
+    }
+    FUZZ_CHECK(f->payload.size() >= EthernetArp::size);
+    FUZZ_CHECK(a->op == EthernetArp::kOpRequest || a->op == EthernetArp::kOpReply);
+    std::uint8_t arp[EthernetArp::size];
+    a->write_to(arp);
+    FUZZ_CHECK(same_bytes(bytes(arp, EthernetArp::size), f->payload.first(EthernetArp::size)));
+    const auto again = parse_ethernet_arp(bytes(arp, EthernetArp::size));
+    FUZZ_CHECK(again.has_value() && *again == *a);
+}
+
 void run_one(const std::uint8_t* data, std::size_t size) {
     if (size == 0) return;
     const unsigned mode = data[0] % kModes;
@@ -297,6 +347,7 @@ void run_one(const std::uint8_t* data, std::size_t size) {
         case 3: repair(body); check_nd(body); break;
         case 4: check_rewrite(body); break;
         case 5: check_too_big(body); break;
+        case 6: check_ethernet(body); break;
     }
 }
 
@@ -463,6 +514,39 @@ int main(int argc, char** argv) {
         for (std::size_t i = header; i < header + 2980; ++i) ip[i] = static_cast<std::uint8_t>(i);
         add(dir, "too_big_" + std::to_string(variant), 5, d);
     }
+
+    // Ethernet (mode 6): the kernel's ARP request as a TAP device gives it
+    // (42 bytes), the reply padded to a minimum-size frame (60 bytes), an
+    // IPv4 frame, and a VLAN-tagged one (refused).
+    const MacAddress mac_asker{0x52, 0x54, 0x00, 0x12, 0x34, 0x56};
+    const MacAddress mac_synthetic{0x02, 0x03, 0x00, 0x29, 0x47, 0x6f};
+    auto ethernet_frame = [](const MacAddress& to, const MacAddress& from, std::uint16_t type, const Bytes& payload) {
+        Bytes f(EthernetHeader::size);
+        EthernetHeader{.destination = to, .source = from, .type = type}.write_to(f.data());
+        f.insert(f.end(), payload.begin(), payload.end());
+        return f;
+    };
+    const EthernetArp ether_request{.op = EthernetArp::kOpRequest,
+                                    .sender_mac = mac_asker,
+                                    .sender_ip = v4_b,
+                                    .target_mac = {},
+                                    .target_ip = v4_a};
+    const EthernetArp ether_reply{.op = EthernetArp::kOpReply,
+                                  .sender_mac = mac_synthetic,
+                                  .sender_ip = v4_a,
+                                  .target_mac = mac_asker,
+                                  .target_ip = v4_b};
+    Bytes arp_request(EthernetArp::size);
+    ether_request.write_to(arp_request.data());
+    Bytes arp_reply(46, 0);
+    ether_reply.write_to(arp_reply.data());
+    add(dir, "ethernet_arp_request", 6, ethernet_frame(kMacBroadcast, mac_asker, kEtherTypeArp, arp_request));
+    add(dir, "ethernet_arp_reply", 6, ethernet_frame(mac_asker, mac_synthetic, kEtherTypeArp, arp_reply));
+    const Bytes ipv4_header = {0x45, 0, 0, 20, 0, 0, 0x40, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2};
+    add(dir, "ethernet_ipv4", 6, ethernet_frame(mac_synthetic, mac_asker, kEtherTypeIpv4, ipv4_header));
+    Bytes tagged = {0x00, 0x05, 0x08, 0x06};  // VID 5, then the ARP request
+    tagged.insert(tagged.end(), arp_request.begin(), arp_request.end());
+    add(dir, "ethernet_vlan", 6, ethernet_frame(kMacBroadcast, mac_asker, kEtherTypeVlan, tagged));
 
     std::printf("fuzz_ipoib_seeds: wrote %d seeds to %s\n", g_count, dir.c_str());
     return 0;

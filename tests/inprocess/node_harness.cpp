@@ -1,6 +1,7 @@
 #include "tests/inprocess/node_harness.h"
 
 #include "config/daemon_config.h"
+#include "ipoib/mac_table.h"
 #include "sa_client/sa_mad.h"
 #include "transport/wire/mad.h"
 
@@ -123,7 +124,13 @@ std::unique_ptr<TestNode> Fabric::make_node(const std::string& name, const std::
     } else if (auto r = t->node->open_fabric(); !r) {
         throw std::runtime_error(r.error());
     }
-    auto host = std::make_unique<host::FakeHostPort>("ib0");
+    std::optional<MacAddress> mac;  // TAP mode: a fake TAP with our port's synthetic MAC
+    if (c.interface.mode == config::InterfaceMode::tap) {
+        ib::Gid gid{0xfe, 0x80};
+        for (std::size_t i = 0; i < 8; ++i) gid[8 + i] = static_cast<std::uint8_t>(guid >> (56 - 8 * i));
+        mac = ipoib::synthetic_mac(gid);
+    }
+    auto host = std::make_unique<host::FakeHostPort>("ib0", mac);
     t->host = host.get();
     if (auto r = t->node->add_interface(std::move(host)); !r) throw std::runtime_error(r.error());
     t->node->start();

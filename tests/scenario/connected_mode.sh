@@ -41,7 +41,6 @@ declare -A UNDERLAY=([a]=198.18.106.1 [b]=198.18.106.2 [c]=198.18.106.3)
 declare -A NS=([a]=$A [b]=$B [c]=$C)
 declare -A IDX=([a]=1 [b]=2 [c]=3)
 declare -A CONNECTED=([a]=yes [b]=yes [c]=no)
-declare -A PID
 
 star_underlay "$FAB" 198.18.106.100/24
 for h in a b c; do star_host "$FAB" "${NS[$h]}" "$h$$" "${UNDERLAY[$h]}/24"; done
@@ -61,46 +60,6 @@ control-socket = $WORK/$h.sock
 EOF2
 done
 
-start_ipoibd() {  # HOST RUN
-  ip netns exec "${NS[$1]}" "$BIN/ipoibd" -i ib0 -c "$WORK/$1.conf" --log-target=stderr >"$WORK/$1-$2.log" 2>&1 &
-  PID[$1]=$!; PIDS+=("${PID[$1]}")
-}
-stop_ipoibd() {  # HOST
-  kill -TERM "${PID[$1]}"
-  local rc=0; wait "${PID[$1]}" || rc=$?
-  [ $rc -eq 0 ] || fail "$1's ipoibd exited $rc on SIGTERM"
-}
-ctl() {  # HOST ARGS...
-  local h=$1; shift
-  ip netns exec "${NS[$h]}" "$BIN/ipoibctl" -s "$WORK/$h.sock" "$@"
-}
-wait_link_up() {  # HOST SECONDS
-  local deadline=$((SECONDS + $2)) out
-  while :; do
-    out=$(ctl "$1" -j status 2>/dev/null || true)
-    grep -q '"link":"up"' <<<"$out" && return 0
-    [ $SECONDS -lt $deadline ] || fail "$1: link not up after $2 s"
-    sleep 0.1
-  done
-}
-stat_of() {  # HOST SECTION KEY
-  ctl "$1" -j stats | python3 -c "import json,sys; print(json.load(sys.stdin).get('$2',{}).get('$3',0))"
-}
-status_of() {  # HOST KEY
-  ctl "$1" -j status | python3 -c "import json,sys; print(json.load(sys.stdin)['$2'])"
-}
-in_ns() {  # HOST CMD...
-  local h=$1; shift
-  ip netns exec "${NS[$h]}" "$@"
-}
-# ping until one echo comes back (a new neighbour or connection may take a
-# moment), at most SECONDS.
-ping_until() {  # HOST SECONDS ping-args...
-  local h=$1 deadline=$((SECONDS + $2)); shift 2
-  until in_ns "$h" ping -c 1 -W 1 "$@" >/dev/null 2>&1; do
-    [ $SECONDS -lt $deadline ] || return 1
-  done
-}
 start_fabric() {  # RUN ARGS...
   local run=$1; shift
   start "$FAB" "$WORK/fabric-$run.log" "$BIN/ibfabricd" --listen "$FABRIC" --sweep-interval 1s --control-socket none "$@"

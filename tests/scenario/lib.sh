@@ -110,3 +110,48 @@ wait_for_after() {
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 pass() { echo "ok: $*"; }
+
+# ipoibd hosts, one per namespace: the caller declares NS (host ->
+# namespace, associative), BIN and WORK; each host's configuration is
+# $WORK/HOST.conf and its control socket the one that file names.
+declare -A PID
+start_ipoibd() {  # HOST RUN: started in the background, logging to $WORK/HOST-RUN.log
+  ip netns exec "${NS[$1]}" "$BIN/ipoibd" -i ib0 -c "$WORK/$1.conf" --log-target=stderr >"$WORK/$1-$2.log" 2>&1 &
+  PID[$1]=$!; PIDS+=("${PID[$1]}")
+}
+stop_ipoibd() {  # HOST: SIGTERM, and it must exit 0
+  kill -TERM "${PID[$1]}"
+  local rc=0; wait "${PID[$1]}" || rc=$?
+  [ $rc -eq 0 ] || fail "$1's ipoibd exited $rc on SIGTERM"
+}
+ctl() {  # HOST ARGS...: ipoibctl on HOST's control socket
+  local h=$1; shift
+  ip netns exec "${NS[$h]}" "$BIN/ipoibctl" -s "$WORK/$h.sock" "$@"
+}
+in_ns() {  # HOST CMD...
+  local h=$1; shift
+  ip netns exec "${NS[$h]}" "$@"
+}
+wait_link_up() {  # HOST SECONDS
+  local deadline=$((SECONDS + $2)) out
+  while :; do
+    out=$(ctl "$1" -j status 2>/dev/null || true)
+    grep -q '"link":"up"' <<<"$out" && return 0
+    [ $SECONDS -lt $deadline ] || fail "$1: link not up after $2 s"
+    sleep 0.1
+  done
+}
+stat_of() {  # HOST SECTION KEY: one counter of ipoibctl stats (0 when absent)
+  ctl "$1" -j stats | python3 -c "import json,sys; print(json.load(sys.stdin).get('$2',{}).get('$3',0))"
+}
+status_of() {  # HOST KEY: one field of ipoibctl status
+  ctl "$1" -j status | python3 -c "import json,sys; print(json.load(sys.stdin)['$2'])"
+}
+# ping until one echo comes back (a new neighbour or connection may take a
+# moment), at most SECONDS.
+ping_until() {  # HOST SECONDS ping-args...
+  local h=$1 deadline=$((SECONDS + $2)); shift 2
+  until in_ns "$h" ping -c 1 -W 1 "$@" >/dev/null 2>&1; do
+    [ $SECONDS -lt $deadline ] || return 1
+  done
+}

@@ -87,9 +87,11 @@ public:
         ++tun_packets;
         last_source = from;
         if (record_tun) tun.emplace_back(ip_packet.begin(), ip_packet.end());
+        if (on_tun) on_tun(ip_packet, from);
     }
     void neighbour_learned(const IpAddress& ip, const HwAddress& hw, std::uint16_t slid) override {
         learned.push_back({ip, hw, slid});
+        if (on_learned) on_learned(ip, hw, slid);
     }
     expected<std::uint32_t, std::string> open_qp(std::uint32_t qkey, std::uint16_t pkey) override {
         return link.open_qp(qkey, pkey);
@@ -127,6 +129,9 @@ public:
         std::uint16_t slid = 0;
     };
     std::vector<Learned> learned;  // EngineIo::neighbour_learned() calls
+    // Hooks, for a presentation stacked on the engine (TAP mode's EthernetHost).
+    std::function<void(bytes, const PacketSource&)> on_tun;
+    std::function<void(const IpAddress&, const HwAddress&, std::uint16_t)> on_learned;
     // When set and true for a frame, the frame is not sent (lost on the wire).
     std::function<bool(const SentFrame&)> drop_outgoing;
 };
