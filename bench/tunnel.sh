@@ -31,6 +31,10 @@
 #                 connected-mode = yes): RC connections, MTU 65520, the same
 #                 4096-byte group and path MTU as ipoibd-4092 (issue 21's
 #                 target: TCP >= 1.5x ipoibd-4092's, small-ping RTT no worse)
+#   tap-2044      the ipoibd-2044 row in TAP mode on both hosts ([interface]
+#   tap-4092      mode = tap: Ethernet devices, the kernel's ARP/ND answered
+#                 with synthetic MACs; issue 22's target: TCP within 15% of
+#                 the TUN row at the same MTU)
 #   base-2044     the ipoibd-2044 row with the ipoibd, ibfabricd and ipoibctl
 #   base-4092     of BASE_BIN (another build: old against new in one run);
 #                 added to ROWS beside each ipoibd row when BASE_BIN is set,
@@ -84,7 +88,7 @@ NPING=${NPING:-200}
 PING_INT=${PING_INT:-0.005}
 UDP_LEN=1400
 LIFE=${LIFE:-180}       # upper bound on the lifetime of any process started here (s)
-ALL_ROWS="veth ipoibd-2044 ipoibd-4092 connected-65520 key-4092 openvpn-2044 openvpn-4092 socat-4092"
+ALL_ROWS="veth ipoibd-2044 ipoibd-4092 tap-2044 tap-4092 connected-65520 key-4092 openvpn-2044 openvpn-4092 socat-4092"
 ROWS=${ROWS-$ALL_ROWS}   # ROWS="" runs no row (memory only)
 BASE_BIN=${BASE_BIN:-}
 if [ -n "$BASE_BIN" ]; then
@@ -333,6 +337,7 @@ write_ipoibd_config() {  # FILE GUID CIDR MTU SOCKET BUSY_POLL [extra lines]
     [ -z "${ROW_KEY:-}" ] || echo "key-file = $ROW_KEY"
     echo "[interface]"; echo "address = $3"; echo "mtu = $4"
     [ -z "${ROW_CONNECTED:-}" ] || echo "connected-mode = yes"
+    [ -z "${ROW_TAP:-}" ] || echo "mode = tap"
     echo "[daemon]"; echo "control-socket = $5"; echo "log-level = warning"; echo "busy-poll = $6"
     [ $# -gt 6 ] && printf '%s\n' "${@:7}"
   } >"$1"
@@ -461,6 +466,8 @@ run_row() {
     base-4092)    row_ipoibd 4092 base-4092 "$BASE_BIN" ;;
     key-4092)     row_ipoibd 4092 key-4092 "$BIN" key ;;
     connected-65520) ROW_CONNECTED=1 row_ipoibd 65520 connected-65520 ;;
+    tap-2044)     ROW_TAP=1 row_ipoibd 2044 tap-2044 ;;
+    tap-4092)     ROW_TAP=1 row_ipoibd 4092 tap-4092 ;;
     openvpn-2044) row_openvpn 2044 ;;
     openvpn-4092) row_openvpn 4092 ;;
     socat-4092)   row_socat 4092 ;;
@@ -601,6 +608,14 @@ report() {
         "$(ratio "$(field_of connected-65520 9)" "$(field_of ipoibd-4092 9)")" "$(ratio "$(field_of connected-65520 10)" "$(field_of ipoibd-4092 10)")"
     fi
     for m in 2044 4092; do
+      [ -n "$(field_of tap-$m 1)" ] && [ -n "$(field_of ipoibd-$m 1)" ] || continue
+      printf '  %-12s / %-13s TCP %-7s UDP pps %-7s RTT avg %-7s RTT p99 %-7s busy-poll RTT avg %-7s p99 %s\n' \
+        "tap-$m" "ipoibd-$m" \
+        "$(ratio "$(field_of tap-$m 3)" "$(field_of ipoibd-$m 3)")" "$(ratio "$(field_of tap-$m 5)" "$(field_of ipoibd-$m 5)")" \
+        "$(ratio "$(field_of tap-$m 7)" "$(field_of ipoibd-$m 7)")" "$(ratio "$(field_of tap-$m 8)" "$(field_of ipoibd-$m 8)")" \
+        "$(ratio "$(field_of tap-$m 9)" "$(field_of ipoibd-$m 9)")" "$(ratio "$(field_of tap-$m 10)" "$(field_of ipoibd-$m 10)")"
+    done
+    for m in 2044 4092; do
       [ -n "$(field_of base-$m 1)" ] && [ -n "$(field_of ipoibd-$m 1)" ] || continue
       printf '  %-12s / %-13s TCP %-7s UDP pps %-7s RTT avg %-7s RTT p99 %-7s busy-poll RTT avg %-7s p99 %s\n' \
         "ipoibd-$m" "base-$m" \
@@ -634,6 +649,13 @@ report() {
       echo "issue 21's targets (connected mode), for this run:"
       target "TCP connected-65520 / ipoibd-4092" "$(ratio "$(field_of connected-65520 3)" "$(field_of ipoibd-4092 3)")" ">=" 1.5
       target "RTT avg connected-65520 / ipoibd-4092" "$(ratio "$(field_of connected-65520 7)" "$(field_of ipoibd-4092 7)")" "<=" 1
+    fi
+    if [ -n "$(field_of tap-2044 1)$(field_of tap-4092 1)" ]; then
+      echo "issue 22's targets (TAP mode), for this run:"
+      for m in 2044 4092; do
+        [ -n "$(field_of tap-$m 1)" ] || continue
+        target "TCP tap-$m / ipoibd-$m" "$(ratio "$(field_of tap-$m 3)" "$(field_of ipoibd-$m 3)")" ">=" 0.85
+      done
     fi
     if [ "$MEMORY" = 1 ]; then
       target "VmRSS idle, MiB" "$(mib "${MEM_IDLE:-}")" "<=" 16

@@ -98,6 +98,21 @@ struct InterfaceSection {
     bool operator==(const InterfaceSection&) const = default;
 };
 
+// [child NAME]: a P_Key child interface (the kernel's `ip link add link ib0
+// name ib0.8001 type ipoib pkey 0x8001`) served by this daemon on the same
+// port, with its own UD QP, engine, host device and broadcast group. The
+// [multicast], [neighbour] and [queues] sections apply to it too.
+struct ChildSection {
+    std::string name;        // "ib0.8001": the device's name
+    std::uint16_t pkey = 0;  // required; 0: not given
+    InterfaceMode mode = InterfaceMode::tun;
+    unsigned mtu = 0;
+    bool connected_mode = false;
+    std::vector<IpPrefix> addresses;
+    std::vector<Route> routes;
+    bool operator==(const ChildSection&) const = default;
+};
+
 // [multicast]
 struct MulticastSection {
     SendOnlyJoin send_only_join = SendOnlyJoin::send_only_full_member;
@@ -145,6 +160,7 @@ struct DaemonSection {
 struct DaemonConfig {
     FabricSection fabric;
     InterfaceSection interface;
+    std::vector<ChildSection> children;  // in the file's order
     MulticastSection multicast;
     NeighbourSection neighbour;
     QueuesSection queues;
@@ -161,7 +177,8 @@ DaemonConfig default_config(std::string_view instance);
 std::string describe(const DaemonConfig& config);
 
 // What a reload (SIGHUP) of a changed file would do. Keys are named
-// "section.key". `live` keys can be applied to the running daemon (neighbour
+// "section.key"; a child added, removed or changed is "child NAME" (live:
+// reload adds, removes or rebuilds it). `live` keys can be applied to the running daemon (neighbour
 // timers and probe counts, log level, addresses, routes, send-only join
 // state, capture); a change to any other key takes effect only after a
 // restart, and `restart` names those.

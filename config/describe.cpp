@@ -26,6 +26,11 @@ std::string describe(const DaemonConfig& config) {
             out += "\n";
         }
     }
+    for (const ChildSection& child : config.children) {
+        out += "\n[" + std::string(kChildSection) + " " + child.name + "]\n";
+        for (const ChildKeySpec& key : child_keys())
+            for (const auto& value : key.get(child)) out += std::string(key.name) + " = " + value + "\n";
+    }
     return out;
 }
 
@@ -35,6 +40,17 @@ ReloadPlan diff_for_reload(const DaemonConfig& running, const DaemonConfig& relo
         if (key.get(running) == key.get(reloaded)) continue;
         (key.apply == Apply::live ? plan.live : plan.restart).push_back(key.full_name());
     }
+    // Children are added, removed and rebuilt by reload.
+    auto find = [](const std::vector<ChildSection>& v, const std::string& name) -> const ChildSection* {
+        for (const ChildSection& c : v)
+            if (c.name == name) return &c;
+        return nullptr;
+    };
+    for (const ChildSection& c : running.children)
+        if (const ChildSection* now = find(reloaded.children, c.name); now == nullptr || !(*now == c))
+            plan.live.push_back(std::string(kChildSection) + " " + c.name);
+    for (const ChildSection& c : reloaded.children)
+        if (find(running.children, c.name) == nullptr) plan.live.push_back(std::string(kChildSection) + " " + c.name);
     return plan;
 }
 
@@ -48,6 +64,7 @@ DaemonConfig apply_live(const DaemonConfig& running, const DaemonConfig& reloade
         // The values were printed from a parsed configuration: they parse.
         for (const std::string& value : values) (void)key.set(out, value);
     }
+    out.children = reloaded.children;
     return out;
 }
 

@@ -351,6 +351,94 @@ const KeySpec* find_key(std::string_view section, std::string_view name) {
     return it == std::end(kKeys) ? nullptr : &*it;
 }
 
+// ---------------------------------------------------------------------------
+// [child NAME]
+
+namespace {
+
+const ChildKeySpec kChildKeys[] = {
+    {.name = "pkey", .value_name = "0xPKEY",
+     .help = "the child's partition (required): 0x0001..0x7fff a limited member, with 0x8000 a full member; "
+             "not the parent's",
+     .set = [](ChildSection& c, std::string_view v) -> expected<void, Reason> {
+         auto pkey = parse_pkey(v);  // refuses the invalid P_Key (low 15 bits 0)
+         if (!pkey) return unexpected(pkey.error());
+         c.pkey = *pkey;
+         return {};
+     },
+     .get = [](const ChildSection& c) { return c.pkey ? one(format_pkey(c.pkey)) : std::vector<std::string>{}; }},
+    {.name = "mode", .value_name = "tun|tap",
+     .help = "as [interface] mode, for this child",
+     .set = [](ChildSection& c, std::string_view v) { return set_mode(c.mode, v); },
+     .get = [](const ChildSection& c) { return one(word_of(c.mode, kModes)); }},
+    {.name = "mtu", .value_name = "BYTES",
+     .help = "as [interface] mtu, for this child",
+     .set = [](ChildSection& c, std::string_view v) { return set_mtu(c.mtu, v); },
+     .get = [](const ChildSection& c) { return one(std::to_string(c.mtu)); }},
+    {.name = "connected-mode", .value_name = "yes|no",
+     .help = "as [interface] connected-mode, for this child",
+     .set = [](ChildSection& c, std::string_view v) { return store(c.connected_mode, parse_yes_no(v)); },
+     .get = [](const ChildSection& c) { return one(format_yes_no(c.connected_mode)); }},
+    {.name = "address", .value_name = "ADDR/LEN",
+     .help = "an address of the child (repeatable)", .repeatable = true,
+     .set = [](ChildSection& c, std::string_view v) { return add_address(c.addresses, v); },
+     .get = [](const ChildSection& c) {
+         std::vector<std::string> out;
+         for (const auto& a : c.addresses) out.push_back(format_prefix(a));
+         return out;
+     }},
+    {.name = "route", .value_name = "PREFIX[ via GW]",
+     .help = "a route through the child (repeatable)", .repeatable = true,
+     .set = [](ChildSection& c, std::string_view v) { return add_route(c.routes, v); },
+     .get = [](const ChildSection& c) {
+         std::vector<std::string> out;
+         for (const auto& r : c.routes) out.push_back(format_route(r));
+         return out;
+     }},
+};
+
+}  // namespace
+
+std::span<const ChildKeySpec> child_keys() { return kChildKeys; }
+
+const ChildKeySpec* find_child_key(std::string_view name) {
+    const auto it = std::find_if(std::begin(kChildKeys), std::end(kChildKeys),
+                                 [&](const ChildKeySpec& k) { return k.name == name; });
+    return it == std::end(kChildKeys) ? nullptr : &*it;
+}
+
+std::optional<std::string_view> child_name_of(std::string_view section) {
+    if (section.size() <= kChildSection.size() + 1 || section.substr(0, kChildSection.size()) != kChildSection ||
+        section[kChildSection.size()] != ' ')
+        return std::nullopt;
+    return section.substr(kChildSection.size() + 1);
+}
+
+expected<void, Reason> check_child_name(std::string_view name) {
+    auto n = parse_interface_name(name);
+    if (!n) return unexpected(n.error());
+    return {};
+}
+
+std::optional<ChildInconsistency> check_children(const DaemonConfig& c) {
+    for (std::size_t i = 0; i < c.children.size(); ++i) {
+        const ChildSection& child = c.children[i];
+        if (child.name == c.interface.name)
+            return ChildInconsistency{child.name, "name", "is the parent's name ([interface] name)"};
+        if (child.pkey == 0) return ChildInconsistency{child.name, "pkey", "is missing: a child needs its partition"};
+        if ((child.pkey & 0x7fff) == (c.fabric.pkey & 0x7fff))
+            return ChildInconsistency{child.name, "pkey",
+                                      format_pkey(child.pkey) + " is the parent's partition ([fabric] pkey = " +
+                                          format_pkey(c.fabric.pkey) + ")"};
+        for (std::size_t j = 0; j < i; ++j)
+            if ((c.children[j].pkey & 0x7fff) == (child.pkey & 0x7fff))
+                return ChildInconsistency{child.name, "pkey",
+                                          format_pkey(child.pkey) + " is already the partition of [child " +
+                                              c.children[j].name + "]"};
+    }
+    return std::nullopt;
+}
+
 std::optional<Inconsistency> check_consistency(const DaemonConfig& c) {
     const KeySpec* embedded = find_key("fabric", "embedded");
     if (c.fabric.embedded && c.fabric.transport == Transport::verbs)

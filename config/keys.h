@@ -43,6 +43,32 @@ std::span<const KeySpec> config_keys();
 std::span<const std::string_view> config_sections();
 const KeySpec* find_key(std::string_view section, std::string_view name);
 
+// [child NAME] sections: a P_Key child interface each. Their keys, with
+// the same conventions as KeySpec, on one ChildSection.
+inline constexpr std::string_view kChildSection = "child";  // "[child ib0.8001]"
+struct ChildKeySpec {
+    std::string_view name;
+    std::string_view value_name;
+    std::string_view help;
+    bool repeatable = false;
+    expected<void, Reason> (*set)(ChildSection& child, std::string_view value) = nullptr;
+    std::vector<std::string> (*get)(const ChildSection& child) = nullptr;
+};
+std::span<const ChildKeySpec> child_keys();
+const ChildKeySpec* find_child_key(std::string_view name);
+// "ib0.8001" from the section name "child ib0.8001"; nullopt for other sections.
+std::optional<std::string_view> child_name_of(std::string_view section);
+// A child's name: a valid interface name (as [interface] name).
+expected<void, Reason> check_child_name(std::string_view name);
+// What is wrong with the children as a whole (a missing or repeated P_Key,
+// the parent's P_Key or name): the child to blame and why.
+struct ChildInconsistency {
+    std::string child;
+    std::string key;  // "pkey", "name"
+    Reason reason;
+};
+std::optional<ChildInconsistency> check_children(const DaemonConfig& config);
+
 // A rule between keys that no single value breaks: names the key to blame.
 struct Inconsistency {
     const KeySpec* key;

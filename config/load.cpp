@@ -187,6 +187,10 @@ public:
 private:
     expected<void, ConfigError> apply_file_key(const std::string& section, const std::string& key,
                                                const std::string& value, unsigned line);
+    // [child NAME]: a new child (a name used twice is refused).
+    expected<void, ConfigError> start_child(const std::string& name, unsigned line);
+    expected<void, ConfigError> apply_child_key(const std::string& child, const std::string& key,
+                                                const std::string& value, const std::string& where, unsigned line);
     std::string at(unsigned line) const {
         return line == 0 ? file_ + ": " : file_ + ":" + std::to_string(line) + ": ";
     }
@@ -196,7 +200,45 @@ private:
     std::string file_;
     std::map<std::string, unsigned> first_line_;   // full key name -> line it was first set on
     std::map<std::string, std::string> set_where_;  // full key name -> "FILE:7: [s] k = v" or "command line: --s.k=v"
+    std::map<std::string, unsigned> child_line_;    // child name -> its [child NAME] line
 };
+
+expected<void, ConfigError> Loader::start_child(const std::string& name, unsigned line) {
+    const std::string where = at(line) + "[" + std::string(kChildSection) + " " + name + "]";
+    if (auto r = check_child_name(name); !r) return fail(where + ": the name " + r.error());
+    if (auto first = child_line_.find(name); first != child_line_.end())
+        return fail(where + ": a child of this name is already defined on line " + std::to_string(first->second));
+    child_line_.emplace(name, line);
+    ChildSection child;
+    child.name = name;
+    child.mode = config_.interface.mode;  // a TAP parent's children are TAP unless they say
+    config_.children.push_back(std::move(child));
+    return {};
+}
+
+expected<void, ConfigError> Loader::apply_child_key(const std::string& child, const std::string& key,
+                                                    const std::string& value, const std::string& where,
+                                                    unsigned line) {
+    auto it = std::find_if(config_.children.begin(), config_.children.end(),
+                           [&](const ChildSection& c) { return c.name == child; });
+    if (it == config_.children.end()) return fail(where + ": key outside its [child] section");
+    const ChildKeySpec* spec = find_child_key(key);
+    if (spec == nullptr) {
+        std::vector<std::string> names;
+        for (const ChildKeySpec& k : child_keys()) names.emplace_back(k.name);
+        return fail(where + ": unknown key; a [child] section has " + join(names, ", "));
+    }
+    const std::string name = std::string(kChildSection) + " " + child + "." + key;
+    if (!spec->repeatable) {
+        if (auto first = first_line_.find(name); first != first_line_.end())
+            return fail(where + ": " + key + " is already set" +
+                        (first->second != 0 ? " on line " + std::to_string(first->second) : std::string()));
+    }
+    if (auto r = spec->set(*it, value); !r) return fail(where + ": " + r.error());
+    first_line_.emplace(name, line);
+    set_where_[name] = where;
+    return {};
+}
 
 std::string syntax_error(const IniLine& line) {
     return line.text + ": syntax error: " +
@@ -233,6 +275,10 @@ expected<void, ConfigError> Loader::read_file(std::string_view text) {
     for (std::size_t i = 0; i < lines.size(); ++i) {
         const IniLine& l = lines[i];
         if (l.kind == IniLine::Kind::section) {
+            if (auto child = child_name_of(l.section)) {
+                if (auto r = start_child(std::string(*child), l.number); !r) return r;
+                continue;
+            }
             if (std::find(config_sections().begin(), config_sections().end(), l.section) == config_sections().end())
                 return fail(at(l.number) + "[" + l.section + "]: unknown section" + unknown_section_hint(l.section));
         } else if (l.kind == IniLine::Kind::key && option_at[i] != nullptr) {
@@ -265,6 +311,7 @@ expected<void, ConfigError> Loader::apply_file_key(const std::string& section, c
                     (owner ? "; " + key + " belongs in [" + std::string(owner->section) + "]"
                            : std::string("; keys follow a [section] line")));
     }
+    if (auto child = child_name_of(section)) return apply_child_key(std::string(*child), key, value, where, line);
     if (std::find(config_sections().begin(), config_sections().end(), section) == config_sections().end())
         return fail(where + ": unknown section" + unknown_section_hint(section));
     const KeySpec* spec = find_key(section, key);
@@ -306,6 +353,15 @@ expected<void, ConfigError> Loader::apply_overrides(std::span<const ConfigOverri
 }
 
 expected<void, ConfigError> Loader::check() const {
+    if (const auto child = check_children(config_)) {
+        const std::string name = std::string(kChildSection) + " " + child->child;
+        const auto set = set_where_.find(name + "." + child->key);
+        const auto line = child_line_.find(child->child);
+        const std::string where =
+            set != set_where_.end() ? set->second
+                                    : at(line != child_line_.end() ? line->second : 0) + "[" + name + "] " + child->key;
+        return fail(where + ": " + child->reason);
+    }
     const auto problem = check_consistency(config_);
     if (!problem) return {};
     const KeySpec& key = *problem->key;

@@ -288,26 +288,58 @@ expected<void, Node::CaptureError> Node::open_capture(const std::string& path) {
 // ---------------------------------------------------------------------------
 // 2. The interfaces
 
-expected<void, std::string> Node::create_interfaces() {
-    auto nl = netlink::NetlinkSocket::open();
-    if (!nl) return unexpected("could not open rtnetlink: " + nl.error().message());
-    nl_.emplace(std::move(*nl));
+Node::InterfaceSpec Node::parent_spec() const {
+    return {.name = config_.interface.name,
+            .pkey = config_.fabric.pkey,
+            .mode = config_.interface.mode,
+            .mtu = config_.interface.mtu,
+            .connected_mode = config_.interface.connected_mode,
+            .addresses = config_.interface.addresses,
+            .routes = config_.interface.routes};
+}
+
+Node::InterfaceSpec Node::child_spec(const config::ChildSection& c) {
+    return {.name = c.name,
+            .pkey = c.pkey,
+            .mode = c.mode,
+            .mtu = c.mtu,
+            .connected_mode = c.connected_mode,
+            .addresses = c.addresses,
+            .routes = c.routes};
+}
+
+expected<std::unique_ptr<host::HostPort>, std::string> Node::open_host(const InterfaceSpec& spec) {
     expected<std::unique_ptr<host::TunPort>, std::string> tun = unexpected(std::string());
-    if (config_.interface.mode == config::InterfaceMode::tap) {
+    if (spec.mode == config::InterfaceMode::tap) {
         // Our own MAC stands for our port as peers' stand for theirs.
         const MacAddress mac = ipoib::synthetic_mac(port_->attributes().gid());
-        auto tap = host::TapPort::open(config_.interface.name, mac, *nl_);
+        auto tap = host::TapPort::open(spec.name, mac, *nl_);
         if (!tap) return unexpected(tap.error());
         tun = std::unique_ptr<host::TunPort>(std::move(*tap));
     } else {
-        tun = host::TunPort::open(config_.interface.name, *nl_);
+        tun = host::TunPort::open(spec.name, *nl_);
     }
     if (!tun) return unexpected(tun.error());
     (*tun)->on_write_error([this, name = (*tun)->name()](int error) {
         drops_log_->log("tun_write", "could not write to " + name + ": " + std::strerror(error),
                         {{field::kIfname, name}}, Clock::now());
     });
-    if (auto r = add_interface(std::move(*tun)); !r) return r;
+    return std::unique_ptr<host::HostPort>(std::move(*tun));
+}
+
+expected<void, std::string> Node::create_interfaces() {
+    auto nl = netlink::NetlinkSocket::open();
+    if (!nl) return unexpected("could not open rtnetlink: " + nl.error().message());
+    nl_.emplace(std::move(*nl));
+    auto host = open_host(parent_spec());
+    if (!host) return unexpected(host.error());
+    if (auto r = add_interface(std::move(*host)); !r) return r;
+    // P_Key children: their own devices on the same port.
+    for (const config::ChildSection& child : config_.children) {
+        auto h = open_host(child_spec(child));
+        if (!h) return unexpected("could not create [child " + child.name + "]: " + h.error());
+        if (auto r = add_interface(std::move(*h), child_spec(child)); !r) return r;
+    }
 
     auto monitor = netlink::RtnlMonitor::open();
     if (!monitor) return unexpected("could not open the netlink monitor: " + monitor.error().message());
@@ -318,25 +350,33 @@ expected<void, std::string> Node::create_interfaces() {
 }
 
 expected<void, std::string> Node::add_interface(std::unique_ptr<host::HostPort> host) {
+    return add_interface(std::move(host), parent_spec());
+}
+
+expected<void, std::string> Node::add_interface(std::unique_ptr<host::HostPort> host, const InterfaceSpec& spec) {
     iface::InterfaceConfig ic;
     ic.engine = engine_config(config_);
+    ic.engine.pkey = spec.pkey;
+    ic.engine.mtu = spec.mtu;
+    ic.engine.connected = spec.connected_mode;
     ic.sa.max_queued = config_.queues.sa_max_queued;
     ic.sa.tid_high = 0x1B0B0000u | (static_cast<std::uint32_t>(::getpid()) & 0xFFFF);
-    // Interfaces share the MAD agent: their TIDs start 2^24 apart.
-    ic.sa.first_key = 1 + (static_cast<std::uint32_t>(interfaces_.size()) << 24);
+    // Interfaces share the MAD agent: their TIDs start 2^24 apart, numbered
+    // by creation (mod 256), so a removed child's late answers find no one.
+    ic.sa.first_key = 1 + (static_cast<std::uint32_t>(interfaces_created_++ & 0xFF) << 24);
     ic.link.send_depth = config_.queues.send_depth;
     ic.link.receive_depth = config_.queues.receive_depth;
-    ic.requested_mtu = config_.interface.mtu;
-    ic.addresses = config_.interface.addresses;
-    ic.routes = host_routes(config_.interface.routes);
+    ic.requested_mtu = spec.mtu;
+    ic.addresses = spec.addresses;
+    ic.routes = host_routes(spec.routes);
     ic.host_max_batch = config_.queues.tun_max_batch;
     ic.connected.max_connections = config_.queues.max_connections;
     ic.connected.receive_buffers = config_.queues.connected_receive_buffers;
     ic.connected.ring = 64;
     ic.connected.idle = config_.interface.connected_idle;
-    if (config_.interface.connected_mode && !connection_manager())
-        log_.warning("[interface] connected-mode = yes, but this port offers no connection manager (an HCA's "
-                     "class 0x07 belongs to the kernel's ib_cm, and librdmacm is not there): datagram mode");
+    if (spec.connected_mode && !connection_manager())
+        log_.warning("connected-mode = yes for " + spec.name + ", but this port offers no connection manager (an "
+                     "HCA's class 0x07 belongs to the kernel's ib_cm, and librdmacm is not there): datagram mode");
     iface::InterfaceEvents& events = *this;
     auto i = std::make_unique<iface::Interface>(std::move(ic), *port_, std::move(host), events,
                                                 connection_manager(), std::random_device{}() ^ interfaces_.size());
@@ -358,8 +398,20 @@ expected<void, std::string> Node::add_interface(std::unique_ptr<host::HostPort> 
                                   });
             !r)
             return unexpected("could not watch " + added.name() + ": " + r.error().message());
-    log_.info("interface " + added.name() + " created", {{field::kIfname, added.name()}});
+    log_.info("interface " + added.name() + " created (P_Key " + ipoib::hex16(spec.pkey) + ")",
+              {{field::kIfname, added.name()}, {field::kPkey, ipoib::hex16(spec.pkey)}});
     return {};
+}
+
+void Node::remove_interface(const std::string& name, Clock::time_point now) {
+    auto it = std::find_if(interfaces_.begin(), interfaces_.end(), [&](const auto& i) { return i->name() == name; });
+    if (it == interfaces_.end() || it == interfaces_.begin()) return;  // the parent stays
+    iface::Interface& i = **it;
+    i.stop(now);  // leaves its groups (the Deletes go now), closes its connections
+    if (const int fd = i.host().fd(); fd >= 0) loop_.remove_fd(fd);
+    mad_->unregister_client(i);
+    log_.info("interface " + name + " removed", {{field::kIfname, name}});
+    interfaces_.erase(it);  // its TUN/TAP device goes with its fd
 }
 
 // ---------------------------------------------------------------------------
@@ -645,13 +697,15 @@ void Node::reload() {
     for (const std::string& key : plan.live) applied += (applied.empty() ? "" : ", ") + key;
     if (next.daemon.log_level != config_.daemon.log_level) log_.set_min_level(to_log_level(next.daemon.log_level));
     const auto routes = host_routes(next.interface.routes);
-    for (auto& i : interfaces_) {
-        failed += i->reconfigure(next.interface.addresses, routes, neighbour_cache_config(next.neighbour),
-                                 join_state_bits(next.multicast.send_only_join));
+    if (!interfaces_.empty()) {
+        iface::Interface& parent = *interfaces_.front();
+        failed += parent.reconfigure(next.interface.addresses, routes, neighbour_cache_config(next.neighbour),
+                                     join_state_bits(next.multicast.send_only_join));
         if (next.interface.connected_mode != config_.interface.connected_mode)
-            if (auto why = i->set_connected(next.interface.connected_mode, Clock::now()); !why.empty())
+            if (auto why = parent.set_connected(next.interface.connected_mode, Clock::now()); !why.empty())
                 failed += " [interface] connected-mode: " + why + ";";
     }
+    failed += reload_children(next);
     loop_.set_busy_poll(next.daemon.busy_poll);
     // The fabric key file is read again (rotation); a new path needs a restart.
     if (!config_.fabric.key_file.empty()) {
@@ -686,6 +740,47 @@ void Node::reload() {
     const bool up = !interfaces_.empty() && interfaces_.front()->engine().link().up;
     (void)notify_.ready(up ? "link up" : "waiting for the broadcast group");
     schedule(Clock::now());
+}
+
+// Children the file no longer names go; new ones come; a child whose P_Key,
+// mode, MTU or connected mode changed is rebuilt (a new device and QP); one
+// whose addresses or routes changed is reconfigured in place.
+std::string Node::reload_children(const config::DaemonConfig& next) {
+    std::string failed;
+    const auto now = Clock::now();
+    auto find = [](const std::vector<config::ChildSection>& v, const std::string& name) -> const config::ChildSection* {
+        for (const auto& c : v)
+            if (c.name == name) return &c;
+        return nullptr;
+    };
+    for (const config::ChildSection& old : config_.children) {
+        const config::ChildSection* now_c = find(next.children, old.name);
+        const bool rebuild = now_c && (now_c->pkey != old.pkey || now_c->mode != old.mode || now_c->mtu != old.mtu ||
+                                       now_c->connected_mode != old.connected_mode);
+        if (!now_c || rebuild) remove_interface(old.name, now);
+    }
+    for (const config::ChildSection& c : next.children) {
+        const config::ChildSection* old = find(config_.children, c.name);
+        if (interface_named(c.name) && old) continue;  // reconfigured below
+        auto host = open_host(child_spec(c));
+        if (!host) {
+            failed += " [child " + c.name + "]: " + host.error() + ";";
+            continue;
+        }
+        if (auto r = add_interface(std::move(*host), child_spec(c)); !r) {
+            failed += " [child " + c.name + "]: " + r.error() + ";";
+            continue;
+        }
+    }
+    // The children kept: their addresses and routes, and the neighbour
+    // timers and send-only join state the parent takes too.
+    for (std::size_t k = 1; k < interfaces_.size(); ++k)
+        if (const config::ChildSection* c = find(next.children, interfaces_[k]->name()); c && find(config_.children, c->name))
+            failed += interfaces_[k]->reconfigure(c->addresses, host_routes(c->routes),
+                                                  neighbour_cache_config(next.neighbour),
+                                                  join_state_bits(next.multicast.send_only_join));
+    start_interfaces_if_ready(now);
+    return failed;
 }
 
 void Node::log_counters() {

@@ -105,8 +105,25 @@ public:
     // HCA (connecting only), else nothing.
     cm::CmAccess* connection_manager() const;
     const std::vector<std::unique_ptr<iface::Interface>>& interfaces() const { return interfaces_; }
-    // Adds an interface on an existing host port (tests: a fake host).
+    // Adds the parent interface on an existing host port (tests: a fake host).
     expected<void, std::string> add_interface(std::unique_ptr<host::HostPort> host);
+    // What one interface is: the parent ([interface], [fabric] pkey) or a
+    // P_Key child ([child NAME]).
+    struct InterfaceSpec {
+        std::string name;
+        std::uint16_t pkey = 0xffff;
+        config::InterfaceMode mode = config::InterfaceMode::tun;
+        unsigned mtu = 0;
+        bool connected_mode = false;
+        std::vector<IpPrefix> addresses;
+        std::vector<config::Route> routes;
+    };
+    InterfaceSpec parent_spec() const;
+    static InterfaceSpec child_spec(const config::ChildSection& child);
+    // An interface on `host` as `spec` says (tests: a fake host for a child).
+    expected<void, std::string> add_interface(std::unique_ptr<host::HostPort> host, const InterfaceSpec& spec);
+    // A child goes (reload): it leaves its groups, its device goes away.
+    void remove_interface(const std::string& name, Clock::time_point now);
     // The control socket's answer to a request (control_protocol.h: a
     // command and an optional interface name), as ipoibctl gets it.
     std::string answer(std::string_view request);
@@ -138,6 +155,9 @@ private:
     std::size_t poll_links(Clock::time_point now, std::size_t max);
     void on_monitor_readable();
     void start_interfaces_if_ready(Clock::time_point now);
+    // The TUN or TAP device of an interface.
+    expected<std::unique_ptr<host::HostPort>, std::string> open_host(const InterfaceSpec& spec);
+    std::string reload_children(const config::DaemonConfig& next);
     void end_of_turn();
     // Timers: arms the loop's one timer for next_wakeup(); at most once per
     // kRescheduleHoldoff the deadlines are read again, otherwise the timer
@@ -187,6 +207,7 @@ private:
     std::optional<netlink::NetlinkSocket> nl_;
     std::unique_ptr<netlink::RtnlMonitor> monitor_;
     std::vector<std::unique_ptr<iface::Interface>> interfaces_;
+    std::uint32_t interfaces_created_ = 0;  // numbers each interface's SA TIDs
     bool started_ = false;  // start() ran: the loop's iteration hook is ours
     bool ready_sent_ = false;
     bool stopping_ = false;

@@ -161,7 +161,21 @@ void Engine::start(const transport::PortAttributes& port, Clock::time_point now)
         if (a.address.ip.family == IpFamily::ipv6)
             want_group(IpAddress::v6(solicited_node_multicast(a.address.ip.bytes)), true);
     mcast_.start(broadcast_mgid(config_.pkey, config_.scope), port.gid(), config_.pkey);
+    if (!pkey_in_table(port)) {
+        // A child whose partition the SM has not given this port: no join
+        // (the SA would refuse it) until a P_Key change brings it.
+        mcast_.port_down();
+        emit(EngineEventKind::link_down,
+             "P_Key " + hex16(config_.pkey) +
+                 " is not in the port's P_Key table: the link stays down until the subnet manager adds it",
+             {{"IPOIB_REASON", "P_Key not in the port's table"}});
+    }
     drain_sa();
+}
+
+bool Engine::pkey_in_table(const transport::PortAttributes& port) const {
+    return std::any_of(port.pkey_table.begin(), port.pkey_table.end(),
+                       [&](std::uint16_t k) { return (k & 0x7FFF) == (config_.pkey & 0x7FFF); });
 }
 
 void Engine::stop(Clock::time_point now) {
@@ -403,11 +417,11 @@ void Engine::on_port_event(transport::PortEvent e, const transport::PortAttribut
     switch (e) {
     case PortEvent::client_reregister:
     case PortEvent::sm_change:
-        mcast_.rejoin_all();
+        if (pkey_in_table(port)) mcast_.rejoin_all();
         break;
     case PortEvent::lid_change:
         paths_.flush();
-        mcast_.rejoin_all();
+        if (pkey_in_table(port)) mcast_.rejoin_all();
         break;
     case PortEvent::port_down:
         link_down("port down");
@@ -417,14 +431,12 @@ void Engine::on_port_event(transport::PortEvent e, const transport::PortAttribut
         break;
     case PortEvent::port_active:
         paths_.flush();
-        mcast_.rejoin_all();
+        if (pkey_in_table(port)) mcast_.rejoin_all();
         break;
     case PortEvent::pkey_change: {
         // The P_Key's index may have moved, or the key gone: a new QP on it
         // (a new QPN, announced) once the broadcast group answers again.
-        const bool present = std::any_of(port.pkey_table.begin(), port.pkey_table.end(), [&](std::uint16_t k) {
-            return (k & 0x7FFF) == (config_.pkey & 0x7FFF);
-        });
+        const bool present = pkey_in_table(port);
         qp_stale_ = true;
         paths_.flush();
         if (!present) {

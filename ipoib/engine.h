@@ -37,7 +37,9 @@
 // Events: client reregister / SM change -> rejoin every group; LID change ->
 // flush paths, rejoin; port down -> link down, flush; port up -> rejoin,
 // link up when the broadcast group answers; P_Key change -> a new QP (new
-// QPN) at the next broadcast join, then re-announce.
+// QPN) at the next broadcast join, then re-announce. A partition missing
+// from the port's P_Key table (a child the SM has not added yet): no joins,
+// link down with the reason, until a P_Key change adds it.
 #pragma once
 
 #include <array>
@@ -349,6 +351,8 @@ private:
 
     // engine.cpp: lifecycle
     void set_port(const transport::PortAttributes& port);
+    // Our partition is in the port's P_Key table (a child's may not be yet).
+    bool pkey_in_table(const transport::PortAttributes& port) const;
     void link_down(const char* why);
     void announce();
     void drain_sa();

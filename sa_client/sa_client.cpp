@@ -92,6 +92,9 @@ void SaClient::cancel(std::uint32_t key) {
     auto it = transactions_.find(key);
     if (it == transactions_.end()) return;
     if (it->second.sent) --in_flight_;
+    // Not handed out yet (take_outbound): it never leaves.
+    const std::uint64_t tid = it->second.request.header.transaction_id;
+    counters_.sent -= std::erase_if(outbound_, [&](const SaMad& m) { return m.header.transaction_id == tid; });
     transactions_.erase(it);
     std::erase(queued_, key);
     ++counters_.cancelled;

@@ -133,6 +133,13 @@ std::unique_ptr<TestNode> Fabric::make_node(const std::string& name, const std::
     auto host = std::make_unique<host::FakeHostPort>("ib0", mac);
     t->host = host.get();
     if (auto r = t->node->add_interface(std::move(host)); !r) throw std::runtime_error(r.error());
+    // P_Key children ([child NAME]): a fake host each.
+    for (const config::ChildSection& child : c.children) {
+        auto child_host = std::make_unique<host::FakeHostPort>(child.name);
+        t->child_hosts.push_back(child_host.get());
+        if (auto r = t->node->add_interface(std::move(child_host), daemon::Node::child_spec(child)); !r)
+            throw std::runtime_error(r.error());
+    }
     t->node->start();
     return t;
 }

@@ -58,6 +58,7 @@ struct TestNode {
     daemon::Notifier notify;
     std::unique_ptr<daemon::Node> node;
     host::FakeHostPort* host = nullptr;  // owned by the node's interface
+    std::vector<host::FakeHostPort*> child_hosts;  // [child NAME] interfaces', in the file's order
 
     iface::Interface& interface() const { return *node->interfaces().front(); }
     bool link_up() const { return interface().engine().link().up; }

@@ -2,7 +2,7 @@
 // soft fabric, for scenario tests that check each is dropped, counted and
 // harmless. A test tool, not installed.
 //
-//   ipoibinject --fabric ADDR:PORT --guid GUID --dlid LID --dqpn QPN --qkey QKEY
+//   ipoibinject --fabric ADDR:PORT --guid GUID --dlid LID --dqpn QPN --qkey QKEY [--only valid]
 //
 // 1. plug in a soft port and wait until the SM made it ACTIVE
 // 2. send, as well-formed UD packets to (DLID, DQPN) with the link's Q_Key,
@@ -14,6 +14,9 @@
 //      rarp           a RARP frame (carried, nobody answers)
 //      nd_checksum    an NS with a broken ICMPv6 checksum
 // 3. one packet with a bad ICRC (the port drops it before the engine)
+// With `--only valid`, instead: one well-formed IPoIB frame (an IPv4 UDP
+// datagram to 198.18.1.1) on this port's own P_Key, for scenarios that show
+// a receiving port enforcing its QP's partition (IBA 10.9.3).
 // Exit 0 when every send was accepted.
 #include <sys/epoll.h>
 
@@ -49,6 +52,7 @@ std::uint64_t number(const std::string& s) { return std::stoull(s, nullptr, 0); 
 int main(int argc, char** argv) {
     std::string fabric = "127.0.0.1:18516";
     std::uint64_t guid = 0x0002C903000000F0ULL, dlid = 0, dqpn = 0, qkey = 0x0B1B;
+    std::string only;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string k = argv[i], v = argv[i + 1];
         if (k == "--fabric") fabric = v;
@@ -56,10 +60,15 @@ int main(int argc, char** argv) {
         else if (k == "--dlid") dlid = number(v);
         else if (k == "--dqpn") dqpn = number(v);
         else if (k == "--qkey") qkey = number(v);
+        else if (k == "--only") only = v;
     }
     auto addr = parse_socket_address(fabric);
     if (!addr || dlid == 0 || dqpn == 0) {
-        std::fprintf(stderr, "usage: ipoibinject --fabric ADDR:PORT [--guid G] --dlid LID --dqpn QPN [--qkey Q]\n");
+        std::fprintf(stderr, "usage: ipoibinject --fabric ADDR:PORT [--guid G] --dlid LID --dqpn QPN [--qkey Q] [--only valid]\n");
+        return 2;
+    }
+    if (!only.empty() && only != "valid") {
+        std::fprintf(stderr, "ipoibinject: --only takes 'valid'\n");
         return 2;
     }
     SoftPortConfig config;
@@ -95,7 +104,17 @@ int main(int argc, char** argv) {
     ns[4 + 24] = 0xff, ns[4 + 25] = 0x02, ns[4 + 35] = 1, ns[4 + 36] = 0xff, ns[4 + 39] = 2;  // ff02::1:ff00:2
     ns[44] = 135, ns[46] = 0xde, ns[47] = 0xad;           // NS, checksum 0xdead
     ns[52] = 0x20, ns[53] = 0x01, ns[54] = 0x0d, ns[55] = 0xb8, ns[67] = 2;  // target 2001:db8::2
-    const std::vector<std::pair<const char*, P>> cases = {
+    // 198.18.0.200 -> 198.18.1.1, UDP 9 -> 9, 4 bytes; header checksum 0x0000
+    // left for the receiver to judge (the port's P_Key check comes first).
+    P valid{0x08, 0x00, 0, 0, 0x45, 0, 0, 32, 0, 1, 0, 0, 64, 17, 0, 0, 198, 18, 0, 200, 198, 18, 1, 1,
+            0, 9, 0, 9, 0, 12, 0, 0, 't', 'e', 's', 't'};
+    std::uint32_t sum = 0;
+    for (std::size_t i = 4; i < 24; i += 2) sum += static_cast<std::uint32_t>(valid[i] << 8 | valid[i + 1]);
+    while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+    valid[14] = static_cast<std::uint8_t>(~sum >> 8);
+    valid[15] = static_cast<std::uint8_t>(~sum);
+    const std::vector<std::pair<const char*, P>> only_valid = {{"valid", valid}};
+    const std::vector<std::pair<const char*, P>> malformed = {
         {"truncated", P{0x08, 0x00}},
         {"ether_type", P{0x88, 0xCC, 0, 0, 1, 2, 3, 4}},
         {"arp_hw_type", arp},
@@ -103,6 +122,7 @@ int main(int argc, char** argv) {
         {"rarp", P{0x80, 0x35, 0, 0, 0, 1}},
         {"nd_checksum", ns},
     };
+    const auto& cases = only.empty() ? malformed : only_valid;
     int failures = 0;
     for (const auto& [name, payload] : cases) {
         SendRequest r;
@@ -115,6 +135,10 @@ int main(int argc, char** argv) {
         failures += ok ? 0 : 1;
         std::printf("sent %s%s\n", name, ok ? "" : " (refused)");
         pump(port, ep, std::chrono::milliseconds(20));
+    }
+    if (!only.empty()) {
+        pump(port, ep, std::chrono::milliseconds(100));
+        return failures == 0 ? 0 : 1;
     }
     // A packet with a broken ICRC: the receiving port drops it (bad_icrc).
     ib::PacketSpec s;

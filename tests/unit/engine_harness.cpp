@@ -60,7 +60,11 @@ std::optional<sa::SaMad> ScriptedSa::join(const sa::SaMad& request) {
     if (it == groups.end()) {
         const bool can_create = (request.component_mask & sa::kMcMemberCreateComponents) == sa::kMcMemberCreateComponents &&
                                 (req.join_state & (sa::join_state::full_member | sa::join_state::send_only_full_member));
-        const bool broadcast = req.mgid == broadcast_mgid(ib::kPKeyDefault);
+        // A partition's broadcast group exists (OpenSM creates it for an
+        // `ipoib` partition): the default one's, or a child's (its P_Key
+        // is in MGID bytes 4-5, RFC 4391 4).
+        const std::uint16_t mgid_pkey = static_cast<std::uint16_t>(req.mgid[4] << 8 | req.mgid[5]);
+        const bool broadcast = req.mgid == broadcast_mgid(ib::kPKeyDefault) || req.mgid == broadcast_mgid(mgid_pkey);
         if (!can_create && !broadcast) return answer(request, sa::sa_status::err_req_invalid);
         Group g;
         g.record.mgid = req.mgid;
@@ -72,7 +76,7 @@ std::optional<sa::SaMad> ScriptedSa::join(const sa::SaMad& request) {
         g.record.tclass = req.tclass;
         g.record.flow_label = req.flow_label;
         g.record.hop_limit = req.hop_limit;
-        g.record.p_key = 0xFFFF;
+        g.record.p_key = broadcast ? static_cast<std::uint16_t>(mgid_pkey | 0x8000) : 0xFFFF;
         g.record.scope = 2;
         it = groups.emplace(req.mgid, g).first;
     }

@@ -175,6 +175,25 @@ const BadFile kBadFiles[] = {
      "FILE:2: [interface] name = ib/0: cannot contain '/', ':' or white space"},
     {"name_dot_dot", "[interface]\nname = ..\n", "FILE:2: [interface] name = ..: cannot be '.' or '..'"},
     {"mode_unknown", "[interface]\nmode = tunnel\n", "FILE:2: [interface] mode = tunnel: must be tun or tap"},
+    {"child_without_pkey", "[child ib0.8001]\naddress = 198.18.1.1/24\n",
+     "FILE:1: [child ib0.8001] pkey: is missing: a child needs its partition"},
+    {"child_with_the_parents_pkey", "[child ib0.8001]\npkey = 0x7fff\n",
+     "FILE:2: [child ib0.8001] pkey = 0x7fff: 0x7fff is the parent's partition ([fabric] pkey = 0xffff)"},
+    {"child_pkey_zero", "[child ib0.8001]\npkey = 0x8000\n",
+     "FILE:2: [child ib0.8001] pkey = 0x8000: is the invalid P_Key (its low 15 bits are 0; IBA 10.9.1.2)"},
+    {"children_share_a_pkey", "[child ib0.8001]\npkey = 0x8001\n[child ib0.9001]\npkey = 0x0001\n",
+     "FILE:4: [child ib0.9001] pkey = 0x0001: 0x0001 is already the partition of [child ib0.8001]"},
+    {"child_named_twice", "[child ib0.8001]\npkey = 0x8001\n[child ib0.8001]\npkey = 0x8002\n",
+     "FILE:3: [child ib0.8001]: a child of this name is already defined on line 1"},
+    {"child_named_as_parent", "[child ib0]\npkey = 0x8001\n", "FILE:1: [child ib0] name: is the parent's name ([interface] name)"},
+    {"child_name_too_long", "[child ib0.8001.abcdefgh]\npkey = 0x8001\n",
+     "FILE:1: [child ib0.8001.abcdefgh]: the name must be 1 to 15 characters long"},
+    {"child_unknown_key", "[child ib0.8001]\npkey = 0x8001\nqueue = 3\n",
+     "FILE:3: [child ib0.8001] queue = 3: unknown key; a [child] section has pkey, mode, mtu, connected-mode, address, route"},
+    {"child_pkey_twice", "[child ib0.8001]\npkey = 0x8001\npkey = 0x8002\n",
+     "FILE:3: [child ib0.8001] pkey = 0x8002: pkey is already set on line 2"},
+    {"child_bad_address", "[child ib0.8001]\npkey = 0x8001\naddress = 198.18.1.300/24\n",
+     "FILE:3: [child ib0.8001] address = 198.18.1.300/24: '198.18.1.300' is not an IPv4 or IPv6 address"},
     {"address_not_parsable", "[interface]\naddress = 198.18.0.300/24\n",
      "FILE:2: [interface] address = 198.18.0.300/24: '198.18.0.300' is not an IPv4 or IPv6 address"},
     {"address_prefix_too_long_v4", "[interface]\naddress = 198.18.0.1/33\n",
@@ -705,6 +724,55 @@ TEST(ConfigDescribe, WritesEveryKeyUnderItsSection) {
     EXPECT_NE(text.find("\ndevice =\n"), std::string::npos);
     EXPECT_NE(text.find("\nreachable-time = 30s\n"), std::string::npos);
     EXPECT_NE(text.find("\npkey = 0xffff\n"), std::string::npos);
+}
+
+TEST(ConfigChildren, ParseDescribeAndRoundTrip) {
+    TempDir dir;
+    auto c = load_text(dir,
+                       "[interface]\naddress = 198.18.0.1/24\n"
+                       "[child ib0.8001]\npkey = 0x8001\naddress = 198.18.1.1/24\naddress = 2001:db8:1::1/64\n"
+                       "route = 198.19.1.0/24 via 198.18.1.2\n"
+                       "[child ib0.0002]\npkey = 0x0002\nmode = tap\nmtu = 2044\nconnected-mode = yes\n");
+    ASSERT_TRUE(c.has_value()) << c.error().message;
+    ASSERT_EQ(c->children.size(), 2u);
+    const ChildSection& a = c->children[0];
+    EXPECT_EQ(a.name, "ib0.8001");
+    EXPECT_EQ(a.pkey, 0x8001);
+    EXPECT_EQ(a.mode, InterfaceMode::tun);
+    ASSERT_EQ(a.addresses.size(), 2u);
+    EXPECT_EQ(format_prefix(a.addresses[1]), "2001:db8:1::1/64");
+    ASSERT_EQ(a.routes.size(), 1u);
+    const ChildSection& b = c->children[1];
+    EXPECT_EQ(b.pkey, 0x0002);
+    EXPECT_EQ(b.mode, InterfaceMode::tap);
+    EXPECT_EQ(b.mtu, 2044u);
+    EXPECT_TRUE(b.connected_mode);
+    const std::string text = describe(*c);
+    EXPECT_NE(text.find("\n[child ib0.8001]\npkey = 0x8001\n"), std::string::npos) << text;
+    auto again = parse_config(text, "described", "ib0");
+    ASSERT_TRUE(again.has_value()) << again.error().message << "\n" << text;
+    EXPECT_EQ(*again, *c);
+}
+
+TEST(ConfigChildren, ATapParentsChildrenAreTap) {
+    TempDir dir;
+    auto c = load_text(dir, "[interface]\nmode = tap\n[child ib0.8001]\npkey = 0x8001\n");
+    ASSERT_TRUE(c.has_value()) << c.error().message;
+    EXPECT_EQ(c->children.at(0).mode, InterfaceMode::tap);
+}
+
+TEST(ConfigChildren, ReloadAddsRemovesAndChangesChildrenLive) {
+    DaemonConfig running = default_config("ib0");
+    running.children.push_back({.name = "ib0.8001", .pkey = 0x8001});
+    running.children.push_back({.name = "ib0.8002", .pkey = 0x8002});
+    DaemonConfig reloaded = running;
+    reloaded.children.erase(reloaded.children.begin());                        // ib0.8001 removed
+    reloaded.children[0].addresses.push_back(*parse_interface_address("198.18.2.1/24"));  // ib0.8002 changed
+    reloaded.children.push_back({.name = "ib0.8003", .pkey = 0x8003});         // ib0.8003 added
+    const auto plan = diff_for_reload(running, reloaded);
+    EXPECT_EQ(plan.live, (std::vector<std::string>{"child ib0.8001", "child ib0.8002", "child ib0.8003"}));
+    EXPECT_FALSE(plan.needs_restart());
+    EXPECT_EQ(apply_live(running, reloaded).children, reloaded.children);
 }
 
 TEST(ConfigReload, NothingChanged) {

@@ -98,13 +98,22 @@ TEST_F(SaClientTest, DroppingTheHandleCancels) {
     {
         auto h = client.submit(request(), record(), now);
     }
-    const auto out = client.take_outbound();
+    // Cancelled before it was handed out: it never leaves.
+    EXPECT_TRUE(client.take_outbound().empty());
+    EXPECT_EQ(client.counters().sent, 0u);
+    // Handed out, then cancelled: no retries, and its answer reaches no one.
+    std::vector<SaMad> out;
+    {
+        auto h = client.submit(request(), record(), now);
+        out = client.take_outbound();
+    }
+    ASSERT_EQ(out.size(), 1u);
     now += 1s;
     client.tick(now);
     EXPECT_TRUE(client.take_outbound().empty()) << "no retries of a cancelled request";
     client.on_mad(bytes_of(response_to(out.at(0))), now);
     EXPECT_TRUE(results.empty());
-    EXPECT_EQ(client.counters().cancelled, 1u);
+    EXPECT_EQ(client.counters().cancelled, 2u);
     EXPECT_EQ(client.outstanding(), 0u);
 }
 
