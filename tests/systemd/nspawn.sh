@@ -6,17 +6,22 @@
 #
 #   fab  ibfabricd.service, /etc/default/ibfabricd    underlay 198.18.100.100
 #   a    ipoibd@ib0, /etc/ipoibd/ib0.conf: ib0 198.18.0.1 2001:db8::1 (198.18.100.1)
+#        and its P_Key child ib0.8001 198.18.1.1 ([child ib0.8001])
 #   b    ipoibd@ib0, /etc/ipoibd/ib0.conf: ib0 198.18.0.2 2001:db8::2 (198.18.100.2)
+#        and ib0.8001 198.18.1.2
+#   (ibfabricd's partitions put a and b in 0x8001 too)
 #
 # Checks, in order:
 #  1. the installed units are the ones in systemd/ of this tree;
 #  2. ibfabricd.service starts, is active, and survives a reload;
 #  3. in a and b, `systemctl start ipoibd@ib0` returns only once the link is
 #     up (Type=notify: ipoibctl says so right after), is-active says active;
-#  4. ping and ping6 between a and b over ib0;
+#  4. ping and ping6 between a and b over ib0, ping over ib0.8001;
 #  5. `journalctl -u ipoibd@ib0 -o json` holds the start (with the config
-#     file), link-up and group-join MESSAGE_IDs with their IPOIB_*/IB_* fields;
-#  6. `systemctl reload` applies an address added to /etc/ipoibd/ib0.conf;
+#     file), link-up and group-join MESSAGE_IDs with their IPOIB_*/IB_* fields,
+#     ib0.8001's link-up with IPOIB_IFNAME=ib0.8001 and IB_PKEY=0x8001;
+#  6. `systemctl reload` applies an address added to /etc/ipoibd/ib0.conf,
+#     then removes the child (its device goes) and adds it back (it pings);
 #  7. `systemctl kill -s KILL`: systemd restarts the daemon
 #     (Restart=on-failure) and b reaches a again;
 #  8. `systemctl stop`: the daemon logs leaving the broadcast group, the
@@ -99,7 +104,9 @@ for h in fab a b; do container_wait_running "$h" 60; done
 step "booted"
 
 # --- 2. ibfabricd.service ---------------------------------------------------------------
-echo "IBFABRICD_OPTIONS=\"--listen $FABRIC\"" | ctr_write fab /etc/default/ibfabricd
+printf 'Default=0x7fff, ipoib : ALL=full ;\nP8001=0x8001, ipoib : %s=full, %s=full ;\n' "${GUID[a]}" "${GUID[b]}" |
+  ctr_write fab /etc/ibfabricd/partitions.conf
+echo "IBFABRICD_OPTIONS=\"--listen $FABRIC --partitions /etc/ibfabricd/partitions.conf\"" | ctr_write fab /etc/default/ibfabricd
 ctr fab timeout 30 systemctl start ibfabricd.service || fail "systemctl start ibfabricd"
 [ "$(ctr fab systemctl is-active ibfabricd.service)" = active ] || fail "ibfabricd.service is not active"
 ctr fab timeout 30 systemctl reload ibfabricd.service || fail "systemctl reload ibfabricd (SIGUSR1)"
@@ -107,14 +114,24 @@ ctr fab timeout 30 systemctl reload ibfabricd.service || fail "systemctl reload 
 pass "fab: ibfabricd.service active, options from /etc/default/ibfabricd; reload (SIGUSR1) keeps it"
 
 # --- 3. ipoibd@ib0: start returns once the link is up ---------------------------------
-write_config() {  # HOST [EXTRA_ADDRESS]
+write_config() {  # HOST [EXTRA_ADDRESS [CHILD: yes|no]]
   {
     printf '# written by tests/systemd/nspawn.sh\n[fabric]\ntransport = soft\n'
     printf 'address = %s\nport-guid = %s\n' "$FABRIC" "${GUID[$1]}"
     printf '[interface]\naddress = 198.18.0.%s/24\naddress = 2001:db8::%s/64\n' "${IDX[$1]}" "${IDX[$1]}"
     [ -z "${2:-}" ] || printf 'address = %s\n' "$2"
     printf '[daemon]\nlog-level = debug\n'
+    [ "${3:-yes}" = no ] || printf '[child ib0.8001]\npkey = 0x8001\naddress = 198.18.1.%s/24\n' "${IDX[$1]}"
   } | ctr_write "$1" /etc/ipoibd/ib0.conf
+}
+child_up() {  # HOST SECONDS: ib0.8001's link is up
+  local deadline=$((SECONDS + $2)) out
+  while :; do
+    out=$(ctr "$1" ipoibctl -i ib0 -I ib0.8001 -j status 2>/dev/null || true)
+    grep -q '"link":"up"' <<<"$out" && return 0
+    [ $SECONDS -lt $deadline ] || return 1
+    sleep 0.2
+  done
 }
 status_field() {  # HOST FIELD: from `ipoibctl -i ib0 -j status`
   ctr "$1" ipoibctl -i ib0 -j status | python3 -c "import json,sys; print(json.load(sys.stdin)['$2'])"
@@ -142,7 +159,10 @@ for pair in "a b" "b a"; do
   ctr $from ping -c 2 -i 0.2 -W 2 "198.18.0.${IDX[$to]}" >/dev/null || fail "ping $from -> $to"
   ctr $from ping -6 -c 2 -i 0.2 -W 2 "2001:db8::${IDX[$to]}" >/dev/null || fail "ping6 $from -> $to"
 done
-pass "ping and ping6 between a and b over ib0"
+for h in a b; do child_up $h 20 || fail "$h: ib0.8001 not up"; done
+ping_ok a 198.18.1.2 10 || fail "ping a -> b over ib0.8001"
+ping_ok b 198.18.1.1 10 || fail "ping b -> a over ib0.8001"
+pass "ping and ping6 between a and b over ib0, ping over their P_Key child ib0.8001"
 
 # --- 5. journald --------------------------------------------------------------------------
 journal_check() {  # HOST
@@ -166,7 +186,11 @@ started = one("10144f72cd0944f39aef5ac09da7e6d1", ("IPOIB_VERSION", "IPOIB_CONFI
 assert started["IPOIB_CONFIG_FILE"] == "/etc/ipoibd/ib0.conf", started["IPOIB_CONFIG_FILE"]
 assert up.get("_SYSTEMD_UNIT") == "ipoibd@ib0.service", up.get("_SYSTEMD_UNIT")
 assert up.get("IPOIB_IFNAME") == "ib0"
-print(f"{len(ours)} entries; link up QPN {up['IB_QPN']}")
+child = [e for e in ours if e.get("MESSAGE_ID") == "e6679c3ea3fe4299bcf2506d6fa52b6e" and e.get("IPOIB_IFNAME") == "ib0.8001"]
+assert child, "no link-up entry for ib0.8001"
+assert child[0].get("IB_PKEY") == "0x8001", child[0].get("IB_PKEY")
+assert child[0].get("_SYSTEMD_UNIT") == "ipoibd@ib0.service", child[0].get("_SYSTEMD_UNIT")
+print(f"{len(ours)} entries; link up QPN {up['IB_QPN']}, ib0.8001's {child[0]['IB_QPN']}")
 PY
 }
 for h in a b; do
@@ -189,6 +213,18 @@ done
 ping_ok b 198.18.0.11 10 || fail "b cannot reach a's reloaded address 198.18.0.11"
 [ "$(ctr a systemctl is-active ipoibd@ib0)" = active ] || fail "a: not active after reload"
 pass "systemctl reload: 198.18.0.11 from the edited ib0.conf is on a's ib0, b reaches it"
+write_config a 198.18.0.11/24 no
+ctr a timeout 30 systemctl reload ipoibd@ib0 || fail "systemctl reload ipoibd@ib0 (child removed)"
+deadline=$((SECONDS + 10))
+while ctr a ip link show ib0.8001 >/dev/null 2>&1; do
+  [ $SECONDS -lt $deadline ] || fail "reload did not remove a's ib0.8001"
+  sleep 0.2
+done
+write_config a 198.18.0.11/24 yes
+ctr a timeout 30 systemctl reload ipoibd@ib0 || fail "systemctl reload ipoibd@ib0 (child added)"
+child_up a 20 || fail "a's ib0.8001 did not come back up after the reload added it"
+ping_ok b 198.18.1.1 15 || fail "b cannot reach a's re-added ib0.8001"
+pass "systemctl reload: a's ib0.8001 removed (device gone), added back (up, b reaches it)"
 
 # --- 7. a killed daemon is restarted ------------------------------------------------------------
 old_pid=$(ctr a systemctl show -P MainPID ipoibd@ib0)
@@ -243,9 +279,10 @@ for h in a b; do
   done
   [ "$(member_state "${PORT_GID[$h]}")" = 0 ] || fail "$h: still in the broadcast group after systemctl stop"
   ctr $h ip link show ib0 >/dev/null 2>&1 && fail "$h: ib0 outlived systemctl stop"
+  ctr $h ip link show ib0.8001 >/dev/null 2>&1 && fail "$h: ib0.8001 outlived systemctl stop"
   state=$(ctr $h systemctl is-active ipoibd@ib0 || true)
   [ "$state" = inactive ] || fail "$h: ipoibd@ib0 is $state after stop, not inactive"
 done
-pass "systemctl stop: a and b left the broadcast group (ibsaquery), ib0 removed, inactive"
+pass "systemctl stop: a and b left the broadcast group (ibsaquery), ib0 and ib0.8001 removed, inactive"
 
 step "done"

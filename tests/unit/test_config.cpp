@@ -872,7 +872,8 @@ std::string uncomment_settings(const std::string& text) {
     std::istringstream in(text);
     std::string out, line;
     while (std::getline(in, line)) {
-        if (line.size() > 1 && line[0] == '#' && line[1] != ' ' && line.find('=') != std::string::npos)
+        if (line.size() > 1 && line[0] == '#' && line[1] != ' ' &&
+            (line.find('=') != std::string::npos || line[1] == '['))
             line.erase(0, 1);
         out += line + "\n";
     }
@@ -890,6 +891,10 @@ TEST(ConfigExample, ParsesAsShippedAndWithEverySettingUncommented) {
     ASSERT_TRUE(full.has_value()) << full.error().message;
     EXPECT_FALSE(full->interface.addresses.empty());
     EXPECT_FALSE(full->interface.routes.empty());
+    ASSERT_EQ(full->children.size(), 1u);
+    EXPECT_EQ(full->children[0].pkey, 0x8001);
+    for (const auto& c : full->children)
+        for (const auto& a : c.addresses) EXPECT_TRUE(in_test_ranges(a.address)) << format_prefix(a);
     for (const auto& a : full->interface.addresses) EXPECT_TRUE(in_test_ranges(a.address)) << format_prefix(a);
     for (const auto& r : full->interface.routes) {
         EXPECT_TRUE(in_test_ranges(r.destination.address)) << format_route(r);
@@ -961,6 +966,12 @@ TEST(ConfigManPage, DocumentsEveryKeyInItsSectionWithItsDefault) {
     }
     EXPECT_NE(page.find("/etc/ipoibd/ib0.conf:7: [interface] mtu = 70000: must be between 576 and 65520"),
               std::string::npos);
+    // [child NAME]: every key a child takes.
+    const auto children = page.find(".SS \"[child name]\"");
+    ASSERT_NE(children, std::string::npos) << "no [child name] section";
+    const std::string body = page.substr(children, page.find("\n.S", children + 10) - children);
+    for (const ChildKeySpec& key : child_keys())
+        EXPECT_NE(body.find("\n.TP\n" + std::string(key.name) + " = "), std::string::npos) << "[child] " << key.name;
 }
 
 }  // namespace
