@@ -182,7 +182,13 @@ public:
     expected<void, ConfigError> read_file(std::string_view text);
     expected<void, ConfigError> apply_overrides(std::span<const ConfigOverride> overrides);
     expected<void, ConfigError> check() const;
-    DaemonConfig take() { return std::move(config_); }
+    // Children without a mode of their own take the parent's, as the file
+    // and the command line finally set it.
+    DaemonConfig take() {
+        for (ChildSection& c : config_.children)
+            if (!child_mode_set_.count(c.name)) c.mode = config_.interface.mode;
+        return std::move(config_);
+    }
 
 private:
     expected<void, ConfigError> apply_file_key(const std::string& section, const std::string& key,
@@ -201,6 +207,7 @@ private:
     std::map<std::string, unsigned> first_line_;   // full key name -> line it was first set on
     std::map<std::string, std::string> set_where_;  // full key name -> "FILE:7: [s] k = v" or "command line: --s.k=v"
     std::map<std::string, unsigned> child_line_;    // child name -> its [child NAME] line
+    std::set<std::string> child_mode_set_;          // children whose section sets mode
 };
 
 expected<void, ConfigError> Loader::start_child(const std::string& name, unsigned line) {
@@ -211,7 +218,6 @@ expected<void, ConfigError> Loader::start_child(const std::string& name, unsigne
     child_line_.emplace(name, line);
     ChildSection child;
     child.name = name;
-    child.mode = config_.interface.mode;  // a TAP parent's children are TAP unless they say
     config_.children.push_back(std::move(child));
     return {};
 }
@@ -235,6 +241,7 @@ expected<void, ConfigError> Loader::apply_child_key(const std::string& child, co
                         (first->second != 0 ? " on line " + std::to_string(first->second) : std::string()));
     }
     if (auto r = spec->set(*it, value); !r) return fail(where + ": " + r.error());
+    if (key == "mode") child_mode_set_.insert(child);
     first_line_.emplace(name, line);
     set_where_[name] = where;
     return {};

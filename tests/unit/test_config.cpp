@@ -754,11 +754,16 @@ TEST(ConfigChildren, ParseDescribeAndRoundTrip) {
     EXPECT_EQ(*again, *c);
 }
 
-TEST(ConfigChildren, ATapParentsChildrenAreTap) {
+TEST(ConfigChildren, ATapParentsChildrenAreTapUnlessTheySay) {
     TempDir dir;
-    auto c = load_text(dir, "[interface]\nmode = tap\n[child ib0.8001]\npkey = 0x8001\n");
+    auto c = load_text(dir, "[child ib0.8001]\npkey = 0x8001\n[child ib0.8002]\npkey = 0x8002\nmode = tun\n"
+                            "[interface]\nmode = tap\n");
     ASSERT_TRUE(c.has_value()) << c.error().message;
-    EXPECT_EQ(c->children.at(0).mode, InterfaceMode::tap);
+    EXPECT_EQ(c->children.at(0).mode, InterfaceMode::tap);  // the parent's, wherever the file sets it
+    EXPECT_EQ(c->children.at(1).mode, InterfaceMode::tun);
+    auto d = load_text(dir, "[child ib0.8001]\npkey = 0x8001\n", {"--interface.mode=tap"});
+    ASSERT_TRUE(d.has_value()) << d.error().message;
+    EXPECT_EQ(d->children.at(0).mode, InterfaceMode::tap);
 }
 
 TEST(ConfigChildren, ReloadAddsRemovesAndChangesChildrenLive) {
