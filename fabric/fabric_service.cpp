@@ -137,6 +137,13 @@ expected<void, std::string> FabricService::set_fabric_keys(const FabricKeys& key
     return {};
 }
 
+std::size_t FabricService::set_partitions(std::vector<Partition> partitions) {
+    options_.sm.partitions = partitions;  // the SA's port list reads them from here
+    const std::size_t changed = sm_.set_partitions(partitions);
+    sa_.set_partitions(std::move(partitions));
+    return changed;
+}
+
 std::string FabricService::stats() const {
     std::string out;
     const auto& c = switch_.counters();

@@ -97,6 +97,12 @@ public:
     // Rotates the fabric key (SIGHUP): a fabric started without one keeps
     // none (the ports would all be cut off at once).
     expected<void, std::string> set_fabric_keys(const FabricKeys& keys);
+    // New partitions (SIGHUP): the SM sets the P_KeyTable of every ACTIVE
+    // port whose P_Keys change (no reregister: its LID and groups stay), the
+    // SA creates the broadcast groups of new `ipoib` partitions and checks
+    // membership against the new tables. Returns how many ports get a new
+    // table.
+    std::size_t set_partitions(std::vector<Partition> partitions);
     const transport::FabricAuth* auth() const { return auth_.get(); }
     const FabricServiceOptions& options() const { return options_; }
 

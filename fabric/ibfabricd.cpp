@@ -39,6 +39,7 @@ namespace {
 struct Options {
     FabricServiceOptions service;
     std::string key_file;  // --fabric-key: re-read on SIGHUP
+    std::string partitions_file;  // --partitions: re-read on SIGHUP
     std::string control_socket;  // empty: default_fabric_socket(), best effort; "none": off
     std::optional<SocketAddress> metrics_listen;
     std::string metrics_file;
@@ -130,12 +131,14 @@ const cli::Option<Options> kOptions[] = {
          o.service.sm.static_lids[*guid] = static_cast<std::uint16_t>(*lid);
          return {};
      }},
-    {"partitions", cli::Takes::value, "partitions file (partitions.conf syntax; default: Default=0x7fff, ipoib : ALL=full)",
+    {"partitions", cli::Takes::value,
+     "partitions file (partitions.conf syntax; default: Default=0x7fff, ipoib : ALL=full); SIGHUP re-reads it",
      [](Options& o, const std::string& v) -> cli::Applied {
          if (v.empty()) return {};
          auto p = load_partitions(v);
          if (!p) return unexpected(p.error().to_string());
          o.service.sm.partitions = std::move(*p);
+         o.partitions_file = v;
          return {};
      }},
     {"mcast-group", cli::Takes::values, "MLID that every port receives without joining (a test aid beside the SA's groups; repeatable)",
@@ -303,7 +306,7 @@ public:
         loop_.set_on_iteration([this] { fabric_.after_wakeup(Clock::now()); });
         tick();
         (void)loop_.on_signal(SIGUSR1, [this](const daemon::SignalInfo&) { print_stats(); });
-        (void)loop_.on_signal(SIGHUP, [this](const daemon::SignalInfo&) { reload_key(); });
+        (void)loop_.on_signal(SIGHUP, [this](const daemon::SignalInfo&) { reload(); });
         for (int s : {SIGTERM, SIGINT})
             (void)loop_.on_signal(s, [this, s](const daemon::SignalInfo&) {
                 print_stats();
@@ -366,13 +369,30 @@ private:
         loop_.add_timer_after(std::chrono::seconds(10), [this] { write_metrics_file(); });
     }
 
-    // SIGHUP: the fabric key file again (rotation); the other options are
-    // fixed at start. A file that fails keeps the keys in use.
-    void reload_key() {
-        if (options_.key_file.empty()) {
-            log_line("SIGHUP: nothing to reload (no --fabric-key; the other options are fixed at start)");
+    // SIGHUP: the fabric key file (rotation) and the partitions file
+    // again; the other options are fixed at start. A file that fails keeps
+    // what is in use.
+    void reload() {
+        if (options_.key_file.empty() && options_.partitions_file.empty()) {
+            log_line("SIGHUP: nothing to reload (no --fabric-key or --partitions; the other options are fixed at start)");
             return;
         }
+        if (!options_.partitions_file.empty()) reload_partitions();
+        if (!options_.key_file.empty()) reload_key();
+    }
+
+    void reload_partitions() {
+        auto parts = load_partitions(options_.partitions_file);
+        if (!parts) {
+            log_line("SIGHUP: keeping the partitions in use: " + parts.error().to_string());
+            return;
+        }
+        const std::size_t changed = fabric_.set_partitions(std::move(*parts));
+        log_line("SIGHUP: partitions reloaded from " + options_.partitions_file + " (" + std::to_string(changed) +
+                 (changed == 1 ? " port's" : " ports'") + " P_Key table to set)");
+    }
+
+    void reload_key() {
         auto keys = load_fabric_key_file(options_.key_file);
         if (!keys) {
             log_line("SIGHUP: keeping the fabric keys in use: " + keys.error());

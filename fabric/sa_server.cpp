@@ -85,6 +85,12 @@ SaServer::SaServer(SaServerConfig config, Switch& sw, PortList ports)
     reload_ports();
 }
 
+void SaServer::set_partitions(std::vector<Partition> partitions) {
+    config_.partitions = std::move(partitions);
+    create_predefined_groups();
+    reload_ports();
+}
+
 void SaServer::reload_ports() {
     port_list_ = ports_();
     by_lid_.clear();
@@ -113,6 +119,7 @@ void SaServer::create_predefined_groups() {
         ib::Gid mgid{0xFF, static_cast<std::uint8_t>(0x10 | p.broadcast.scope), 0x40, 0x1B};
         store_be16(mgid.data() + 4, static_cast<std::uint16_t>(p.pkey | 0x8000));
         mgid[12] = mgid[13] = mgid[14] = mgid[15] = 0xFF;
+        if (groups_.count(mgid)) continue;  // a reload keeps the groups it had
         g.params.mgid = mgid;
         g.params.q_key = p.broadcast.qkey;
         g.params.mlid = allocate_mlid();

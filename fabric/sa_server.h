@@ -127,6 +127,10 @@ public:
     // Ports moved (came up, changed switch port): the port list is read
     // again and forwarding rebuilt.
     void refresh_forwarding();
+    // New partitions (ibfabricd SIGHUP): new `ipoib` partitions get their
+    // broadcast groups; groups of partitions that went stay until their
+    // members leave (the ports lose the P_Key, so they cannot rejoin).
+    void set_partitions(std::vector<Partition> partitions);
 
     const std::map<ib::Gid, McGroup>& groups() const { return groups_; }
     const SaCounters& counters() const { return counters_; }

@@ -166,6 +166,12 @@ void SubnetManager::on_response(SmPort& port, const ib::Smp& smp) {
             return;
         }
         case SmPortPhase::active:
+            if (port.setting_pkeys) {
+                port.setting_pkeys = false;
+                log("SM: port " + std::to_string(port.switch_port) + " GUID " + hex(port.port_guid, 16) +
+                    ": P_KeyTable set for the new partitions");
+                return;
+            }
             if (port.sweeping) {
                 port.sweeping = false;
                 const auto info = ib::PortInfo::read_from(smp.data.data());
@@ -197,9 +203,9 @@ void SubnetManager::after_port_info(SmPort& port, const ib::PortInfo& info) {
         return;
     }
     given_lids_[port.port_guid] = port.lid;
-    ib::PKeyTableBlock block;
+    const ib::PKeyTableBlock block = pkey_block(port);
+    port.pkeys_stale = false;
     const auto pkeys = pkeys_for_port(config_.partitions, port.port_guid);
-    for (std::size_t i = 0; i < pkeys.size() && i < block.entries; ++i) block.p_keys[i] = pkeys[i];
     if (pkeys.size() > block.entries)
         log("SM: port GUID " + hex(port.port_guid, 16) + " is in " + std::to_string(pkeys.size()) +
             " partitions; only the first 32 fit P_KeyTable block 0");
@@ -303,11 +309,35 @@ void SubnetManager::tick(Clock::time_point now) {
         if (port.tid != 0) continue;
         if (port.phase == SmPortPhase::failed) {
             start(port);
+        } else if (port.phase == SmPortPhase::active && port.pkeys_stale) {
+            port.pkeys_stale = false;
+            port.setting_pkeys = true;
+            send(port, ib::method::set, ib::smp_attr::p_key_table, ib::p_key_table_modifier(0), to_data(pkey_block(port)));
         } else if (port.phase == SmPortPhase::active) {
             port.sweeping = true;
             send(port, ib::method::get, ib::smp_attr::port_info, port.local_port_num, {});
         }
     }
+}
+
+std::size_t SubnetManager::set_partitions(std::vector<Partition> partitions) {
+    const std::vector<Partition> old = std::exchange(config_.partitions, std::move(partitions));
+    std::size_t changed = 0;
+    for (auto& [sp, port] : ports_) {
+        if (port.phase != SmPortPhase::active) continue;
+        if (pkeys_for_port(old, port.port_guid) == pkeys_for_port(config_.partitions, port.port_guid)) continue;
+        port.pkeys_stale = true;
+        ++changed;
+    }
+    if (changed > 0) next_sweep_ = now_;  // at the next tick, not a sweep interval away
+    return changed;
+}
+
+ib::PKeyTableBlock SubnetManager::pkey_block(const SmPort& port) const {
+    ib::PKeyTableBlock block;
+    const auto pkeys = pkeys_for_port(config_.partitions, port.port_guid);
+    for (std::size_t i = 0; i < pkeys.size() && i < block.entries; ++i) block.p_keys[i] = pkeys[i];
+    return block;
 }
 
 std::uint64_t SubnetManager::m_key_for(std::uint64_t guid) const {

@@ -22,6 +22,8 @@
 // until its lease runs out (IBA 14.2.4), and every sweep tries again. Trap
 // 256 (Bad M_Key) from a port is logged, counted and answered with a
 // TrapRepress.
+// New partitions (set_partitions) reach ACTIVE ports as a Set P_KeyTable
+// at the next tick, in place of that port's sweep check.
 // Then every sweep_interval a Get PortInfo checks each ACTIVE port. A port
 // whose link drops is removed and its route cleared; one that stops
 // answering (after retries) loses its route too but stays known: every
@@ -101,6 +103,8 @@ struct SmPort {
     Clock::time_point deadline{};
     unsigned tries = 0;
     bool sweeping = false;  // the SMP in flight is a sweep check
+    bool pkeys_stale = false;    // ACTIVE, and the partitions changed its P_Keys: set them at the next tick
+    bool setting_pkeys = false;  // the SMP in flight is that Set P_KeyTable
 };
 
 struct SmCounters {
@@ -140,6 +144,11 @@ public:
         std::function<void(const SmPort&)> port_lost;
     };
     void set_hooks(Hooks hooks) { hooks_ = std::move(hooks); }
+    // New partitions: every ACTIVE port whose P_Keys change gets a Set
+    // P_KeyTable at the next tick (it stays ACTIVE, keeps its LID, is not
+    // asked to reregister: the port raises its own P_Key change event);
+    // ports configured from now on get the new table. Returns how many.
+    std::size_t set_partitions(std::vector<Partition> partitions);
     const SmCounters& counters() const { return counters_; }
 
 private:
@@ -149,6 +158,8 @@ private:
     void resend(SmPort& port);
     void on_response(SmPort& port, const ib::Smp& smp);
     void after_port_info(SmPort& port, const ib::PortInfo& info);
+    // Block 0 of the port's P_KeyTable: the P_Keys of the partitions naming it.
+    ib::PKeyTableBlock pkey_block(const SmPort& port) const;
     void set_port_info(SmPort& port);
     void finish(SmPort& port);
     // keep: the link is up, the port stays known (failed) and is sought

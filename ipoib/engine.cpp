@@ -173,9 +173,12 @@ void Engine::start(const transport::PortAttributes& port, Clock::time_point now)
     drain_sa();
 }
 
-bool Engine::pkey_in_table(const transport::PortAttributes& port) const {
-    return std::any_of(port.pkey_table.begin(), port.pkey_table.end(),
-                       [&](std::uint16_t k) { return (k & 0x7FFF) == (config_.pkey & 0x7FFF); });
+bool Engine::pkey_in_table(const transport::PortAttributes& port) const { return pkey_index(port).has_value(); }
+
+std::optional<std::size_t> Engine::pkey_index(const transport::PortAttributes& port) const {
+    for (std::size_t i = 0; i < port.pkey_table.size(); ++i)
+        if ((port.pkey_table[i] & 0x7FFF) == (config_.pkey & 0x7FFF)) return i;
+    return std::nullopt;
 }
 
 void Engine::stop(Clock::time_point now) {
@@ -412,6 +415,7 @@ void Engine::on_port_event(transport::PortEvent e, const transport::PortAttribut
     ++counters_.port_events;
     if (stopped_ || !started_) return;
     const bool gid_changed = port.gid() != port_.gid();
+    const std::optional<std::size_t> old_index = pkey_index(port_);
     set_port(port);
     using transport::PortEvent;
     switch (e) {
@@ -434,6 +438,9 @@ void Engine::on_port_event(transport::PortEvent e, const transport::PortAttribut
         if (pkey_in_table(port)) mcast_.rejoin_all();
         break;
     case PortEvent::pkey_change: {
+        // Another partition came or went (a child's, say) and ours kept its
+        // index: nothing to do; the QP stays.
+        if (link_.up && old_index && pkey_index(port) == old_index) break;
         // The P_Key's index may have moved, or the key gone: a new QP on it
         // (a new QPN, announced) once the broadcast group answers again.
         const bool present = pkey_in_table(port);

@@ -353,6 +353,7 @@ private:
     void set_port(const transport::PortAttributes& port);
     // Our partition is in the port's P_Key table (a child's may not be yet).
     bool pkey_in_table(const transport::PortAttributes& port) const;
+    std::optional<std::size_t> pkey_index(const transport::PortAttributes& port) const;
     void link_down(const char* why);
     void announce();
     void drain_sa();

@@ -18,7 +18,9 @@
 #  4. P_Key enforcement on the wire: a frame from C's port (P_Key 0xffff)
 #     sent to A's child QP is dropped by A's port and counted as a P_Key
 #     mismatch; C's kernel has no way to 198.18.1.0/24 (its child is down);
-#  5. a reload removes B's child: its device goes, A's child no longer
+#  5. ibfabricd reloads its partitions (SIGHUP) with C in 0x8001: the SM
+#     sets C's P_Key table in place, C's ib0.8001 comes up and reaches A's;
+#  6. a reload removes B's child: its device goes, A's child no longer
 #     reaches 198.18.1.2.
 #
 # scenario/pkey_children.sh BIN_DIR
@@ -143,7 +145,21 @@ after=$(ctl a -j stats | python3 -c 'import json,sys; print(json.load(sys.stdin)
 if in_ns c ping -c 2 -W 1 198.18.1.1 >/dev/null 2>&1; then fail "C reached A's ib0.8001"; fi
 pass "a frame on P_Key 0xffff to A's child QP: dropped by A's port as a P_Key mismatch ($before -> $after); C cannot reach 198.18.1.0/24"
 
-# --- 5. a child removed by reload -------------------------------------------------------
+# --- 5. the SM adds the P_Key: C's child comes up ----------------------------------------
+cat >"$WORK/partitions.conf" <<EOF2
+Default=0x7fff, ipoib : ALL=full ;
+P8001=0x8001, ipoib : ${GUID[a]}=full, ${GUID[b]}=full, ${GUID[c]}=full ;
+EOF2
+qpn_c=$(status_of c qpn)
+lines=$(wc -l <"$WORK/fabric.log")
+kill -HUP "$FABPID"
+wait_for_after 5 "$WORK/fabric.log" "$lines" "partitions reloaded" || fail "ibfabricd did not reload its partitions"
+wait_child_up c 20
+ping_until c 20 198.18.1.1 || fail "C's ib0.8001 cannot reach A's after the SM added 0x8001"
+[ "$(status_of c qpn)" = "$qpn_c" ] || fail "C's ib0 got a new QP when a child's partition was added"
+pass "ibfabricd SIGHUP put C in 0x8001: C's ib0.8001 came up and reaches A's (C's ib0 kept its QP)"
+
+# --- 6. a child removed by reload -------------------------------------------------------
 write_conf b no
 reload b
 for _ in $(seq 50); do in_ns b ip link show ib0.8001 >/dev/null 2>&1 || break; sleep 0.1; done

@@ -300,6 +300,42 @@ TEST_F(FabricTest, PKeyTablesFollowPartitions) {
     EXPECT_EQ(table(c), (std::vector<std::uint16_t>{0xFFFF}));
 }
 
+TEST_F(FabricTest, NewPartitionsReachActivePortsWithoutAReregister) {
+    Ca a(net, 1, 0xA1), c(net, 3, 0xC3);
+    plug(a);
+    plug(c);
+    advance(std::chrono::milliseconds(200));
+    auto table = [](Ca& ca) {
+        auto t = ca.port.core().attributes().pkey_table;
+        std::erase(t, std::uint16_t{0});
+        return t;
+    };
+    ASSERT_EQ(table(c), (std::vector<std::uint16_t>{0xFFFF}));
+    const std::uint16_t lid_c = c.port.core().attributes().lid;
+    std::vector<PortEvent> drained(16);
+    c.port.core().poll_events(drained);  // what configuring it raised
+    const auto configured = sm->counters().ports_configured;
+    // ibfabricd's SIGHUP: C joins partition 0x8001; A's tables stay.
+    auto parts = parse_partitions("Default=0x7fff, ipoib : ALL=full;\nP=0x8001, ipoib : 0xC3=full;", "p.conf");
+    ASSERT_TRUE(parts.has_value());
+    EXPECT_EQ(sm->set_partitions(*parts), 1u);
+    advance(std::chrono::milliseconds(100));  // the next tick, not a sweep interval away
+    EXPECT_EQ(table(c), (std::vector<std::uint16_t>{0xFFFF, 0x8001}));
+    EXPECT_EQ(table(a), (std::vector<std::uint16_t>{0xFFFF}));
+    std::vector<PortEvent> events(16);
+    events.resize(c.port.core().poll_events(events));
+    EXPECT_TRUE(has(events, PortEvent::pkey_change));
+    EXPECT_FALSE(has(events, PortEvent::client_reregister));
+    EXPECT_EQ(c.port.core().attributes().lid, lid_c);
+    EXPECT_EQ(c.port.core().attributes().state, transport::PortState::active);
+    EXPECT_EQ(sm->counters().ports_configured, configured);  // set in place, not configured again
+    // Taken away again.
+    ASSERT_TRUE((parts = parse_partitions("Default=0x7fff, ipoib : ALL=full;", "p.conf")).has_value());
+    EXPECT_EQ(sm->set_partitions(*parts), 1u);
+    advance(std::chrono::milliseconds(100));
+    EXPECT_EQ(table(c), (std::vector<std::uint16_t>{0xFFFF}));
+}
+
 TEST_F(FabricTest, SubnetPrefixFromConfig) {
     sm_config.subnet_prefix = 0x20010DB800010000ULL;
     start_fabric();

@@ -403,7 +403,11 @@ TEST_F(Pair, PkeyChangeOpensANewQpAndAnnouncesIt) {
     a->from_host(icmp_echo_v4("198.18.0.1", "198.18.0.2", 1));
     w.pump();
     const std::uint32_t old_qpn = b->engine.link().qpn;
-    b->engine.on_port_event(transport::PortEvent::pkey_change, b->port->attributes(), w.now);
+    // Our P_Key moved to another index of the table: the QP must follow.
+    transport::PortAttributes moved = b->port->attributes();
+    moved.pkey_table = {0x8001, ib::kPKeyDefault};
+    b->port->core().set_attributes(moved);
+    b->engine.on_port_event(transport::PortEvent::pkey_change, moved, w.now);
     w.pump();
     ASSERT_TRUE(b->engine.link().up);
     EXPECT_NE(b->engine.link().qpn, old_qpn);
@@ -412,6 +416,50 @@ TEST_F(Pair, PkeyChangeOpensANewQpAndAnnouncesIt) {
     a->from_host(ping);
     w.pump();
     EXPECT_TRUE(contains(b->tun, ping));
+}
+
+TEST_F(Pair, PkeyChangeThatLeavesOursInPlaceKeepsTheQp) {
+    // Another partition added behind ours (a P_Key child's): same index.
+    const std::uint32_t old_qpn = b->engine.link().qpn;
+    transport::PortAttributes more = b->port->attributes();
+    more.pkey_table.push_back(0x8001);
+    b->port->core().set_attributes(more);
+    b->engine.on_port_event(transport::PortEvent::pkey_change, more, w.now);
+    w.pump();
+    EXPECT_TRUE(b->engine.link().up);
+    EXPECT_EQ(b->engine.link().qpn, old_qpn);
+    EXPECT_EQ(b->engine.counters().qp_opens, 1u);
+    const Packet ping = icmp_echo_v4("198.18.0.1", "198.18.0.2", 3);
+    a->from_host(ping);
+    w.pump();
+    EXPECT_TRUE(contains(b->tun, ping));
+}
+
+TEST_F(Pair, PkeyMissingAtStartMeansNoJoinUntilItComes) {
+    World w2;
+    EngineConfig child;
+    child.pkey = 0x8001;
+    Host& c = w2.add_host(child);
+    c.add_address("198.18.1.3/24");
+    c.start();
+    w2.advance(3s);
+    EXPECT_FALSE(c.engine.link().up);
+    EXPECT_EQ(c.engine.sa_client().counters().sent, 0u);  // no join the SA would refuse
+    ASSERT_EQ(c.count_events(EngineEventKind::link_down), 1u);
+    EXPECT_NE(c.events.back().message.find("P_Key 0x8001 is not in the port's P_Key table"), std::string::npos)
+        << c.events.back().message;
+    // A client reregister does not make it try either.
+    c.engine.on_port_event(transport::PortEvent::client_reregister, c.port->attributes(), w2.now);
+    w2.pump();
+    EXPECT_EQ(c.engine.sa_client().counters().sent, 0u);
+    // The SM adds the P_Key: the child joins and comes up.
+    transport::PortAttributes with = c.port->attributes();
+    with.pkey_table.push_back(0x8001);
+    c.port->core().set_attributes(with);
+    c.engine.on_port_event(transport::PortEvent::pkey_change, with, w2.now);
+    w2.advance(2s);
+    EXPECT_TRUE(c.engine.link().up);
+    EXPECT_EQ(c.engine.pkey(), 0x8001);
 }
 
 TEST_F(Pair, OwnMulticastCopiesAreDropped) {
