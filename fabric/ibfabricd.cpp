@@ -11,7 +11,8 @@
 //     the control socket (ibfabricctl), the metrics; say "listening"
 //  4. loop: datagrams -> switch; timer ticks -> link packets, link timeouts,
 //     SM sweeps and retries; SIGUSR1 -> counters to stdout; SIGHUP -> the
-//     fabric key file again; SIGTERM/SIGINT -> counters, then exit 0
+//     fabric key and partitions files again; SIGTERM/SIGINT -> counters,
+//     then exit 0
 
 #include <boost/program_options.hpp>
 #include <csignal>

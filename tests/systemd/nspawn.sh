@@ -13,7 +13,8 @@
 #
 # Checks, in order:
 #  1. the installed units are the ones in systemd/ of this tree;
-#  2. ibfabricd.service starts, is active, and survives a reload;
+#  2. ibfabricd.service starts, is active, and survives a reload, which
+#     re-reads its partitions file;
 #  3. in a and b, `systemctl start ipoibd@ib0` returns only once the link is
 #     up (Type=notify: ipoibctl says so right after), is-active says active;
 #  4. ping and ping6 between a and b over ib0, ping over ib0.8001;
@@ -109,9 +110,15 @@ printf 'Default=0x7fff, ipoib : ALL=full ;\nP8001=0x8001, ipoib : %s=full, %s=fu
 echo "IBFABRICD_OPTIONS=\"--listen $FABRIC --partitions /etc/ibfabricd/partitions.conf\"" | ctr_write fab /etc/default/ibfabricd
 ctr fab timeout 30 systemctl start ibfabricd.service || fail "systemctl start ibfabricd"
 [ "$(ctr fab systemctl is-active ibfabricd.service)" = active ] || fail "ibfabricd.service is not active"
-ctr fab timeout 30 systemctl reload ibfabricd.service || fail "systemctl reload ibfabricd (SIGUSR1)"
+ctr fab timeout 30 systemctl reload ibfabricd.service || fail "systemctl reload ibfabricd (SIGHUP)"
 [ "$(ctr fab systemctl is-active ibfabricd.service)" = active ] || fail "ibfabricd.service died on reload"
-pass "fab: ibfabricd.service active, options from /etc/default/ibfabricd; reload (SIGUSR1) keeps it"
+deadline=$((SECONDS + 10))
+until reloaded=$(ctr fab journalctl -b -u ibfabricd --no-pager -o cat 2>/dev/null || true); grep -q "partitions reloaded" <<<"$reloaded"; do
+  [ $SECONDS -lt $deadline ] || fail "systemctl reload ibfabricd did not re-read the partitions: $reloaded"
+  sleep 0.2
+done
+pass "fab: ibfabricd.service active, options from /etc/default/ibfabricd; reload (SIGHUP) re-reads the partitions and keeps it"
+
 
 # --- 3. ipoibd@ib0: start returns once the link is up ---------------------------------
 write_config() {  # HOST [EXTRA_ADDRESS [CHILD: yes|no]]
