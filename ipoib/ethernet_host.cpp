@@ -2,7 +2,7 @@
 #include "ipoib/ethernet_host.h"
 
 #include <cstring>
-#include <unordered_set>
+#include <set>
 
 #include "ipoib/nd.h"
 
@@ -309,12 +309,10 @@ void EthernetHost::tick(Clock::time_point now) {
     }
     if (now < next_prune_) return;
     next_prune_ = now + config_.prune_every;
-    std::unordered_set<std::string> gids;
+    std::set<ib::Gid> gids;
     for (const NeighbourEntryView& e : engine_.neighbours().entries())
-        if (e.hw) gids.emplace(reinterpret_cast<const char*>(e.hw->gid.data()), e.hw->gid.size());
-    table_.prune(
-        [&](const ib::Gid& g) { return gids.count(std::string(reinterpret_cast<const char*>(g.data()), g.size())) > 0; },
-        now);
+        if (e.hw) gids.insert(e.hw->gid);
+    table_.prune([&](const ib::Gid& g) { return gids.count(g) > 0; }, now);
 }
 
 std::optional<EthernetHost::Clock::time_point> EthernetHost::next_deadline() const {
