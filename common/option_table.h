@@ -11,6 +11,8 @@
 // what an earlier row has set.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <boost/lexical_cast.hpp>
 #include <boost/program_options.hpp>
 #include <cstdint>
@@ -49,6 +51,16 @@ struct Option {
 
 template <class Options>
 using OptionTable = std::span<const Option<Options>>;
+
+// Tables made of parts (rows several tools share, then a tool's own), in
+// order: cli::rows(std::array{...}, shared_rows<Options>(...), std::array{...}).
+template <class Options, std::size_t... N>
+constexpr std::array<Option<Options>, (N + ...)> rows(const std::array<Option<Options>, N>&... parts) {
+    std::array<Option<Options>, (N + ...)> out{};
+    std::size_t i = 0;
+    ((std::copy(parts.begin(), parts.end(), out.begin() + static_cast<std::ptrdiff_t>(i)), i += N), ...);
+    return out;
+}
 
 // The long name of a row: "quiet" of "quiet,q".
 inline std::string long_name(const char* name) {

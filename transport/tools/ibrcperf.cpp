@@ -53,6 +53,7 @@
 #include "common/sys_error.h"
 #include "transport/gid.h"
 #include "transport/port_factory.h"
+#include "transport/tools/port_option_rows.h"
 #include "transport/soft/guid.h"
 
 namespace po = boost::program_options;
@@ -745,7 +746,6 @@ int run_client(const Options& o, Port& port) {
 
 using cli::number;
 
-bool soft(const Options& o) { return o.port.kind == PortOptions::Kind::soft; }
 
 cli::Applied small(const char* name, const std::string& v, unsigned max, std::uint8_t& out) {
     const auto n = number(v, max);
@@ -754,52 +754,10 @@ cli::Applied small(const char* name, const std::string& v, unsigned max, std::ui
     return {};
 }
 
-const cli::Option<Options> kOptions[] = {
-    {"help,h", cli::Takes::nothing, "this text"},
-    {"transport", cli::Takes::value, "soft | verbs",
-     [](Options& o, const std::string& v) -> cli::Applied {
-         if (v == "soft") o.port.kind = PortOptions::Kind::soft;
-         else if (v == "verbs") o.port.kind = PortOptions::Kind::verbs;
-         else return unexpected("--transport is soft or verbs, not '" + v + "'");
-         return {};
-     },
-     "soft"},
-    {"fabric", cli::Takes::value, "soft: ibfabricd address ADDR:PORT",
-     [](Options& o, const std::string& v) -> cli::Applied {
-         if (!soft(o)) return {};
-         auto f = parse_socket_address(v);
-         if (!f) return unexpected("bad --fabric '" + v + "': " + f.error());
-         o.port.fabric = *f;
-         return {};
-     },
-     "127.0.0.1:18516"},
-    {"guid", cli::Takes::value, "soft: port GUID (hex) or auto",
-     [](Options& o, const std::string& v) -> cli::Applied {
-         if (!soft(o) || v == "auto") return {};
-         const auto g = number(v, ~0ULL);
-         if (!g || *g == 0) return unexpected("bad --guid '" + v + "'");
-         o.port.guid = *g;
-         return {};
-     },
-     "auto"},
-    {"instance", cli::Takes::value, "soft: name the automatic GUID is derived from",
-     [](Options& o, const std::string& v) -> cli::Applied {
-         if (soft(o) && o.port.guid == 0) o.port.guid = stable_port_guid(v);
-         return {};
-     },
-     "ibrcperf"},
-    {"device", cli::Takes::value, "verbs: HCA name (default: first)",
-     [](Options& o, const std::string& v) -> cli::Applied {
-         o.port.device = v;
-         return {};
-     }},
-    {"port", cli::Takes::value, "verbs: port number",
-     [](Options& o, const std::string& v) -> cli::Applied {
-         const auto n = cli::typed<unsigned>("port", v);
-         if (!n) return unexpected(n.error());
-         o.port.port_num = *n;
-         return {};
-     }},
+const auto kOptions = cli::rows(
+    std::to_array<cli::Option<Options>>({{"help,h", cli::Takes::nothing, "this text"}}),
+    port_option_rows<Options>("ibrcperf"),
+    std::to_array<cli::Option<Options>>({
     {"listen", cli::Takes::value, "server: TCP address for the exchange",
      [](Options& o, const std::string& v) -> cli::Applied {
          auto a = parse_socket_address(v);
@@ -897,7 +855,7 @@ const cli::Option<Options> kOptions[] = {
          return {};
      },
      ""},
-};
+    }));
 
 std::optional<Options> parse(int argc, char** argv) {
     auto fail_with = [](const std::string& what) -> std::optional<Options> {

@@ -30,6 +30,7 @@
 #include "transport/soft/guid.h"
 #include "transport/soft/guid.h"
 #include "transport/port_factory.h"
+#include "transport/tools/port_option_rows.h"
 
 namespace po = boost::program_options;
 using namespace ipoibd;
@@ -236,62 +237,15 @@ int run_client(const Options& o, Port& port, UdQp& qp, int epoll_fd) {
 
 using cli::number;
 
-bool soft(const Options& o) { return o.port.kind == PortOptions::Kind::soft; }
 
 // The options, one row each: name, what it takes, help, how it applies
 // (and the value applied when it is not given). Rows apply in order:
 // --transport before the soft-only ones, --guid before --instance.
 // The soft-only rows leave their value unread under another transport.
-const cli::Option<Options> kOptions[] = {
-    {"help,h", cli::Takes::nothing, "this text"},
-    {"transport", cli::Takes::value, "soft | verbs",
-     [](Options& o, const std::string& v) -> cli::Applied {
-         if (v == "soft") {
-             o.port.kind = PortOptions::Kind::soft;
-         } else if (v == "verbs") {
-             o.port.kind = PortOptions::Kind::verbs;
-         } else {
-             return unexpected("--transport is soft or verbs, not '" + v + "'");
-         }
-         return {};
-     },
-     "soft"},
-    {"fabric", cli::Takes::value, "soft: ibfabricd address ADDR:PORT",
-     [](Options& o, const std::string& v) -> cli::Applied {
-         if (!soft(o)) return {};
-         auto f = parse_socket_address(v);
-         if (!f) return unexpected("bad --fabric '" + v + "': " + f.error());
-         o.port.fabric = *f;
-         return {};
-     },
-     "127.0.0.1:18516"},
-    {"guid", cli::Takes::value, "soft: port GUID (hex) or auto",
-     [](Options& o, const std::string& v) -> cli::Applied {
-         if (!soft(o) || v == "auto") return {};  // auto: --instance derives it
-         const auto g = number(v, ~0ULL);
-         if (!g || *g == 0) return unexpected("bad --guid '" + v + "'");
-         o.port.guid = *g;
-         return {};
-     },
-     "auto"},
-    {"instance", cli::Takes::value, "soft: name the automatic GUID is derived from",
-     [](Options& o, const std::string& v) -> cli::Applied {
-         if (soft(o) && o.port.guid == 0) o.port.guid = stable_port_guid(v);
-         return {};
-     },
-     "ibudping"},
-    {"device", cli::Takes::value, "verbs: HCA name (default: first)",
-     [](Options& o, const std::string& v) -> cli::Applied {
-         o.port.device = v;
-         return {};
-     }},
-    {"port", cli::Takes::value, "verbs: port number",
-     [](Options& o, const std::string& v) -> cli::Applied {
-         const auto n = cli::typed<unsigned>("port", v);
-         if (!n) return unexpected(n.error());
-         o.port.port_num = *n;
-         return {};
-     }},
+const auto kOptions = cli::rows(
+    std::to_array<cli::Option<Options>>({{"help,h", cli::Takes::nothing, "this text"}}),
+    port_option_rows<Options>("ibudping"),
+    std::to_array<cli::Option<Options>>({
     {"qkey", cli::Takes::value, "Q_Key of the QP and of sends",
      [](Options& o, const std::string& v) -> cli::Applied {
          const auto q = number(v, 0xFFFFFFFF);
@@ -379,7 +333,7 @@ const cli::Option<Options> kOptions[] = {
          return {};
      },
      ""},
-};
+    }));
 
 // What no single option decides.
 cli::Applied check_together(const Options& o) {
