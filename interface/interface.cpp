@@ -54,6 +54,8 @@ Interface::Interface(InterfaceConfig config, transport::Port& port, std::unique_
             },
             seed);
     engine_ = std::make_unique<ipoib::Engine>(config_.engine, *this, *this, config_.sa);
+    if (connected_)
+        connected_->on_peer_gone([this](const ipoib::HwAddress& gone) { engine_->peer_gone(gone, Clock::now()); });
     if (auto mac = host_->mac()) {
         ipoib::EthernetHostIo& io = *this;
         ethernet_ = std::make_unique<ipoib::EthernetHost>(config_.ethernet, *mac, *engine_, io);

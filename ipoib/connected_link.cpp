@@ -420,10 +420,16 @@ void ConnectedLink::cm_event(const cm::Event& e, Clock::time_point now) {
             if (c.active && c.state == ConnState::connecting && e.rep) on_rep(k, c, e, now);
             return;
         case cm::EventKind::established: return;  // passive: already at RTS
-        case cm::EventKind::rejected:
+        case cm::EventKind::rejected: {
             ++counters_.rejected_by_peer;
+            const HwAddress peer = c.peer;
+            const bool gone = c.active && e.reason == cm::rej::invalid_service_id;
             tear_down(k, "rejected (reason " + std::to_string(e.reason) + ")", now, true);
+            // Nobody listens on the ServiceID of its UD QPN: that QP is gone
+            // (a restarted peer whose new address we missed).
+            if (gone && peer_gone_) peer_gone_(peer);
             return;
+        }
         case cm::EventKind::timed_out:
             ++counters_.timed_out;
             tear_down(k, "the CM timed out", now, true);

@@ -113,6 +113,9 @@ public:
     using ReceiveCallback = std::function<void(const ReceivedDatagram&)>;
 
     ConnectedLink(transport::Port& port, cm::CmAccess& cm, Config config, EventSink events, std::uint64_t seed);
+    // Called when a peer's UD QPN turns out not to exist any more (our REQ
+    // rejected as an unknown ServiceID, reason 8): its address is stale.
+    void on_peer_gone(std::function<void(const HwAddress&)> hook) { peer_gone_ = std::move(hook); }
     ~ConnectedLink() override;
     ConnectedLink(const ConnectedLink&) = delete;
     ConnectedLink& operator=(const ConnectedLink&) = delete;
@@ -182,6 +185,7 @@ private:
     cm::CmAccess& cm_;
     Config config_;
     EventSink events_;
+    std::function<void(const HwAddress&)> peer_gone_;
     bool open_ = false;
     bool listening_ = false;
     std::uint32_t ud_qpn_ = 0;

@@ -398,6 +398,13 @@ void Engine::remove_address(const InterfaceAddress& address, Clock::time_point n
     drain_sa();
 }
 
+void Engine::peer_gone(const HwAddress& gone, Clock::time_point now) {
+    now_ = now;
+    if (!link_.up) return;
+    process(neighbours_.re_resolve(gone, now_));
+    drain_sa();
+}
+
 std::vector<AddressView> Engine::addresses() const {
     std::vector<AddressView> out;
     for (const Address& a : addresses_) out.push_back({a.address, a.dad, a.implicit});

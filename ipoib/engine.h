@@ -312,6 +312,11 @@ public:
     // The link's connected half changed what it can do (listening or not).
     void connected_changed(Clock::time_point now);
 
+    // The link learned that the peer at `gone` no longer exists (its QPN
+    // refuses connections): the neighbours at that address are resolved
+    // again (NeighbourCache::re_resolve).
+    void peer_gone(const HwAddress& gone, Clock::time_point now);
+
     // Operator actions (ipoibctl flush).
     void flush_neighbours(Clock::time_point now);
     void flush_paths(Clock::time_point now);

@@ -32,6 +32,7 @@ void visit(const NeighbourCounters& c, CounterSink& out) {
     out.counter("failed", c.failed);
     out.counter("gc_removed", c.gc_removed);
     out.counter("evicted", c.evicted);
+    out.counter("re_resolved", c.re_resolved);
 }
 
 std::string_view to_string(NeighbourState s) {
@@ -196,6 +197,16 @@ std::optional<Clock::time_point> NeighbourCache::next_deadline() const {
         if (!next || e.deadline < *next) next = e.deadline;
     }
     return next;
+}
+
+NeighbourActions NeighbourCache::re_resolve(const HwAddress& gone, Clock::time_point now) {
+    NeighbourActions out;
+    for (auto& [ip, e] : table_) {
+        if (!e.hw || !e.hw->same_endpoint(gone)) continue;
+        ++counters_.re_resolved;
+        start_resolution(ip, e, now, out);
+    }
+    return out;
 }
 
 NeighbourActions NeighbourCache::flush() {

@@ -150,6 +150,7 @@ struct NeighbourCounters {
     std::uint64_t failed = 0;
     std::uint64_t gc_removed = 0;
     std::uint64_t evicted = 0;   // removed to make room for a new entry
+    std::uint64_t re_resolved = 0;  // resolved again: the link said the address is gone (re_resolve)
     bool operator==(const NeighbourCounters&) const = default;
 };
 void visit(const NeighbourCounters& c, CounterSink& out);
@@ -211,6 +212,13 @@ public:
 
     // The earliest time tick() has work, or nullopt for an empty cache.
     std::optional<Clock::time_point> next_deadline() const;
+
+    // The link learned that `gone` no longer exists (connected mode: a REQ
+    // to its QPN rejected as an unknown ServiceID: the peer restarted and
+    // its announcement was lost). Every entry at that endpoint is resolved
+    // again at once (INCOMPLETE, a broadcast solicit) instead of waiting
+    // for reachable_time and the unicast probes to fail.
+    NeighbourActions re_resolve(const HwAddress& gone, Clock::time_point now);
 
     // Port event (down, LID or P_Key change): forget every entry, queued
     // packets dropped and counted as `flushed`.

@@ -200,6 +200,20 @@ TEST_F(ConnectedLinkTest, ARejectedPeerIsReachedOverUdForAWhileThenAskedAgain) {
     EXPECT_EQ(cm_.connects.size(), 2u);
 }
 
+TEST_F(ConnectedLinkTest, AnUnknownServiceIdSaysThePeersAddressIsGoneOtherReasonsDoNot) {
+    std::vector<HwAddress> gone;
+    link_->on_peer_gone([&](const HwAddress& hw) { gone.push_back(hw); });
+    ASSERT_EQ(link_->send(peer(), path(), frame(100), now_).outcome, Outcome::queued);
+    link_->cm_event(cm::Event{.kind = cm::EventKind::rejected, .id = cm_.next - 1, .reason = cm::rej::no_qp}, now_);
+    EXPECT_TRUE(gone.empty());  // busy, not gone
+    now_ = t0_ + config_.retry_after;
+    ASSERT_EQ(link_->send(peer(), path(), frame(100), now_).outcome, Outcome::queued);
+    link_->cm_event(cm::Event{.kind = cm::EventKind::rejected, .id = cm_.next - 1, .reason = cm::rej::invalid_service_id},
+                    now_);
+    ASSERT_EQ(gone.size(), 1u);
+    EXPECT_TRUE(gone[0].same_endpoint(peer()));
+}
+
 TEST_F(ConnectedLinkTest, AConnectTheCmRefusesFallsBackToUd) {
     cm_.refuse_connect = true;
     EXPECT_EQ(link_->send(peer(), path(), frame(100), now_).outcome, Outcome::use_datagram);

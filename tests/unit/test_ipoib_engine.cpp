@@ -462,6 +462,34 @@ TEST_F(Pair, PkeyMissingAtStartMeansNoJoinUntilItComes) {
     EXPECT_EQ(c.engine.pkey(), 0x8001);
 }
 
+TEST_F(Pair, APeerWhoseAddressIsGoneIsResolvedAgainAtOnce) {
+    const Packet ping = icmp_echo_v4("198.18.0.1", "198.18.0.2", 1);
+    a->from_host(ping);
+    w.pump();
+    const HwAddress old = *a->engine.neighbours().find(ip("198.18.0.2"))->hw;
+    // B restarts and its announcements never reach A (lost).
+    b = &w.restart_host(1);
+    b->drop_outgoing = [](const SentFrame&) { return true; };
+    b->add_address("198.18.0.2/24");
+    b->add_address("2001:db8::2/64");
+    b->start();
+    w.advance(2s);
+    b->drop_outgoing = {};
+    ASSERT_NE(b->engine.link().qpn, old.qpn);
+    ASSERT_EQ(a->engine.neighbours().find(ip("198.18.0.2"))->hw->qpn, old.qpn);  // A still has the old one
+    // The link says the old address is gone: A asks again and learns the new one.
+    const auto requests = a->engine.counters().arp_requests_tx;
+    a->engine.peer_gone(old, w.now);
+    w.pump();
+    EXPECT_EQ(a->engine.counters().arp_requests_tx, requests + 1);
+    EXPECT_EQ(a->engine.neighbours().find(ip("198.18.0.2"))->hw->qpn, b->engine.link().qpn);
+    EXPECT_EQ(a->engine.neighbours().counters().re_resolved, 1u);
+    const Packet again = icmp_echo_v4("198.18.0.1", "198.18.0.2", 2);
+    a->from_host(again);
+    w.pump();
+    EXPECT_TRUE(contains(b->tun, again));
+}
+
 TEST_F(Pair, OwnMulticastCopiesAreDropped) {
     a->from_host(udp_v4("198.18.0.1", "198.18.0.255"));  // subnet broadcast
     w.pump();

@@ -70,6 +70,28 @@ TEST_F(NeighbourTest, UnknownNeighbourQueuesAndSolicitsOnce) {
     EXPECT_EQ(cache.counters().solicits, 1u);
 }
 
+TEST_F(NeighbourTest, AnAddressTheLinkSaysIsGoneIsResolvedAgainAtOnce) {
+    resolve(kPeer4, hw(0x48));
+    resolve(kPeer6, hw(0x48));  // the same peer's IPv6 address
+    const IpAddress other = IpAddress::v4({198, 18, 0, 3});
+    resolve(other, hw(0x99));
+    const auto out = cache.re_resolve(hw(0x48), now);
+    ASSERT_EQ(out.solicits.size(), 2u);  // broadcast solicits, not unicast probes
+    for (const SolicitAction& s : out.solicits) EXPECT_FALSE(s.unicast_to);
+    EXPECT_EQ(state(kPeer4), State::incomplete);
+    EXPECT_EQ(state(kPeer6), State::incomplete);
+    EXPECT_EQ(state(other), State::reachable);
+    EXPECT_EQ(cache.counters().re_resolved, 2u);
+    // The answer from the restarted peer (a new QPN) resolves it.
+    (void)cache.learn(kPeer4, hw(0x77), LearnKind::solicited, now);
+    EXPECT_EQ(state(kPeer4), State::reachable);
+    EXPECT_EQ(cache.find(kPeer4)->hw->qpn, 0x77u);
+    // Nothing holds that address any more (kPeer6 is being resolved): no
+    // second round of solicits.
+    EXPECT_TRUE(cache.re_resolve(hw(0x48), now).solicits.empty());
+    EXPECT_EQ(cache.counters().re_resolved, 2u);
+}
+
 TEST_F(NeighbourTest, AtMostThreePacketsWaitTheRestAreDroppedAndCounted) {
     for (std::uint8_t i = 1; i <= 3; ++i) EXPECT_TRUE(send(kPeer4, i).actions.drops.empty());
     for (std::uint8_t i = 4; i <= 5; ++i) {
