@@ -144,6 +144,19 @@ std::unique_ptr<TestNode> Fabric::make_node(const std::string& name, const std::
     return t;
 }
 
+std::optional<std::vector<std::uint8_t>> TestNode::take_written(
+    const std::function<bool(const std::vector<std::uint8_t>&)>& match) const {
+    std::optional<std::vector<std::uint8_t>> found;
+    for (auto& p : host->take_written()) {
+        if (!found && match(p)) {
+            found = p;
+        } else {
+            host->write(p);
+        }
+    }
+    return found;
+}
+
 TestNode& Fabric::add_node(const std::string& name, const std::vector<std::string>& addresses, std::uint64_t guid) {
     addresses_.push_back(addresses);
     nodes_.push_back(make_node(name, addresses, guid));

@@ -61,6 +61,10 @@ struct TestNode {
     std::vector<host::FakeHostPort*> child_hosts;  // [child NAME] interfaces', in the file's order
 
     iface::Interface& interface() const { return *node->interfaces().front(); }
+    // What the node's (first) host was given, removed from its list when
+    // `match` holds; the rest stays written.
+    std::optional<std::vector<std::uint8_t>> take_written(
+        const std::function<bool(const std::vector<std::uint8_t>&)>& match) const;
     bool link_up() const { return interface().engine().link().up; }
     std::uint32_t qpn() const { return interface().engine().link().qpn; }
 };

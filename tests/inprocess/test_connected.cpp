@@ -39,18 +39,6 @@ Packet with_df(Packet p) {
     return p;
 }
 
-// What `n`'s host was given, removed from its list when `match` holds.
-std::optional<Packet> take_matching(const TestNode& n, const std::function<bool(const Packet&)>& match) {
-    std::optional<Packet> found;
-    for (auto& p : n.host->take_written()) {
-        if (!found && match(p)) {
-            found = p;
-        } else {
-            n.host->write(p);
-        }
-    }
-    return found;
-}
 
 std::uint64_t counter(const TestNode& n, const std::string& section, const std::string& name) {
     const std::string stats = n.node->answer("stats");
@@ -80,7 +68,7 @@ protected:
     bool deliver(TestNode& from, TestNode& to, const Packet& packet) {
         for (int attempt = 0; attempt < 20; ++attempt) {
             from.host->inject(packet);
-            if (fabric_->run_until([&] { return take_matching(to, [&](const Packet& p) { return p == packet; }).has_value(); },
+            if (fabric_->run_until([&] { return to.take_written([&](const Packet& p) { return p == packet; }).has_value(); },
                                    500ms))
                 return true;
         }
@@ -144,7 +132,7 @@ TEST_P(ConnectedNodes, DatagramPeersGetUdAndTooBigIsAnsweredWithIcmp) {
     a_->host->inject(big);
     std::optional<Packet> icmp;
     ASSERT_TRUE(fabric_->run_until([&] {
-        icmp = take_matching(*a_, [](const Packet& p) { return p.size() > 28 && p[9] == 1 && p[20] == 3 && p[21] == 4; });
+        icmp = a_->take_written([](const Packet& p) { return p.size() > 28 && p[9] == 1 && p[20] == 3 && p[21] == 4; });
         return icmp.has_value();
     }));
     EXPECT_EQ(ipoibd::load_be16(icmp->data() + 26), ud);
@@ -158,7 +146,7 @@ TEST_P(ConnectedNodes, DatagramPeersGetUdAndTooBigIsAnsweredWithIcmp) {
     a_->host->inject(icmp_echo_v6("2001:db8::1", "2001:db8::3", 2, 30000));
     std::optional<Packet> ptb;
     ASSERT_TRUE(fabric_->run_until([&] {
-        ptb = take_matching(*a_, [](const Packet& p) { return p.size() > 48 && p[6] == 58 && p[40] == 2; });
+        ptb = a_->take_written([](const Packet& p) { return p.size() > 48 && p[6] == 58 && p[40] == 2; });
         return ptb.has_value();
     }));
     EXPECT_EQ(ipoibd::load_be32(ptb->data() + 44), ud);
@@ -172,7 +160,7 @@ TEST_P(ConnectedNodes, DatagramPeersGetUdAndTooBigIsAnsweredWithIcmp) {
         const auto is_fragment = [](const Packet& p) {
             return (p[0] >> 4) == 4 && p[9] == 1 && ((p[6] & 0x3F) != 0 || p[7] != 0);  // MF or an offset
         };
-        while (auto f = take_matching(*c_, is_fragment)) {
+        while (auto f = c_->take_written(is_fragment)) {
             ++fragments;
             data_bytes += f->size() - 20;
             EXPECT_LE(f->size(), ud);

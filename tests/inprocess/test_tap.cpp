@@ -66,17 +66,6 @@ Packet ns_with_ethernet_option(const std::string& src, const std::string& target
     return p;
 }
 
-std::optional<Packet> take_matching(const TestNode& n, const std::function<bool(const Packet&)>& match) {
-    std::optional<Packet> found;
-    for (auto& p : n.host->take_written()) {
-        if (!found && match(p)) {
-            found = p;
-        } else {
-            n.host->write(p);
-        }
-    }
-    return found;
-}
 
 class TapNodes : public ::testing::TestWithParam<FabricKind> {
 protected:
@@ -96,7 +85,7 @@ protected:
         for (int attempt = 0; attempt < 10; ++attempt) {
             a_->host->inject(frame);
             std::optional<Packet> got;
-            if (fabric_->run_until([&] { return (got = take_matching(*a_, match)).has_value(); }, 2s)) return got;
+            if (fabric_->run_until([&] { return (got = a_->take_written(match)).has_value(); }, 2s)) return got;
         }
         return std::nullopt;
     }
@@ -123,12 +112,12 @@ TEST_P(TapNodes, TheKernelsArpAndNdResolveTheTunHostAndPingsCross) {
     // An echo to B's MAC reaches B's TUN; B's answer comes back from B's MAC.
     const Packet ping = icmp_echo_v4("198.18.0.1", "198.18.0.2", 1);
     a_->host->inject(ethernet(mac_b_, mac_a_, kEtherTypeIpv4, ping));
-    ASSERT_TRUE(fabric_->run_until([&] { return take_matching(*b_, [&](const Packet& p) { return p == ping; }).has_value(); }));
+    ASSERT_TRUE(fabric_->run_until([&] { return b_->take_written([&](const Packet& p) { return p == ping; }).has_value(); }));
     const Packet pong = icmp_echo_v4("198.18.0.2", "198.18.0.1", 1);
     b_->host->inject(pong);
     std::optional<Packet> back;
     ASSERT_TRUE(fabric_->run_until([&] {
-        return (back = take_matching(*a_, [&](const Packet& p) { return p.size() == 14 + pong.size(); })).has_value();
+        return (back = a_->take_written([&](const Packet& p) { return p.size() == 14 + pong.size(); })).has_value();
     }));
     EXPECT_EQ(Packet(back->begin() + 14, back->end()), pong);
     EXPECT_TRUE(std::equal(mac_a_.begin(), mac_a_.end(), back->begin()));      // to A's MAC
@@ -142,7 +131,7 @@ TEST_P(TapNodes, TheKernelsArpAndNdResolveTheTunHostAndPingsCross) {
     EXPECT_TRUE(std::equal(mac_b_.begin(), mac_b_.end(), na->begin() + 14 + 40 + 26));
     const Packet ping6 = icmp_echo_v6("2001:db8::1", "2001:db8::2", 2);
     a_->host->inject(ethernet(mac_b_, mac_a_, kEtherTypeIpv6, ping6));
-    ASSERT_TRUE(fabric_->run_until([&] { return take_matching(*b_, [&](const Packet& p) { return p == ping6; }).has_value(); }));
+    ASSERT_TRUE(fabric_->run_until([&] { return b_->take_written([&](const Packet& p) { return p == ping6; }).has_value(); }));
 
     // The node's view: the MAC in ipoibctl neigh and the translation's counters.
     const std::string neigh = a_->node->answer("neigh");
@@ -161,7 +150,7 @@ TEST_P(TapNodes, TheTunHostReachesTheTapHostFirst) {
     std::optional<Packet> got;
     for (int attempt = 0; attempt < 10 && !got; ++attempt) {
         b_->host->inject(ping);
-        fabric_->run_until([&] { return (got = take_matching(*a_, [&](const Packet& p) { return p.size() == 14 + ping.size(); })).has_value(); },
+        fabric_->run_until([&] { return (got = a_->take_written([&](const Packet& p) { return p.size() == 14 + ping.size(); })).has_value(); },
                            1s);
     }
     ASSERT_TRUE(got);
