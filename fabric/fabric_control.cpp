@@ -55,6 +55,8 @@ std::string fabric_answer(const FabricService& fabric, const FabricDaemonInfo& i
             .field("capture", o.pcap)
             .field("cut_through", o.sw.cut_through && o.pcap.empty() && o.sw.faults.empty())
             .field("faults", o.sw.faults.size())
+            .field("sim_socket", info.sim ? "@" + sim::server_ctl_name(info.sim->options().base_name) : std::string("none"))
+            .field("sim_clients", info.sim ? info.sim->client_count() : 0)
             .field("uptime_s", std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() -
                                                                                 info.started)
                                    .count())
@@ -103,6 +105,11 @@ std::string fabric_answer(const FabricService& fabric, const FabricDaemonInfo& i
         visit_section(out);
         j.end_object();
     });
+    if (info.sim) {
+        j.key("sim").begin_object();
+        visit(info.sim->counters(), out);
+        j.end_object();
+    }
     j.end_object();
     return j.take();
 }

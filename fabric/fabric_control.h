@@ -13,6 +13,7 @@
 #include "common/prometheus.h"
 #include "daemon/control_protocol.h"
 #include "fabric/fabric_service.h"
+#include "fabric/sim_server.h"
 
 namespace ipoibd::fabric {
 
@@ -28,6 +29,7 @@ std::string default_fabric_socket(const SocketAddress& listen);
 struct FabricDaemonInfo {
     std::chrono::steady_clock::time_point started;
     std::string key_file;  // "" without a fabric key
+    const SimServer* sim = nullptr;  // --sim-socket: its clients and counters
 };
 
 // The JSON answer to one of kFabricCommands.

@@ -45,7 +45,14 @@ struct Options {
     std::optional<SocketAddress> metrics_listen;
     std::string metrics_file;
     bool quiet = false;
+    // --sim-socket: serve libumad2sim clients (OpenSM, infiniband-diags).
+    std::optional<SimServerOptions> sim;
 };
+
+SimServerOptions& sim_options(Options& o) {
+    if (!o.sim) o.sim.emplace();
+    return *o.sim;
+}
 
 void log_line(const std::string& s) {
     std::fprintf(stderr, "ibfabricd: %s\n", s.c_str());
@@ -253,6 +260,34 @@ const cli::Option<Options> kOptions[] = {
          o.metrics_file = v;
          return {};
      }},
+    {"sim-socket", cli::Takes::value,
+     "serve programs run under libumad2sim (OpenSM, infiniband-diags) on the abstract unix sockets NAME:ctl and "
+     "NAME:out<slot>, NAME as their IBSIM_SOCKNAME (sim when unset); each client's $SIM_HOST is a CA node of the "
+     "fabric",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         if (v.empty() || v.size() > 64 || v.find('\0') != std::string::npos)
+             return unexpected("--sim-socket '" + v + "': expected a name of 1..64 characters");
+         sim_options(o).base_name = v;
+         return {};
+     }},
+    {"sim-clients", cli::Takes::value, "sim clients at once, 1..64 (ibsim's limit is 10)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto n = number(v, kMaxSimClients);
+         if (!n || *n == 0) return unexpected("--sim-clients '" + v + "': must be 1..64");
+         sim_options(o).max_clients = static_cast<std::size_t>(*n);
+         return {};
+     }},
+    {"sim-node", cli::Takes::values,
+     "node GUID of a sim node, NAME=GUID (repeatable; the port GUID is GUID+1; default: derived from NAME)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto eq = v.find('=');
+         const auto guid = eq == std::string::npos ? std::nullopt : number(v.substr(eq + 1), ~0ULL - 1);
+         if (eq == 0 || eq == std::string::npos || eq > sim::ClientInfo::max_nodeid_length || !guid || *guid == 0)
+             return unexpected("--sim-node '" + v + "': expected NAME=GUID (a name of at most 31 characters, a "
+                               "non-zero GUID)");
+         sim_options(o).node_guids[v.substr(0, eq)] = *guid;
+         return {};
+     }},
     {"quiet,q", cli::Takes::nothing, "log only errors",
      [](Options& o, const std::string&) -> cli::Applied {
          o.quiet = true;
@@ -284,6 +319,9 @@ std::optional<Options> parse(int argc, char** argv) {
     }
     Options o;
     if (auto applied = cli::apply<Options>(kOptions, vm, o); !applied) return fail(applied.error());
+    if (o.sim && !vm.count("sim-socket"))
+        return fail("--sim-clients and --sim-node need --sim-socket NAME");
+    if (o.sim) o.sim->mtu = o.service.sm.mtu;
     return o;
 }
 
@@ -306,6 +344,19 @@ public:
         // queued datagrams leaving (fabric_service.h, the owner's contract).
         loop_.set_on_iteration([this] { fabric_.after_wakeup(Clock::now()); });
         tick();
+        if (options_.sim) {
+            SimServerOptions so = *options_.sim;
+            so.fabric = fabric_.local_address();
+            so.keys = fabric_.options().keys;
+            auto sim = SimServer::open(std::move(so), options_.quiet ? SimServer::Log{} : SimServer::Log(log_line));
+            if (!sim) return unexpected("--sim-socket: " + sim.error());
+            sim_ = std::move(*sim);
+            info_.sim = sim_.get();
+            if (auto r = loop_.add_fd(sim_->fd(), [this] { sim_->process(Clock::now()); }); !r)
+                return unexpected(r.error().message());
+            log_line("serving libumad2sim clients on @" + sim::server_ctl_name(sim_->options().base_name) + " (" +
+                     std::to_string(sim_->options().max_clients) + " slots)");
+        }
         (void)loop_.on_signal(SIGUSR1, [this](const daemon::SignalInfo&) { print_stats(); });
         (void)loop_.on_signal(SIGHUP, [this](const daemon::SignalInfo&) { reload(); });
         for (int s : {SIGTERM, SIGINT})
@@ -347,6 +398,10 @@ public:
     std::string metrics() const {
         PrometheusText text("ibfabricd");
         fabric_metrics(fabric_, text);
+        if (sim_) {
+            PrometheusText::Sink sink(text, "sim", {});
+            visit(sim_->counters(), sink);
+        }
         if (control_) {
             PrometheusText::Sink sink(text, "control", {});
             visit(control_->counters(), sink);
@@ -361,6 +416,7 @@ public:
 private:
     void tick() {
         fabric_.tick(Clock::now());
+        if (sim_) sim_->tick(Clock::now());
         loop_.add_timer_after(FabricService::kTickInterval, [this] { tick(); });
     }
 
@@ -403,12 +459,14 @@ private:
             log_line("SIGHUP: " + r.error());
             return;
         }
+        if (sim_) sim_->set_fabric_keys(*keys);
         log_line("SIGHUP: fabric keys reloaded from " + options_.key_file + " (" + std::to_string(keys->keys.size()) +
                  (keys->keys.size() == 1 ? " key)" : " keys)"));
     }
 
     void print_stats() {
         std::fputs(fabric_.stats().c_str(), stdout);
+        if (sim_) std::fputs(sim_->stats().c_str(), stdout);
         std::fflush(stdout);
     }
 
@@ -418,6 +476,7 @@ private:
     FabricDaemonInfo info_;
     std::unique_ptr<daemon::ControlServer> control_;
     std::unique_ptr<daemon::MetricsHttpServer> metrics_http_;
+    std::unique_ptr<SimServer> sim_;
 };
 
 std::string hex4(std::uint16_t v) {

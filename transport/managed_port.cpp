@@ -16,12 +16,21 @@ void ManagedPort::apply(const SmaResult& result) {
 }
 
 bool ManagedPort::handle_smp(const ib::Packet& packet) {
+    if (intercept_ && intercept_(packet)) return true;
     SmaResult result = sma_.handle(packet.payload, packet.lrh.slid, clock_());
     apply(result);
     if (result.trap) send_qp0(*result.trap);
     if (!result.response) return !result.drop.has_value();
     send_qp0(*result.response);
     return true;
+}
+
+std::optional<SmaResponse> ManagedPort::handle_local_smp(bytes mad) {
+    const PortAttributes& a = core_.attributes();
+    SmaResult result = sma_.handle(mad, a.lid != 0 ? a.lid : ib::kLidPermissive, clock_());
+    apply(result);
+    if (result.trap) send_qp0(*result.trap);
+    return result.local_response;
 }
 
 // A GetResp or Trap goes out on VL15 from QP0 to QP0 (IBA 14.2.1).

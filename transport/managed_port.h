@@ -31,6 +31,19 @@ public:
     using Clock = Sma::Clock;
     void set_clock(std::function<Clock::time_point()> clock) { clock_ = std::move(clock); }
 
+    // Sees every QP0 packet before the SMA: returns true when it took the
+    // packet (an SMP response for a management application on this node,
+    // an SMInfo request for its SM), false to leave it to the SMA.
+    using SmpIntercept = std::function<bool(const ib::Packet& packet)>;
+    void set_smp_intercept(SmpIntercept intercept) { intercept_ = std::move(intercept); }
+    // A directed-route SMP of HopCount 0 from a management application on
+    // this node, already past its requester's hop rule (HopPointer 1): the
+    // SMA answers it in place; the response, if any, is returned (the SMA
+    // must have set_local_sm). Events and traps apply as for any SMP.
+    std::optional<SmaResponse> handle_local_smp(bytes mad);
+    void set_local_sm(bool present) { sma_.set_local_sm(present); }
+    void set_is_sm(bool is_sm) { sma_.set_is_sm(is_sm); }
+
     void link_up() { apply(sma_.link_up()); }
     void link_down() { apply(sma_.link_down()); }
 
@@ -47,6 +60,7 @@ private:
     void apply(const SmaResult& result);
 
     LinkSink& link_;
+    SmpIntercept intercept_;
     Sma sma_;  // before core_: the core starts from the SMA's attributes
     PortCore core_;
     std::uint64_t reregistrations_ = 0;

@@ -391,7 +391,16 @@ SmaResult Sma::respond(ib::Smp reply, std::uint16_t lrh_slid, SmaResult result) 
             case ib::DrAction::discard:
                 result.dr_discard = hop.reason;
                 return drop(SmaDrop::directed_route, std::move(result));
-            case ib::DrAction::deliver: return drop(SmaDrop::no_local_sm, std::move(result));
+            case ib::DrAction::deliver: {
+                if (!local_sm_) return drop(SmaDrop::no_local_sm, std::move(result));
+                SmaResponse local;
+                reply.write_to(local.mad.data());
+                local.dlid = ib::kLidPermissive;
+                result.local_response = local;
+                ++counters_.responses;
+                if (reply.status != 0) ++counters_.error_responses;
+                return result;
+            }
             case ib::DrAction::send_on_port: dlid = ib::kLidPermissive; break;
             case ib::DrAction::send_lid_routed: dlid = hop.lid; break;
         }
@@ -403,6 +412,13 @@ SmaResult Sma::respond(ib::Smp reply, std::uint16_t lrh_slid, SmaResult result) 
     ++counters_.responses;
     if (reply.status != 0) ++counters_.error_responses;
     return result;
+}
+
+void Sma::set_is_sm(bool is_sm) {
+    if (is_sm)
+        port_info_.capability_mask |= ib::port_capability::is_sm;
+    else
+        port_info_.capability_mask &= ~ib::port_capability::is_sm;
 }
 
 SmaResult Sma::drop(SmaDrop why, SmaResult result) {

@@ -99,6 +99,9 @@ struct SmaResult {
     // port_active, then client_reregister.
     std::vector<PortEvent> events;
     std::optional<SmaDrop> drop;
+    // A directed-route response for an SM on this very node (a request of
+    // HopCount 0 from it, set_local_sm): handed back, not sent.
+    std::optional<SmaResponse> local_response;
     ib::DrDiscard dr_discard = ib::DrDiscard::none;  // when drop is directed_route
 };
 
@@ -137,6 +140,15 @@ public:
     PortAttributes attributes() const;
     // PortInfo as a Get would return it to a requester holding the M_Key.
     ib::PortInfo port_info() const { return port_info_; }
+    // NodeInfo as a Get returns it.
+    ib::NodeInfo node_info() const;
+    // Whether an SM (or a management application) runs on this node: then
+    // the responses to its directed-route requests of HopCount 0, which
+    // never leave the node, come back in SmaResult::local_response instead
+    // of being dropped as no_local_sm.
+    void set_local_sm(bool present) { local_sm_ = present; }
+    // PortInfo CapabilityMask IsSM (IBA 14.2.5.6): an SM runs on this port.
+    void set_is_sm(bool is_sm);
     const SmaIdentity& identity() const { return identity_; }
     const SmaCounters& counters() const { return counters_; }
     // When an SMP request was last answered (the SM's sweeps): nullopt
@@ -155,7 +167,6 @@ private:
     std::optional<ib::PortInfo> port_info_after_set(const ib::PortInfo& requested) const;
     bool selects_this_port(std::uint32_t attribute_modifier) const;
     std::optional<std::size_t> p_key_block_start(std::uint32_t attribute_modifier) const;
-    ib::NodeInfo node_info() const;
     ib::PKeyTableBlock p_key_block(std::size_t first) const;
     SmaResult respond(ib::Smp reply, std::uint16_t lrh_slid, SmaResult result);
     SmaResult drop(SmaDrop why, SmaResult result = {});
@@ -168,6 +179,7 @@ private:
     std::optional<Clock::time_point> last_trap_;
     std::optional<Clock::time_point> last_request_;
     std::uint64_t next_trap_tid_ = 1;
+    bool local_sm_ = false;
 };
 
 }  // namespace ipoibd::transport

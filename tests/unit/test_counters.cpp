@@ -13,6 +13,7 @@
 #include "daemon/control.h"
 #include "daemon/metrics_http.h"
 #include "fabric/sa_server.h"
+#include "fabric/sim_server.h"
 #include "fabric/sm.h"
 #include "fabric/switch.h"
 #include "daemon/event_loop.h"
@@ -95,6 +96,7 @@ TEST(Counters, EveryFieldOfEveryStructIsVisited) {
     expect_every_field_visited<fabric::SaCounters>("SaCounters");
     expect_every_field_visited<transport::rc::RcCounters>("RcCounters");
     expect_every_field_visited<fabric::FaultCounters>("FaultCounters");
+    expect_every_field_visited<fabric::SimCounters>("SimCounters");
 }
 
 TEST(Counters, ReasonArraysShowOnlyTheReasonsThatHappened) {

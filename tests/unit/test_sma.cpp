@@ -703,5 +703,36 @@ TEST(Sma, HopCountZeroHasNoLocalSm) {
     EXPECT_FALSE(r.response.has_value());
 }
 
+TEST(Sma, HopCountZeroAnswersAnSmOnThisNode) {
+    // An SM (or a management tool, ibfabricd's sim clients) on this node:
+    // the response of HopCount 0 never leaves the node, it is handed back.
+    Sma sma(test_identity());
+    sma.set_local_sm(true);
+    Smp s = smp(ib::mgmt_class::subn_directed_route, ib::method::get, ib::smp_attr::node_info, 0);
+    ASSERT_TRUE(ib::dr_set_initial_path(s, {}));
+    ASSERT_EQ(ib::dr_send_request(s, 1), ib::DrDecision::deliver());
+    const SmaResult r = sma.handle(wire(s), kPermissive);
+    EXPECT_FALSE(r.drop.has_value());
+    EXPECT_FALSE(r.response.has_value());
+    ASSERT_TRUE(r.local_response.has_value());
+    auto reply = ib::decode_smp(r.local_response->mad);
+    ASSERT_TRUE(reply.has_value());
+    EXPECT_TRUE(reply->direction);
+    EXPECT_EQ(reply->method, ib::method::get_resp);
+    EXPECT_EQ(reply->hop_pointer, 0);
+    EXPECT_EQ(ib::NodeInfo::read_from(reply->data.data()).node_guid, test_identity().node_guid);
+    EXPECT_EQ(sma.counters().responses, 1u);
+}
+
+TEST(Sma, IsSmIsACapabilityBit) {
+    Sma sma(test_identity());
+    EXPECT_EQ(sma.port_info().capability_mask & ib::port_capability::is_sm, 0u);
+    sma.set_is_sm(true);
+    EXPECT_NE(sma.port_info().capability_mask & ib::port_capability::is_sm, 0u);
+    EXPECT_NE(sma.port_info().capability_mask & ib::port_capability::is_client_reregistration_supported, 0u);
+    sma.set_is_sm(false);
+    EXPECT_EQ(sma.port_info().capability_mask & ib::port_capability::is_sm, 0u);
+}
+
 }  // namespace
 }  // namespace ipoibd::transport

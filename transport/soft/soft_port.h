@@ -144,6 +144,10 @@ public:
     void set_deferred_flush(bool deferred);
     // The packet engine (tests).
     PortCore& core() { return port_.core(); }
+    // The port and its SMA (ibfabricd's sim clients: a management
+    // application on the port's node).
+    ManagedPort& managed() { return port_; }
+    const ManagedPort& managed() const { return port_; }
     const PortCounters& counters() const { return port_.core().counters(); }
     const UdpCounters& udp_counters() const { return socket_.counters(); }
     const SoftLinkCounters& link_counters() const { return link_; }
