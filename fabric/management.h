@@ -17,7 +17,9 @@ class FabricManagement final : public ManagementSink {
 public:
     FabricManagement(Switch& sw, SubnetManager& sm, SaServer& sa);
 
-    void on_smp(const ib::Smp& smp, std::uint8_t in_port) override { sm_.on_smp(smp, in_port); }
+    void on_smp(const ib::Smp& smp, std::uint8_t in_port, std::uint16_t slid) override {
+        sm_.on_smp(smp, in_port, slid);
+    }
     bool on_packet(const ib::Packet& packet, bytes wire, std::uint8_t in_port) override;
 
     // The SM's ACTIVE ports as the SA sees them.

@@ -84,12 +84,20 @@ void SubnetManager::resend(SmPort& port) {
     port.deadline = now_ + config_.smp_timeout;
 }
 
-void SubnetManager::on_smp(const ib::Smp& smp, std::uint8_t /*in_port*/) {
+void SubnetManager::on_smp(const ib::Smp& smp, std::uint8_t /*in_port*/, std::uint16_t slid) {
     if (smp.method == ib::method::trap) {
         on_trap(smp);
         return;
     }
-    if (!(smp.method & ib::method::response_bit)) return;  // requests to this SM: none served
+    if (!(smp.method & ib::method::response_bit)) {
+        if (smp.attribute_id == ib::smp_attr::sm_info && smp.method == ib::method::get && !smp.is_directed_route() &&
+            ib::is_unicast_lid(slid)) {
+            answer_sm_info(smp, slid);
+        } else {
+            ++counters_.requests_refused;
+        }
+        return;
+    }
     for (auto& [sp, port] : ports_) {
         if (port.tid != smp.transaction_id || port.phase == SmPortPhase::failed) continue;
         in_flight_.erase(port.tid);
@@ -352,6 +360,30 @@ std::uint64_t SubnetManager::m_key_for(std::uint64_t guid) const {
     return 0;
 }
 
+// Get SMInfo (IBA 14.4.1): this SM is the master. The SM_Key is shown as 0:
+// nothing here authenticates the requester.
+void SubnetManager::answer_sm_info(const ib::Smp& request, std::uint16_t slid) {
+    ib::Smp reply = request;
+    reply.method = ib::method::get_resp;
+    reply.status = 0;
+    reply.data = {};
+    ib::SmInfo info;
+    info.guid = config_.guid;
+    info.sm_key = 0;
+    info.act_count = static_cast<std::uint32_t>(counters_.smps_sent);
+    info.priority = config_.priority;
+    info.sm_state = ib::sm_state::master;
+    info.write_to(reply.data.data());
+    std::array<std::uint8_t, ib::kMadSize> mad{};
+    reply.write_to(mad.data());
+    std::array<std::uint8_t, ib::kQp0PacketSize> out{};
+    const auto n = ib::build_qp0_packet(mad, switch_.lid(), slid, out);
+    if (!n) return;
+    switch_.send_from_management(bytes(out).first(*n), 0);
+    ++counters_.smps_sent;
+    ++counters_.sm_info_answered;
+}
+
 // A Trap on QP0 (LID-routed to this SM): counted, Trap 256 logged, and
 // answered with a TrapRepress so that the port stops repeating it.
 void SubnetManager::on_trap(const ib::Smp& smp) {
@@ -417,6 +449,8 @@ void visit(const SmCounters& c, CounterSink& out) {
     out.counter("traps", c.traps);
     out.counter("m_key_traps", c.m_key_traps);
     out.counter("sets_unanswered", c.sets_unanswered);
+    out.counter("sm_info_answered", c.sm_info_answered);
+    out.counter("requests_refused", c.requests_refused);
 }
 
 const char* to_string(SmPortPhase p) {

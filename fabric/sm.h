@@ -73,6 +73,10 @@ struct SmConfig {
     unsigned smp_retries = 3;
     std::uint8_t subnet_timeout = 18;  // 4.096 us * 2^18, about 1 s
     MKeyPolicy m_key;
+    // What SMInfo says of this SM: the GUID of the switch's port 0, where
+    // it runs, and its priority (0..15).
+    std::uint64_t guid = 0x0200'00ff'fe00'0001ULL;
+    std::uint8_t priority = 0;
 };
 
 enum class SmPortPhase : std::uint8_t {
@@ -118,6 +122,8 @@ struct SmCounters {
     std::uint64_t traps = 0;           // Traps received
     std::uint64_t m_key_traps = 0;     // of those, Trap 256 (Bad M_Key)
     std::uint64_t sets_unanswered = 0; // configurations that failed with no answer to a Set (a key the SM lacks)
+    std::uint64_t sm_info_answered = 0;  // Get SMInfo requests answered (sminfo, another SM)
+    std::uint64_t requests_refused = 0;  // other requests to this SM: no agent for them
 };
 // As "smps_sent", "m_key_traps", ...
 void visit(const SmCounters& c, CounterSink& out);
@@ -133,7 +139,9 @@ public:
     void tick(Clock::time_point now);
 
     // ManagementSink
-    void on_smp(const ib::Smp& smp, std::uint8_t in_port) override;
+    // Responses to this SM's SMPs, Traps, and a Get SMInfo (LID-routed),
+    // which it answers: its GUID, priority and state MASTER (IBA 14.4.1).
+    void on_smp(const ib::Smp& smp, std::uint8_t in_port, std::uint16_t slid) override;
     bool on_packet(const ib::Packet&, bytes, std::uint8_t) override { return false; }
 
     const std::map<std::uint8_t, SmPort>& ports() const { return ports_; }
@@ -169,6 +177,7 @@ private:
     // The M_Key this SM gives the port with `guid`.
     std::uint64_t m_key_for(std::uint64_t guid) const;
     void on_trap(const ib::Smp& smp);
+    void answer_sm_info(const ib::Smp& request, std::uint16_t slid);
     bool lid_taken(std::uint16_t lid, std::uint8_t except_port) const;
     void log(const std::string& line) const {
         if (log_) log_(line);

@@ -292,7 +292,7 @@ void Switch::to_management(bytes datagram, std::uint8_t in_port) {
         if (smp->is_directed_route()) {
             handle_dr_smp(*smp, *pkt, in_port);
         } else if (management_) {
-            management_->on_smp(*smp, in_port);
+            management_->on_smp(*smp, in_port, pkt->lrh.slid);
         } else {
             count(SwitchDrop::management_no_agent);
         }
@@ -313,7 +313,7 @@ void Switch::handle_dr_smp(ib::Smp smp, const ib::Packet& pkt, std::uint8_t in_p
                 count(SwitchDrop::management_no_agent);
                 return;
             }
-            management_->on_smp(smp, in_port);
+            management_->on_smp(smp, in_port, pkt.lrh.slid);
             return;
         case ib::DrAction::send_on_port:
         case ib::DrAction::send_lid_routed: break;

@@ -13,9 +13,9 @@
 #  2. saquery -g lists the IPoIB broadcast group A and B joined; saquery PR
 #     from A's LID to B's gives a path with those LIDs; saquery on a node
 #     GUID's NodeRecord that ours does not serve gets the SA's status;
-#  3. smpquery portinfo and nodedesc by LID reach A's port (A's SMA answers
+#  3. smpquery portinfo and nodeinfo by LID reach A's port (A's SMA answers
 #     through the switch), smpquery -D nodeinfo 0 is answered by the sim
-#     node's own SMA;
+#     node's own SMA; sminfo gets ibfabricd's SM (LID 1, MASTER);
 #  4. a sim client killed with SIGKILL with a request in flight is reaped
 #     (ibfabricctl stats: sim clients_reaped), its node unplugged, and the
 #     fabric stays healthy: A and B still ping, a new client works;
@@ -31,7 +31,7 @@ scenario_init sim_diags
 
 PRELOAD=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so
 [ -f "$PRELOAD" ] || { echo "sim_diags: $PRELOAD missing (libumad2sim0); skipped" >&2; exit 77; }
-for tool in saquery smpquery ibstat ibaddr sminfo python3 ping; do
+for tool in saquery smpquery ibstat ibaddr sminfo python3 ping pkill; do
   command -v $tool >/dev/null || { echo "sim_diags: $tool missing (infiniband-diags); skipped" >&2; exit 77; }
 done
 
@@ -122,24 +122,28 @@ grep -q "^Guid:\.*$DIAG_GUID" <<<"$out" || fail "smpquery -D nodeinfo 0: $out"
 [ "$(fabstat sim local_smps)" -ge 1 ] || fail "the DR SMP of HopCount 0 was not answered locally"
 pass "smpquery portinfo/nodeinfo by LID reach A's SMA; -D nodeinfo 0 is the node's own"
 
-# 4. SIGKILL with a request in flight. sminfo asks LID 1 for SMInfo, which
-# ibfabricd's SM does not answer: the request waits (1 s) for its status 110.
+out=$(sim diag sminfo) || fail "sminfo failed: $out"
+grep -q "sm lid 1 sm guid 0x.*state 3 SMINFO_MASTER" <<<"$out" || fail "sminfo: $out"
+pass "sminfo: ibfabricd's SM at LID 1, MASTER"
+
+# 4. SIGKILL with a request in flight: an SMP to a LID nobody has (the
+# switch drops it) waits a second for its status 110.
 reaped0=$(fabstat sim clients_reaped)
 mads0=$(fabstat sim mads_from_clients)
 timeouts0=$(fabstat sim timeouts)
 # ip netns exec and env exec; timeout forks sminfo: $VICTIM is timeout.
 (cd "$WORK/run" && exec ip netns exec "$FAB" env LD_PRELOAD="$PRELOAD" IBSIM_SOCKNAME="$SOCK" SIM_HOST=other \
-  timeout 20 sminfo -t 5000) >"$WORK/sminfo.log" 2>&1 &
+  timeout 20 smpquery -t 5000 nodeinfo 1000) >"$WORK/victim.log" 2>&1 &
 VICTIM=$!
 PIDS+=("$VICTIM")
 deadline=$((SECONDS + 10))
 until [ "$(fabstat sim mads_from_clients)" -gt "$mads0" ]; do
-  [ $SECONDS -lt $deadline ] || fail "the sminfo client sent nothing"
+  [ $SECONDS -lt $deadline ] || fail "the victim client sent nothing"
   sleep 0.05
 done
-pkill -KILL -P "$VICTIM" -x sminfo || fail "no sminfo process to kill"
+pkill -KILL -P "$VICTIM" -x smpquery || fail "no smpquery process to kill"
 wait "$VICTIM" 2>/dev/null || true
-[ "$(fabstat sim timeouts)" -eq "$timeouts0" ] || fail "sminfo's request was answered before the kill: not mid-MAD"
+[ "$(fabstat sim timeouts)" -eq "$timeouts0" ] || fail "the victim's request was answered before the kill: not mid-MAD"
 deadline=$((SECONDS + 5))
 until [ "$(fabstat sim clients_reaped)" -gt "$reaped0" ]; do
   [ $SECONDS -lt $deadline ] || fail "the killed client was not reaped: $(ip netns exec "$FAB" "$BIN/ibfabricctl" -s "$WORK/fab.sock" -j stats)"

@@ -1157,6 +1157,49 @@ TEST(SoftPortTrust, ASpoofedRouteHintFromTheFabricsAddressRedirectsNothing) {
     EXPECT_EQ(forger.pending(), 0u);
 }
 
+// Get SMInfo, LID-routed to the switch LID (what sminfo sends): the SM
+// answers with its GUID, priority and MASTER; a Set SMInfo (a handover this
+// SM does not do) gets nothing and is counted.
+TEST_F(FabricTest, TheSmAnswersGetSmInfo) {
+    Ca a(net, 1, 0xA1);
+    plug(a);
+    std::vector<ib::Smp> got;
+    a.port.set_smp_intercept([&](const ib::Packet& p) {
+        auto smp = ib::decode_smp(p.payload);
+        if (!smp || !(smp->method & ib::method::response_bit)) return false;
+        got.push_back(*smp);
+        return true;
+    });
+    auto ask = [&](std::uint8_t method, std::uint64_t tid) {
+        ib::Smp q;
+        q.mgmt_class = ib::mgmt_class::subn_lid_routed;
+        q.method = method;
+        q.attribute_id = ib::smp_attr::sm_info;
+        q.transaction_id = tid;
+        std::array<std::uint8_t, ib::kMadSize> mad{};
+        q.write_to(mad.data());
+        std::array<std::uint8_t, ib::kQp0PacketSize> out{};
+        const auto n = ib::build_qp0_packet(mad, a.port.core().attributes().lid, sw->lid(), out);
+        ASSERT_TRUE(n.has_value());
+        ASSERT_TRUE(a.port.core().transmit_raw(bytes(out).first(*n)));
+        run();
+    };
+    ask(ib::method::get, 0x77);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].method, ib::method::get_resp);
+    EXPECT_EQ(got[0].transaction_id, 0x77u);
+    EXPECT_EQ(got[0].status, 0);
+    const auto info = ib::SmInfo::read_from(got[0].data.data());
+    EXPECT_EQ(info.guid, sm_config.guid);
+    EXPECT_EQ(info.sm_state, ib::sm_state::master);
+    EXPECT_EQ(info.priority, sm_config.priority);
+    EXPECT_EQ(info.sm_key, 0u);
+    EXPECT_EQ(sm->counters().sm_info_answered, 1u);
+    ask(ib::method::set, 0x78);
+    EXPECT_EQ(got.size(), 1u);
+    EXPECT_EQ(sm->counters().requests_refused, 1u);
+}
+
 // ---------------------------------------------------------------------------
 // M_Key: the SM keys every port; a forged Set from inside the fabric fails.
 
