@@ -158,6 +158,7 @@ Node::~Node() {
     for (const auto& i : interfaces_)
         if (mad_) mad_->unregister_client(*i);
     if (mad_ && cm_) mad_->unregister_client(*cm_);
+    if (mad_ && pma_) mad_->unregister_client(*pma_);
 #ifdef IPOIBD_HAVE_RDMACM
     if (rdma_cm_) loop_.remove_fd(rdma_cm_->fd());
 #endif
@@ -253,6 +254,16 @@ expected<void, std::string> Node::attach_port(transport::OpenedPort opened) {
             log_.info("no connection manager on this port: " + r.error().message());
     }
     if (!cm_) open_rdma_cm();
+    // PerfMgt (perfquery, a PerfMgr) where the port's counters are ours.
+    if (port_->packet_counters() && mad_->path().can_address_peers()) {
+        auto pma = std::make_unique<PmaService>(*mad_, *port_);
+        if (auto r = mad_->register_client(*pma, ib::mgmt_class::perf_mgt, transport::pma::kClassVersion,
+                                           {ib::method::get, ib::method::set});
+            r)
+            pma_ = std::move(pma);
+        else
+            log_.info("no performance management agent on this port: " + r.error().message());
+    }
     if (port_->fd() >= 0)
         if (auto r = loop_.add_fd(port_->fd(), [this] { port_ready(); }); !r)
             return unexpected("could not watch the port: " + r.error().message());

@@ -50,6 +50,7 @@
 #include "netlink/monitor.h"
 #include "netlink/netlink_socket.h"
 #include "daemon/cm_service.h"
+#include "daemon/pma_service.h"
 #include "sa_client/mad_agent.h"
 #include "transport/capture/erf_pcap.h"
 #include "transport/port.h"
@@ -201,6 +202,7 @@ private:
     std::string port_device_;  // "soft", "mlx5_0": IB_DEVICE
     std::unique_ptr<sa::MadAgent> mad_;  // QP1, shared by the interfaces' SA clients and the CM
     std::unique_ptr<CmService> cm_;      // none where the platform's CM holds class 0x07 (HCAs)
+    std::unique_ptr<PmaService> pma_;    // none on an HCA (its adapter answers PerfMgt)
     std::unique_ptr<cm::RdmaCmAccess> rdma_cm_;  // there: librdmacm (connected mode's active side)
     void open_rdma_cm();
     bool mad_pollable_ = true;

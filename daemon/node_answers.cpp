@@ -235,6 +235,7 @@ void Node::visit_node_sections(Section&& section) const {
         visit(mad_->counters(), o);
     });
     if (cm_) section("cm", [&](CounterSink& o) { cm_->visit_counters(o); });
+    if (pma_) section("pma", [&](CounterSink& o) { pma_->visit_counters(o); });
 #ifdef IPOIBD_HAVE_RDMACM
     if (rdma_cm_) section("rdmacm", [&](CounterSink& o) {
             visit(rdma_cm_->counters(), o);

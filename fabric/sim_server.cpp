@@ -13,6 +13,7 @@
 
 #include "sa_client/rmpp.h"
 #include "sa_client/sa_mad.h"
+#include "transport/pma.h"
 #include "transport/soft/guid.h"
 #include "transport/wire/mad.h"
 #include "transport/wire/smp.h"
@@ -143,6 +144,7 @@ struct SimServer::Node {
     std::set<unsigned> clients;
     std::optional<unsigned> sm_client;  // the slot that set IsSM
     Clock::time_point opened{};
+    std::unique_ptr<transport::Pma> pma;  // PerfMgt requests to the port: its own counters
 };
 
 struct SimServer::Client {
@@ -278,7 +280,7 @@ void SimServer::tick(Clock::time_point now) {
         for (unsigned slot = 0; slot < slots_.size(); ++slot)
             if (slots_[slot] && !client_socket_exists(slots_[slot]->in_name)) release(slot, true);
     }
-    for (auto& [name, node] : nodes_) node->port->process();
+    for (auto& [name, node] : nodes_) on_node(*node, now);  // process() may queue MADs on QP1: deliver them now
     answer_waiting(now);
 }
 
@@ -584,6 +586,11 @@ SimServer::Node* SimServer::open_node(const std::string& name, std::string& erro
     for (std::size_t i = 0; i < node->buffers.size(); ++i) posts.push_back({i, node->buffers[i]});
     (void)node->gsi->post_receive(posts);
     Node* raw = node.get();
+    node->pma = std::make_unique<transport::Pma>([raw](std::uint8_t select) -> std::optional<transport::Pma::Selected> {
+        const std::uint8_t num = raw->port->attributes().port_num;
+        if (select != 0 && select != num) return std::nullopt;  // 0: the CA's only port
+        return transport::Pma::Selected{num, transport::pma_port_counters(raw->port->counters())};
+    });
     node->port->managed().set_local_sm(true);
     node->port->managed().set_smp_intercept([this, raw](const ib::Packet& p) { return on_node_smp(*raw, p); });
     epoll_event ev{};
@@ -814,6 +821,19 @@ void SimServer::on_node_gmp(Node& node, bytes mad, std::uint16_t slid, std::uint
         if (r.mad[1] == ib::mgmt_class::subn_adm && !sa_transfer(node, *target, r)) return;
         target->outstanding.erase(tid_of(r));
     } else {
+        if (r.mad[1] == ib::mgmt_class::perf_mgt) {
+            // The port's PMA answers, as the adapter's would (never the client).
+            if (auto reply = node.pma->handle(bytes(r.mad.data(), r.mad.size()))) {
+                transport::SendRequest s;
+                s.ah.dlid = slid;
+                s.remote_qpn = src_qp;
+                s.remote_qkey = kGsiQkey;
+                s.payload = *reply;
+                (void)node.gsi->post_send(std::span(&s, 1));
+                node.port->flush();
+            }
+            return;
+        }
         if (!node.sm_client) {
             ++counters_.dropped[static_cast<std::size_t>(SimDrop::request_no_sm)];
             return;

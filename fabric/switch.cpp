@@ -347,12 +347,36 @@ void Switch::send_from_management(bytes packet, std::uint8_t port) {
 }
 
 void Switch::set_unicast_route(std::uint16_t lid, std::uint8_t port) {
+    const auto old = lft_.find(lid);
+    if (old != lft_.end() && old->second != port) withdraw_hints(lid);
     lft_[lid] = port;
     std::erase_if(hints_sent_, [lid](const auto& kv) { return kv.first.second == lid; });
 }
 void Switch::clear_unicast_route(std::uint16_t lid) {
+    if (lft_.contains(lid)) withdraw_hints(lid);
     lft_.erase(lid);
     std::erase_if(hints_sent_, [lid](const auto& kv) { return kv.first.second == lid; });
+}
+
+// The LID moved (a port that came back on another switch port, with another
+// UDP address) or went: the ports this switch told where it was must stop
+// sending there at once, not when their hint expires. A hint of TTL 0 and
+// nonce 0 withdraws the route (route_hint.h); the packets go through the
+// switch again, which hints the new place as usual.
+void Switch::withdraw_hints(std::uint16_t lid) {
+    for (const auto& [key, when] : hints_sent_) {
+        const std::uint8_t in_port = key.first;
+        if (key.second != lid || !port_up(in_port)) continue;
+        transport::RouteHint hint;
+        hint.dlid = lid;
+        hint.ttl_ms = 0;
+        hint.nonce = 0;
+        hint.peer = ports_[in_port].peer;  // not used by a withdrawal; any valid address
+        transport::SoftControlBuffer buf;
+        if (!transport::encode_route_hint(hint, buf)) continue;
+        output_.send(ports_[in_port].peer, buf);
+        ++counters_.route_withdrawals;
+    }
 }
 std::optional<std::uint8_t> Switch::unicast_route(std::uint16_t lid) const {
     const auto it = lft_.find(lid);
@@ -377,6 +401,7 @@ void Switch::set_multicast_flood(std::uint16_t mlid, bool flood) {
 void visit(const SwitchCounters& c, CounterSink& out) {
     out.counter("forwarded", c.forwarded);
     out.counter("route_hints", c.route_hints);
+    out.counter("route_withdrawals", c.route_withdrawals);
     out.counter("permits", c.permits);
     out.counter("to_management", c.to_management);
     out.counter("link_packets_in", c.link_packets_in);

@@ -71,6 +71,7 @@ struct SwitchCounters {
     std::array<std::uint64_t, ib::kDropReasonCount> link_drops{};  // by reason, within link_check
     std::uint64_t forwarded = 0;       // packets sent out of a port
     std::uint64_t route_hints = 0;     // cut-through hints sent to ports
+    std::uint64_t route_withdrawals = 0;  // hints taken back: the LID moved or went
     std::uint64_t to_management = 0;   // packets handed to port 0
     std::uint64_t link_packets_in = 0;
     std::uint64_t link_packets_out = 0;
@@ -194,6 +195,7 @@ private:
     void maybe_send_hint(std::uint8_t in_port, std::uint8_t out_port, std::uint16_t dlid, Clock::time_point now);
     void send_hint(std::uint8_t in_port, std::uint8_t out_port, std::uint16_t dlid, std::uint64_t nonce);
     void forget_hints(std::uint8_t port);
+    void withdraw_hints(std::uint16_t lid);
     // Last hint sent to (ingress port, DLID).
     std::map<std::pair<std::uint8_t, std::uint16_t>, Clock::time_point> hints_sent_;
     void to_management(bytes datagram, std::uint8_t in_port);

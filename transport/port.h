@@ -45,6 +45,8 @@
 
 namespace ipoibd::transport {
 
+struct PortCounters;  // port_core.h
+
 inline constexpr std::size_t kGrhSlotSize = ib::Grh::size;
 
 // PortInfo PortState values (IBA 14.2.5.6).
@@ -286,6 +288,10 @@ public:
     // When the port's RC QPs next need process() without fd() becoming
     // readable (their ACK and RNR timers); nullopt: no timer running.
     virtual std::optional<std::chrono::steady_clock::time_point> next_deadline() const { return std::nullopt; }
+    // The packets the port moved and refused (port_core.h), for its
+    // performance management agent (pma.h): backends built on PortCore;
+    // null on an HCA, whose PMA is the adapter's.
+    virtual const PortCounters* packet_counters() const { return nullptr; }
 };
 
 }  // namespace ipoibd::transport

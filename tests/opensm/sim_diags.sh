@@ -16,6 +16,9 @@
 #  3. smpquery portinfo and nodeinfo by LID reach A's port (A's SMA answers
 #     through the switch), smpquery -D nodeinfo 0 is answered by the sim
 #     node's own SMA; sminfo gets ibfabricd's SM (LID 1, MASTER);
+#     perfquery -x, perfquery LID, perfquery -R against A's PMA: its
+#     counters are the ones ipoibctl stats shows (section port), and a
+#     reset changes what perfquery sees, not ipoibctl;
 #  4. a sim client killed with SIGKILL with a request in flight is reaped
 #     (ibfabricctl stats: sim clients_reaped), its node unplugged, and the
 #     fabric stays healthy: A and B still ping, a new client works;
@@ -31,7 +34,7 @@ scenario_init sim_diags
 
 PRELOAD=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so
 [ -f "$PRELOAD" ] || { echo "sim_diags: $PRELOAD missing (libumad2sim0); skipped" >&2; exit 77; }
-for tool in saquery smpquery ibstat ibaddr sminfo python3 ping pkill; do
+for tool in saquery smpquery ibstat ibaddr sminfo perfquery python3 ping pkill; do
   command -v $tool >/dev/null || { echo "sim_diags: $tool missing (infiniband-diags); skipped" >&2; exit 77; }
 done
 
@@ -125,6 +128,27 @@ pass "smpquery portinfo/nodeinfo by LID reach A's SMA; -D nodeinfo 0 is the node
 out=$(sim diag sminfo) || fail "sminfo failed: $out"
 grep -q "sm lid 1 sm guid 0x.*state 3 SMINFO_MASTER" <<<"$out" || fail "sminfo: $out"
 pass "sminfo: ibfabricd's SM at LID 1, MASTER"
+
+# PerfMgt: A's port answers perfquery from the counters ipoibctl shows;
+# the sim node's own port answers too.
+num() { sed -n "s/^$1:\.*\([0-9]*\)$/\1/p" <<<"$2"; }
+tx0=$(stat_of a port tx_packets); rx0=$(stat_of a port rx_packets)
+out=$(sim diag perfquery -x "$LID_A" 1) || fail "perfquery -x failed: $out"
+tx1=$(stat_of a port tx_packets); rx1=$(stat_of a port rx_packets)
+xp=$(num PortXmitPkts "$out"); rp=$(num PortRcvPkts "$out"); xd=$(num PortXmitData "$out")
+[ -n "$xp" ] && [ "$xp" -ge "$tx0" ] && [ "$xp" -le "$tx1" ] || fail "perfquery PortXmitPkts $xp is not ipoibctl's tx_packets ($tx0..$tx1): $out"
+[ -n "$rp" ] && [ "$rp" -ge "$rx0" ] && [ "$rp" -le "$rx1" ] || fail "perfquery PortRcvPkts $rp is not ipoibctl's rx_packets ($rx0..$rx1): $out"
+[ "$xd" -gt "$xp" ] || fail "perfquery PortXmitData $xd: not octets/4 of $xp packets"
+out=$(sim diag perfquery "$LID_A") || fail "perfquery LID (PortSelect 0) failed: $out"
+[ "$(num PortXmitPkts "$out")" -ge "$xp" ] || fail "perfquery LID: $out"
+out=$(sim diag perfquery -R "$LID_A" 1) || fail "perfquery -R failed: $out"
+out=$(sim diag perfquery "$LID_A" 1) || fail "perfquery after the reset failed: $out"
+[ "$(num PortXmitPkts "$out")" -lt "$xp" ] || fail "perfquery -R reset nothing: $out"
+[ "$(stat_of a port tx_packets)" -ge "$tx1" ] || fail "the reset reached ipoibctl's counters"
+[ "$(stat_of a pma pma_resets)" -ge 1 ] || fail "ipoibctl stats pma: no reset counted"
+out=$(sim diag perfquery) || fail "perfquery of the sim node's own port failed: $out"
+grep -q "PortXmitPkts" <<<"$out" || fail "perfquery (own port): $out"
+pass "perfquery: A's PMA agrees with ipoibctl stats, resets its own view only; the sim node answers too"
 
 # 4. SIGKILL with a request in flight: an SMP to a LID nobody has (the
 # switch drops it) waits a second for its status 110.

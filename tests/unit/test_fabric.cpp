@@ -928,6 +928,47 @@ void open_marker_net(MarkerNet& n, std::size_t b_budget = transport::UdpBatchSoc
     }
 }
 
+// B restarts (same GUID, another UDP address) and the SM moves its LID to
+// the new switch port: the switch withdraws the route it hinted to A at
+// once, so A's next packets go through the switch to the new B instead of
+// into B's old address until the hint would have expired.
+TEST(CutThrough, AMovedLidWithdrawsTheRouteAndPacketsFollowIt) {
+    MarkerNet n;
+    open_marker_net(n);
+    if (HasFatalFailure()) return;
+    n.repost = true;
+    for (std::uint8_t i = 0; i < 10; ++i) {
+        n.send(i);
+        ASSERT_TRUE(n.pump_until([&] { return n.received.size() == i + 1u; }));
+    }
+    ASSERT_GT(n.cut().direct_tx, 0u) << "A never sent straight to B";
+    const std::uint16_t lid = n.b->attributes().lid;
+    n.qb.reset();
+    n.b.reset();
+    auto reopened = transport::SoftPort::open({.fabric = n.fabric->local_address(),
+                                               .bind_to = *parse_socket_address("127.0.0.1:0"),
+                                               .port_guid = 0xB2,
+                                               .node_description = "marker test, restarted",
+                                               .link_interval = std::chrono::milliseconds(10)});
+    ASSERT_TRUE(reopened) << reopened.error().message();
+    n.b = std::move(*reopened);
+    ASSERT_TRUE(n.pump_until([&] { return n.b->attributes().state == PortState::active; }));
+    EXPECT_EQ(n.b->attributes().lid, lid);
+    ASSERT_TRUE(n.pump_until([&] { return n.cut().withdrawals >= 1; }));
+    EXPECT_GE(n.fabric->fabric_switch().counters().route_withdrawals, 1u);
+    n.qb = *n.b->create_ud_qp({.qkey = 7});
+    for (std::size_t i = 0; i < n.buffers.size(); ++i) {
+        const transport::ReceiveBuffer rb{.wr_id = i, .buffer = n.buffers[i]};
+        ASSERT_EQ(n.qb->post_receive({&rb, 1}).value_or(0), 1u);
+    }
+    n.received.clear();
+    for (std::uint8_t i = 0; i < 5; ++i) {
+        n.send(i);
+        ASSERT_TRUE(n.pump_until([&] { return n.received.size() == i + 1u; })) << "packet " << int(i) << " was lost";
+    }
+    EXPECT_EQ(n.received, (std::vector<int>{0, 1, 2, 3, 4}));
+}
+
 TEST(CutThrough, ANewRouteHoldsPacketsUntilTheMarkerComesBackAndKeepsTheOrder) {
     MarkerNet n;
     open_marker_net(n);

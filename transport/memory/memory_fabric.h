@@ -84,6 +84,7 @@ public:
         return {};
     }
     void visit_counters(CounterSink& out) const override { visit(core_.counters(), out); }
+    const PortCounters* packet_counters() const override { return &core_.counters(); }
     expected<std::unique_ptr<RcQueuePair>, Error> create_rc_qp(std::uint16_t pkey_index) override {
         return core_.create_rc_qp(pkey_index);
     }

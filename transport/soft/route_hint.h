@@ -26,13 +26,21 @@
 // time, a later hint tries again. Halfway through a hint's life the port
 // asks again (a new nonce) and keeps sending directly meanwhile.
 //
+// When a LID moves to another switch port (its port came back with another
+// UDP address) or goes, the switch withdraws the routes it hinted: a hint
+// with nonce 0 and TTL 0 to every port it told. That port sends to the LID
+// through the switch again at once (its held packets first, in order)
+// instead of into the old address until the hint expires. Withdrawing only
+// ever makes a port use the switch, so it needs no nonce.
+//
 // Multicast, SMPs and SA MADs always go through the switch. A switch that
 // captures (ibfabricd --pcap) sends no hints, so the capture sees all.
 //
 // Wire format (38 bytes; not an IBA packet: no LRH starts with 'I', LVer 9):
 //   0-3   magic "IBSF"
 //   4     version (2)          5     type (1 hint, 2 request, 3 permit)
-//   6-7   DLID (permit: 0)     8-9   TTL in milliseconds (request: 0)
+//   6-7   DLID (permit: 0)     8-9   TTL in milliseconds (request: 0;
+//                                    hint: 0 with nonce 0 withdraws)
 //   10    address family (4, 6; request: 0)     11  reserved, 0
 //   12-13 UDP port             14-29 address (IPv4 in 14-17, rest zero)
 //         (hint: where DLID listens; permit: who may send)

@@ -149,6 +149,7 @@ void visit(const SoftCutThroughCounters& c, CounterSink& out) {
     out.counter("route_hints", c.hints);
     out.counter("route_hints_unsolicited", c.hints_unsolicited);
     out.counter("route_hints_refused", c.hints_refused);
+    out.counter("route_withdrawals", c.withdrawals);
     out.counter("route_permits", c.permits);
     out.counter("direct_tx", c.direct_tx);
     out.counter("direct_rx", c.direct_rx);
@@ -275,6 +276,15 @@ void SoftPort::on_route_hint(const RouteHint& hint) {
     const auto now = std::chrono::steady_clock::now();
     const auto ttl = std::chrono::milliseconds(hint.ttl_ms);
     auto it = direct_.find(hint.dlid);
+    if (hint.nonce == 0 && hint.ttl_ms == 0) {
+        // Withdrawn: the LID moved or went. What waits for the route goes
+        // through the switch, in order, and so does everything after.
+        ++cut_.withdrawals;
+        if (it == direct_.end()) return;
+        release_held(hint.dlid, config_.fabric, false);
+        direct_.erase(it);
+        return;
+    }
     if (hint.nonce == 0) {
         // "A route exists": ask for it, behind the packets sent through the
         // switch so far, and hold later ones until the answer.

@@ -59,6 +59,7 @@ struct SoftCutThroughCounters {
     std::uint64_t hints = 0;          // route hints accepted (answers to our requests)
     std::uint64_t hints_unsolicited = 0;  // "a route exists" (nonce 0): answered with a request
     std::uint64_t hints_refused = 0;  // a nonce we did not ask with (forged or stale): ignored
+    std::uint64_t withdrawals = 0;    // routes the switch took back (the LID moved or went)
     std::uint64_t permits = 0;        // the switch named a peer that may send to us
     std::uint64_t direct_tx = 0;      // unicast packets sent straight to a peer
     std::uint64_t direct_rx = 0;      // packets received from a peer, not the switch
@@ -149,6 +150,7 @@ public:
     ManagedPort& managed() { return port_; }
     const ManagedPort& managed() const { return port_; }
     const PortCounters& counters() const { return port_.core().counters(); }
+    const PortCounters* packet_counters() const override { return &port_.core().counters(); }
     const UdpCounters& udp_counters() const { return socket_.counters(); }
     const SoftLinkCounters& link_counters() const { return link_; }
     const SoftCutThroughCounters& cut_through_counters() const { return cut_; }

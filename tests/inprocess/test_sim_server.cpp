@@ -1,0 +1,938 @@
+// ibfabricd's ibsim-protocol server (fabric/sim_server.h) in one process
+// with a real FabricService on 127.0.0.1: fake libumad2sim clients (plain
+// abstract AF_UNIX datagram sockets, as the shim opens them) connect, read
+// their node's NodeInfo/PortInfo/P_Keys, send MADs into the fabric and get
+// the answers back; the refusals and bounds are counted.
+#include <gtest/gtest.h>
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/byte_io.h"
+#include "common/socket_address.h"
+#include "common/unique_fd.h"
+#include "fabric/fabric_service.h"
+#include "fabric/sim_server.h"
+#include "fabric/sim_wire.h"
+#include "sa_client/sa_mad.h"
+#include "transport/wire/mad.h"
+#include "transport/wire/smp.h"
+
+namespace ipoibd::simtest {
+namespace {
+
+using namespace std::chrono_literals;
+using SteadyClock = std::chrono::steady_clock;
+namespace sim = fabric::sim;
+using fabric::SimDrop;
+using fabric::SimServerOptions;
+using sim::CtlMessage;
+using sim::CtlType;
+using sim::SimRequest;
+
+constexpr std::uint16_t kSwitchLid = 1;
+constexpr std::uint8_t kPortStateActive = 4;
+
+// Distinct "pids" for the fake clients of this process, and a socket base
+// name per test (parallel ctest runs each have their own pid).
+std::uint32_t next_client_id() {
+    static std::uint32_t next = 900000;
+    return next++;
+}
+std::string unique_base_name() {
+    static unsigned next = 0;
+    return "ipoibd-simtest-" + std::to_string(::getpid()) + "-" + std::to_string(next++);
+}
+
+sockaddr_un unix_address(const std::string& name, socklen_t& length) {
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    const auto path = sim::abstract_address(name);
+    std::memcpy(a.sun_path, path.data(), std::min(path.size(), sizeof a.sun_path));
+    length = static_cast<socklen_t>(sim::abstract_address_length(name));
+    return a;
+}
+
+UniqueFd dgram_socket() { return UniqueFd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)); }
+
+bool bind_to(int fd, const std::string& name) {
+    socklen_t len = 0;
+    const sockaddr_un a = unix_address(name, len);
+    return ::bind(fd, reinterpret_cast<const sockaddr*>(&a), len) == 0;
+}
+bool connect_to(int fd, const std::string& name) {
+    socklen_t len = 0;
+    const sockaddr_un a = unix_address(name, len);
+    return ::connect(fd, reinterpret_cast<const sockaddr*>(&a), len) == 0;
+}
+
+// Non-blocking receive of one datagram (its whole size, MSG_TRUNC), or
+// nullopt when none is waiting.
+std::optional<std::vector<std::uint8_t>> receive(int fd, std::size_t room) {
+    std::vector<std::uint8_t> buf(room);
+    const ssize_t n = ::recv(fd, buf.data(), buf.size(), MSG_DONTWAIT | MSG_TRUNC);
+    if (n < 0) return std::nullopt;
+    buf.resize(static_cast<std::size_t>(n));  // the size as sent (a longer one: zero-padded)
+    return buf;
+}
+
+// A libumad2sim process: B:ctl<id> connected to B:ctl, B:in<id> connected
+// to B:out<slot> once CONNECT named the slot.
+class FakeClient {
+public:
+    FakeClient(std::string base, std::uint32_t id) : base_(std::move(base)), id_(id) {
+        ctl_ = dgram_socket();
+        data_ = dgram_socket();
+        EXPECT_TRUE(ctl_ && data_);
+        EXPECT_TRUE(bind_to(ctl_.get(), sim::client_ctl_name(base_, id_))) << std::strerror(errno);
+        EXPECT_TRUE(connect_to(ctl_.get(), sim::server_ctl_name(base_))) << std::strerror(errno);
+        EXPECT_TRUE(bind_to(data_.get(), sim::client_in_name(base_, id_))) << std::strerror(errno);
+    }
+
+    std::uint32_t id() const { return id_; }
+    std::optional<unsigned> slot() const { return slot_; }
+
+    void send_ctl_raw(bytes datagram) const {
+        EXPECT_EQ(::send(ctl_.get(), datagram.data(), datagram.size(), MSG_NOSIGNAL),
+                  static_cast<ssize_t>(datagram.size()))
+            << std::strerror(errno);
+    }
+    void send_ctl(const CtlMessage& m) const {
+        auto b = sim::encode_ctl(m);
+        ASSERT_TRUE(b.has_value());
+        send_ctl_raw(bytes(b->data(), b->size()));
+    }
+    // The raw reply (80 bytes expected), if one is waiting.
+    std::optional<std::vector<std::uint8_t>> take_ctl() const { return receive(ctl_.get(), sim::kCtlMessageSize + 16); }
+
+    void attach_data(unsigned slot) {
+        slot_ = slot;
+        EXPECT_TRUE(connect_to(data_.get(), sim::server_out_name(base_, slot))) << std::strerror(errno);
+    }
+    void send_data_raw(bytes datagram) const {
+        EXPECT_EQ(::send(data_.get(), datagram.data(), datagram.size(), MSG_NOSIGNAL),
+                  static_cast<ssize_t>(datagram.size()))
+            << std::strerror(errno);
+    }
+    void send_data(const SimRequest& r) const {
+        auto b = sim::encode_request(r);
+        ASSERT_TRUE(b.has_value());
+        send_data_raw(bytes(b->data(), b->size()));
+    }
+    std::optional<std::vector<std::uint8_t>> take_data() const {
+        return receive(data_.get(), sim::kSimRequestSize + 16);
+    }
+
+    // Gone without DISCONNECT (a SIGKILLed process).
+    void vanish() {
+        ctl_.reset();
+        data_.reset();
+    }
+
+private:
+    std::string base_;
+    std::uint32_t id_;
+    UniqueFd ctl_;
+    UniqueFd data_;
+    std::optional<unsigned> slot_;
+};
+
+CtlMessage connect_message(const std::string& nodeid, std::uint32_t id, bool issm) {
+    CtlMessage m;
+    sim::ClientInfo info;
+    info.id = id;
+    info.issm = issm ? 1 : 0;
+    info.nodeid = nodeid;
+    EXPECT_TRUE(sim::put_client_info(info, m).has_value());
+    m.client_id = 0;
+    return m;
+}
+
+CtlMessage request_message(CtlType type, std::uint32_t slot) {
+    CtlMessage m;
+    m.client_id = slot;
+    m.type = type;
+    m.len = static_cast<std::uint32_t>(sim::ctl_payload_size(type));
+    return m;  // data all zero: GET_PORTINFO's data[0] = 0, "my port"
+}
+
+std::uint64_t tid_of(const SimRequest& r) { return load_be64(r.mad.data() + 8); }
+
+// A 256-byte MAD in a SimRequest.
+SimRequest request_with(std::uint16_t dlid, std::uint32_t qp, const std::array<std::uint8_t, ib::kMadSize>& mad) {
+    SimRequest r;
+    r.dlid = dlid;
+    r.slid = 0;
+    r.dqp = qp;
+    r.sqp = qp;
+    r.length = ib::kMadSize;
+    std::copy(mad.begin(), mad.end(), r.mad.begin());
+    return r;
+}
+
+std::array<std::uint8_t, ib::kMadSize> smp_get(std::uint8_t mgmt_class, std::uint16_t attribute, std::uint64_t tid) {
+    ib::Smp s;
+    s.mgmt_class = mgmt_class;
+    s.method = ib::method::get;
+    s.attribute_id = attribute;
+    s.transaction_id = tid;
+    s.hop_count = 0;
+    s.hop_pointer = 0;
+    std::array<std::uint8_t, ib::kMadSize> mad{};
+    s.write_to(mad.data());
+    return mad;
+}
+
+std::array<std::uint8_t, ib::kMadSize> sa_request(std::uint8_t method, std::uint16_t attribute, std::uint64_t tid) {
+    sa::SaMad m;
+    m.header.method = method;
+    m.header.attribute_id = attribute;
+    m.header.transaction_id = tid;
+    std::array<std::uint8_t, ib::kMadSize> mad{};
+    m.write_to(mad.data());
+    return mad;
+}
+
+// A GMP Get of any class (its header only).
+std::array<std::uint8_t, ib::kMadSize> gmp_get(std::uint8_t mgmt_class, std::uint16_t attribute, std::uint64_t tid) {
+    ib::MadHeader h;
+    h.mgmt_class = mgmt_class;
+    h.class_version = 1;
+    h.method = ib::method::get;
+    h.attribute_id = attribute;
+    h.transaction_id = tid;
+    std::array<std::uint8_t, ib::kMadSize> mad{};
+    h.write_to(mad.data());
+    return mad;
+}
+
+class SimServer : public ::testing::Test {
+protected:
+    void SetUp() override {
+        fabric::FabricServiceOptions o;
+        o.listen = *parse_socket_address("127.0.0.1:0");
+        auto service = fabric::FabricService::open(std::move(o));
+        ASSERT_TRUE(service.has_value()) << service.error();
+        service_ = std::move(*service);
+        base_ = unique_base_name();
+    }
+
+    void TearDown() override {
+        if (HasFailure())
+            for (const std::string& line : log_) std::fprintf(stderr, "  log: %s\n", line.c_str());
+    }
+
+    // Opens the sim server on base_, connected to the fabric.
+    void start(const std::function<void(SimServerOptions&)>& tune = {}) {
+        SimServerOptions o;
+        o.base_name = base_;
+        o.fabric = service_->local_address();
+        if (tune) tune(o);
+        auto sim = fabric::SimServer::open(std::move(o), [this](const std::string& l) { log_.push_back(l); });
+        ASSERT_TRUE(sim.has_value()) << sim.error();
+        sim_ = std::move(*sim);
+    }
+
+    fabric::SimServer& sim() { return *sim_; }
+    std::uint64_t dropped(SimDrop d) const { return sim_->counters().dropped_for(d); }
+
+    // One turn of the loop: at most 5 ms waiting for the fabric's or the
+    // server's fd, their handlers, the 50 ms ticks, the end of the wake-up.
+    void turn() {
+        std::array<pollfd, 2> fds{};
+        fds[0] = {fabric_running_ ? service_->fd() : -1, POLLIN, 0};
+        fds[1] = {sim_ ? sim_->fd() : -1, POLLIN, 0};
+        (void)::poll(fds.data(), fds.size(), 5);
+        const auto now = SteadyClock::now();
+        if (fabric_running_ && (fds[0].revents & POLLIN) != 0) service_->on_readable(now);
+        if (sim_ && (fds[1].revents & POLLIN) != 0) sim_->process(now);
+        if (now >= next_tick_) {
+            next_tick_ = now + fabric::FabricService::kTickInterval;
+            if (fabric_running_) service_->tick(now);
+            if (sim_) sim_->tick(now);
+        }
+        if (fabric_running_) service_->after_wakeup(now);
+    }
+
+    // Drives the loop until `done` holds; false after `timeout`.
+    bool run_until(const std::function<bool()>& done, SteadyClock::duration timeout = 5s) {
+        const auto deadline = SteadyClock::now() + timeout;
+        while (!done()) {
+            if (SteadyClock::now() >= deadline) return false;
+            turn();
+        }
+        return true;
+    }
+    void run_for(SteadyClock::duration d) {
+        const auto end = SteadyClock::now() + d;
+        while (SteadyClock::now() < end) turn();
+    }
+
+    FakeClient& new_client(std::optional<std::uint32_t> id = std::nullopt) {
+        clients_.push_back(std::make_unique<FakeClient>(base_, id.value_or(next_client_id())));
+        return *clients_.back();
+    }
+
+    // The 80-byte reply to a control message the client sends, the loop
+    // running meanwhile.
+    std::optional<CtlMessage> exchange_raw(const FakeClient& c, bytes datagram) {
+        c.send_ctl_raw(datagram);
+        return await_ctl(c);
+    }
+    std::optional<CtlMessage> exchange(const FakeClient& c, const CtlMessage& m) {
+        c.send_ctl(m);
+        return await_ctl(c);
+    }
+    std::optional<CtlMessage> await_ctl(const FakeClient& c) {
+        std::optional<std::vector<std::uint8_t>> got;
+        if (!run_until([&] { return (got = c.take_ctl()).has_value(); })) {
+            ADD_FAILURE() << "no control reply";
+            return std::nullopt;
+        }
+        EXPECT_EQ(got->size(), sim::kCtlMessageSize);
+        auto parsed = sim::parse_ctl(bytes(got->data(), got->size()));
+        if (!parsed) {
+            ADD_FAILURE() << "reply does not parse: " << sim::to_string(parsed.error());
+            return std::nullopt;
+        }
+        return *parsed;
+    }
+
+    // CONNECT; on success the client's data socket is connected to its slot.
+    std::optional<CtlMessage> connect_client(FakeClient& c, const std::string& nodeid, bool issm = false) {
+        auto reply = exchange(c, connect_message(nodeid, c.id(), issm));
+        if (reply && reply->type == CtlType::connect) c.attach_data(reply->client_id);
+        return reply;
+    }
+
+    // GET_PORTINFO (answered once the SM has made the port ACTIVE).
+    std::optional<ib::PortInfo> port_info(const FakeClient& c) {
+        auto reply = exchange(c, request_message(CtlType::get_portinfo, *c.slot()));
+        if (!reply || reply->type != CtlType::get_portinfo) return std::nullopt;
+        return ib::PortInfo::read_from(reply->data.data());
+    }
+
+    // CONNECT and wait for the node's port to be ACTIVE: its LID.
+    std::uint16_t attach(FakeClient& c, const std::string& nodeid, bool issm = false) {
+        auto reply = connect_client(c, nodeid, issm);
+        if (!reply || reply->type != CtlType::connect) {
+            ADD_FAILURE() << "CONNECT of " << nodeid << " refused";
+            return 0;
+        }
+        auto pi = port_info(c);
+        if (!pi) {
+            ADD_FAILURE() << "no PortInfo for " << nodeid;
+            return 0;
+        }
+        EXPECT_EQ(pi->port_state, kPortStateActive) << nodeid;
+        return pi->lid;
+    }
+
+    // The next data datagram to the client (288 bytes expected), parsed.
+    std::optional<SimRequest> await_data(const FakeClient& c, SteadyClock::duration timeout = 5s) {
+        std::optional<std::vector<std::uint8_t>> got;
+        if (!run_until([&] { return (got = c.take_data()).has_value(); }, timeout)) return std::nullopt;
+        EXPECT_EQ(got->size(), sim::kSimRequestSize);
+        auto parsed = sim::parse_request(bytes(got->data(), got->size()));
+        if (!parsed) {
+            ADD_FAILURE() << "data reply does not parse";
+            return std::nullopt;
+        }
+        return *parsed;
+    }
+
+    std::vector<std::string> log_;  // the server's lines, printed when a test fails
+    std::unique_ptr<fabric::FabricService> service_;
+    std::unique_ptr<fabric::SimServer> sim_;
+    std::string base_;
+    std::vector<std::unique_ptr<FakeClient>> clients_;
+    SteadyClock::time_point next_tick_{};
+    bool fabric_running_ = true;  // false: the switch never answers (no link, no SM)
+};
+
+// ---------------------------------------------------------------------------
+// Control channel
+
+TEST_F(SimServer, ConnectAttachesTheClientToAnActiveNodeAndAnswersItsQueries) {
+    start();
+    FakeClient& c = new_client();
+    auto reply = connect_client(c, "hostA");
+    ASSERT_TRUE(reply.has_value());
+    ASSERT_EQ(reply->type, CtlType::connect);
+    EXPECT_EQ(reply->client_id, 0u);
+    auto info = sim::read_client_info(*reply);
+    ASSERT_TRUE(info.has_value());
+    EXPECT_EQ(info->id, 0u);  // the slot
+    EXPECT_EQ(info->nodeid, "hostA");
+    EXPECT_EQ(sim().client_count(), 1u);
+    EXPECT_NE(sim().node_port("hostA"), nullptr);
+
+    auto ni_reply = exchange(c, request_message(CtlType::get_nodeinfo, 0));
+    ASSERT_TRUE(ni_reply.has_value());
+    ASSERT_EQ(ni_reply->type, CtlType::get_nodeinfo);
+    EXPECT_EQ(ni_reply->len, 64u);
+    const auto ni = ib::NodeInfo::read_from(ni_reply->data.data());
+    const std::uint64_t guid = fabric::SimServer::derived_node_guid("hostA");
+    EXPECT_EQ(ni.node_type, ib::node_type::channel_adapter);
+    EXPECT_EQ(ni.node_guid, guid);
+    EXPECT_EQ(ni.port_guid, guid + 1);
+    EXPECT_EQ(ni.local_port_num, 1u);
+
+    auto pi = port_info(c);
+    ASSERT_TRUE(pi.has_value());
+    EXPECT_NE(pi->lid, 0u);
+    EXPECT_EQ(pi->master_sm_lid, kSwitchLid);
+    EXPECT_EQ(pi->port_state, kPortStateActive);
+    EXPECT_EQ(pi->m_key, 0u);  // never shown
+
+    auto pkeys = exchange(c, request_message(CtlType::get_pkeys, 0));
+    ASSERT_TRUE(pkeys.has_value());
+    ASSERT_EQ(pkeys->type, CtlType::get_pkeys);
+    EXPECT_EQ(pkeys->len, 64u);
+    EXPECT_EQ(load_be16(pkeys->data.data()), 0xFFFFu);
+
+    auto vendor_reply = exchange(c, request_message(CtlType::get_vendor, 0));
+    ASSERT_TRUE(vendor_reply.has_value());
+    ASSERT_EQ(vendor_reply->type, CtlType::get_vendor);
+    auto vendor = sim::read_vendor(*vendor_reply);
+    ASSERT_TRUE(vendor.has_value());
+    EXPECT_EQ(vendor->fw_ver, 1u);
+    EXPECT_EQ(vendor->vendor_id, ni.vendor_id);
+
+    EXPECT_EQ(sim().counters().clients_connected, 1u);
+    EXPECT_EQ(sim().counters().nodes_opened, 1u);
+    const std::string stats = sim().stats();
+    EXPECT_NE(stats.find("1 of 10 client slots"), std::string::npos) << stats;
+    EXPECT_NE(stats.find("sim node hostA"), std::string::npos) << stats;
+    EXPECT_NE(stats.find("ACTIVE"), std::string::npos) << stats;
+}
+
+TEST_F(SimServer, OpenRefusesATakenNameAndABadSlotCount) {
+    start();
+    SimServerOptions o;
+    o.base_name = base_;
+    o.fabric = service_->local_address();
+    auto second = fabric::SimServer::open(o);
+    ASSERT_FALSE(second.has_value());
+    EXPECT_NE(second.error().find("another ibsim or ibfabricd"), std::string::npos) << second.error();
+    o.base_name = base_ + "-other";
+    o.max_clients = 0;
+    EXPECT_FALSE(fabric::SimServer::open(o).has_value());
+    o.max_clients = fabric::kMaxSimClients + 1;
+    EXPECT_FALSE(fabric::SimServer::open(o).has_value());
+}
+
+TEST_F(SimServer, ANodeGuidGivenForTheNameIsUsed) {
+    start([](SimServerOptions& o) { o.node_guids["hostB"] = 0x0002c90300001230ULL; });
+    FakeClient& c = new_client();
+    auto reply = connect_client(c, "hostB");
+    ASSERT_TRUE(reply.has_value());
+    ASSERT_EQ(reply->type, CtlType::connect);
+    auto ni_reply = exchange(c, request_message(CtlType::get_nodeinfo, reply->client_id));
+    ASSERT_TRUE(ni_reply.has_value());
+    ASSERT_EQ(ni_reply->type, CtlType::get_nodeinfo);
+    const auto ni = ib::NodeInfo::read_from(ni_reply->data.data());
+    EXPECT_EQ(ni.node_guid, 0x0002c90300001230ULL);
+    EXPECT_EQ(ni.port_guid, 0x0002c90300001231ULL);
+}
+
+TEST_F(SimServer, AnEmptyNodeIdAttachesToTheDefaultNode) {
+    start();
+    FakeClient& c = new_client();
+    auto reply = connect_client(c, "");
+    ASSERT_TRUE(reply.has_value());
+    ASSERT_EQ(reply->type, CtlType::connect);
+    EXPECT_EQ(sim::read_client_info(*reply)->nodeid, "sim");
+    EXPECT_NE(sim().node_port("sim"), nullptr);
+}
+
+TEST_F(SimServer, ClientsOfOneNodeShareItsPortUntilTheLastDisconnects) {
+    start();
+    FakeClient& a = new_client();
+    FakeClient& b = new_client();
+    ASSERT_NE(attach(a, "hostA"), 0u);
+    const transport::SoftPort* port = sim().node_port("hostA");
+    ASSERT_NE(port, nullptr);
+    auto reply = connect_client(b, "hostA");
+    ASSERT_TRUE(reply.has_value());
+    ASSERT_EQ(reply->type, CtlType::connect);
+    EXPECT_EQ(reply->client_id, 1u);
+    EXPECT_EQ(sim().node_port("hostA"), port);
+    EXPECT_EQ(sim().client_count(), 2u);
+    EXPECT_EQ(sim().counters().nodes_opened, 1u);
+
+    auto bye_a = exchange(a, request_message(CtlType::disconnect, 0));
+    ASSERT_TRUE(bye_a.has_value());
+    EXPECT_EQ(bye_a->type, CtlType::disconnect);
+    EXPECT_EQ(sim().node_port("hostA"), port);  // b still uses it
+    EXPECT_EQ(sim().client_count(), 1u);
+
+    auto bye_b = exchange(b, request_message(CtlType::disconnect, 1));
+    ASSERT_TRUE(bye_b.has_value());
+    EXPECT_EQ(bye_b->type, CtlType::disconnect);
+    EXPECT_EQ(sim().node_port("hostA"), nullptr);
+    EXPECT_EQ(sim().client_count(), 0u);
+    EXPECT_EQ(sim().counters().nodes_closed, 1u);
+    EXPECT_EQ(sim().counters().clients_disconnected, 2u);
+    EXPECT_EQ(sim().counters().clients_reaped, 0u);
+}
+
+TEST_F(SimServer, MalformedControlMessagesGetAnErrorReplyAndAreCounted) {
+    start();
+    FakeClient& c = new_client();
+    const CtlMessage valid = request_message(CtlType::get_nodeinfo, 0);
+    const sim::CtlBytes good = *sim::encode_ctl(valid);
+
+    auto expect_error = [&](std::vector<std::uint8_t> datagram, SimDrop why, const char* what) {
+        auto reply = exchange_raw(c, bytes(datagram.data(), datagram.size()));
+        ASSERT_TRUE(reply.has_value()) << what;
+        EXPECT_EQ(reply->type, CtlType::error) << what;
+        EXPECT_EQ(dropped(why), 1u) << what << ": " << fabric::to_string(why);
+    };
+
+    expect_error(std::vector<std::uint8_t>(good.begin(), good.begin() + 79), SimDrop::ctl_wrong_size, "79 bytes");
+    {
+        std::vector<std::uint8_t> d(good.begin(), good.end());
+        d[0] = 0x00;  // magic 0xDEADBE00
+        expect_error(d, SimDrop::ctl_bad_magic, "bad magic");
+    }
+    {
+        std::vector<std::uint8_t> d(good.begin(), good.end());
+        d[sim::ctl_offset::type] = 77;
+        expect_error(d, SimDrop::ctl_unknown_type, "type 77");
+    }
+    {
+        std::vector<std::uint8_t> d(good.begin(), good.end());
+        d[sim::ctl_offset::len] = 65;
+        expect_error(d, SimDrop::ctl_bad_length, "len 65");
+    }
+    // A well-formed request from a client id that holds no slot.
+    {
+        auto reply = exchange(c, request_message(CtlType::get_nodeinfo, 3));
+        ASSERT_TRUE(reply.has_value());
+        EXPECT_EQ(reply->type, CtlType::error);
+        EXPECT_EQ(dropped(SimDrop::ctl_unknown_client), 1u);
+    }
+    EXPECT_EQ(sim().client_count(), 0u);
+
+    // The server keeps serving.
+    auto reply = connect_client(c, "hostA");
+    ASSERT_TRUE(reply.has_value());
+    EXPECT_EQ(reply->type, CtlType::connect);
+    EXPECT_EQ(sim().client_count(), 1u);
+    EXPECT_EQ(sim().counters().control_messages, 6u);
+}
+
+TEST_F(SimServer, ARequestFromAnotherSocketThanTheSlotsClientIsRefused) {
+    start();
+    FakeClient& a = new_client();
+    FakeClient& b = new_client();
+    auto reply = connect_client(a, "hostA");
+    ASSERT_TRUE(reply.has_value());
+    ASSERT_EQ(reply->type, CtlType::connect);
+    // b claims a's slot.
+    auto refused = exchange(b, request_message(CtlType::disconnect, 0));
+    ASSERT_TRUE(refused.has_value());
+    EXPECT_EQ(refused->type, CtlType::error);
+    EXPECT_EQ(dropped(SimDrop::ctl_unknown_client), 1u);
+    EXPECT_EQ(sim().client_count(), 1u);
+}
+
+TEST_F(SimServer, SlotsAreBoundedByMaxClients) {
+    start([](SimServerOptions& o) { o.max_clients = 2; });
+    FakeClient& a = new_client();
+    FakeClient& b = new_client();
+    FakeClient& c = new_client();
+    auto ra = connect_client(a, "hostA");
+    auto rb = connect_client(b, "hostB");
+    ASSERT_TRUE(ra && rb);
+    EXPECT_EQ(ra->type, CtlType::connect);
+    EXPECT_EQ(rb->type, CtlType::connect);
+    auto rc = connect_client(c, "hostC");
+    ASSERT_TRUE(rc.has_value());
+    EXPECT_EQ(rc->type, CtlType::error);
+    EXPECT_EQ(dropped(SimDrop::clients_full), 1u);
+    EXPECT_EQ(sim().client_count(), 2u);
+    EXPECT_EQ(sim().node_port("hostC"), nullptr);
+}
+
+TEST_F(SimServer, ASecondIsSmClientOnOneNodeIsRefused) {
+    start();
+    FakeClient& a = new_client();
+    FakeClient& b = new_client();
+    auto ra = connect_client(a, "hostA", true);
+    ASSERT_TRUE(ra.has_value());
+    EXPECT_EQ(ra->type, CtlType::connect);
+    auto rb = connect_client(b, "hostA", true);
+    ASSERT_TRUE(rb.has_value());
+    EXPECT_EQ(rb->type, CtlType::error);
+    EXPECT_EQ(dropped(SimDrop::node_has_sm), 1u);
+    EXPECT_EQ(sim().client_count(), 1u);
+}
+
+TEST_F(SimServer, SetIssmOnANodeWithAnSmIsRefused) {
+    start();
+    FakeClient& a = new_client();
+    FakeClient& b = new_client();
+    ASSERT_EQ(connect_client(a, "hostA", true)->type, CtlType::connect);
+    auto rb = connect_client(b, "hostA");
+    ASSERT_TRUE(rb.has_value());
+    ASSERT_EQ(rb->type, CtlType::connect);
+    CtlMessage m;
+    sim::put_set_issm(true, m);
+    m.client_id = rb->client_id;
+    auto reply = exchange(b, m);
+    ASSERT_TRUE(reply.has_value());
+    EXPECT_EQ(reply->type, CtlType::error);
+    EXPECT_EQ(dropped(SimDrop::node_has_sm), 1u);
+    // Once a gives IsSM up, b may take it.
+    CtlMessage clear;
+    sim::put_set_issm(false, clear);
+    clear.client_id = 0;
+    ASSERT_EQ(exchange(a, clear)->type, CtlType::set_issm);
+    auto again = exchange(b, m);
+    ASSERT_TRUE(again.has_value());
+    EXPECT_EQ(again->type, CtlType::set_issm);
+}
+
+// ---------------------------------------------------------------------------
+// Data channel
+
+TEST_F(SimServer, AnSaQueryCrossesTheFabricAndComesBackToItsSlot) {
+    start();
+    FakeClient& a = new_client();
+    FakeClient& c = new_client();  // slot 1: the slot bits are not zero
+    ASSERT_NE(attach(a, "hostA"), 0u);
+    const std::uint16_t lid = attach(c, "hostC");
+    ASSERT_NE(lid, 0u);
+    ASSERT_EQ(c.slot().value_or(99), 1u);
+
+    const std::uint64_t tid = 0x0000'0003'1234'5678ULL;  // agent 3
+    c.send_data(request_with(kSwitchLid, 1, sa_request(ib::method::get_table, sa::sa_attr::mc_member_record, tid)));
+    auto r = await_data(c);
+    ASSERT_TRUE(r.has_value()) << "no SA answer";
+    EXPECT_EQ(r->status, sim::kStatusOk);
+    EXPECT_EQ(r->slid, kSwitchLid);
+    EXPECT_EQ(r->dlid, lid);
+    EXPECT_EQ(r->sqp, 1u);
+    const auto h = ib::MadHeader::read_from(r->mad.data());
+    EXPECT_EQ(h.mgmt_class, ib::mgmt_class::subn_adm);
+    EXPECT_EQ(h.method, ib::method::get_table | ib::method::response_bit);
+    EXPECT_EQ(h.attribute_id, sa::sa_attr::mc_member_record);
+    EXPECT_EQ(h.status, 0u) << sa::describe_sa_status(h.status);
+    EXPECT_EQ(h.transaction_id & 0xFFFF'FFFFULL, 0x1234'5678ULL);
+    EXPECT_EQ(sim::agent_of(h.transaction_id), 3u);
+    EXPECT_EQ(sim::slot_of(h.transaction_id), 1u);
+    // The default partition's broadcast group, the records that fit the
+    // client's 224 bytes, and the length counting them.
+    const auto sa_mad = sa::SaMad::read_from(r->mad.data());
+    const std::size_t stride = std::size_t{sa_mad.attribute_offset} * 8;
+    ASSERT_GE(stride, 52u);
+    ASSERT_GE(r->length, sa::kSaHeaderSize + stride);
+    EXPECT_EQ((r->length - sa::kSaHeaderSize) % stride, 0u) << r->length;
+    EXPECT_LE(r->length, sim::kClientReceiveLimit);
+    const ib::Gid broadcast{0xff, 0x12, 0x40, 0x1b, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
+    ib::Gid mgid{};
+    std::copy_n(sa_mad.data.begin(), mgid.size(), mgid.begin());
+    EXPECT_EQ(mgid, broadcast);
+
+    EXPECT_EQ(sim().counters().mads_from_clients, 1u);
+    EXPECT_EQ(sim().counters().mads_to_clients, 1u);
+    EXPECT_EQ(sim().counters().timeouts, 0u);
+}
+
+TEST_F(SimServer, AnSaGetOfOneRecordComesBackAsOneMad) {
+    start();
+    FakeClient& c = new_client();
+    ASSERT_NE(attach(c, "hostA"), 0u);
+    const ib::Gid broadcast{0xff, 0x12, 0x40, 0x1b, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
+    const std::uint64_t tid = 0x0000'0001'0000'00ABULL;
+    sa::SaMad q;
+    q.header.method = ib::method::get;
+    q.header.attribute_id = sa::sa_attr::mc_member_record;
+    q.header.transaction_id = tid;
+    q.component_mask = 1;  // MGID
+    std::copy(broadcast.begin(), broadcast.end(), q.data.begin());
+    std::array<std::uint8_t, ib::kMadSize> mad{};
+    q.write_to(mad.data());
+    c.send_data(request_with(kSwitchLid, 1, mad));
+    auto r = await_data(c);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->status, sim::kStatusOk);
+    EXPECT_EQ(r->length, ib::kMadSize);  // no RMPP: the MAD as it came
+    const auto answer = sa::SaMad::read_from(r->mad.data());
+    EXPECT_EQ(answer.header.method, ib::method::get_resp);
+    EXPECT_EQ(answer.header.status, 0u) << sa::describe_sa_status(answer.header.status);
+    EXPECT_EQ(answer.header.transaction_id, tid);  // slot 0: the TID as sent
+    EXPECT_FALSE(answer.rmpp.active());
+    ib::Gid mgid{};
+    std::copy_n(answer.data.begin(), mgid.size(), mgid.begin());
+    EXPECT_EQ(mgid, broadcast);
+}
+
+TEST_F(SimServer, ADirectedRouteSmpOfHopCountZeroIsAnsweredByTheNodesOwnSma) {
+    start();
+    FakeClient& c = new_client();
+    ASSERT_NE(attach(c, "hostA"), 0u);
+    const std::uint64_t tid = 0x0000'0000'1234'0001ULL;
+    c.send_data(request_with(ib::kLidPermissive, 0,
+                             smp_get(ib::mgmt_class::subn_directed_route, ib::smp_attr::node_info, tid)));
+    auto r = await_data(c);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->status, sim::kStatusOk);
+    EXPECT_EQ(r->dlid, ib::kLidPermissive);
+    EXPECT_EQ(r->slid, ib::kLidPermissive);
+    const auto smp = ib::Smp::read_from(r->mad.data());
+    EXPECT_TRUE(smp.direction);
+    EXPECT_NE(load_be16(r->mad.data() + ib::smp_offset::status) & ib::kSmpDirectionBit, 0u);
+    EXPECT_EQ(smp.method, ib::method::get_resp);
+    EXPECT_EQ(smp.transaction_id, tid);
+    EXPECT_EQ(smp.status, 0u);
+    const auto ni = ib::NodeInfo::read_from(smp.data.data());
+    EXPECT_EQ(ni.node_guid, fabric::SimServer::derived_node_guid("hostA"));
+    EXPECT_EQ(sim().counters().local_smps, 1u);
+    // Answered: nothing times out later.
+    run_for(1200ms);
+    EXPECT_EQ(sim().counters().timeouts, 0u);
+    EXPECT_FALSE(c.take_data().has_value());
+}
+
+TEST_F(SimServer, ADirectedRouteSmpThroughTheSwitchReachesAnotherNode) {
+    start();
+    FakeClient& a = new_client();
+    FakeClient& b = new_client();
+    ASSERT_NE(attach(a, "hostA"), 0u);
+    ASSERT_NE(attach(b, "hostB"), 0u);
+    const std::uint64_t guid_b = fabric::SimServer::derived_node_guid("hostB");
+    std::uint8_t switch_port_b = 0;
+    for (const auto& [number, port] : service_->subnet_manager().ports())
+        if (port.port_guid == guid_b + 1) switch_port_b = number;
+    ASSERT_NE(switch_port_b, 0u);
+    ib::Smp s;
+    s.mgmt_class = ib::mgmt_class::subn_directed_route;
+    s.method = ib::method::get;
+    s.attribute_id = ib::smp_attr::node_info;
+    s.transaction_id = 0x0000'0000'1234'0002ULL;
+    s.hop_count = 2;
+    s.initial_path[1] = 1;              // out of A's port 1
+    s.initial_path[2] = switch_port_b;  // out of the switch to B
+    std::array<std::uint8_t, ib::kMadSize> mad{};
+    s.write_to(mad.data());
+    a.send_data(request_with(ib::kLidPermissive, 0, mad));
+    auto r = await_data(a);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->status, sim::kStatusOk);
+    EXPECT_EQ(r->dlid, ib::kLidPermissive);
+    const auto smp = ib::Smp::read_from(r->mad.data());
+    EXPECT_TRUE(smp.direction);
+    EXPECT_EQ(smp.method, ib::method::get_resp);
+    EXPECT_EQ(smp.transaction_id, s.transaction_id);
+    EXPECT_EQ(ib::NodeInfo::read_from(smp.data.data()).node_guid, guid_b);
+    EXPECT_EQ(sim().counters().local_smps, 0u);
+    EXPECT_FALSE(b.take_data().has_value());
+}
+
+TEST_F(SimServer, WithoutAnSmPortInfoIsAnsweredAfterAttachWaitAndGmpsFailAtOnce) {
+    fabric_running_ = false;
+    start([](SimServerOptions& o) { o.attach_wait = 300ms; });
+    FakeClient& c = new_client();
+    auto reply = connect_client(c, "hostA");
+    ASSERT_TRUE(reply.has_value());
+    ASSERT_EQ(reply->type, CtlType::connect);
+    c.send_ctl(request_message(CtlType::get_portinfo, 0));
+    run_for(100ms);
+    EXPECT_FALSE(c.take_ctl().has_value());  // held while the port may still come up
+    auto pi_reply = await_ctl(c);
+    ASSERT_TRUE(pi_reply.has_value());
+    ASSERT_EQ(pi_reply->type, CtlType::get_portinfo);
+    const auto pi = ib::PortInfo::read_from(pi_reply->data.data());
+    EXPECT_NE(pi.port_state, kPortStateActive);
+    EXPECT_EQ(pi.lid, 0u);
+
+    const std::uint64_t tid = 0x0000'0001'0000'0001ULL;
+    c.send_data(request_with(kSwitchLid, 1, sa_request(ib::method::get_table, sa::sa_attr::mc_member_record, tid)));
+    auto r = await_data(c, 1s);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->status, sim::kStatusTimedOut);
+    EXPECT_EQ(dropped(SimDrop::request_port_down), 1u);
+}
+
+TEST_F(SimServer, ALidRoutedSmpReachesAnotherNodesSma) {
+    start();
+    FakeClient& a = new_client();
+    FakeClient& b = new_client();
+    const std::uint16_t lid_a = attach(a, "hostA");
+    const std::uint16_t lid_b = attach(b, "hostB");
+    ASSERT_NE(lid_a, 0u);
+    ASSERT_NE(lid_b, 0u);
+    ASSERT_NE(lid_a, lid_b);
+    const std::uint64_t tid = 0x0000'0002'0000'0042ULL;
+    a.send_data(request_with(lid_b, 0, smp_get(ib::mgmt_class::subn_lid_routed, ib::smp_attr::node_info, tid)));
+    auto r = await_data(a);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->status, sim::kStatusOk);
+    EXPECT_EQ(r->slid, lid_b);
+    const auto smp = ib::Smp::read_from(r->mad.data());
+    EXPECT_EQ(smp.method, ib::method::get_resp);
+    EXPECT_EQ(smp.transaction_id, tid);
+    const auto ni = ib::NodeInfo::read_from(smp.data.data());
+    EXPECT_EQ(ni.node_guid, fabric::SimServer::derived_node_guid("hostB"));
+    EXPECT_FALSE(b.take_data().has_value());  // b's SMA answered; b's client saw nothing
+    EXPECT_EQ(sim().counters().local_smps, 0u);
+}
+
+TEST_F(SimServer, BadDataDatagramsAreCountedAndABadLidComesBackTimedOut) {
+    start();
+    FakeClient& c = new_client();
+    ASSERT_NE(attach(c, "hostA"), 0u);
+
+    const std::vector<std::uint8_t> short_one(100, 0x01);
+    c.send_data_raw(bytes(short_one.data(), short_one.size()));
+    ASSERT_TRUE(run_until([&] { return dropped(SimDrop::request_wrong_size) == 1; }));
+
+    const SimRequest good = request_with(kSwitchLid, 1, sa_request(ib::method::get, sa::sa_attr::class_port_info, 7));
+    auto too_long = *sim::encode_request(good);
+    store_be64(too_long.data() + sim::request_offset::length, 300);
+    c.send_data_raw(bytes(too_long.data(), too_long.size()));
+    ASSERT_TRUE(run_until([&] { return dropped(SimDrop::request_bad_length) == 1; }));
+
+    const std::uint64_t tid = 0x0000'0001'0000'0099ULL;
+    c.send_data(request_with(0, 1, gmp_get(ib::mgmt_class::perf_mgt, 0x0001, tid)));
+    auto r = await_data(c);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->status, sim::kStatusTimedOut);
+    EXPECT_EQ(tid_of(*r) & ~sim::kTidSlotMask, tid);
+    EXPECT_EQ(dropped(SimDrop::request_bad_lid), 1u);
+    EXPECT_EQ(sim().counters().mads_from_clients, 1u);  // only the one that parsed
+    EXPECT_FALSE(c.take_data().has_value());  // neither bad datagram got an answer
+}
+
+TEST_F(SimServer, UnansweredRequestsTimeOutAndOutstandingIsBounded) {
+    start([](SimServerOptions& o) {
+        o.request_timeout = 200ms;
+        o.max_outstanding = 2;
+    });
+    FakeClient& a = new_client();
+    FakeClient& b = new_client();
+    ASSERT_NE(attach(a, "hostA"), 0u);
+    const std::uint16_t lid_b = attach(b, "hostB");
+    ASSERT_NE(lid_b, 0u);
+
+    // DevMgt Gets to hostB: no agent of its node serves that class and it
+    // has no SM client, so nobody answers.
+    for (std::uint64_t k = 1; k <= 3; ++k)
+        a.send_data(request_with(lid_b, 1, gmp_get(ib::mgmt_class::dev_mgt, 0x0001, 0x0000'0004'0000'0000ULL | k)));
+    // The third at once: over the bound.
+    ASSERT_TRUE(run_until([&] { return dropped(SimDrop::too_many_outstanding) == 1; }, 1s));
+    auto third = await_data(a, 100ms);
+    ASSERT_TRUE(third.has_value());
+    EXPECT_EQ(third->status, sim::kStatusTimedOut);
+    EXPECT_EQ(tid_of(*third) & 0xFFFF'FFFFULL, 3u);
+    EXPECT_EQ(sim().counters().timeouts, 1u);
+
+    // The first two after request_timeout.
+    std::vector<std::uint64_t> tids;
+    for (int k = 0; k < 2; ++k) {
+        auto r = await_data(a, 3s);
+        ASSERT_TRUE(r.has_value()) << "request " << k;
+        EXPECT_EQ(r->status, sim::kStatusTimedOut);
+        EXPECT_EQ(sim::agent_of(tid_of(*r)), 4u);
+        tids.push_back(tid_of(*r) & 0xFFFF'FFFFULL);
+    }
+    std::sort(tids.begin(), tids.end());
+    EXPECT_EQ(tids, (std::vector<std::uint64_t>{1, 2}));
+    EXPECT_EQ(sim().counters().timeouts, 3u);
+    EXPECT_EQ(dropped(SimDrop::too_many_outstanding), 1u);
+    // The two reached hostB's node, which had nobody to give them to.
+    EXPECT_EQ(dropped(SimDrop::request_no_sm), 2u);
+    EXPECT_FALSE(b.take_data().has_value());
+}
+
+TEST_F(SimServer, UnsolicitedRequestsGoToTheNodesSmClient) {
+    start();
+    FakeClient& sm = new_client();
+    FakeClient& a = new_client();
+    const std::uint16_t lid_s = attach(sm, "hostS", true);
+    ASSERT_NE(lid_s, 0u);
+    const std::uint16_t lid_a = attach(a, "hostA");
+    ASSERT_NE(lid_a, 0u);
+    const std::uint64_t tid = 0x0000'0005'0000'0077ULL;
+    // An SA query addressed to the SM client's node (saquery with that
+    // node as its SM LID).
+    a.send_data(request_with(lid_s, 1, sa_request(ib::method::get_table, sa::sa_attr::node_record, tid)));
+    auto at_sm = await_data(sm);
+    ASSERT_TRUE(at_sm.has_value());
+    const auto h = ib::MadHeader::read_from(at_sm->mad.data());
+    EXPECT_EQ(h.mgmt_class, ib::mgmt_class::subn_adm);
+    EXPECT_EQ(h.method, ib::method::get_table);
+    EXPECT_EQ(at_sm->slid, lid_a);
+    EXPECT_EQ(sim::slot_of(h.transaction_id), a.slot().value_or(99));  // stamped by the server
+    EXPECT_EQ(h.transaction_id & ~sim::kTidSlotMask, tid);
+
+    // The SM client answers; the answer goes back to a.
+    SimRequest answer = *at_sm;
+    answer.dlid = at_sm->slid;
+    answer.slid = 0;
+    answer.dqp = at_sm->sqp;
+    answer.sqp = 1;
+    answer.mad[3] = ib::method::get_table_resp;
+    sm.send_data(answer);
+    auto at_a = await_data(a);
+    ASSERT_TRUE(at_a.has_value());
+    EXPECT_EQ(at_a->status, sim::kStatusOk);
+    EXPECT_EQ(at_a->mad[3], ib::method::get_table_resp);
+    EXPECT_EQ(at_a->slid, lid_s);
+    EXPECT_EQ(tid_of(*at_a) & ~sim::kTidSlotMask, tid);
+    EXPECT_EQ(sim().counters().timeouts, 0u);
+}
+
+// ---------------------------------------------------------------------------
+// Liveness
+
+TEST_F(SimServer, AClientThatDisappearsIsReapedAndItsNodeClosed) {
+    start();
+    FakeClient& c = new_client();
+    ASSERT_NE(attach(c, "hostA"), 0u);
+    ASSERT_NE(sim().node_port("hostA"), nullptr);
+    c.vanish();
+    ASSERT_TRUE(run_until([&] { return sim().client_count() == 0; }, 3s));
+    EXPECT_EQ(sim().counters().clients_reaped, 1u);
+    EXPECT_EQ(sim().counters().clients_disconnected, 0u);
+    EXPECT_EQ(sim().node_port("hostA"), nullptr);
+    EXPECT_EQ(sim().counters().nodes_closed, 1u);
+}
+
+TEST_F(SimServer, APidSeenAgainReplacesItsOldSlot) {
+    start();
+    FakeClient& old = new_client();
+    ASSERT_EQ(connect_client(old, "hostA")->type, CtlType::connect);
+    // Its process dies without DISCONNECT and a new one with the same pid
+    // connects (whether the reaper or the CONNECT notices first).
+    old.vanish();
+    FakeClient& c = new_client(old.id());
+    auto again = connect_client(c, "hostA");
+    ASSERT_TRUE(again.has_value());
+    EXPECT_EQ(again->type, CtlType::connect);
+    EXPECT_EQ(sim().client_count(), 1u);
+    EXPECT_EQ(sim().counters().clients_reaped, 1u);
+    auto pi = port_info(c);  // the new client is served
+    ASSERT_TRUE(pi.has_value());
+    EXPECT_EQ(pi->port_state, kPortStateActive);
+}
+
+}  // namespace
+}  // namespace ipoibd::simtest
