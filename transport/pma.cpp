@@ -189,7 +189,12 @@ std::uint16_t Pma::get_or_set(const ib::MadHeader& h, std::uint8_t* data) {
     const std::uint8_t port = selected->port;
     const PmaPortCounters* raw = &selected->counters;
     const std::uint16_t select = load_be16(data + 2);
-    if (set && select != 0) {
+    constexpr std::uint16_t kKept = pma::select::rcv_errors | pma::select::xmit_discards | pma::select::vl15_dropped |
+                                    pma::select::xmit_data | pma::select::rcv_data | pma::select::xmit_packets |
+                                    pma::select::rcv_packets;
+    constexpr std::uint16_t kKeptExt = 0x00FF;
+    const std::uint16_t kept = h.attribute_id == pma::attr::port_counters ? kKept : kKeptExt;
+    if (set && (select & kept) != 0) {
         // The named counters start again from 0: their current values become their zero.
         PmaPortCounters& z = zero_.try_emplace(port, PmaPortCounters{}).first->second;
         if (h.attribute_id == pma::attr::port_counters) {
@@ -212,6 +217,25 @@ std::uint16_t Pma::get_or_set(const ib::MadHeader& h, std::uint8_t* data) {
             if (select & pma::select_ext::multicast_rcv_packets) z.multicast_rcv_packets = raw->multicast_rcv_packets;
         }
         ++counters_.resets;
+    }
+    // A counter below its zero: the port came back and counts from 0 again;
+    // forget that zero, or the counter would go backwards once it passes it.
+    if (auto z = zero_.find(port); z != zero_.end()) {
+        auto forget = [](std::uint64_t& zero, std::uint64_t now) {
+            if (now < zero) zero = 0;
+        };
+        PmaPortCounters& zz = z->second;
+        forget(zz.xmit_octets, raw->xmit_octets);
+        forget(zz.rcv_octets, raw->rcv_octets);
+        forget(zz.xmit_packets, raw->xmit_packets);
+        forget(zz.rcv_packets, raw->rcv_packets);
+        forget(zz.unicast_xmit_packets, raw->unicast_xmit_packets);
+        forget(zz.unicast_rcv_packets, raw->unicast_rcv_packets);
+        forget(zz.multicast_xmit_packets, raw->multicast_xmit_packets);
+        forget(zz.multicast_rcv_packets, raw->multicast_rcv_packets);
+        forget(zz.rcv_errors, raw->rcv_errors);
+        forget(zz.xmit_discards, raw->xmit_discards);
+        forget(zz.vl15_dropped, raw->vl15_dropped);
     }
     const PmaPortCounters c = relative(port, *raw);
     if (h.attribute_id == pma::attr::port_counters) {
