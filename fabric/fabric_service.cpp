@@ -87,6 +87,10 @@ FabricService::FabricService(FabricServiceOptions options, transport::UdpBatchSo
                            management_.flush();
                        }});
     switch_.set_management(&management_);
+    // Group membership reaches the switch as the SM's Set
+    // MulticastForwardingTable SMPs, like every table the SM programs.
+    sa_.set_multicast_programmer(
+        [this](std::uint16_t mlid, const std::set<std::uint8_t>& ports) { sm_.set_multicast_route(mlid, ports); });
     if (options_.keys) {
         auth_ = std::make_unique<transport::FabricAuth>(*options_.keys);
         socket_.set_auth(auth_.get());

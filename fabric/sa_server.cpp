@@ -492,7 +492,7 @@ std::uint16_t SaServer::leave(const sa::McMemberRecord& req, std::uint64_t mask,
         g.proxied.erase(member_guid);
     }
     if (g.members.empty() && !g.predefined) {
-        switch_.set_multicast_ports(g.params.mlid, {});
+        program_multicast(g.params.mlid, {});
         const sa::McMemberRecord params = g.params;
         groups_.erase(it);
         ++counters_.groups_deleted;
@@ -597,13 +597,20 @@ std::vector<sa::PathRecord> SaServer::query_paths(const sa::PathRecord& req, std
     return out;
 }
 
+void SaServer::program_multicast(std::uint16_t mlid, std::set<std::uint8_t> ports) {
+    if (program_multicast_)
+        program_multicast_(mlid, ports);
+    else
+        switch_.set_multicast_ports(mlid, std::move(ports));
+}
+
 void SaServer::update_forwarding(const McGroup& g) {
     std::set<std::uint8_t> ports;
     for (const auto& [guid, state] : g.members) {
         if (!(state & (sa::join_state::full_member | sa::join_state::non_member))) continue;
         if (const SaPort* p = port_by_guid(guid); p && p->switch_port != 0) ports.insert(p->switch_port);
     }
-    switch_.set_multicast_ports(g.params.mlid, std::move(ports));
+    program_multicast(g.params.mlid, std::move(ports));
 }
 
 void SaServer::refresh_forwarding() {
@@ -625,7 +632,7 @@ void SaServer::port_gone(std::uint64_t guid, Clock::time_point now) {
     for (auto it = groups_.begin(); it != groups_.end();) {
         it->second.members.erase(guid);
         if (it->second.members.empty() && !it->second.predefined) {
-            switch_.set_multicast_ports(it->second.params.mlid, {});
+            program_multicast(it->second.params.mlid, {});
             deleted.push_back(it->second.params);
             it = groups_.erase(it);
             ++counters_.groups_deleted;

@@ -110,6 +110,12 @@ public:
 
     SaServer(SaServerConfig config, Switch& sw, PortList ports);
 
+    // Who programs a group's MulticastForwardingTable entry: the SM on the
+    // switch, through the switch's SMA (FabricService). Unset, the SA sets
+    // the switch's table itself (an SA tested or benchmarked alone).
+    using MulticastProgrammer = std::function<void(std::uint16_t mlid, const std::set<std::uint8_t>& ports)>;
+    void set_multicast_programmer(MulticastProgrammer programmer) { program_multicast_ = std::move(programmer); }
+
     // One request; returns the response MADs (one, or RMPP segments).
     std::vector<sa::SaMad> handle(const sa::SaMad& request, std::uint16_t requester_lid,
                                   std::uint32_t requester_qpn = ib::kQp1, Clock::time_point now = {},
@@ -190,6 +196,8 @@ private:
 
     SaServerConfig config_;
     Switch& switch_;
+    MulticastProgrammer program_multicast_;
+    void program_multicast(std::uint16_t mlid, std::set<std::uint8_t> ports);
     PortList ports_;
     // The ports as of the last reload_ports(): list and indexes into it.
     std::vector<SaPort> port_list_;

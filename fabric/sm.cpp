@@ -24,7 +24,13 @@ ib::SmpData to_data(const Attr& a) {
 }  // namespace
 
 SubnetManager::SubnetManager(const SmConfig& config, Switch& sw, SmLog log)
-    : config_(config), switch_(sw), log_(std::move(log)) {}
+    : config_(config), switch_(sw), log_(std::move(log)) {
+    // This SM runs on the switch's port 0: its IsSM bit (an SM sets its
+    // own port's, as OpenSM does by opening the issm device).
+    switch_.set_sm_present(true);
+}
+
+SubnetManager::~SubnetManager() { switch_.set_sm_present(false); }
 
 void SubnetManager::on_link_event(const LinkEvent& event, Clock::time_point now) {
     now_ = now;
@@ -186,8 +192,8 @@ void SubnetManager::on_response(SmPort& port, const ib::Smp& smp) {
                 if (info.port_state != ib::port_state::active || info.lid != port.lid) {
                     log("SM: port " + std::to_string(port.switch_port) + " (GUID " + hex(port.port_guid, 16) +
                         ") changed state behind the SM's back; configuring it again");
-                    switch_.clear_unicast_route(port.lid);
-                    switch_.set_port_active(port.switch_port, false);
+                    set_unicast_route(port.lid, std::nullopt);
+                    set_switch_port_active(port.switch_port, false);
                     if (hooks_.port_lost) hooks_.port_lost(port);
                     after_port_info(port, info);
                 }
@@ -249,8 +255,8 @@ void SubnetManager::finish(SmPort& port) {
         port.phase = SmPortPhase::failed;
         return;
     }
-    switch_.set_unicast_route(port.lid, port.switch_port);
-    switch_.set_port_active(port.switch_port, true);
+    set_unicast_route(port.lid, port.switch_port);
+    set_switch_port_active(port.switch_port, true);
     port.phase = SmPortPhase::active;
     ++counters_.ports_configured;
     if (hooks_.port_active) hooks_.port_active(port);
@@ -263,8 +269,8 @@ void SubnetManager::lose(std::uint8_t switch_port, const char* why, bool keep) {
     if (it == ports_.end()) return;
     SmPort& port = it->second;
     if (port.phase == SmPortPhase::active) {
-        switch_.clear_unicast_route(port.lid);
-        switch_.set_port_active(switch_port, false);
+        set_unicast_route(port.lid, std::nullopt);
+        set_switch_port_active(switch_port, false);
         ++counters_.ports_lost;
         if (hooks_.port_lost) hooks_.port_lost(port);
         log("SM: port " + std::to_string(switch_port) + " GUID " + hex(port.port_guid, 16) + " LID " +
@@ -360,6 +366,104 @@ std::uint64_t SubnetManager::m_key_for(std::uint64_t guid) const {
     return 0;
 }
 
+// ---------------------------------------------------------------------------
+// The switch, through its own SMA
+
+void SubnetManager::key_switch() {
+    switch_keyed_ = true;
+    ib::PortInfo pi;
+    pi.lid = switch_.lid();
+    pi.master_sm_lid = switch_.lid();
+    pi.gid_prefix = config_.subnet_prefix;
+    pi.subnet_timeout = config_.subnet_timeout;
+    pi.m_key = m_key_for(switch_.guid());
+    pi.m_key_protect_bits = config_.m_key.mode == MKeyPolicy::Mode::none ? 0 : config_.m_key.protect_bits;
+    pi.m_key_lease_period = config_.m_key.mode == MKeyPolicy::Mode::none ? 0 : config_.m_key.lease_seconds;
+    ib::SmpData data{};
+    (void)ib::put_attribute(pi, data);
+    if (program_switch(ib::method::set, ib::smp_attr::port_info, 0, data)) switch_m_key_ = pi.m_key;
+}
+
+std::optional<ib::SmpData> SubnetManager::program_switch(std::uint8_t method, std::uint16_t attribute,
+                                                         std::uint32_t modifier, const ib::SmpData& data) {
+    if (!switch_keyed_) key_switch();
+    ib::Smp smp;
+    smp.m_key = switch_m_key_;
+    smp.mgmt_class = ib::mgmt_class::subn_directed_route;
+    smp.method = method;
+    smp.attribute_id = attribute;
+    smp.attribute_modifier = modifier;
+    smp.transaction_id = next_tid_++;
+    smp.data = data;
+    ib::dr_set_initial_path(smp, {});
+    ++counters_.switch_smps;
+    // C14-9:3 at the requester: HopCount 0, DrDLID permissive: this node's SMA.
+    if (ib::dr_send_request(smp, switch_.num_ports()).action != ib::DrAction::deliver) {
+        ++counters_.switch_smp_errors;
+        return std::nullopt;
+    }
+    const auto reply = switch_.local_smp(smp);
+    if (!reply || reply->status != 0) {
+        ++counters_.switch_smp_errors;
+        log("SM: the switch refused " + std::string(method == ib::method::set ? "Set " : "Get ") +
+            ib::smp_attribute_name(attribute) + " (modifier " + hex(modifier, 8) + ")" +
+            (reply ? ": status " + ib::describe_mad_status(reply->status) : std::string()));
+        return std::nullopt;
+    }
+    return reply->data;
+}
+
+void SubnetManager::set_unicast_route(std::uint16_t lid, std::optional<std::uint8_t> port) {
+    constexpr std::size_t n = ib::LinearForwardingTableBlock::entries;
+    const std::uint32_t block = lid / n;
+    auto [it, fresh] = lft_blocks_.try_emplace(block);
+    if (fresh) it->second.ports.fill(0xFF);  // no route
+    const std::uint8_t entry = port.value_or(0xFF);
+    if (!fresh && it->second.ports[lid % n] == entry) return;
+    it->second.ports[lid % n] = entry;
+    ib::SmpData data{};
+    (void)ib::put_attribute(it->second, data);
+    (void)program_switch(ib::method::set, ib::smp_attr::linear_forwarding_table, block, data);
+}
+
+void SubnetManager::set_multicast_route(std::uint16_t mlid, const std::set<std::uint8_t>& ports) {
+    if (!ib::is_multicast_lid(mlid)) return;
+    constexpr std::size_t n = ib::MulticastForwardingTableBlock::entries;
+    const std::uint32_t index = mlid - ib::kLidMulticastFirst;
+    const auto block = static_cast<std::uint16_t>(index / n);
+    for (unsigned position = 0; 16 * position <= switch_.num_ports(); ++position) {
+        std::uint16_t mask = 0;
+        for (std::uint8_t p : ports)
+            if (p / 16 == position) mask = static_cast<std::uint16_t>(mask | (1u << (p % 16)));
+        const std::uint32_t modifier = ib::multicast_forwarding_table_modifier(block, static_cast<std::uint8_t>(position));
+        auto [it, fresh] = mft_blocks_.try_emplace(modifier);
+        if (it->second.port_masks[index % n] == mask && !(fresh && mask != 0)) continue;
+        it->second.port_masks[index % n] = mask;
+        ib::SmpData data{};
+        (void)ib::put_attribute(it->second, data);
+        (void)program_switch(ib::method::set, ib::smp_attr::multicast_forwarding_table, modifier, data);
+    }
+}
+
+void SubnetManager::set_switch_port_active(std::uint8_t port, bool active) {
+    const auto got = program_switch(ib::method::get, ib::smp_attr::port_info, port, {});
+    if (!got) return;
+    const std::uint8_t state = ib::PortInfo::read_from(got->data()).port_state;
+    auto set_state = [&](std::uint8_t next) {
+        ib::PortInfo pi;  // a Set changes only PortState here (0 elsewhere: no change)
+        pi.port_state = next;
+        ib::SmpData data{};
+        (void)ib::put_attribute(pi, data);
+        return program_switch(ib::method::set, ib::smp_attr::port_info, port, data).has_value();
+    };
+    if (!active) {
+        if (state == ib::port_state::armed || state == ib::port_state::active) (void)set_state(ib::port_state::down);
+        return;
+    }
+    if (state == ib::port_state::init && !set_state(ib::port_state::armed)) return;
+    if (state != ib::port_state::active) (void)set_state(ib::port_state::active);
+}
+
 // Get SMInfo (IBA 14.4.1): this SM is the master. The SM_Key is shown as 0:
 // nothing here authenticates the requester.
 void SubnetManager::answer_sm_info(const ib::Smp& request, std::uint16_t slid) {
@@ -450,6 +554,8 @@ void visit(const SmCounters& c, CounterSink& out) {
     out.counter("m_key_traps", c.m_key_traps);
     out.counter("sets_unanswered", c.sets_unanswered);
     out.counter("sm_info_answered", c.sm_info_answered);
+    out.counter("switch_smps", c.switch_smps);
+    out.counter("switch_smp_errors", c.switch_smp_errors);
     out.counter("requests_refused", c.requests_refused);
 }
 

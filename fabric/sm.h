@@ -40,6 +40,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -123,6 +124,8 @@ struct SmCounters {
     std::uint64_t m_key_traps = 0;     // of those, Trap 256 (Bad M_Key)
     std::uint64_t sets_unanswered = 0; // configurations that failed with no answer to a Set (a key the SM lacks)
     std::uint64_t sm_info_answered = 0;  // Get SMInfo requests answered (sminfo, another SM)
+    std::uint64_t switch_smps = 0;       // SMPs to this switch's own SMA (its tables, its ports' states)
+    std::uint64_t switch_smp_errors = 0; // of those, unanswered or answered with an error status
     std::uint64_t requests_refused = 0;  // other requests to this SM: no agent for them
 };
 // As "smps_sent", "m_key_traps", ...
@@ -134,6 +137,7 @@ using SmLog = std::function<void(const std::string&)>;
 class SubnetManager : public ManagementSink {
 public:
     SubnetManager(const SmConfig& config, Switch& sw, SmLog log = {});
+    ~SubnetManager() override;
 
     void on_link_event(const LinkEvent& event, Clock::time_point now);
     void tick(Clock::time_point now);
@@ -145,6 +149,15 @@ public:
     bool on_packet(const ib::Packet&, bytes, std::uint8_t) override { return false; }
 
     const std::map<std::uint8_t, SmPort>& ports() const { return ports_; }
+
+    // The switch this SM runs on, programmed through its SMA with
+    // directed-route SMPs of HopCount 0, as any SM programs its own switch:
+    // LinearForwardingTable blocks, MulticastForwardingTable blocks, and
+    // the PortState of its external ports (Init -> Armed -> Active; Down
+    // to take one back). The SM keeps a copy of the blocks it sets.
+    void set_unicast_route(std::uint16_t lid, std::optional<std::uint8_t> port);
+    void set_multicast_route(std::uint16_t mlid, const std::set<std::uint8_t>& ports);
+    void set_switch_port_active(std::uint8_t port, bool active);
 
     // Told when a port becomes ACTIVE and when an ACTIVE port is lost.
     struct Hooks {
@@ -178,6 +191,17 @@ private:
     std::uint64_t m_key_for(std::uint64_t guid) const;
     void on_trap(const ib::Smp& smp);
     void answer_sm_info(const ib::Smp& request, std::uint16_t slid);
+    // One SMP to the switch's own SMA; the GetResp's Data when it succeeds.
+    std::optional<ib::SmpData> program_switch(std::uint8_t method, std::uint16_t attribute, std::uint32_t modifier,
+                                              const ib::SmpData& data);
+    // The switch's port 0 gets its LID, this SM's LID and an M_Key (the
+    // SM's policy) before anything else: a port of the fabric cannot
+    // reprogram the switch with a forged SMP.
+    void key_switch();
+    bool switch_keyed_ = false;
+    std::uint64_t switch_m_key_ = 0;
+    std::map<std::uint32_t, ib::LinearForwardingTableBlock> lft_blocks_;    // by block
+    std::map<std::uint32_t, ib::MulticastForwardingTableBlock> mft_blocks_;  // by AttributeModifier
     bool lid_taken(std::uint16_t lid, std::uint8_t except_port) const;
     void log(const std::string& line) const {
         if (log_) log_(line);

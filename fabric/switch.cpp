@@ -13,6 +13,7 @@ Switch::Switch(const Config& config, SwitchOutput& output)
     : config_(config), output_(output), faults_(config.faults, config.fault_seed) {
     config_.num_ports = std::min(config.num_ports, kMaxPorts);
     ports_.resize(std::size_t{config_.num_ports} + 1);  // index = port number; 0 is the management port
+    init_sma();
 }
 
 std::optional<std::uint8_t> Switch::port_of(const SocketAddress& peer) const {
@@ -61,7 +62,7 @@ void Switch::on_datagram(const SocketAddress& from, bytes datagram, Clock::time_
         ++counters_.link_drops[static_cast<std::size_t>(lrh.error())];
         return;
     }
-    if (lrh->dlid == config_.lid || lrh->dlid == ib::kLidPermissive) {
+    if (lrh->dlid == lid() || lrh->dlid == ib::kLidPermissive) {
         to_management(datagram, *port);
         return;
     }
@@ -79,6 +80,8 @@ void Switch::on_link_packet(const SocketAddress& from, bytes datagram, Clock::ti
         port = admit(from, now);
         if (!port) return;
         ports_[*port] = PortSlot{.plugged = true, .peer = from, .last_heard = now, .plugged_at = now};
+        sma_ports_[*port].info.port_state = ib::port_state::init;  // the link trained: the SM's turn
+        port_state_change_ = true;
         link_events_.push_back({*port, true});
         send_link_packet(*port);  // answer at once: the peer's link comes up now
     }
@@ -161,6 +164,8 @@ void Switch::tick(Clock::time_point now) {
 
 void Switch::unplug(std::uint8_t port) {
     ports_[port] = PortSlot{};
+    sma_ports_[port].info.port_state = ib::port_state::down;
+    port_state_change_ = true;
     forget_hints(port);
     link_events_.push_back({port, false});
 }
@@ -291,6 +296,14 @@ void Switch::to_management(bytes datagram, std::uint8_t in_port) {
         }
         if (smp->is_directed_route()) {
             handle_dr_smp(*smp, *pkt, in_port);
+            return;
+        }
+        // LID-routed to this switch: requests for its SMA; responses,
+        // traps and SMInfo for the SM on its port 0.
+        const bool for_sm = (smp->method & ib::method::response_bit) != 0 || smp->method == ib::method::trap ||
+                            smp->attribute_id == ib::smp_attr::sm_info;
+        if (!for_sm) {
+            if (auto reply = sma_answer(*smp, in_port)) send_sma_reply(*reply, *pkt);
         } else if (management_) {
             management_->on_smp(*smp, in_port, pkt->lrh.slid);
         } else {
@@ -307,9 +320,15 @@ void Switch::handle_dr_smp(ib::Smp smp, const ib::Packet& pkt, std::uint8_t in_p
     switch (d.action) {
         case ib::DrAction::discard: count(SwitchDrop::dr_discarded); return;
         case ib::DrAction::deliver:
-            // Outbound SMPs for this switch's own SMA: this switch has none
-            // (the SM programs it directly), so only responses are taken.
-            if (!smp.direction || !management_) {
+            if (!smp.direction) {
+                // An outbound request for this switch: its SMA answers,
+                // SMInfo and traps excepted (the SM's).
+                if (smp.attribute_id != ib::smp_attr::sm_info && smp.method != ib::method::trap) {
+                    if (auto reply = sma_answer(smp, in_port)) send_sma_reply(*reply, pkt);
+                    return;
+                }
+            }
+            if (!management_) {
                 count(SwitchDrop::management_no_agent);
                 return;
             }
@@ -402,6 +421,8 @@ void visit(const SwitchCounters& c, CounterSink& out) {
     out.counter("forwarded", c.forwarded);
     out.counter("route_hints", c.route_hints);
     out.counter("route_withdrawals", c.route_withdrawals);
+    out.counter("sma_responses", c.sma_responses);
+    out.counter("sma_error_responses", c.sma_error_responses);
     out.counter("permits", c.permits);
     out.counter("to_management", c.to_management);
     out.counter("link_packets_in", c.link_packets_in);
@@ -420,6 +441,7 @@ const char* to_string(SwitchDrop d) {
         case SwitchDrop::no_route: return "no_route";
         case SwitchDrop::egress_down: return "egress_down";
         case SwitchDrop::no_multicast_members: return "no_multicast_members";
+        case SwitchDrop::sma_dropped: return "sma_dropped";
         case SwitchDrop::management_malformed: return "management_malformed";
         case SwitchDrop::management_no_agent: return "management_no_agent";
         case SwitchDrop::dr_discarded: return "dr_discarded";

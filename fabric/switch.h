@@ -14,8 +14,11 @@
 //    included (the soft HCA does not loop multicast back itself).
 // 4. Packets for the switch itself (its LID, or the permissive LID on QP0)
 //    go to the management port 0: directed-route SMPs follow the hop rules
-//    of IBA 14.2.2 (smp_dr.h); the rest is handed to the local agents (SM
-//    on QP0, SA on QP1) through ManagementSink.
+//    of IBA 14.2.2 (smp_dr.h); SMP requests for this switch go to its own
+//    SMA (switch_sma.cpp: NodeInfo, SwitchInfo, PortInfo, P_KeyTable, LFT,
+//    MFT: the forwarding tables are programmed only through it); SMInfo,
+//    traps, responses and QP1 go to the local agents (SM, SA) through
+//    ManagementSink.
 // Every drop is counted by SwitchDrop.
 //
 // Admission of new ports, per source host (IP address, any UDP port): at
@@ -56,6 +59,7 @@ enum class SwitchDrop : std::uint8_t {
     egress_down,         // forwarding entry points at a port without a link
     no_multicast_members,
     management_malformed,  // packet for the switch that fails the full parse
+    sma_dropped,         // an SMP request the switch's SMA does not answer (a response, a TrapRepress, bad M_Key)
     management_no_agent,   // nobody on port 0 serves that QP
     dr_discarded,        // the directed-route hop rules refused it
     bad_route_request,   // a cut-through route request that is malformed, for no route, or refused
@@ -77,6 +81,8 @@ struct SwitchCounters {
     std::uint64_t link_packets_out = 0;
     std::uint64_t permits = 0;          // cut-through permits sent to destination ports
     std::uint64_t ports_reclaimed = 0;  // ports not ACTIVE unplugged to make room for a newcomer
+    std::uint64_t sma_responses = 0;    // GetResps of the switch's SMA
+    std::uint64_t sma_error_responses = 0;  // of those, with a non-zero status
     std::uint64_t dropped_for(SwitchDrop d) const { return dropped[static_cast<std::size_t>(d)]; }
 };
 // As "forwarded", "dropped_<reason>", "link_check_<reason>", ...
@@ -114,6 +120,10 @@ public:
 
     struct Config {
         std::uint16_t lid = 1;  // the switch's (management port's) LID
+        // The switch node's GUID (its port 0's too) and NodeDescription,
+        // as its subnet management agent reports them.
+        std::uint64_t guid = 0x0200'00ff'fe00'0001ULL;
+        std::string description = "ibfabricd soft switch";
         std::uint8_t num_ports = 64;
         std::chrono::milliseconds link_timeout{1000};
         // Cut-through (transport/soft/route_hint.h): tell the ingress port
@@ -139,7 +149,11 @@ public:
     // and every packet port 0 originates (true): the capture hook.
     using Tap = std::function<void(bytes packet, bool from_management)>;
     void set_tap(Tap tap) { tap_ = std::move(tap); }
-    std::uint16_t lid() const { return config_.lid; }
+    // Port 0's LID: the configured one until an SM sets another.
+    std::uint16_t lid() const { return sma_ports_.empty() ? config_.lid : sma_ports_[0].info.lid; }
+    std::uint64_t guid() const { return config_.guid; }
+    // Whether the SM on this switch's port 0 runs (PortInfo IsSM of port 0).
+    void set_sm_present(bool present);
     std::uint8_t num_ports() const { return config_.num_ports; }
 
     // One datagram received from `from`.
@@ -153,7 +167,22 @@ public:
     // when `port` is 0.
     void send_from_management(bytes packet, std::uint8_t port = 0);
 
-    // Forwarding tables, programmed by the SM.
+    // The switch's subnet management agent (port 0; IBA 14.2.5, switch_sma.cpp):
+    // answers an SMP request addressed to this switch, as the SMA of a real
+    // switch does, and returns the GetResp (not yet turned around for a
+    // directed route); nullopt when nothing is answered (counted). in_port:
+    // where it came in (0: from this switch's own SM). Served: NodeInfo,
+    // NodeDescription, SwitchInfo (Get, Set), PortInfo of every port (Get,
+    // Set), P_KeyTable per port (Get, Set), LinearForwardingTable and
+    // MulticastForwardingTable (Get, Set: they are the tables the switch
+    // forwards by).
+    std::optional<ib::Smp> sma_answer(const ib::Smp& request, std::uint8_t in_port);
+    // A directed-route SMP of HopCount 0 from this switch's own SM (port 0),
+    // past the requester's hop rule: answered in place, the GetResp returned.
+    std::optional<ib::Smp> local_smp(ib::Smp smp);
+    // Forwarding tables, programmed through the SMA (sma_answer); these are
+    // what a Set LinearForwardingTable / MulticastForwardingTable block does
+    // to one entry.
     void set_unicast_route(std::uint16_t lid, std::uint8_t port);
     void clear_unicast_route(std::uint16_t lid);
     std::optional<std::uint8_t> unicast_route(std::uint16_t lid) const;
@@ -183,6 +212,25 @@ private:
         double tokens = 0;
         Clock::time_point refilled{};
     };
+
+    // What the SMA keeps for each port (index = port number, 0 the
+    // management port): the PortInfo fields an SM sets, and the P_Keys.
+    struct SmaPort {
+        ib::PortInfo info;
+        std::vector<std::uint16_t> p_keys;  // kPartitionCap entries
+    };
+    static constexpr std::size_t kPartitionCap = 32;
+    void init_sma();
+    ib::NodeInfo sma_node_info(std::uint8_t in_port) const;
+    ib::SwitchInfo sma_switch_info() const;
+    ib::PortInfo sma_port_info(std::uint8_t port) const;
+    std::uint16_t sma_get(const ib::Smp& request, ib::SmpData& data, std::uint8_t in_port) const;
+    std::uint16_t sma_set(const ib::Smp& request, ib::SmpData& data, std::uint8_t in_port);
+    std::uint16_t set_port_info(std::uint8_t port, const ib::PortInfo& requested);
+    void send_sma_reply(ib::Smp reply, const ib::Packet& request);
+    std::vector<SmaPort> sma_ports_;
+    ib::SwitchInfo switch_info_;  // the settable fields; the rest computed
+    bool port_state_change_ = false;
 
     std::optional<std::uint8_t> port_of(const SocketAddress& peer) const;
     // A switch port for a new peer, or nullopt (counted).

@@ -16,6 +16,8 @@
 #  3. smpquery portinfo and nodeinfo by LID reach A's port (A's SMA answers
 #     through the switch), smpquery -D nodeinfo 0 is answered by the sim
 #     node's own SMA; sminfo gets ibfabricd's SM (LID 1, MASTER);
+#     ibnetdiscover walks the switch (its own SMA) and lists every port
+#     with its GUID and LID; smpquery nodeinfo/switchinfo of the switch;
 #     perfquery -x, perfquery LID, perfquery -R against A's PMA: its
 #     counters are the ones ipoibctl stats shows (section port), and a
 #     reset changes what perfquery sees, not ipoibctl;
@@ -34,7 +36,7 @@ scenario_init sim_diags
 
 PRELOAD=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so
 [ -f "$PRELOAD" ] || { echo "sim_diags: $PRELOAD missing (libumad2sim0); skipped" >&2; exit 77; }
-for tool in saquery smpquery ibstat ibaddr sminfo perfquery python3 ping pkill; do
+for tool in saquery smpquery ibstat ibaddr sminfo perfquery ibnetdiscover python3 ping pkill; do
   command -v $tool >/dev/null || { echo "sim_diags: $tool missing (infiniband-diags); skipped" >&2; exit 77; }
 done
 
@@ -124,6 +126,21 @@ out=$(sim diag smpquery -D nodeinfo 0) || fail "smpquery -D nodeinfo 0 failed: $
 grep -q "^Guid:\.*$DIAG_GUID" <<<"$out" || fail "smpquery -D nodeinfo 0: $out"
 [ "$(fabstat sim local_smps)" -ge 1 ] || fail "the DR SMP of HopCount 0 was not answered locally"
 pass "smpquery portinfo/nodeinfo by LID reach A's SMA; -D nodeinfo 0 is the node's own"
+
+# The switch through its own SMA: ibnetdiscover walks it by directed route.
+out=$(sim diag ibnetdiscover 2>&1) || true
+grep -q "^switchguid=0x20000fffe000001" <<<"$out" || fail "ibnetdiscover: no switch: $out"
+grep -qE '^Switch[[:space:]]+64 .*"ibfabricd soft switch" base port 0 lid 1 ' <<<"$out" || fail "ibnetdiscover: the switch line: $out"
+for h in a b; do
+  lid=$([ $h = a ] && echo "$LID_A" || echo "$LID_B")
+  grep -qE "\"H-$(printf %016x "${GUID[$h]}")\".*# \"ipoibd ib0\" lid $lid " <<<"$out" || fail "ibnetdiscover: $h (LID $lid): $out"
+done
+grep -qE "\"H-$(printf %016x "$DIAG_GUID")\".*# \"diag\" lid $DIAG_LID " <<<"$out" || fail "ibnetdiscover: the sim node: $out"
+out=$(sim diag smpquery nodeinfo 1) || fail "smpquery nodeinfo 1 failed: $out"
+grep -q "NodeType:\.*Switch" <<<"$out" || fail "smpquery nodeinfo 1: $out"
+out=$(sim diag smpquery -D switchinfo 0,1) || fail "smpquery -D switchinfo 0,1 failed: $out"
+grep -q "LinearFdbCap:\.*49152" <<<"$out" || fail "smpquery switchinfo: $out"
+pass "ibnetdiscover lists the switch and every port with its GUID and LID; smpquery reaches the switch's SMA"
 
 out=$(sim diag sminfo) || fail "sminfo failed: $out"
 grep -q "sm lid 1 sm guid 0x.*state 3 SMINFO_MASTER" <<<"$out" || fail "sminfo: $out"

@@ -1242,6 +1242,217 @@ TEST_F(FabricTest, TheSmAnswersGetSmInfo) {
 }
 
 // ---------------------------------------------------------------------------
+// The switch's own SMA: what an SM (ours, OpenSM under libumad2sim) and the
+// diagnostics read and set; the SM programs the switch only through it.
+
+struct SwitchSmaTest : FabricTest {
+    std::vector<ib::Smp> got;  // responses that reached CA a's QP0
+
+    void capture(Ca& a) {
+        a.port.set_smp_intercept([this](const ib::Packet& p) {
+            auto smp = ib::decode_smp(p.payload);
+            if (!smp || !(smp->method & ib::method::response_bit)) return false;
+            got.push_back(*smp);
+            return true;
+        });
+    }
+    // A directed-route request from `from` to the switch (path: out of the
+    // CA's port 1), or LID-routed to the switch LID when `lid_routed`.
+    std::optional<ib::Smp> ask(Ca& from, std::uint8_t method, std::uint16_t attribute, std::uint32_t modifier,
+                               const ib::SmpData& data = {}, std::uint64_t m_key = 0, bool lid_routed = false) {
+        ib::Smp q;
+        q.mgmt_class = lid_routed ? ib::mgmt_class::subn_lid_routed : ib::mgmt_class::subn_directed_route;
+        q.method = method;
+        q.attribute_id = attribute;
+        q.attribute_modifier = modifier;
+        q.transaction_id = ++tid;
+        q.m_key = m_key;
+        q.data = data;
+        std::uint16_t dlid = sw->lid();
+        if (!lid_routed) {
+            const std::uint8_t path[] = {1};
+            EXPECT_TRUE(ib::dr_set_initial_path(q, path));
+            EXPECT_EQ(ib::dr_send_request(q, 1).action, ib::DrAction::send_on_port);
+            dlid = ib::kLidPermissive;
+        }
+        std::array<std::uint8_t, ib::kMadSize> mad{};
+        q.write_to(mad.data());
+        std::array<std::uint8_t, ib::kQp0PacketSize> out{};
+        const std::uint16_t own = from.port.core().attributes().lid;
+        const auto n = ib::build_qp0_packet(mad, own ? own : ib::kLidPermissive, dlid, out);
+        EXPECT_TRUE(from.port.core().transmit_raw(bytes(out).first(*n)));
+        const std::size_t before = got.size();
+        run();
+        if (got.size() == before) return std::nullopt;
+        ib::Smp r = got.back();
+        if (r.is_directed_route()) {
+            EXPECT_EQ(ib::dr_receive_response(r), ib::DrDecision::deliver());
+        }
+        EXPECT_EQ(r.transaction_id, tid);
+        return r;
+    }
+    std::uint64_t tid = 0x5000;
+};
+
+TEST_F(SwitchSmaTest, NodeInfoSwitchInfoAndPortInfoOfEveryPort) {
+    Ca a(net, 1, 0xA1), b(net, 2, 0xB2);
+    plug(a);
+    plug(b);
+    capture(a);
+    auto r = ask(a, ib::method::get, ib::smp_attr::node_info, 0);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 0);
+    EXPECT_TRUE(r->direction);
+    const auto ni = ib::NodeInfo::read_from(r->data.data());
+    EXPECT_EQ(ni.node_type, ib::node_type::switch_node);
+    EXPECT_EQ(ni.num_ports, 8);
+    EXPECT_EQ(ni.node_guid, sw->guid());
+    EXPECT_EQ(ni.port_guid, sw->guid());
+    EXPECT_EQ(ni.local_port_num, 1) << "the port the SMP came in on";
+
+    r = ask(a, ib::method::get, ib::smp_attr::node_description, 0, {}, 0, /*lid_routed=*/true);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(ib::NodeDescription::read_from(r->data.data()).text, "ibfabricd soft switch");
+
+    r = ask(a, ib::method::get, ib::smp_attr::switch_info, 0);
+    ASSERT_TRUE(r);
+    const auto si = ib::SwitchInfo::read_from(r->data.data());
+    EXPECT_EQ(si.linear_fdb_cap, 0xC000);
+    EXPECT_GE(si.linear_fdb_top, 3);
+    EXPECT_EQ(si.partition_enforcement_cap, 32);
+
+    // Port 0: the switch's LID, this SM, IsSM; the M_Key hidden (protect bits 1).
+    r = ask(a, ib::method::get, ib::smp_attr::port_info, 0);
+    ASSERT_TRUE(r);
+    auto pi = ib::PortInfo::read_from(r->data.data());
+    EXPECT_EQ(pi.lid, 1);
+    EXPECT_EQ(pi.master_sm_lid, 1);
+    EXPECT_NE(pi.capability_mask & ib::port_capability::is_sm, 0u);
+    EXPECT_EQ(pi.m_key, 0u);
+    EXPECT_EQ(pi.m_key_protect_bits, 1);
+    // Port 2 (B's): ACTIVE, set so by the SM; port 5: nobody there.
+    r = ask(a, ib::method::get, ib::smp_attr::port_info, 2);
+    ASSERT_TRUE(r);
+    pi = ib::PortInfo::read_from(r->data.data());
+    EXPECT_EQ(pi.port_state, ib::port_state::active);
+    EXPECT_EQ(pi.port_physical_state, ib::port_physical_state::link_up);
+    r = ask(a, ib::method::get, ib::smp_attr::port_info, 5);
+    ASSERT_TRUE(r);
+    pi = ib::PortInfo::read_from(r->data.data());
+    EXPECT_EQ(pi.port_state, ib::port_state::down);
+    EXPECT_EQ(pi.port_physical_state, ib::port_physical_state::polling);
+    // Port 9 does not exist; an attribute the switch does not have.
+    r = ask(a, ib::method::get, ib::smp_attr::port_info, 9);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status & 0x7FFF, ib::mad_status::invalid_attr_or_modifier);
+    r = ask(a, ib::method::get, ib::smp_attr::guid_info, 0);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status & 0x7FFF, ib::mad_status::method_attr_not_supported);
+    EXPECT_GE(sw->counters().sma_responses, 8u);
+}
+
+TEST_F(SwitchSmaTest, TheSmProgramsTheForwardingTablesThroughTheSma) {
+    Ca a(net, 1, 0xA1), b(net, 2, 0xB2);
+    plug(a);
+    plug(b);
+    capture(a);
+    EXPECT_GT(sm->counters().switch_smps, 0u);
+    EXPECT_EQ(sm->counters().switch_smp_errors, 0u);
+    // What the SM set is what a Get shows and what the switch forwards by.
+    auto r = ask(a, ib::method::get, ib::smp_attr::linear_forwarding_table, 0);
+    ASSERT_TRUE(r);
+    const auto lft = ib::LinearForwardingTableBlock::read_from(r->data.data());
+    EXPECT_EQ(lft.ports[1], 0) << "the switch's own LID";
+    EXPECT_EQ(lft.ports[2], 1);
+    EXPECT_EQ(lft.ports[3], 2);
+    EXPECT_EQ(lft.ports[4], 0xFF);
+    EXPECT_EQ(sw->unicast_route(3), std::optional<std::uint8_t>(2));
+    // A port that goes: its LID's entry is cleared through the SMA too.
+    b.alive = false;
+    b.answers = false;
+    advance(std::chrono::milliseconds(1600));
+    EXPECT_FALSE(sw->unicast_route(3).has_value());
+    r = ask(a, ib::method::get, ib::smp_attr::linear_forwarding_table, 0);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(ib::LinearForwardingTableBlock::read_from(r->data.data()).ports[3], 0xFF);
+    EXPECT_EQ(sm->counters().switch_smp_errors, 0u);
+}
+
+TEST_F(SwitchSmaTest, MulticastForwardingTableBlocksGetAndSetByPosition) {
+    sm_config.m_key.mode = MKeyPolicy::Mode::fixed;
+    sm_config.m_key.fixed = 0x5EC2E7;
+    start_fabric();
+    Ca a(net, 1, 0xA1), b(net, 2, 0xB2);
+    plug(a);
+    plug(b);
+    capture(a);
+    // MLIDs 0xC000 and 0xC001 (block 0, position 0): ports 1+2, port 2.
+    ib::MulticastForwardingTableBlock block;
+    block.port_masks[0] = 0b110;
+    block.port_masks[1] = 0b100;
+    ib::SmpData data{};
+    ASSERT_TRUE(ib::put_attribute(block, data));
+    auto r = ask(a, ib::method::set, ib::smp_attr::multicast_forwarding_table,
+                 ib::multicast_forwarding_table_modifier(0, 0), data, 0x5EC2E7);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 0);
+    r = ask(a, ib::method::get, ib::smp_attr::multicast_forwarding_table, ib::multicast_forwarding_table_modifier(0, 0));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(ib::MulticastForwardingTableBlock::read_from(r->data.data()), block);
+    // Position 1 (ports 16..31) of an 8-port switch does not exist.
+    r = ask(a, ib::method::get, ib::smp_attr::multicast_forwarding_table, ib::multicast_forwarding_table_modifier(0, 1));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status & 0x7FFF, ib::mad_status::invalid_attr_or_modifier);
+    // The switch forwards 0xC001 to port 2 only.
+    auto qa = *a.port.core().create_ud_qp({.qkey = 7});
+    auto qb = *b.port.core().create_ud_qp({.qkey = 7});
+    const ib::Gid mgid = {0xFF, 0x12, 0x40, 0x1B, 0xFF, 0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x42};
+    ASSERT_TRUE(qb->attach_multicast(mgid, 0xC001).has_value());
+    Wire buf(transport::kGrhSlotSize + 64);
+    const transport::ReceiveBuffer rb[] = {{1, buf}};
+    ASSERT_EQ(qb->post_receive(rb).value_or(0), 1u);
+    Wire payload(8, 0x11);
+    transport::GrhAttributes grh;
+    grh.dgid = mgid;
+    const transport::SendRequest s{.wr_id = 1, .ah = {.dlid = 0xC001, .grh = grh}, .remote_qpn = 0xFFFFFF,
+                                   .remote_qkey = 7, .payload = payload};
+    ASSERT_EQ(qa->post_send({&s, 1}).value_or(0), 1u);
+    run();
+    transport::Completion wc[2];
+    EXPECT_EQ(qb->poll(wc), 1u);
+}
+
+TEST_F(SwitchSmaTest, AForgedSetFromAPortChangesNothing) {
+    Ca a(net, 1, 0xA1), b(net, 2, 0xB2), evil(net, 3, 0xE3);
+    plug(a);
+    plug(b);
+    plug(evil);
+    capture(evil);
+    // Point B's LID at the attacker's port, with no M_Key (or a guess).
+    ib::LinearForwardingTableBlock hijack;
+    hijack.ports.fill(0xFF);
+    hijack.ports[3] = 3;
+    ib::SmpData data{};
+    ASSERT_TRUE(ib::put_attribute(hijack, data));
+    const std::uint64_t dropped = sw->counters().dropped_for(SwitchDrop::sma_dropped);
+    EXPECT_FALSE(ask(evil, ib::method::set, ib::smp_attr::linear_forwarding_table, 0, data));
+    EXPECT_FALSE(ask(evil, ib::method::set, ib::smp_attr::linear_forwarding_table, 0, data, 0x1234, true));
+    // Nor may it take the switch's ports down.
+    ib::PortInfo down;
+    down.port_state = ib::port_state::down;
+    ib::SmpData pdata{};
+    ASSERT_TRUE(ib::put_attribute(down, pdata));
+    EXPECT_FALSE(ask(evil, ib::method::set, ib::smp_attr::port_info, 2, pdata));
+    EXPECT_EQ(sw->counters().dropped_for(SwitchDrop::sma_dropped), dropped + 3);
+    EXPECT_EQ(sw->unicast_route(3), std::optional<std::uint8_t>(2));
+    EXPECT_EQ(sm->ports().at(2).phase, SmPortPhase::active);
+    // Gets still answer (protect bits 1), without the key.
+    auto r = ask(evil, ib::method::get, ib::smp_attr::port_info, 0);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(ib::PortInfo::read_from(r->data.data()).m_key, 0u);
+}
+
+// ---------------------------------------------------------------------------
 // M_Key: the SM keys every port; a forged Set from inside the fabric fails.
 
 TEST_F(FabricTest, TheSmKeysEveryPortAndAForgedSetFailsWithATrap) {
