@@ -40,6 +40,7 @@ std::string fabric_answer(const FabricService& fabric, const FabricDaemonInfo& i
         j.begin_object()
             .field("listen", fabric.local_address().to_string())
             .field("switch_lid", hex(sw.lid(), 4))
+            .field("sm", o.sm_enabled ? "master" : "off (an external SM manages the fabric)")
             .field("switch_ports", static_cast<unsigned>(sw.num_ports()))
             .field("ports_known", sm_ports.size())
             .field("ports_active", active)

@@ -53,6 +53,7 @@ expected<std::unique_ptr<FabricService>, std::string> FabricService::open(Fabric
         return unexpected("M_Key protect bits " + std::to_string(options.sm.m_key.protect_bits) + ": must be 0..3");
     if (options.sm.m_key.mode == MKeyPolicy::Mode::fixed && options.sm.m_key.fixed == 0)
         return unexpected(std::string("a fixed M_Key of 0 is no key: use none"));
+    if (!options.sm_enabled) options.sw.lid = 0;  // the external SM gives the switch its LID
     auto socket = transport::UdpBatchSocket::open(options.listen, nullptr);
     if (!socket) return unexpected(socket.error().message());
     std::optional<capture::ErfPcapWriter> pcap;
@@ -87,6 +88,10 @@ FabricService::FabricService(FabricServiceOptions options, transport::UdpBatchSo
                            management_.flush();
                        }});
     switch_.set_management(&management_);
+    if (!options_.sm_enabled) {
+        switch_.set_sm_present(false);  // the SM object stays idle: no IsSM, no SA
+        management_.set_enabled(false);
+    }
     // Group membership reaches the switch as the SM's Set
     // MulticastForwardingTable SMPs, like every table the SM programs.
     sa_.set_multicast_programmer(
@@ -112,6 +117,7 @@ void FabricService::on_readable(Clock::time_point now) {
 void FabricService::tick(Clock::time_point now) {
     switch_.tick(now);
     handle_link_events(now);
+    if (!options_.sm_enabled) return;
     sm_.tick(now);
     management_.tick(now);
 }
@@ -131,6 +137,7 @@ void FabricService::flush() {
 void FabricService::handle_link_events(Clock::time_point now) {
     LinkEvent events[kLinkEventBatch];
     const std::size_t n = switch_.poll_link_events(events);
+    if (!options_.sm_enabled) return;  // an external SM learns of links by its sweeps
     for (std::size_t i = 0; i < n; ++i) sm_.on_link_event(events[i], now);
 }
 

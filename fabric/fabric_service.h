@@ -58,6 +58,11 @@ struct FabricServiceOptions {
     // The fabric key (transport/soft/fabric_auth.h); none: datagrams unsealed.
     std::optional<FabricKeys> keys;
     SmLog log;         // the SM's lines ("SM: port 1 GUID ... ACTIVE with LID 0x0002"); empty: none
+    // false (ibfabricd --sm=no): no SM and no SA here. The switch's port 0
+    // has no LID until an SM sets one, and everything a subnet manager does
+    // is left to one attached as a port of the fabric (OpenSM under
+    // libumad2sim, sim_server.h), through the switch's SMA like any SM.
+    bool sm_enabled = true;
 };
 
 class FabricService {

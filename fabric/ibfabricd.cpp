@@ -260,6 +260,21 @@ const cli::Option<Options> kOptions[] = {
          o.metrics_file = v;
          return {};
      }},
+    {"sm", cli::Takes::value,
+     "yes: ibfabricd's SM and SA manage the fabric (the default); no: neither runs, and an SM attached as a port "
+     "(OpenSM under libumad2sim, --sim-socket) sweeps the fabric, programs the switch through its SMA and serves the SA",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         if (v != "yes" && v != "no") return unexpected("--sm is yes or no, not '" + v + "'");
+         o.service.sm_enabled = v == "yes";
+         return {};
+     },
+     "yes"},
+    {"sim-attach-wait", cli::Takes::value,
+     "how long a sim client's GET_PORTINFO waits for the SM to make its new port ACTIVE (its fake sysfs is written "
+     "once, from that answer)",
+     [](Options& o, const std::string& v) {
+         return positive_duration("--sim-attach-wait", v, sim_options(o).attach_wait);
+     }},
     {"sim-socket", cli::Takes::value,
      "serve programs run under libumad2sim (OpenSM, infiniband-diags) on the abstract unix sockets NAME:ctl and "
      "NAME:out<slot>, NAME as their IBSIM_SOCKNAME (sim when unset); each client's $SIM_HOST is a CA node of the "
@@ -320,7 +335,7 @@ std::optional<Options> parse(int argc, char** argv) {
     Options o;
     if (auto applied = cli::apply<Options>(kOptions, vm, o); !applied) return fail(applied.error());
     if (o.sim && !vm.count("sim-socket"))
-        return fail("--sim-clients and --sim-node need --sim-socket NAME");
+        return fail("--sim-clients, --sim-node and --sim-attach-wait need --sim-socket NAME");
     if (o.sim) o.sim->mtu = o.service.sm.mtu;
     return o;
 }
@@ -514,7 +529,9 @@ int main(int argc, char** argv) {
         return 1;
     }
     const FabricServiceOptions& o = fabric.options();
-    log_line("listening on " + fabric.local_address().to_string() + ", switch LID " + hex4(fabric.fabric_switch().lid()) +
+    log_line("listening on " + fabric.local_address().to_string() +
+             (o.sm_enabled ? ", switch LID " + hex4(fabric.fabric_switch().lid())
+                           : std::string(", no SM (--sm=no): the switch waits for one to set its LID")) +
              ", " + std::to_string(o.sw.num_ports) + " ports" + (o.pcap.empty() ? "" : ", capturing to " + o.pcap) +
              (o.keys ? ", fabric key from " + options->key_file : ", no fabric key"));
     if (auto r = (*loop)->run(); !r) {

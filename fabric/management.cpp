@@ -68,7 +68,7 @@ void FabricManagement::send_mad(const sa::SaMad& mad, std::uint16_t dlid, std::u
 }
 
 bool FabricManagement::on_packet(const ib::Packet& packet, bytes, std::uint8_t) {
-    if (packet.bth.dest_qp != ib::kQp1) return false;
+    if (!enabled_ || packet.bth.dest_qp != ib::kQp1) return false;
     auto mad = sa::decode_sa_mad(packet.payload);
     if (!mad || packet.ext.deth.qkey != ib::kGsiQKey) {
         ++malformed_;

@@ -18,8 +18,11 @@ public:
     FabricManagement(Switch& sw, SubnetManager& sm, SaServer& sa);
 
     void on_smp(const ib::Smp& smp, std::uint8_t in_port, std::uint16_t slid) override {
-        sm_.on_smp(smp, in_port, slid);
+        if (enabled_) sm_.on_smp(smp, in_port, slid);
     }
+    // Off (ibfabricd --sm=no): neither the SM nor the SA takes anything;
+    // the switch counts what comes (management_no_agent).
+    void set_enabled(bool enabled) { enabled_ = enabled; }
     bool on_packet(const ib::Packet& packet, bytes wire, std::uint8_t in_port) override;
 
     // The SM's ACTIVE ports as the SA sees them.
@@ -41,6 +44,7 @@ private:
                   std::uint8_t sl, const std::optional<ib::Grh>& grh);
 
     std::uint64_t malformed_ = 0;
+    bool enabled_ = true;
     Clock::time_point now_{};
 };
 

@@ -362,7 +362,9 @@ void Switch::send_sma_reply(ib::Smp reply, const ib::Packet& request) {
     std::array<std::uint8_t, ib::kMadSize> mad{};
     reply.write_to(mad.data());
     std::array<std::uint8_t, ib::kQp0PacketSize> out{};
-    const auto n = ib::build_qp0_packet(mad, lid(), dlid, out);
+    // Before an SM gave the switch a LID (--sm=no), its SMPs come from the
+    // permissive LID, as a CA's SMA answers before it has one.
+    const auto n = ib::build_qp0_packet(mad, lid() != 0 ? lid() : ib::kLidPermissive, dlid, out);
     if (!n) return;
     send_from_management(bytes(out).first(*n), out_port.value_or(0));
 }

@@ -4,6 +4,8 @@
 // silent ports are handled. Then FabricService on loopback UDP: its open()
 // errors, its stats, and a soft port brought to ACTIVE through it.
 #include <gtest/gtest.h>
+
+#include <functional>
 #include <poll.h>
 #include <unistd.h>
 
@@ -647,6 +649,70 @@ TEST(FabricService, SoftPortBecomesActiveThroughTheService) {
     std::filesystem::remove(pcap);
 }
 
+
+// --sm=no: no SM and no SA in the fabric. A port plugs in and stays INIT
+// with no LID; the switch has no LID and its SMA still answers by directed
+// route (an external SM's way in); an SA request reaches no agent.
+TEST(FabricService, WithoutItsSmThePortsWaitForAnExternalOne) {
+    auto options = loopback_options();
+    options.sm_enabled = false;
+    auto opened = FabricService::open(std::move(options));
+    ASSERT_TRUE(opened) << opened.error();
+    FabricService& fabric = **opened;
+    EXPECT_EQ(fabric.fabric_switch().lid(), 0);
+    auto port = transport::SoftPort::open({.fabric = fabric.local_address(),
+                                           .bind_to = *parse_socket_address("127.0.0.1:0"),
+                                           .port_guid = 0x4321,
+                                           .node_description = "no SM",
+                                           .link_interval = std::chrono::milliseconds(10)});
+    ASSERT_TRUE(port) << port.error().message();
+    std::vector<ib::Smp> got;
+    (*port)->managed().set_smp_intercept([&](const ib::Packet& p) {
+        auto smp = ib::decode_smp(p.payload);
+        if (!smp || !(smp->method & ib::method::response_bit)) return false;
+        got.push_back(*smp);
+        return true;
+    });
+    auto pump = [&](std::chrono::milliseconds how_long, const std::function<bool()>& done) {
+        const auto until = Clock::now() + how_long;
+        auto next_tick = Clock::now();
+        while (Clock::now() < until && !done()) {
+            pollfd fds[2] = {{.fd = fabric.fd(), .events = POLLIN}, {.fd = (*port)->fd(), .events = POLLIN}};
+            ASSERT_GE(::poll(fds, 2, 10), 0);
+            const auto now = Clock::now();
+            if (fds[0].revents & POLLIN) fabric.on_readable(now);
+            if (now >= next_tick) {
+                fabric.tick(now);
+                next_tick = now + FabricService::kTickInterval;
+            }
+            fabric.after_wakeup(now);
+            (*port)->process();
+        }
+    };
+    pump(std::chrono::milliseconds(600), [] { return false; });
+    EXPECT_EQ((*port)->attributes().state, PortState::init);
+    EXPECT_EQ((*port)->attributes().lid, 0);
+    EXPECT_EQ(fabric.subnet_manager().counters().smps_sent, 0u);
+    EXPECT_EQ(fabric.subnet_manager().counters().switch_smps, 0u);
+    // A directed-route Get NodeInfo out of the port reaches the switch's SMA.
+    ib::Smp q;
+    q.mgmt_class = ib::mgmt_class::subn_directed_route;
+    q.method = ib::method::get;
+    q.attribute_id = ib::smp_attr::node_info;
+    q.transaction_id = 0x99;
+    const std::uint8_t path[] = {1};
+    ASSERT_TRUE(ib::dr_set_initial_path(q, path));
+    ASSERT_EQ(ib::dr_send_request(q, 1).action, ib::DrAction::send_on_port);
+    std::array<std::uint8_t, ib::kMadSize> mad{};
+    q.write_to(mad.data());
+    std::array<std::uint8_t, ib::kQp0PacketSize> out{};
+    const auto n = ib::build_qp0_packet(mad, ib::kLidPermissive, ib::kLidPermissive, out);
+    ASSERT_TRUE((*port)->send_raw(bytes(out).first(*n)));
+    pump(std::chrono::seconds(5), [&] { return !got.empty(); });
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(ib::NodeInfo::read_from(got[0].data.data()).node_type, ib::node_type::switch_node);
+    EXPECT_EQ(fabric.fabric_switch().counters().sma_responses, 1u);
+}
 
 // ---------------------------------------------------------------------------
 // Cut-through route hints (transport/soft/route_hint.h).
