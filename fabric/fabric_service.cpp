@@ -94,6 +94,14 @@ FabricService::FabricService(FabricServiceOptions options, transport::UdpBatchSo
     }
     // Group membership reaches the switch as the SM's Set
     // MulticastForwardingTable SMPs, like every table the SM programs.
+    sa_.set_switch_view([this]() -> std::optional<SaSwitch> {
+        SaSwitch s;
+        s.lid = switch_.lid();
+        s.node_info = switch_.node_info();
+        s.description = switch_.description();
+        for (std::uint8_t p = 0; p <= switch_.num_ports(); ++p) s.ports.push_back(switch_.port_info(p));
+        return s;
+    });
     sa_.set_multicast_programmer(
         [this](std::uint16_t mlid, const std::set<std::uint8_t>& ports) { sm_.set_multicast_route(mlid, ports); });
     if (options_.keys) {

@@ -129,6 +129,15 @@ const cli::Option<Options> kOptions[] = {
          return {};
      },
      "fe80::"},
+    {"switch-lid", cli::Takes::value, "the switch's LID (its port 0's, where the SM and SA answer), 0x1..0xbfff",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto lid = number(v, 0xFFFF);
+         if (!lid || !ib::is_unicast_lid(static_cast<std::uint16_t>(*lid)))
+             return unexpected("--switch-lid '" + v + "': expected a LID in 0x1..0xbfff");
+         o.service.sw.lid = static_cast<std::uint16_t>(*lid);
+         return {};
+     },
+     "0x1"},
     {"lid", cli::Takes::values, "fixed LID for a port: GUID=LID (repeatable)",
      [](Options& o, const std::string& v) -> cli::Applied {
          const auto eq = v.find('=');

@@ -41,6 +41,9 @@ std::vector<SaPort> FabricManagement::sa_ports(const SubnetManager& sm, std::uin
         s.rate = link_rate_code(p.port_info.link_width_active, p.port_info.link_speed_active);
         s.pkeys = pkeys_for_port(partitions, p.port_guid);
         s.switch_port = sp;
+        s.node_guid = p.node_guid;
+        s.description = p.description;
+        s.port_info = p.port_info;
         out.push_back(std::move(s));
     }
     return out;

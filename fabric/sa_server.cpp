@@ -12,6 +12,7 @@ namespace pc = sa::path_comp;
 using sa::Selector;
 
 constexpr std::uint16_t kOk = 0;
+constexpr std::uint8_t kRespTimeValue = 18;  // 4.096 us * 2^18, about 1 s (OpenSM reports 16; its SA is C, ours a daemon loop)
 
 // Does `have` satisfy `want` under `selector` (IBA 15.2.5.16 selectors)?
 // MTU and rate codes grow with the value they name for the codes used here.
@@ -236,6 +237,40 @@ std::vector<sa::SaMad> SaServer::handle(const sa::SaMad& request, std::uint16_t 
         const auto rec = sa::get_record<sa::InformInfoRecord>(request);
         return respond_records(resp, method, query_subscriptions(rec, mask), to);
     }
+    if (request.header.attribute_id == sa::sa_attr::class_port_info) {
+        if (method != ib::method::get) return reply(ib::mad_status::method_attr_not_supported);
+        sa::ClassPortInfo cpi;
+        // Get/Set Notice (InformInfo, Reports), UD multicast (MCMemberRecord),
+        // PortInfoRecord CapabilityMask matching (all the requested bits).
+        cpi.capability_mask = sa::class_capability::is_get_set_notice_supported |
+                              sa::class_capability::is_ud_multicast_supported |
+                              sa::class_capability::is_port_info_capability_mask_match_supported;
+        cpi.resp_time_value = kRespTimeValue;
+        cpi.redirect_qp = ib::kQp1;  // no redirection: here, QP1
+        cpi.redirect_q_key = ib::kGsiQKey;
+        cpi.trap_q_key = ib::kGsiQKey;
+        (void)sa::put_record(cpi, resp);
+        return reply(kOk);
+    }
+    if (request.header.attribute_id == sa::sa_attr::node_record) {
+        if (method != ib::method::get && method != ib::method::get_table)
+            return reply(ib::mad_status::method_attr_not_supported);
+        const auto rec = sa::get_record<sa::NodeRecord>(request);
+        return respond_records(resp, method, query_nodes(rec, mask, *requester), to);
+    }
+    if (request.header.attribute_id == sa::sa_attr::port_info_record) {
+        if (method != ib::method::get && method != ib::method::get_table)
+            return reply(ib::mad_status::method_attr_not_supported);
+        const auto rec = sa::get_record<sa::PortInfoRecord>(request);
+        return respond_records(resp, method,
+                               query_port_infos(rec, mask, *requester, request.sm_key == config_.sm_key), to);
+    }
+    if (request.header.attribute_id == sa::sa_attr::link_record) {
+        if (method != ib::method::get && method != ib::method::get_table)
+            return reply(ib::mad_status::method_attr_not_supported);
+        const auto rec = sa::get_record<sa::LinkRecord>(request);
+        return respond_records(resp, method, query_links(rec, mask, *requester), to);
+    }
     if (request.header.attribute_id == sa::sa_attr::path_record) {
         if (method != ib::method::get && method != ib::method::get_table)
             return reply(ib::mad_status::method_attr_not_supported);
@@ -366,6 +401,123 @@ bool SaServer::may_modify(const McGroup& g, std::uint64_t member_guid, const SaP
     if (!g.members.contains(member_guid)) return true;
     if (!g.proxied.contains(member_guid)) return member_guid == requester.guid;
     return holds_pkey(requester, g.params.p_key);
+}
+
+// ---------------------------------------------------------------------------
+// The topology: NodeRecord, PortInfoRecord, LinkRecord. A CA port's records
+// are shown to requesters that share a partition with it (as OpenSM does
+// for untrusted requesters); the switch's to everyone.
+
+std::vector<sa::NodeRecord> SaServer::query_nodes(const sa::NodeRecord& req, std::uint64_t mask,
+                                                  const SaPort& requester) const {
+    namespace c = sa::node_record_comp;
+    std::vector<sa::NodeRecord> all;
+    if (switch_view_)
+        if (const auto sw = switch_view_(); sw && sw->lid != 0) {
+            sa::NodeRecord r;
+            r.lid = sw->lid;
+            r.node_info = sw->node_info;
+            r.node_description.text = sw->description;
+            all.push_back(r);
+        }
+    for (const SaPort& p : port_list_) {
+        if (p.lid != requester.lid && !shares_partition(p, requester)) continue;
+        sa::NodeRecord r;
+        r.lid = p.lid;
+        r.node_info.node_type = ib::node_type::channel_adapter;
+        r.node_info.num_ports = 1;
+        r.node_info.node_guid = p.node_guid ? p.node_guid : p.guid;
+        r.node_info.system_image_guid = r.node_info.node_guid;
+        r.node_info.port_guid = p.guid;
+        r.node_info.partition_cap = 32;
+        r.node_info.local_port_num = p.port_info.local_port_num ? p.port_info.local_port_num : std::uint8_t{1};
+        r.node_description.text = p.description;
+        all.push_back(r);
+    }
+    std::vector<sa::NodeRecord> out;
+    for (const auto& r : all) {
+        const ib::NodeInfo& n = r.node_info;
+        const ib::NodeInfo& q = req.node_info;
+        if ((mask & c::lid) && r.lid != req.lid) continue;
+        if ((mask & c::node_type) && n.node_type != q.node_type) continue;
+        if ((mask & c::num_ports) && n.num_ports != q.num_ports) continue;
+        if ((mask & c::system_image_guid) && n.system_image_guid != q.system_image_guid) continue;
+        if ((mask & c::node_guid) && n.node_guid != q.node_guid) continue;
+        if ((mask & c::port_guid) && n.port_guid != q.port_guid) continue;
+        if ((mask & c::local_port_num) && n.local_port_num != q.local_port_num) continue;
+        if ((mask & c::node_description) && r.node_description.text != req.node_description.text) continue;
+        out.push_back(r);
+    }
+    // By LID, as OpenSM lists them (a client that sees only the first few,
+    // under libumad2sim, sees the same ones).
+    std::sort(out.begin(), out.end(), [](const sa::NodeRecord& a, const sa::NodeRecord& b) { return a.lid < b.lid; });
+    return out;
+}
+
+std::vector<sa::PortInfoRecord> SaServer::query_port_infos(const sa::PortInfoRecord& req, std::uint64_t mask,
+                                                           const SaPort& requester, bool trusted) const {
+    namespace c = sa::port_info_record_comp;
+    std::vector<sa::PortInfoRecord> all;
+    if (switch_view_)
+        if (const auto sw = switch_view_(); sw && sw->lid != 0)
+            for (std::size_t port = 0; port < sw->ports.size(); ++port) {
+                sa::PortInfoRecord r;
+                r.endport_lid = sw->lid;
+                r.port_num = static_cast<std::uint8_t>(port);
+                r.port_info = sw->ports[port];
+                all.push_back(r);
+            }
+    for (const SaPort& p : port_list_) {
+        if (p.lid != requester.lid && !shares_partition(p, requester)) continue;
+        sa::PortInfoRecord r;
+        r.endport_lid = p.lid;
+        r.port_num = p.port_info.local_port_num ? p.port_info.local_port_num : std::uint8_t{1};
+        r.port_info = p.port_info;
+        all.push_back(r);
+    }
+    std::vector<sa::PortInfoRecord> out;
+    for (auto& r : all) {
+        if (!trusted) r.port_info.m_key = 0;  // a port's M_Key is for a trusted requester only
+        if ((mask & c::endport_lid) && r.endport_lid != req.endport_lid) continue;
+        if ((mask & c::port_num) && r.port_num != req.port_num) continue;
+        if ((mask & c::lid) && r.port_info.lid != req.port_info.lid) continue;
+        if ((mask & c::master_sm_lid) && r.port_info.master_sm_lid != req.port_info.master_sm_lid) continue;
+        if ((mask & c::capability_mask) &&
+            (r.port_info.capability_mask & req.port_info.capability_mask) != req.port_info.capability_mask)
+            continue;
+        out.push_back(r);
+    }
+    std::sort(out.begin(), out.end(), [](const sa::PortInfoRecord& a, const sa::PortInfoRecord& b) {
+        return std::tie(a.endport_lid, a.port_num) < std::tie(b.endport_lid, b.port_num);
+    });
+    return out;
+}
+
+std::vector<sa::LinkRecord> SaServer::query_links(const sa::LinkRecord& req, std::uint64_t mask,
+                                                  const SaPort& requester) const {
+    namespace c = sa::link_record_comp;
+    std::vector<sa::LinkRecord> out;
+    if (!switch_view_) return out;
+    const auto sw = switch_view_();
+    if (!sw || sw->lid == 0) return out;
+    auto add = [&](const sa::LinkRecord& r) {
+        if ((mask & c::from_lid) && r.from_lid != req.from_lid) return;
+        if ((mask & c::from_port) && r.from_port != req.from_port) return;
+        if ((mask & c::to_port) && r.to_port != req.to_port) return;
+        if ((mask & c::to_lid) && r.to_lid != req.to_lid) return;
+        out.push_back(r);
+    };
+    for (const SaPort& p : port_list_) {
+        if (p.switch_port == 0) continue;
+        if (p.lid != requester.lid && !shares_partition(p, requester)) continue;
+        const std::uint8_t ca_port = p.port_info.local_port_num ? p.port_info.local_port_num : std::uint8_t{1};
+        add({sw->lid, p.switch_port, ca_port, p.lid});
+        add({p.lid, ca_port, p.switch_port, sw->lid});
+    }
+    std::sort(out.begin(), out.end(), [](const sa::LinkRecord& a, const sa::LinkRecord& b) {
+        return std::tie(a.from_lid, a.from_port) < std::tie(b.from_lid, b.from_port);
+    });
+    return out;
 }
 
 bool SaServer::shares_partition(const SaPort& a, const SaPort& b) {

@@ -36,6 +36,7 @@
 #include "sa_client/sa_mad.h"
 #include "sa_client/sa_notice.h"
 #include "sa_client/sa_records.h"
+#include "sa_client/sa_topology.h"
 
 namespace ipoibd::fabric {
 
@@ -48,6 +49,19 @@ struct SaPort {
     std::uint8_t rate = 3;  // IBA rate code
     std::vector<std::uint16_t> pkeys;
     std::uint8_t switch_port = 0;
+    // For NodeRecord and PortInfoRecord: what the SM read and set.
+    std::uint64_t node_guid = 0;
+    std::string description;
+    ib::PortInfo port_info;
+};
+
+// The switch, as its SMA reports it, for NodeRecord, PortInfoRecord and
+// LinkRecord (the SA's own node).
+struct SaSwitch {
+    std::uint16_t lid = 0;
+    ib::NodeInfo node_info;
+    std::string description;
+    std::vector<ib::PortInfo> ports;  // index = port number, 0..NumPorts
 };
 
 struct SaServerConfig {
@@ -115,6 +129,10 @@ public:
     // the switch's table itself (an SA tested or benchmarked alone).
     using MulticastProgrammer = std::function<void(std::uint16_t mlid, const std::set<std::uint8_t>& ports)>;
     void set_multicast_programmer(MulticastProgrammer programmer) { program_multicast_ = std::move(programmer); }
+    // The switch for the topology records; unset: the SA knows only its
+    // CA ports (NodeRecord, PortInfoRecord of those, no LinkRecords).
+    using SwitchView = std::function<std::optional<SaSwitch>()>;
+    void set_switch_view(SwitchView view) { switch_view_ = std::move(view); }
 
     // One request; returns the response MADs (one, or RMPP segments).
     std::vector<sa::SaMad> handle(const sa::SaMad& request, std::uint16_t requester_lid,
@@ -197,6 +215,12 @@ private:
     SaServerConfig config_;
     Switch& switch_;
     MulticastProgrammer program_multicast_;
+    SwitchView switch_view_;
+    std::vector<sa::NodeRecord> query_nodes(const sa::NodeRecord& req, std::uint64_t mask, const SaPort& requester) const;
+    std::vector<sa::PortInfoRecord> query_port_infos(const sa::PortInfoRecord& req, std::uint64_t mask,
+                                                     const SaPort& requester, bool trusted) const;
+    std::vector<sa::LinkRecord> query_links(const sa::LinkRecord& req, std::uint64_t mask,
+                                            const SaPort& requester) const;
     void program_multicast(std::uint16_t mlid, std::set<std::uint8_t> ports);
     PortList ports_;
     // The ports as of the last reload_ports(): list and indexes into it.

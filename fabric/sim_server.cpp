@@ -352,6 +352,10 @@ void SimServer::on_control(Clock::time_point now) {
         const auto& sma = node.port->managed().sma();
         switch (m.type) {
             case sim::CtlType::disconnect:
+                // What the client sent before saying goodbye comes first
+                // (the two sockets are read in no particular order).
+                on_client_data(m.client_id, now);
+                if (!slots_[m.client_id]) break;  // gone while its MADs were handled
                 reply(m, sender);
                 ++counters_.clients_disconnected;
                 release(m.client_id, false);

@@ -152,6 +152,11 @@ public:
     // Port 0's LID: the configured one until an SM sets another.
     std::uint16_t lid() const { return sma_ports_.empty() ? config_.lid : sma_ports_[0].info.lid; }
     std::uint64_t guid() const { return config_.guid; }
+    const std::string& description() const { return config_.description; }
+    // What the SMA reports (the SA's topology records): NodeInfo (as read
+    // from port 0) and the PortInfo of a port, 0..num_ports().
+    ib::NodeInfo node_info() const { return sma_node_info(0); }
+    ib::PortInfo port_info(std::uint8_t port) const { return sma_port_info(port); }
     // Whether the SM on this switch's port 0 runs (PortInfo IsSM of port 0).
     void set_sm_present(bool present);
     std::uint8_t num_ports() const { return config_.num_ports; }
