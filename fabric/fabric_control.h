@@ -43,6 +43,7 @@ void visit_fabric_sections(const FabricService& fabric, Section&& section) {
     section("udp", [&](CounterSink& o) { visit(fabric.udp_counters(), o); });
     section("sm", [&](CounterSink& o) { visit(fabric.subnet_manager().counters(), o); });
     section("sa", [&](CounterSink& o) { visit(fabric.sa_server().counters(), o); });
+    section("switch_pma", [&](CounterSink& o) { visit(fabric.management().pma_counters(), o); });
     if (fabric.auth()) section("auth", [&](CounterSink& o) { visit(fabric.auth()->counters(), o); });
     if (fabric.fabric_switch().faults().active())
         section("faults", [&](CounterSink& o) { visit(fabric.fabric_switch().faults().counters(), o); });

@@ -98,6 +98,7 @@ public:
     const Switch& fabric_switch() const { return switch_; }
     const SubnetManager& subnet_manager() const { return sm_; }
     const SaServer& sa_server() const { return sa_; }
+    const FabricManagement& management() const { return management_; }
     const transport::UdpCounters& udp_counters() const { return socket_.counters(); }
     // Rotates the fabric key (SIGHUP): a fabric started without one keeps
     // none (the ports would all be cut off at once).

@@ -2,7 +2,35 @@
 
 namespace ipoibd::fabric {
 
-FabricManagement::FabricManagement(Switch& sw, SubnetManager& sm, SaServer& sa) : switch_(sw), sm_(sm), sa_(sa) {}
+FabricManagement::FabricManagement(Switch& sw, SubnetManager& sm, SaServer& sa)
+    : switch_(sw),
+      sm_(sm),
+      sa_(sa),
+      pma_([&sw](std::uint8_t port) -> std::optional<transport::Pma::Selected> {
+          auto c = sw.pma_counters(port);
+          if (!c) return std::nullopt;
+          return transport::Pma::Selected{port, *c};
+      }) {}
+
+// PerfMgt to the switch (perfquery LID PORT, a PerfMgr): its PMA answers
+// from the ports' counters, with or without the SM (the agent is the
+// switch's). The GetResp goes back LID-routed to the requester's QP.
+bool FabricManagement::answer_perf_mgt(const ib::Packet& packet) {
+    auto reply = pma_.handle(packet.payload);
+    if (!reply) return true;  // counted by the PMA
+    ib::PacketSpec spec;
+    spec.lrh.sl = packet.lrh.sl;
+    spec.lrh.dlid = packet.lrh.slid;
+    spec.lrh.slid = switch_.lid() != 0 ? switch_.lid() : ib::kLidPermissive;
+    spec.bth.opcode = ib::op::ud_send_only;
+    spec.bth.pkey = packet.bth.pkey;
+    spec.bth.dest_qp = packet.ext.deth.src_qp;
+    spec.ext.deth = {ib::kGsiQKey, ib::kQp1};
+    spec.payload = *reply;
+    std::vector<std::uint8_t> wire(ib::packet_size(spec));
+    if (ib::build_packet(spec, wire)) switch_.send_from_management(wire);
+    return true;
+}
 
 std::uint8_t link_rate_code(std::uint8_t width, std::uint8_t speed) {
     unsigned lanes = 1;
@@ -71,6 +99,9 @@ void FabricManagement::send_mad(const sa::SaMad& mad, std::uint16_t dlid, std::u
 }
 
 bool FabricManagement::on_packet(const ib::Packet& packet, bytes, std::uint8_t) {
+    if (packet.bth.dest_qp == ib::kQp1 && packet.payload.size() >= 2 &&
+        packet.payload[1] == ib::mgmt_class::perf_mgt && packet.ext.deth.qkey == ib::kGsiQKey)
+        return answer_perf_mgt(packet);
     if (!enabled_ || packet.bth.dest_qp != ib::kQp1) return false;
     auto mad = sa::decode_sa_mad(packet.payload);
     if (!mad || packet.ext.deth.qkey != ib::kGsiQKey) {

@@ -10,6 +10,7 @@
 #include "fabric/sa_server.h"
 #include "fabric/sm.h"
 #include "fabric/switch.h"
+#include "transport/pma.h"
 
 namespace ipoibd::fabric {
 
@@ -30,6 +31,7 @@ public:
                                         const std::vector<Partition>& partitions);
 
     std::uint64_t sa_malformed() const { return malformed_; }
+    const transport::PmaCounters& pma_counters() const { return pma_.counters(); }
 
     // Time passes: SA report retries; sends what the SA has queued.
     void tick(Clock::time_point now);
@@ -45,6 +47,9 @@ private:
 
     std::uint64_t malformed_ = 0;
     bool enabled_ = true;
+    // The switch's performance management agent: its ports' counters.
+    transport::Pma pma_;
+    bool answer_perf_mgt(const ib::Packet& packet);
     Clock::time_point now_{};
 };
 

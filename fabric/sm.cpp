@@ -182,6 +182,7 @@ void SubnetManager::on_response(SmPort& port, const ib::Smp& smp) {
         case SmPortPhase::active:
             if (port.setting_pkeys) {
                 port.setting_pkeys = false;
+                set_switch_port_pkeys(port.switch_port, pkey_block(port));
                 log("SM: port " + std::to_string(port.switch_port) + " GUID " + hex(port.port_guid, 16) +
                     ": P_KeyTable set for the new partitions");
                 return;
@@ -256,7 +257,7 @@ void SubnetManager::finish(SmPort& port) {
         return;
     }
     set_unicast_route(port.lid, port.switch_port);
-    set_switch_port_active(port.switch_port, true);
+    set_switch_port_active(port.switch_port, true, pkey_block(port));
     port.phase = SmPortPhase::active;
     ++counters_.ports_configured;
     if (hooks_.port_active) hooks_.port_active(port);
@@ -445,13 +446,28 @@ void SubnetManager::set_multicast_route(std::uint16_t mlid, const std::set<std::
     }
 }
 
-void SubnetManager::set_switch_port_active(std::uint8_t port, bool active) {
+void SubnetManager::set_switch_port_pkeys(std::uint8_t port, const ib::PKeyTableBlock& block) {
+    ib::SmpData data{};
+    (void)ib::put_attribute(block, data);
+    (void)program_switch(ib::method::set, ib::smp_attr::p_key_table, ib::p_key_table_modifier(0, port), data);
+}
+
+void SubnetManager::set_switch_port_active(std::uint8_t port, bool active,
+                                           const std::optional<ib::PKeyTableBlock>& pkeys) {
+    // The switch port holds the P_Keys of the CA port behind it and
+    // enforces them both ways (OpenSM's part_enforce both).
+    if (active && pkeys) set_switch_port_pkeys(port, *pkeys);
     const auto got = program_switch(ib::method::get, ib::smp_attr::port_info, port, {});
     if (!got) return;
-    const std::uint8_t state = ib::PortInfo::read_from(got->data()).port_state;
+    const ib::PortInfo current = ib::PortInfo::read_from(got->data());
+    const std::uint8_t state = current.port_state;
     auto set_state = [&](std::uint8_t next) {
-        ib::PortInfo pi;  // a Set changes only PortState here (0 elsewhere: no change)
+        ib::PortInfo pi = current;  // the whole PortInfo, as read, with the changes
         pi.port_state = next;
+        pi.port_physical_state = 0;  // no change
+        pi.link_down_default_state = 0;
+        pi.partition_enforcement_inbound = active && pkeys.has_value();
+        pi.partition_enforcement_outbound = active && pkeys.has_value();
         ib::SmpData data{};
         (void)ib::put_attribute(pi, data);
         return program_switch(ib::method::set, ib::smp_attr::port_info, port, data).has_value();

@@ -157,7 +157,9 @@ public:
     // to take one back). The SM keeps a copy of the blocks it sets.
     void set_unicast_route(std::uint16_t lid, std::optional<std::uint8_t> port);
     void set_multicast_route(std::uint16_t mlid, const std::set<std::uint8_t>& ports);
-    void set_switch_port_active(std::uint8_t port, bool active);
+    void set_switch_port_active(std::uint8_t port, bool active,
+                                const std::optional<ib::PKeyTableBlock>& pkeys = std::nullopt);
+    void set_switch_port_pkeys(std::uint8_t port, const ib::PKeyTableBlock& block);
 
     // Told when a port becomes ACTIVE and when an ACTIVE port is lost.
     struct Hooks {

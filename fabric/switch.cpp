@@ -58,10 +58,13 @@ void Switch::on_datagram(const SocketAddress& from, bytes datagram, Clock::time_
     if (tap_) tap_(datagram, false);
     const auto lrh = ib::link_check(datagram);
     if (!lrh) {
+        ++ports_[*port].rx_errors;
         count(SwitchDrop::link_check);
         ++counters_.link_drops[static_cast<std::size_t>(lrh.error())];
         return;
     }
+    ++ports_[*port].rx_iba_packets;
+    ports_[*port].rx_bytes += datagram.size();
     if (lrh->dlid == lid() || lrh->dlid == ib::kLidPermissive) {
         to_management(datagram, *port);
         return;
@@ -145,6 +148,21 @@ std::optional<std::uint8_t> Switch::admit(const SocketAddress& from, Clock::time
     return port;
 }
 
+std::optional<transport::PmaPortCounters> Switch::pma_counters(std::uint8_t port) const {
+    if (port < 1 || port >= ports_.size()) return std::nullopt;
+    const PortSlot& s = ports_[port];
+    constexpr std::uint64_t kVcrc = 2;
+    transport::PmaPortCounters c;
+    c.xmit_packets = s.tx_packets;
+    c.rcv_packets = s.rx_iba_packets;
+    c.xmit_octets = s.tx_bytes >= kVcrc * s.tx_packets ? s.tx_bytes - kVcrc * s.tx_packets : 0;
+    c.rcv_octets = s.rx_bytes >= kVcrc * s.rx_iba_packets ? s.rx_bytes - kVcrc * s.rx_iba_packets : 0;
+    c.rcv_errors = s.rx_errors;
+    c.rcv_constraint_errors = s.rx_pkey_drops;
+    c.xmit_constraint_errors = s.tx_pkey_drops;
+    return c;
+}
+
 void Switch::set_port_active(std::uint8_t port, bool active) {
     if (port_up(port)) ports_[port].active = active;
 }
@@ -203,17 +221,67 @@ void Switch::transmit(std::uint8_t port, bytes datagram) {
     }
     output_.send(ports_[port].peer, datagram);
     ++ports_[port].tx_packets;
+    ports_[port].tx_bytes += datagram.size();
     ++counters_.forwarded;
 }
 
+namespace {
+
+// The BTH P_Key of a data packet (after the LRH, and the GRH when LNH says
+// so); nullopt for a packet too short or not IBA.
+std::optional<std::uint16_t> packet_pkey(bytes datagram, const ib::Lrh& lrh) {
+    std::size_t at = ib::Lrh::size;
+    if (lrh.lnh == ib::Lnh::iba_global)
+        at += ib::Grh::size;
+    else if (lrh.lnh != ib::Lnh::iba_local)
+        return std::nullopt;
+    if (datagram.size() < at + 4) return std::nullopt;
+    return load_be16(datagram.data() + at + 2);
+}
+
+}  // namespace
+
+bool Switch::pkey_allowed(std::uint8_t port, std::uint16_t pkey) const {
+    // The P_Key's low 15 bits must be in the port's table. The membership
+    // bit is not the switch's business: a limited member's own packets
+    // carry its limited key, and whether two limited members may talk is
+    // decided by the receiving CA port (IBA 10.9.3).
+    const std::uint16_t key = pkey & 0x7FFF;
+    if (key == 0) return false;  // the invalid P_Key
+    for (std::uint16_t entry : sma_ports_[port].p_keys)
+        if ((entry & 0x7FFF) == key) return true;
+    return false;
+}
+
 void Switch::forward(bytes datagram, const ib::Lrh& lrh, std::uint8_t in_port, Clock::time_point now) {
+    // Partition enforcement on the switch ports the SM turned it on for;
+    // SMPs (VL15) are never partitioned.
+    std::optional<std::uint16_t> pkey;
+    const bool partitioned = lrh.vl != ib::kVl15;
+    if (partitioned && in_port != 0 && enforcing(in_port, true)) {
+        pkey = packet_pkey(datagram, lrh);
+        if (!pkey || !pkey_allowed(in_port, *pkey)) {
+            ++ports_[in_port].rx_pkey_drops;
+            ++sma_ports_[in_port].info.p_key_violations;
+            count(SwitchDrop::pkey_inbound);
+            return;
+        }
+    }
+    auto egress_allowed = [&](std::uint8_t out) {
+        if (!partitioned || !enforcing(out, false)) return true;
+        if (!pkey) pkey = packet_pkey(datagram, lrh);
+        if (pkey && pkey_allowed(out, *pkey)) return true;
+        ++ports_[out].tx_pkey_drops;
+        count(SwitchDrop::pkey_outbound);
+        return false;
+    };
     if (ib::is_multicast_lid(lrh.dlid)) {
         // The ingress port is a member like any other: the sender's own
         // port receives its multicast, as DESIGN.md asks.
         if (flooded_.count(lrh.dlid)) {
             bool any = false;
             for (std::size_t p = 1; p < ports_.size(); ++p)
-                if (ports_[p].plugged) {
+                if (ports_[p].plugged && egress_allowed(static_cast<std::uint8_t>(p))) {
                     send_to_port(static_cast<std::uint8_t>(p), datagram);
                     any = true;
                 }
@@ -225,7 +293,8 @@ void Switch::forward(bytes datagram, const ib::Lrh& lrh, std::uint8_t in_port, C
             count(SwitchDrop::no_multicast_members);
             return;
         }
-        for (std::uint8_t p : it->second) send_to_port(p, datagram);
+        for (std::uint8_t p : it->second)
+            if (egress_allowed(p)) send_to_port(p, datagram);
         return;
     }
     const auto it = lft_.find(lrh.dlid);
@@ -233,6 +302,7 @@ void Switch::forward(bytes datagram, const ib::Lrh& lrh, std::uint8_t in_port, C
         count(SwitchDrop::no_route);
         return;
     }
+    if (!egress_allowed(it->second)) return;
     send_to_port(it->second, datagram);
     if (hints_allowed() && now != Clock::time_point{}) maybe_send_hint(in_port, it->second, lrh.dlid, now);
 }
@@ -442,6 +512,8 @@ const char* to_string(SwitchDrop d) {
         case SwitchDrop::egress_down: return "egress_down";
         case SwitchDrop::no_multicast_members: return "no_multicast_members";
         case SwitchDrop::sma_dropped: return "sma_dropped";
+        case SwitchDrop::pkey_inbound: return "pkey_inbound";
+        case SwitchDrop::pkey_outbound: return "pkey_outbound";
         case SwitchDrop::management_malformed: return "management_malformed";
         case SwitchDrop::management_no_agent: return "management_no_agent";
         case SwitchDrop::dr_discarded: return "dr_discarded";

@@ -43,6 +43,7 @@
 
 #include "common/socket_address.h"
 #include "fabric/faults.h"
+#include "transport/pma.h"
 #include "transport/wire/packet.h"
 #include "transport/wire/smp.h"
 
@@ -65,6 +66,8 @@ enum class SwitchDrop : std::uint8_t {
     bad_route_request,   // a cut-through route request that is malformed, for no route, or refused
     admission_rate,      // a new port from a host over its admission rate
     admission_pending,   // a new port from a host with max_pending_per_host ports not yet ACTIVE
+    pkey_inbound,        // partition enforcement: the ingress port's P_KeyTable lacks the packet's P_Key
+    pkey_outbound,       // partition enforcement: an egress port's P_KeyTable lacks it (that copy dropped)
     count_
 };
 inline constexpr std::size_t kSwitchDropCount = static_cast<std::size_t>(SwitchDrop::count_);
@@ -157,6 +160,9 @@ public:
     // from port 0) and the PortInfo of a port, 0..num_ports().
     ib::NodeInfo node_info() const { return sma_node_info(0); }
     ib::PortInfo port_info(std::uint8_t port) const { return sma_port_info(port); }
+    // A port's counters for the switch's performance management agent
+    // (transport/pma.h): ports 1..num_ports(); nullopt for others.
+    std::optional<transport::PmaPortCounters> pma_counters(std::uint8_t port) const;
     // Whether the SM on this switch's port 0 runs (PortInfo IsSM of port 0).
     void set_sm_present(bool present);
     std::uint8_t num_ports() const { return config_.num_ports; }
@@ -212,6 +218,14 @@ private:
         bool active = false;  // the SM made it ACTIVE
         std::uint64_t rx_packets = 0;
         std::uint64_t tx_packets = 0;
+        // For the switch's PMA: IBA packets in (past the link checks) and
+        // their bytes, bytes out, link-check failures, partition drops.
+        std::uint64_t rx_iba_packets = 0;
+        std::uint64_t rx_bytes = 0;
+        std::uint64_t tx_bytes = 0;
+        std::uint64_t rx_errors = 0;
+        std::uint64_t rx_pkey_drops = 0;
+        std::uint64_t tx_pkey_drops = 0;
     };
     struct Admission {
         double tokens = 0;
@@ -233,6 +247,13 @@ private:
     std::uint16_t sma_set(const ib::Smp& request, ib::SmpData& data, std::uint8_t in_port);
     std::uint16_t set_port_info(std::uint8_t port, const ib::PortInfo& requested);
     void send_sma_reply(ib::Smp reply, const ib::Packet& request);
+    // Partition enforcement (IBA 10.9.2): may a packet with this P_Key pass
+    // `port` (its P_KeyTable, as the SM set it)?
+    bool pkey_allowed(std::uint8_t port, std::uint16_t pkey) const;
+    bool enforcing(std::uint8_t port, bool inbound) const {
+        const ib::PortInfo& pi = sma_ports_[port].info;
+        return inbound ? pi.partition_enforcement_inbound : pi.partition_enforcement_outbound;
+    }
     std::vector<SmaPort> sma_ports_;
     ib::SwitchInfo switch_info_;  // the settable fields; the rest computed
     bool port_state_change_ = false;

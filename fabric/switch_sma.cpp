@@ -12,7 +12,8 @@
 //    pass at M_KeyProtectBits 0 and 1, Sets need the key);
 //  - one P_Key block (32 entries) per port; LinearFDBCap 0xC000 (every
 //    unicast LID), MulticastFDBCap 0x4000 (every MLID);
-//  - no partition enforcement yet: SwitchInfo says so.
+//  - partition enforcement, inbound and outbound, on the external ports
+//    whose PortInfo enables it, against their P_KeyTable (switch.cpp).
 #include <algorithm>
 
 #include "fabric/switch.h"
@@ -102,8 +103,8 @@ ib::SwitchInfo Switch::sma_switch_info() const {
     s.port_state_change = port_state_change_;
     s.lids_per_port = 0;
     s.partition_enforcement_cap = static_cast<std::uint16_t>(kPartitionCap);
-    s.inbound_enforcement_cap = false;
-    s.outbound_enforcement_cap = false;
+    s.inbound_enforcement_cap = true;
+    s.outbound_enforcement_cap = true;
     s.filter_raw_inbound_cap = false;
     s.filter_raw_outbound_cap = false;
     s.enhanced_port0 = false;

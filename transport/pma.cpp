@@ -140,6 +140,8 @@ PmaPortCounters Pma::relative(std::uint8_t port, const PmaPortCounters& now) con
     r.rcv_errors = less(now.rcv_errors, z.rcv_errors);
     r.xmit_discards = less(now.xmit_discards, z.xmit_discards);
     r.vl15_dropped = less(now.vl15_dropped, z.vl15_dropped);
+    r.rcv_constraint_errors = less(now.rcv_constraint_errors, z.rcv_constraint_errors);
+    r.xmit_constraint_errors = less(now.xmit_constraint_errors, z.xmit_constraint_errors);
     return r;
 }
 
@@ -190,6 +192,7 @@ std::uint16_t Pma::get_or_set(const ib::MadHeader& h, std::uint8_t* data) {
     const PmaPortCounters* raw = &selected->counters;
     const std::uint16_t select = load_be16(data + 2);
     constexpr std::uint16_t kKept = pma::select::rcv_errors | pma::select::xmit_discards | pma::select::vl15_dropped |
+                                    pma::select::xmit_constraint_errors | pma::select::rcv_constraint_errors |
                                     pma::select::xmit_data | pma::select::rcv_data | pma::select::xmit_packets |
                                     pma::select::rcv_packets;
     constexpr std::uint16_t kKeptExt = 0x00FF;
@@ -205,6 +208,8 @@ std::uint16_t Pma::get_or_set(const ib::MadHeader& h, std::uint8_t* data) {
             if (select & pma::select::rcv_errors) z.rcv_errors = raw->rcv_errors;
             if (select & pma::select::xmit_discards) z.xmit_discards = raw->xmit_discards;
             if (select & pma::select::vl15_dropped) z.vl15_dropped = raw->vl15_dropped;
+            if (select & pma::select::xmit_constraint_errors) z.xmit_constraint_errors = raw->xmit_constraint_errors;
+            if (select & pma::select::rcv_constraint_errors) z.rcv_constraint_errors = raw->rcv_constraint_errors;
         } else {
             if (select & pma::select_ext::xmit_data) z.xmit_octets = raw->xmit_octets;
             if (select & pma::select_ext::rcv_data) z.rcv_octets = raw->rcv_octets;
@@ -236,6 +241,8 @@ std::uint16_t Pma::get_or_set(const ib::MadHeader& h, std::uint8_t* data) {
         forget(zz.rcv_errors, raw->rcv_errors);
         forget(zz.xmit_discards, raw->xmit_discards);
         forget(zz.vl15_dropped, raw->vl15_dropped);
+        forget(zz.rcv_constraint_errors, raw->rcv_constraint_errors);
+        forget(zz.xmit_constraint_errors, raw->xmit_constraint_errors);
     }
     const PmaPortCounters c = relative(port, *raw);
     if (h.attribute_id == pma::attr::port_counters) {
@@ -245,6 +252,8 @@ std::uint16_t Pma::get_or_set(const ib::MadHeader& h, std::uint8_t* data) {
         pc.rcv_errors = saturated<std::uint16_t>(c.rcv_errors);
         pc.xmit_discards = saturated<std::uint16_t>(c.xmit_discards);
         pc.vl15_dropped = saturated<std::uint16_t>(c.vl15_dropped);
+        pc.rcv_constraint_errors = saturated<std::uint8_t>(c.rcv_constraint_errors);
+        pc.xmit_constraint_errors = saturated<std::uint8_t>(c.xmit_constraint_errors);
         pc.xmit_data = saturated<std::uint32_t>(c.xmit_octets / 4);
         pc.rcv_data = saturated<std::uint32_t>(c.rcv_octets / 4);
         pc.xmit_packets = saturated<std::uint32_t>(c.xmit_packets);

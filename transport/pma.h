@@ -57,6 +57,8 @@ struct PmaPortCounters {
     std::uint64_t rcv_errors = 0;     // malformed packets received
     std::uint64_t xmit_discards = 0;  // packets the port could not send
     std::uint64_t vl15_dropped = 0;   // SMPs dropped
+    std::uint64_t rcv_constraint_errors = 0;   // dropped by inbound partition enforcement (switch)
+    std::uint64_t xmit_constraint_errors = 0;  // dropped by outbound partition enforcement (switch)
 };
 
 namespace pma {
@@ -105,6 +107,8 @@ struct PortCounters {
 namespace select {
 inline constexpr std::uint16_t rcv_errors = 0x0008;
 inline constexpr std::uint16_t xmit_discards = 0x0040;
+inline constexpr std::uint16_t xmit_constraint_errors = 0x0080;
+inline constexpr std::uint16_t rcv_constraint_errors = 0x0100;
 inline constexpr std::uint16_t vl15_dropped = 0x0800;
 inline constexpr std::uint16_t xmit_data = 0x1000;
 inline constexpr std::uint16_t rcv_data = 0x2000;

@@ -165,7 +165,13 @@ out=$(sim diag perfquery "$LID_A" 1) || fail "perfquery after the reset failed: 
 [ "$(stat_of a pma pma_resets)" -ge 1 ] || fail "ipoibctl stats pma: no reset counted"
 out=$(sim diag perfquery) || fail "perfquery of the sim node's own port failed: $out"
 grep -q "PortXmitPkts" <<<"$out" || fail "perfquery (own port): $out"
-pass "perfquery: A's PMA agrees with ipoibctl stats, resets its own view only; the sim node answers too"
+# The switch's PMA: the counters of the switch port A is plugged into.
+A_SWPORT=$(ip netns exec "$FAB" "$BIN/ibfabricctl" -s "$WORK/fab.sock" -j ports |
+  python3 -c "import json,sys; print([p['port'] for p in json.load(sys.stdin) if p['guid']=='$(printf 0x%016x "${GUID[a]}")'][0])")
+out=$(sim diag perfquery -x 1 "$A_SWPORT") || fail "perfquery of the switch port failed: $out"
+[ "$(num PortRcvPkts "$out")" -gt 0 ] || fail "perfquery of switch port $A_SWPORT: $out"
+[ "$(fabstat switch_pma pma_responses)" -ge 2 ] || fail "the switch's PMA answered nothing"
+pass "perfquery: A's PMA agrees with ipoibctl stats, resets its own view only; the sim node and the switch answer too"
 
 # 4. SIGKILL with a request in flight: an SMP to a LID nobody has (the
 # switch drops it) waits a second for its status 110.

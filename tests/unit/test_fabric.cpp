@@ -302,6 +302,62 @@ TEST_F(FabricTest, PKeyTablesFollowPartitions) {
     EXPECT_EQ(table(c), (std::vector<std::uint16_t>{0xFFFF}));
 }
 
+// The SM gives each switch port the P_Keys of the CA behind it and turns
+// on partition enforcement both ways: a packet whose P_Key the ingress
+// port lacks never enters, and none leaves by a port that lacks it (IBA
+// 10.9.2); SMPs (VL15) pass regardless.
+TEST_F(FabricTest, TheSwitchEnforcesPartitionsOnItsPorts) {
+    auto parts = parse_partitions("Default=0x7fff, ipoib : ALL=full;\nstorage=0x8001 : 0xA1=full, 0xB2=limited;", "p.conf");
+    ASSERT_TRUE(parts.has_value());
+    sm_config.partitions = *parts;
+    start_fabric();
+    Ca a(net, 1, 0xA1), b(net, 2, 0xB2), c(net, 3, 0xC3);
+    plug(a);
+    plug(b);
+    plug(c);
+    EXPECT_TRUE(sw->port_info(3).partition_enforcement_inbound);
+    EXPECT_TRUE(sw->port_info(3).partition_enforcement_outbound);
+    auto send = [&](Ca& from, Ca& to, std::uint16_t pkey) {
+        Wire payload(16, 0x5A);
+        ib::PacketSpec spec;
+        spec.lrh.dlid = to.port.core().attributes().lid;
+        spec.lrh.slid = from.port.core().attributes().lid;
+        spec.bth.opcode = ib::op::ud_send_only;
+        spec.bth.pkey = pkey;
+        spec.bth.dest_qp = 0x48;
+        spec.ext.deth = {7, 0x49};
+        spec.payload = payload;
+        Wire wire(ib::packet_size(spec));
+        ASSERT_TRUE(ib::build_packet(spec, wire));
+        ASSERT_TRUE(from.port.core().transmit_raw(wire));
+        run();
+    };
+    const auto drops = [&](SwitchDrop d) { return sw->counters().dropped_for(d); };
+    // C is not in 0x8001: its packet with that P_Key stops at its own switch port.
+    send(c, a, 0x8001);
+    EXPECT_EQ(drops(SwitchDrop::pkey_inbound), 1u);
+    EXPECT_EQ(sw->port_info(3).p_key_violations, 1);
+    // A (full member) to C with 0x8001: C's switch port lacks it.
+    send(a, c, 0x8001);
+    EXPECT_EQ(drops(SwitchDrop::pkey_outbound), 1u);
+    // A (full) to B (limited) in 0x8001, and anyone in the default partition: forwarded.
+    // B (limited) to A with its own limited key: the switch passes it (the
+    // membership bit is the receiving CA's business).
+    const std::uint64_t forwarded = sw->counters().forwarded;
+    send(a, b, 0x8001);
+    send(b, a, 0x0001);
+    send(c, a, 0xFFFF);
+    EXPECT_EQ(sw->counters().forwarded, forwarded + 3);
+    EXPECT_EQ(drops(SwitchDrop::pkey_inbound), 1u);
+    EXPECT_EQ(drops(SwitchDrop::pkey_outbound), 1u);
+    // The switch's PMA reports them as constraint errors of those ports.
+    EXPECT_EQ(sw->pma_counters(3)->rcv_constraint_errors, 1u);
+    EXPECT_EQ(sw->pma_counters(3)->xmit_constraint_errors, 1u);
+    // The SMs' SMPs still reach every port: the sweeps keep them ACTIVE.
+    advance(std::chrono::milliseconds(1200));
+    EXPECT_EQ(sm->ports().at(3).phase, SmPortPhase::active);
+}
+
 TEST_F(FabricTest, NewPartitionsReachActivePortsWithoutAReregister) {
     Ca a(net, 1, 0xA1), c(net, 3, 0xC3);
     plug(a);
