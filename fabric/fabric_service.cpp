@@ -53,7 +53,10 @@ expected<std::unique_ptr<FabricService>, std::string> FabricService::open(Fabric
         return unexpected("M_Key protect bits " + std::to_string(options.sm.m_key.protect_bits) + ": must be 0..3");
     if (options.sm.m_key.mode == MKeyPolicy::Mode::fixed && options.sm.m_key.fixed == 0)
         return unexpected(std::string("a fixed M_Key of 0 is no key: use none"));
-    if (!options.sm_enabled) options.sw.lid = 0;  // the external SM gives the switch its LID
+    if (!options.sm_enabled) {
+        options.sw.lid = 0;          // the external SM gives the switch its LID
+        options.sm.active = false;   // and its M_Key
+    }
     auto socket = transport::UdpBatchSocket::open(options.listen, nullptr);
     if (!socket) return unexpected(socket.error().message());
     std::optional<capture::ErfPcapWriter> pcap;

@@ -18,8 +18,8 @@ class FabricManagement final : public ManagementSink {
 public:
     FabricManagement(Switch& sw, SubnetManager& sm, SaServer& sa);
 
-    void on_smp(const ib::Smp& smp, std::uint8_t in_port, std::uint16_t slid) override {
-        if (enabled_) sm_.on_smp(smp, in_port, slid);
+    bool on_smp(const ib::Smp& smp, std::uint8_t in_port, std::uint16_t slid) override {
+        return enabled_ && sm_.on_smp(smp, in_port, slid);
     }
     // Off (ibfabricd --sm=no): neither the SM nor the SA takes anything;
     // the switch counts what comes (management_no_agent).

@@ -895,6 +895,7 @@ bool SimServer::sa_transfer(Node& node, Client& c, sim::SimRequest& r) {
 bool SimServer::on_node_smp(Node& node, const ib::Packet& packet) {
     auto smp = ib::decode_smp(packet.payload);
     if (!smp) return false;  // the SMA counts it
+    if (smp->method == ib::method::trap_repress) return false;  // the SM's answer to the SMA's trap
     sim::SimRequest r;
     r.dlid = smp->is_directed_route() ? ib::kLidPermissive : packet.lrh.dlid;
     r.slid = smp->is_directed_route() ? ib::kLidPermissive : packet.lrh.slid;

@@ -1,6 +1,7 @@
 #include "fabric/sm.h"
 
 #include <array>
+#include <random>
 #include <cstdio>
 
 #include "transport/wire/smp_dr.h"
@@ -27,10 +28,15 @@ SubnetManager::SubnetManager(const SmConfig& config, Switch& sw, SmLog log)
     : config_(config), switch_(sw), log_(std::move(log)) {
     // This SM runs on the switch's port 0: its IsSM bit (an SM sets its
     // own port's, as OpenSM does by opening the issm device).
+    if (!config_.active) return;  // ibfabricd --sm=no: the switch is another SM's
     switch_.set_sm_present(true);
+    // Key the switch before any port can reach it with a forged SMP.
+    key_switch();
 }
 
-SubnetManager::~SubnetManager() { switch_.set_sm_present(false); }
+SubnetManager::~SubnetManager() {
+    if (config_.active) switch_.set_sm_present(false);
+}
 
 void SubnetManager::on_link_event(const LinkEvent& event, Clock::time_point now) {
     now_ = now;
@@ -90,10 +96,10 @@ void SubnetManager::resend(SmPort& port) {
     port.deadline = now_ + config_.smp_timeout;
 }
 
-void SubnetManager::on_smp(const ib::Smp& smp, std::uint8_t /*in_port*/, std::uint16_t slid) {
+bool SubnetManager::on_smp(const ib::Smp& smp, std::uint8_t /*in_port*/, std::uint16_t slid) {
     if (smp.method == ib::method::trap) {
         on_trap(smp);
-        return;
+        return true;
     }
     if (!(smp.method & ib::method::response_bit)) {
         if (smp.attribute_id == ib::smp_attr::sm_info && smp.method == ib::method::get && !smp.is_directed_route() &&
@@ -102,7 +108,7 @@ void SubnetManager::on_smp(const ib::Smp& smp, std::uint8_t /*in_port*/, std::ui
         } else {
             ++counters_.requests_refused;
         }
-        return;
+        return true;
     }
     for (auto& [sp, port] : ports_) {
         if (port.tid != smp.transaction_id || port.phase == SmPortPhase::failed) continue;
@@ -110,9 +116,10 @@ void SubnetManager::on_smp(const ib::Smp& smp, std::uint8_t /*in_port*/, std::ui
         port.tid = 0;
         ++counters_.responses;
         on_response(port, smp);
-        return;
+        return true;
     }
     ++counters_.unexpected_responses;
+    return true;
 }
 
 void SubnetManager::on_response(SmPort& port, const ib::Smp& smp) {
@@ -371,18 +378,29 @@ std::uint64_t SubnetManager::m_key_for(std::uint64_t guid) const {
 // The switch, through its own SMA
 
 void SubnetManager::key_switch() {
-    switch_keyed_ = true;
+    switch_keyed_ = true;  // for the SMP below (program_switch would key again)
     ib::PortInfo pi;
     pi.lid = switch_.lid();
     pi.master_sm_lid = switch_.lid();
     pi.gid_prefix = config_.subnet_prefix;
     pi.subnet_timeout = config_.subnet_timeout;
-    pi.m_key = m_key_for(switch_.guid());
-    pi.m_key_protect_bits = config_.m_key.mode == MKeyPolicy::Mode::none ? 0 : config_.m_key.protect_bits;
-    pi.m_key_lease_period = config_.m_key.mode == MKeyPolicy::Mode::none ? 0 : config_.m_key.lease_seconds;
+    // The switch is keyed even with --m-key none (the CA ports then have
+    // none): its tables decide where every packet goes, and this SM, in the
+    // same process, never loses the key.
+    const bool none = config_.m_key.mode == MKeyPolicy::Mode::none;
+    pi.m_key = none ? (std::uint64_t{std::random_device{}()} << 32 | std::random_device{}()) | 1 : m_key_for(switch_.guid());
+    pi.m_key_protect_bits = none ? std::uint8_t{1} : config_.m_key.protect_bits;
+    pi.m_key_lease_period = 0;
     ib::SmpData data{};
     (void)ib::put_attribute(pi, data);
-    if (program_switch(ib::method::set, ib::smp_attr::port_info, 0, data)) switch_m_key_ = pi.m_key;
+    // The Set carries the key it sets: a switch without a key takes any, and
+    // one this SM's policy keyed before (an SM restarted in the same
+    // process, the same secret) takes its own.
+    switch_m_key_ = pi.m_key;
+    if (!program_switch(ib::method::set, ib::smp_attr::port_info, 0, data)) {
+        switch_m_key_ = 0;
+        switch_keyed_ = false;  // tried again by the next SMP to the switch
+    }
 }
 
 std::optional<ib::SmpData> SubnetManager::program_switch(std::uint8_t method, std::uint16_t attribute,

@@ -78,6 +78,9 @@ struct SmConfig {
     // it runs, and its priority (0..15).
     std::uint64_t guid = 0x0200'00ff'fe00'0001ULL;
     std::uint8_t priority = 0;
+    // false: this SM stays idle and leaves the switch alone (no IsSM, no
+    // M_Key): another SM manages the fabric (FabricServiceOptions::sm_enabled).
+    bool active = true;
 };
 
 enum class SmPortPhase : std::uint8_t {
@@ -145,7 +148,7 @@ public:
     // ManagementSink
     // Responses to this SM's SMPs, Traps, and a Get SMInfo (LID-routed),
     // which it answers: its GUID, priority and state MASTER (IBA 14.4.1).
-    void on_smp(const ib::Smp& smp, std::uint8_t in_port, std::uint16_t slid) override;
+    bool on_smp(const ib::Smp& smp, std::uint8_t in_port, std::uint16_t slid) override;
     bool on_packet(const ib::Packet&, bytes, std::uint8_t) override { return false; }
 
     const std::map<std::uint8_t, SmPort>& ports() const { return ports_; }

@@ -257,12 +257,13 @@ void Switch::forward(bytes datagram, const ib::Lrh& lrh, std::uint8_t in_port, C
     // Partition enforcement on the switch ports the SM turned it on for;
     // SMPs (VL15) are never partitioned.
     std::optional<std::uint16_t> pkey;
-    const bool partitioned = lrh.vl != ib::kVl15;
+    // Raw packets carry no P_Key (FilterRaw* is not supported): not checked.
+    const bool partitioned = lrh.vl != ib::kVl15 && (lrh.lnh == ib::Lnh::iba_local || lrh.lnh == ib::Lnh::iba_global);
     if (partitioned && in_port != 0 && enforcing(in_port, true)) {
         pkey = packet_pkey(datagram, lrh);
         if (!pkey || !pkey_allowed(in_port, *pkey)) {
             ++ports_[in_port].rx_pkey_drops;
-            ++sma_ports_[in_port].info.p_key_violations;
+            if (sma_ports_[in_port].info.p_key_violations < 0xFFFF) ++sma_ports_[in_port].info.p_key_violations;
             count(SwitchDrop::pkey_inbound);
             return;
         }
@@ -375,7 +376,7 @@ void Switch::to_management(bytes datagram, std::uint8_t in_port) {
         if (!for_sm) {
             if (auto reply = sma_answer(*smp, in_port)) send_sma_reply(*reply, *pkt);
         } else if (management_) {
-            management_->on_smp(*smp, in_port, pkt->lrh.slid);
+            if (!management_->on_smp(*smp, in_port, pkt->lrh.slid)) count(SwitchDrop::management_no_agent);
         } else {
             count(SwitchDrop::management_no_agent);
         }
@@ -402,7 +403,7 @@ void Switch::handle_dr_smp(ib::Smp smp, const ib::Packet& pkt, std::uint8_t in_p
                 count(SwitchDrop::management_no_agent);
                 return;
             }
-            management_->on_smp(smp, in_port, pkt.lrh.slid);
+            if (!management_->on_smp(smp, in_port, pkt.lrh.slid)) count(SwitchDrop::management_no_agent);
             return;
         case ib::DrAction::send_on_port:
         case ib::DrAction::send_lid_routed: break;

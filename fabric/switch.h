@@ -111,7 +111,8 @@ public:
     // An SMP the hop rules delivered to this node (D 1: a response to the
     // SM), or a LID-routed SMP to the switch LID.
     // `slid` is the packet's LRH SLID (where a LID-routed request's answer goes).
-    virtual void on_smp(const ib::Smp& smp, std::uint8_t in_port, std::uint16_t slid) = 0;
+    // Returns false when no agent takes it (counted as management_no_agent).
+    virtual bool on_smp(const ib::Smp& smp, std::uint8_t in_port, std::uint16_t slid) = 0;
     // Any other packet to the switch LID (QP1: SA MADs). Returns false when
     // no agent takes it.
     virtual bool on_packet(const ib::Packet& packet, bytes wire, std::uint8_t in_port) = 0;

@@ -135,7 +135,8 @@ std::optional<ib::Smp> Switch::sma_answer(const ib::Smp& request, std::uint8_t i
     if (request.base_version != ib::kMadBaseVersion || request.class_version != ib::class_version::subn) {
         reply.status = ib::mad_status::bad_version;
     } else if (!has_key && (request.method != ib::method::get || p0.m_key_protect_bits >= 2)) {
-        // M_Key check (14.2.4): dropped, no answer.
+        // M_Key check (14.2.4): dropped, no answer, counted in M_KeyViolations.
+        if (sma_ports_[0].info.m_key_violations < 0xFFFF) ++sma_ports_[0].info.m_key_violations;
         count(SwitchDrop::sma_dropped);
         return std::nullopt;
     } else if (request.method == ib::method::get) {
@@ -327,7 +328,9 @@ std::uint16_t Switch::set_port_info(std::uint8_t port, const ib::PortInfo& reque
     pi.partition_enforcement_outbound = requested.partition_enforcement_outbound;
     if (next != now) {
         pi.port_state = next;
-        port_state_change_ = true;
+        // PortStateChange marks link changes (a retrain here), not the SM's
+        // own Armed/Active (OpenSM's light sweep would turn heavy each time).
+        if (next == ps::init || next == ps::down) port_state_change_ = true;
         set_port_active(port, next == ps::active);
     }
     return 0;

@@ -95,6 +95,7 @@ ip netns exec "$B" "$BIN/ibforge" --fabric "$FABRIC" --guid "$FORGER_GUID" >"$WO
 kill -USR1 "$FAB"
 wait_for 5 "$WORK/fabric.log" "switch link_check bad_vcrc [1-9]"
 wait_for 5 "$WORK/fabric.log" "switch drop no_route [1-9]"
+wait_for 5 "$WORK/fabric.log" "switch drop pkey_inbound [1-9]"
 wait_for 5 "$WORK/fabric.log" "switch link_check too_short [1-9]"
 grep -q "^ibforge: LID $FORGER " "$WORK/forge.log" || fail "ibforge did not get LID $FORGER"
 pass "forged packets dropped and counted: $(grep -c ' ok' "$WORK/forge.log") port/switch cases"

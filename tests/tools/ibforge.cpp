@@ -136,8 +136,11 @@ int main(int argc, char** argv) {
              auto w = good(); w[30] ^= 0xFF;
              ib::store_vcrc(w.data() + w.size() - 2, ib::compute_vcrc(bytes(w).first(w.size() - 2))); return w; },
          [](const PortCounters& c) { return malformed(c, R::bad_icrc); }},
-        {"wrong P_Key", "port undelivered pkey_mismatch", [&] { return with_bth([](ib::Bth& b) { b.pkey = 0x8123; }); },
-         [](const PortCounters& c) { return undelivered(c, D::pkey_mismatch); }},
+        // A P_Key the port's own switch port lacks: partition enforcement
+        // stops it at the switch (the receiving port's own check is the
+        // unit tests' and the pkey_children scenario's).
+        {"wrong P_Key", "switch drop pkey_inbound", [&] { return with_bth([](ib::Bth& b) { b.pkey = 0x8123; }); },
+         nullptr},
         {"wrong Q_Key", "port undelivered qkey_mismatch", [&] { return with_bth([](ib::Bth&) {}, [](ib::Deth& d) { d.qkey = 0xBAD; }); },
          [](const PortCounters& c) { return undelivered(c, D::qkey_mismatch); }},
         {"payload over the PMTU", "port malformed payload_exceeds_pmtu", [&] { return good(mtu + 4); },

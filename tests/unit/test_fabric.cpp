@@ -1544,6 +1544,34 @@ TEST_F(SwitchSmaTest, MulticastForwardingTableBlocksGetAndSetByPosition) {
     EXPECT_EQ(qb->poll(wc), 1u);
 }
 
+// The SM keys the switch when it starts, before any port can reach it,
+// and does so with --m-key none too (the switch's tables route everyone).
+TEST_F(SwitchSmaTest, TheSwitchIsKeyedBeforeAnyPortPlugsIn) {
+    EXPECT_NE(sw->port_info(0).m_key, 0u);
+    EXPECT_EQ(sw->port_info(0).m_key_protect_bits, 1);
+    sm_config.m_key.mode = MKeyPolicy::Mode::none;
+    start_fabric();
+    EXPECT_NE(sw->port_info(0).m_key, 0u);
+    Ca a(net, 1, 0xA1), evil(net, 3, 0xE3);
+    plug(a);
+    plug(evil);
+    EXPECT_EQ(a.port.sma().port_info().m_key, 0u) << "--m-key none: the CA ports have none";
+    capture(evil);
+    ib::PortInfo mine;
+    mine.m_key = 0xBAD;
+    mine.m_key_protect_bits = 3;
+    ib::SmpData data{};
+    ASSERT_TRUE(ib::put_attribute(mine, data));
+    EXPECT_FALSE(ask(evil, ib::method::set, ib::smp_attr::port_info, 0, data));
+    EXPECT_NE(sw->port_info(0).m_key, 0xBADu);
+    EXPECT_EQ(sw->port_info(0).m_key_violations, 1);
+    Ca b(net, 2, 0xB2);
+    plug(b);
+    EXPECT_EQ(sw->unicast_route(b.port.core().attributes().lid), std::optional<std::uint8_t>(3))
+        << "the SM still programs its switch";
+    EXPECT_EQ(sm->counters().switch_smp_errors, 0u);
+}
+
 TEST_F(SwitchSmaTest, AForgedSetFromAPortChangesNothing) {
     Ca a(net, 1, 0xA1), b(net, 2, 0xB2), evil(net, 3, 0xE3);
     plug(a);
