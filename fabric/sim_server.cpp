@@ -115,6 +115,7 @@ const char* to_string(SimDrop d) {
         case SimDrop::request_no_sm: return "request_no_sm";
         case SimDrop::client_queue_full: return "client_queue_full";
         case SimDrop::fabric_not_mad: return "fabric_not_mad";
+        case SimDrop::reply_send_failed: return "reply_send_failed";
         case SimDrop::count_: break;
     }
     return "unknown";
@@ -744,62 +745,61 @@ bool SimServer::send_gmp(Client& c, const sim::SimRequest& r) {
         fail_request(c, r, SimDrop::request_port_down);
         return false;
     }
-    // Reap send completions first: the send queue is bounded.
-    std::array<transport::Completion, 32> done{};
-    std::vector<transport::Completion> receives;
-    for (std::size_t k = node.gsi->poll(done); k > 0; k = node.gsi->poll(done))
-        for (std::size_t j = 0; j < k; ++j)
-            if (done[j].kind == transport::CompletionKind::receive) receives.push_back(done[j]);
-    transport::SendRequest s;
-    s.ah.dlid = r.dlid;
-    s.remote_qpn = r.dqp;
-    s.remote_qkey = kGsiQkey;
-    s.payload = bytes(r.mad.data(), ib::kMadSize);
-    auto posted = node.gsi->post_send(std::span(&s, 1));
-    bool ok = posted && *posted == 1;
-    // Receives reaped on the way are the fabric's MADs: deliver them.
-    for (const auto& wc : receives) {
-        if (wc.status == transport::CompletionStatus::success && wc.byte_len >= transport::kGrhSlotSize)
-            on_node_gmp(node,
-                        bytes(node.buffers[wc.wr_id].data() + transport::kGrhSlotSize,
-                              wc.byte_len - transport::kGrhSlotSize),
-                        wc.slid, wc.src_qp);
-        transport::ReceiveBuffer b{wc.wr_id, node.buffers[wc.wr_id]};
-        (void)node.gsi->post_receive(std::span(&b, 1));
-    }
-    if (!ok) {
+    if (!gsi_send(node, r.dlid, r.dqp, bytes(r.mad.data(), ib::kMadSize))) {
         fail_request(c, r, SimDrop::request_send_failed);
         return false;
     }
     return true;
 }
 
-// ---------------------------------------------------------------------------
-// MADs from the fabric
-
-void SimServer::on_node(Node& node, Clock::time_point) {
-    const std::string name = node.name;  // the node may close below
-    node.port->process();
-    std::array<transport::PortEvent, 16> events{};
-    while (node.port->poll_events(events) > 0) {
+bool SimServer::gsi_send(Node& node, std::uint16_t dlid, std::uint32_t qpn, bytes mad) {
+    transport::SendRequest s;
+    s.ah.dlid = dlid;
+    s.remote_qpn = qpn;
+    s.remote_qkey = kGsiQkey;
+    s.payload = mad;
+    auto posted = node.gsi->post_send(std::span(&s, 1));
+    if (!posted || *posted != 1) {
+        // The send queue is bounded: reap what finished (and deliver what
+        // came in meanwhile), then try once more.
+        drain_gsi(node);
+        posted = node.gsi->post_send(std::span(&s, 1));
     }
+    node.port->flush();
+    return posted && *posted == 1;
+}
+
+// QP1's completions: received MADs to the clients (or the node's PMA),
+// their buffers posted again; finished sends free their queue slots. The
+// node stays: to_client() only marks a client gone, reap_gone() releases.
+void SimServer::drain_gsi(Node& node) {
     std::array<transport::Completion, 32> done{};
-    for (;;) {
-        auto it = nodes_.find(name);
-        if (it == nodes_.end()) return;
-        Node& n = *it->second;
-        const std::size_t k = n.gsi->poll(done);
-        if (k == 0) return;
+    for (std::size_t k = node.gsi->poll(done); k > 0; k = node.gsi->poll(done)) {
         for (std::size_t j = 0; j < k; ++j) {
             const auto& wc = done[j];
             if (wc.kind != transport::CompletionKind::receive) continue;
             if (wc.status == transport::CompletionStatus::success && wc.byte_len >= transport::kGrhSlotSize)
-                on_node_gmp(n, bytes(n.buffers[wc.wr_id].data() + transport::kGrhSlotSize, wc.byte_len - transport::kGrhSlotSize),
+                on_node_gmp(node,
+                            bytes(node.buffers[wc.wr_id].data() + transport::kGrhSlotSize,
+                                  wc.byte_len - transport::kGrhSlotSize),
                             wc.slid, wc.src_qp);
-            transport::ReceiveBuffer b{wc.wr_id, n.buffers[wc.wr_id]};
-            (void)n.gsi->post_receive(std::span(&b, 1));
+            else
+                ++counters_.dropped[static_cast<std::size_t>(SimDrop::fabric_not_mad)];
+            transport::ReceiveBuffer b{wc.wr_id, node.buffers[wc.wr_id]};
+            (void)node.gsi->post_receive(std::span(&b, 1));
         }
     }
+}
+
+// ---------------------------------------------------------------------------
+// MADs from the fabric
+
+void SimServer::on_node(Node& node, Clock::time_point) {
+    node.port->process();
+    std::array<transport::PortEvent, 16> events{};
+    while (node.port->poll_events(events) > 0) {
+    }
+    drain_gsi(node);
 }
 
 void SimServer::on_node_gmp(Node& node, bytes mad, std::uint16_t slid, std::uint32_t src_qp) {
@@ -827,15 +827,8 @@ void SimServer::on_node_gmp(Node& node, bytes mad, std::uint16_t slid, std::uint
     } else {
         if (r.mad[1] == ib::mgmt_class::perf_mgt) {
             // The port's PMA answers, as the adapter's would (never the client).
-            if (auto reply = node.pma->handle(bytes(r.mad.data(), r.mad.size()))) {
-                transport::SendRequest s;
-                s.ah.dlid = slid;
-                s.remote_qpn = src_qp;
-                s.remote_qkey = kGsiQkey;
-                s.payload = *reply;
-                (void)node.gsi->post_send(std::span(&s, 1));
-                node.port->flush();
-            }
+            if (auto reply = node.pma->handle(bytes(r.mad.data(), r.mad.size())); reply && !gsi_send(node, slid, src_qp, *reply))
+                ++counters_.dropped[static_cast<std::size_t>(SimDrop::reply_send_failed)];
             return;
         }
         if (!node.sm_client) {
@@ -863,13 +856,7 @@ bool SimServer::sa_transfer(Node& node, Client& c, sim::SimRequest& r) {
     auto send_back = [&](const sa::SaMad& m) {
         std::array<std::uint8_t, ib::kMadSize> out{};
         m.write_to(out.data());
-        transport::SendRequest s;
-        s.ah.dlid = r.slid;
-        s.remote_qpn = r.sqp;
-        s.remote_qkey = kGsiQkey;
-        s.payload = out;
-        (void)node.gsi->post_send(std::span(&s, 1));
-        node.port->flush();
+        if (!gsi_send(node, r.slid, r.sqp, out)) ++counters_.dropped[static_cast<std::size_t>(SimDrop::reply_send_failed)];
     };
     if (!step) {
         send_back(sa::make_rmpp_abort(*mad, sa::rmpp_abort_status(step.error())));

@@ -95,7 +95,8 @@ enum class SimDrop : std::uint8_t {
     response_no_client,   // a response whose TID names no client of that node
     request_no_sm,        // an unsolicited request for a node without an SM client
     client_queue_full,    // a client's socket did not take a datagram (EAGAIN)
-    fabric_not_mad,       // a packet for a client that is no MAD (short, bad SMP)
+    fabric_not_mad,       // a packet for a client that is no MAD (short, bad SMP, a failed receive)
+    reply_send_failed,    // the node's own PMA answer or RMPP ACK/ABORT the port did not take
     count_
 };
 inline constexpr std::size_t kSimDropCount = static_cast<std::size_t>(SimDrop::count_);
@@ -172,6 +173,8 @@ private:
     void from_client(Client& c, sim::SimRequest r, Clock::time_point now);
     bool send_smp(Client& c, sim::SimRequest& r);
     bool send_gmp(Client& c, const sim::SimRequest& r);
+    bool gsi_send(Node& node, std::uint16_t dlid, std::uint32_t qpn, bytes mad);
+    void drain_gsi(Node& node);
     void fail_request(Client& c, sim::SimRequest r, SimDrop why);
 
     void on_node(Node& node, Clock::time_point now);
