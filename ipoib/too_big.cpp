@@ -117,6 +117,10 @@ std::size_t fragment_v4(bytes packet, std::uint32_t mtu, const std::function<voi
     const std::size_t base_offset = static_cast<std::size_t>(flags_offset & kOffsetMask) * 8;
     const bool more_after = flags_offset & kFlagMf;
     const bytes data = packet.subspan(ihl);
+    // A fragment whose data would end past what the 13-bit offset can
+    // name (a datagram over 65535 bytes once reassembled) is not split:
+    // the offsets would spill into the flags.
+    if (base_offset + data.size() > (std::size_t{kOffsetMask} + 1) * 8) return 0;
     std::vector<std::uint8_t> frag;
     std::size_t pos = 0, count = 0;
     while (pos < data.size()) {

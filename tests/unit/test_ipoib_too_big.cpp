@@ -185,6 +185,10 @@ TEST(TooBig, FragmentationRefusesWhatItCannotCut) {
     p[0] = 0x46;
     store_be16(p.data() + 2, static_cast<std::uint16_t>(p.size()));
     EXPECT_EQ(fragment_v4(set_flags(p, 0), 1500, [](bytes) {}), 0u);
+    // A fragment near the end of the offset space: its pieces' offsets
+    // would spill into the flags (found by fuzz_ipoib).
+    EXPECT_EQ(fragment_v4(set_flags(icmp_echo_v4("198.18.0.1", "198.18.0.3", 1, 3000), 0x1F00), 1500, [](bytes) {}),
+              0u);
 }
 
 }  // namespace
