@@ -187,6 +187,12 @@ const KeySpec kKeys[] = {
      .help = "connected mode: a connection of ours unused this long is closed (a peer's after 4 times as long)",
      .set = [](DaemonConfig& c, std::string_view v) { return store(c.interface.connected_idle, parse_duration_between(v, 1s, 24h)); },
      .get = [](const DaemonConfig& c) { return one(format_duration(c.interface.connected_idle)); }},
+    {.section = "interface", .name = "connected-datagram-when-idle", .value_name = "yes|no",
+     .help = "connected mode: a unicast packet that fits a UD datagram goes over UD while its connection has "
+             "nothing in flight (no RC ACK each way for a small packet; the order is kept); no: over the "
+             "connection, as the kernel",
+     .set = [](DaemonConfig& c, std::string_view v) { return store(c.interface.connected_datagram_when_idle, parse_yes_no(v)); },
+     .get = [](const DaemonConfig& c) { return one(format_yes_no(c.interface.connected_datagram_when_idle)); }},
     {.section = "interface", .name = "address", .value_name = "ADDR/LEN",
      .help = "an address of the interface, e.g. 198.18.0.1/24 (repeatable)",
      .repeatable = true, .apply = Apply::live,

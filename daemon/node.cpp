@@ -385,6 +385,7 @@ expected<void, std::string> Node::add_interface(std::unique_ptr<host::HostPort> 
     ic.connected.receive_buffers = config_.queues.connected_receive_buffers;
     ic.connected.ring = 64;
     ic.connected.idle = config_.interface.connected_idle;
+    ic.connected.datagram_when_idle = config_.interface.connected_datagram_when_idle;
     if (spec.connected_mode && !connection_manager())
         log_.warning("connected-mode = yes for " + spec.name + ", but this port offers no connection manager (an "
                      "HCA's class 0x07 belongs to the kernel's ib_cm, and librdmacm is not there): datagram mode");

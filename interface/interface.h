@@ -182,8 +182,8 @@ public:
     bool connected_connects() const override { return connected_ && connected_->is_open(); }
     bool connected_accepts() const override { return connected_ && connected_->is_listening(); }
     ipoib::ConnectedSend send_connected(const ipoib::HwAddress& to, const ipoib::PathInfo& path, bytes frame,
-                                        Clock::time_point now) override {
-        return connected_ ? connected_->send(to, path, frame, now) : ipoib::ConnectedSend{};
+                                        Clock::time_point now, bool fits_datagram) override {
+        return connected_ ? connected_->send(to, path, frame, now, fits_datagram) : ipoib::ConnectedSend{};
     }
 
 private:

@@ -60,6 +60,7 @@ void visit(const ConnectedCounters& c, CounterSink& out) {
     out.counter("rx_errors", c.rx_errors);
     out.counter("tx_errors", c.tx_errors);
     out.counter("no_room_datagram", c.no_room_datagram);
+    out.counter("idle_datagram", c.idle_datagram);
 }
 
 ConnectedLink::ConnectedLink(transport::Port& port, cm::CmAccess& cm, Config config, EventSink events,
@@ -165,7 +166,8 @@ void ConnectedLink::tear_down(Key k, const std::string& why, Clock::time_point n
 // ---------------------------------------------------------------------------
 // Active side
 
-ConnectedSend ConnectedLink::send(const HwAddress& to, const PathInfo& path, bytes frame, Clock::time_point now) {
+ConnectedSend ConnectedLink::send(const HwAddress& to, const PathInfo& path, bytes frame, Clock::time_point now,
+                                  bool fits_datagram) {
     if (!open_) return {};
     auto it = active_.find({to.gid, to.qpn});
     if (it != active_.end()) {
@@ -185,6 +187,12 @@ ConnectedSend ConnectedLink::send(const HwAddress& to, const PathInfo& path, byt
                     ++counters_.tx_queued;
                     return {.outcome = Outcome::queued};
                 case ConnState::up:
+                    if (fits_datagram && config_.datagram_when_idle && c.outstanding == 0 && c.queue.empty()) {
+                        // Nothing of ours in flight on RC: UD keeps the order.
+                        ++counters_.idle_datagram;
+                        c.last_used = now;  // in use: not reaped as idle
+                        return {};
+                    }
                     if (frame.size() > c.peer_mtu)
                         return {.outcome = Outcome::too_big, .mtu = c.peer_mtu - static_cast<std::uint32_t>(EncapHeader::size)};
                     return post(c, frame, now);

@@ -29,6 +29,7 @@
 //     posted again.
 //  3. Idle for 4 x Config::idle, a DREQ or an error: torn down, its
 //     buffers back in the pool.
+// Small frames to an idle connection go over UD (Config::datagram_when_idle).
 // Everything is bounded (connections, queued frames, posted sends and
 // receives) and every drop counted. Threading: the port's (one thread).
 #pragma once
@@ -78,6 +79,7 @@ struct ConnectedCounters {
     std::uint64_t rx_errors = 0;           // receive completions with an error (not flushes)
     std::uint64_t tx_errors = 0;           // send completions with an error (not flushes)
     std::uint64_t no_room_datagram = 0;    // frames that went UD: no room for another connection
+    std::uint64_t idle_datagram = 0;       // frames that went UD: small, their connection idle (Config::datagram_when_idle)
 };
 void visit(const ConnectedCounters& c, CounterSink& out);
 
@@ -107,6 +109,14 @@ public:
         std::uint8_t retry_count = 7;
         std::uint8_t rnr_retry = 7;
         std::uint8_t ack_timeout = 14;  // 4.096 us x 2^14 = 67 ms
+        // A frame that fits a UD datagram goes over UD while its connection
+        // is up with nothing in flight or waiting (every SEND ACKed), so it
+        // cannot overtake one of our RC messages: RFC 4755 has every
+        // implementation accept unicast on UD, and a small packet on RC
+        // costs an ACK packet each way (a wake-up of both hosts on a soft
+        // fabric). false: every unicast frame over the connection, as the
+        // kernel's ipoib_cm.
+        bool datagram_when_idle = true;
     };
     // A journald-worthy event (connection_failed), with its fields.
     using EventSink = std::function<void(EngineEventKind, std::string, std::vector<std::pair<std::string, std::string>>)>;
@@ -130,7 +140,10 @@ public:
     bool is_open() const { return open_; }
     bool is_listening() const { return listening_; }
 
-    ConnectedSend send(const HwAddress& to, const PathInfo& path, bytes frame, Clock::time_point now);
+    // `fits_datagram`: the frame fits the UD link (the engine's datagram
+    // MTU), so it may take UD instead (Config::datagram_when_idle).
+    ConnectedSend send(const HwAddress& to, const PathInfo& path, bytes frame, Clock::time_point now,
+                       bool fits_datagram = false);
 
     // Completions of every connection, up to `max`; receives go to `on_receive`.
     std::size_t poll(const ReceiveCallback& on_receive, Clock::time_point now, std::size_t max = 1024);

@@ -163,11 +163,12 @@ public:
     // whether it accepts them (then our address carries flag 0x80: on an
     // HCA, where librdmacm connects but cannot listen, it does not); and a
     // unicast frame for a peer whose address has the flag, on the path
-    // resolved for it.
+    // resolved for it (`fits_datagram`: it fits the UD link too, so the
+    // connected half may hand it back for UD).
     virtual bool connected_connects() const { return false; }
     virtual bool connected_accepts() const { return false; }
     virtual ConnectedSend send_connected(const HwAddress& /*to*/, const PathInfo& /*path*/, bytes /*frame*/,
-                                         Clock::time_point /*now*/) {
+                                         Clock::time_point /*now*/, bool /*fits_datagram*/) {
         return {};
     }
 };

@@ -172,8 +172,9 @@ bool address_resolution(bytes frame) {
 }  // namespace
 
 void Engine::deliver_unicast(const HwAddress& to, const PathInfo& path, bytes frame) {
+    const bool fits_datagram = frame.size() <= link_.datagram_mtu + EncapHeader::size;
     if (connected_active() && (to.flags & HwAddress::kFlagConnectedRc) && !address_resolution(frame)) {
-        const ConnectedSend r = link_io_.send_connected(to, path, frame, now_);
+        const ConnectedSend r = link_io_.send_connected(to, path, frame, now_, fits_datagram);
         switch (r.outcome) {
         case ConnectedSend::Outcome::sent: ++counters_.tx_connected; return;
         case ConnectedSend::Outcome::queued:
@@ -182,7 +183,7 @@ void Engine::deliver_unicast(const HwAddress& to, const PathInfo& path, bytes fr
         case ConnectedSend::Outcome::use_datagram: break;
         }
     }
-    if (frame.size() > link_.datagram_mtu + EncapHeader::size) {
+    if (!fits_datagram) {
         too_big(frame, link_.datagram_mtu, to, path);
         return;
     }

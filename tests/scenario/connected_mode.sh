@@ -141,6 +141,17 @@ done
 [ "$(stat_of a cm cm_established)" -ge 2 ] || fail "A's CM established fewer than 2 connections"
 pass "ipoibctl neigh: B connected (up, flag 0x80), C datagram; stats: connections both ways"
 
+# Small packets to an idle connection go UD (connected-datagram-when-idle,
+# the default): five pings, ten UD frames, no RC message.
+a_idle=$(stat_of a connected idle_datagram); b_idle=$(stat_of b connected idle_datagram)
+a_rc=$(stat_of a connected tx_messages); b_rc=$(stat_of b connected tx_messages)
+in_ns a ping -c 5 -i 0.2 -W 2 198.18.0.2 >/dev/null || fail "ping A -> B (small)"
+[ $(($(stat_of a connected idle_datagram) - a_idle)) -ge 5 ] && [ $(($(stat_of b connected idle_datagram) - b_idle)) -ge 5 ] ||
+  fail "small pings A -> B: not over UD ($(stat_of a connected idle_datagram) - $a_idle, $(stat_of b connected idle_datagram) - $b_idle)"
+[ "$(stat_of a connected tx_messages)" = "$a_rc" ] && [ "$(stat_of b connected tx_messages)" = "$b_rc" ] ||
+  fail "small pings A -> B took the idle connections"
+pass "small pings between A and B over UD while their connections are idle"
+
 qpns=$(for h in a b c; do echo "--ud-qpn $(status_of $h qpn)"; done)
 restart_b capture
 qpns="$qpns --ud-qpn $(status_of b qpn)"
@@ -162,15 +173,22 @@ in_ns c iperf3 -s -1 -B 198.18.0.3 >"$WORK/iperf-c.log" 2>&1 &
 PIDS+=($!)
 sleep 0.5
 before=$(stat_of a connected tx_messages); ud_before=$(stat_of a engine tx_unicast)
+idle_before=$(stat_of a connected idle_datagram)
 in_ns a timeout 30 iperf3 -c 198.18.0.2 -t 5 -J >"$WORK/iperf-ab.json" 2>&1 || fail "iperf3 A -> B: $(tail -5 "$WORK/iperf-ab.json")"
 after=$(stat_of a connected tx_messages); ud_after=$(stat_of a engine tx_unicast)
+idle_after=$(stat_of a connected idle_datagram)
 bytes=$(python3 -c "import json,sys; print(int(json.load(open(sys.argv[1]))['end']['sum_received']['bytes']))" "$WORK/iperf-ab.json")
 [ "$bytes" -gt 0 ] || fail "iperf3 A -> B moved nothing"
-# All of it over the connection: at least one RC message per 65524 bytes,
-# and hardly any UD unicast (address resolution only).
+# All of it over the connection: at least one RC message per 65524 bytes;
+# UD unicast only for address resolution and the small packets sent while
+# the connection was idle (connected-datagram-when-idle: the handshakes and
+# iperf3's control messages), hardly any.
 [ $((after - before)) -ge $((bytes / 65524)) ] ||
   fail "iperf3 A -> B: $bytes bytes but only $((after - before)) RC messages"
-[ $((ud_after - ud_before)) -le 10 ] || fail "iperf3 A -> B: $((ud_after - ud_before)) unicast frames went UD"
+idle=$((idle_after - idle_before))
+[ $((ud_after - ud_before - idle)) -le 10 ] ||
+  fail "iperf3 A -> B: $((ud_after - ud_before)) unicast frames went UD, $idle of them small ones to an idle connection"
+[ "$idle" -le 100 ] || fail "iperf3 A -> B: $idle frames went UD as small ones to an idle connection"
 in_ns a timeout 30 iperf3 -c 198.18.0.3 -t 3 >"$WORK/iperf-ac.log" 2>&1 || fail "iperf3 A -> C: $(tail -5 "$WORK/iperf-ac.log")"
 grep -q receiver "$WORK/iperf-ac.log" || fail "iperf3 A -> C did not finish"
 pass "iperf3 TCP A -> B over RC: $bytes bytes in $((after - before)) RC messages; A -> C over UD: $(grep receiver "$WORK/iperf-ac.log" | awk '{print $7, $8}')"

@@ -173,6 +173,77 @@ TEST_F(ConnectedLinkTest, TheRepBringsTheConnectionUpAndTheWaitingFramesLeave) {
     EXPECT_EQ(link_->counters().tx_messages, 3u);
 }
 
+TEST_F(ConnectedLinkTest, ASmallFrameTakesUdOnlyWhileTheConnectionHasNothingInFlight) {
+    // Connecting: a frame that fits UD waits with the others all the same.
+    ASSERT_EQ(link_->send(peer(), path(), frame(100, 1), now_, true).outcome, Outcome::queued);
+    answer_rep();
+    // The waiting frame is on its way, unacknowledged: a small frame
+    // follows it over RC so as not to overtake it.
+    EXPECT_EQ(link_->send(peer(), path(), frame(200, 2), now_, true).outcome, Outcome::sent);
+    auto got = peer_received();  // delivered and acknowledged
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[1], frame(200, 2));
+    EXPECT_EQ(link_->counters().idle_datagram, 0u);
+    // Idle: UD.
+    EXPECT_EQ(link_->send(peer(), path(), frame(300, 3), now_, true).outcome, Outcome::use_datagram);
+    EXPECT_EQ(link_->counters().idle_datagram, 1u);
+    // What does not fit UD takes the connection.
+    EXPECT_EQ(link_->send(peer(), path(), frame(9000, 4), now_, false).outcome, Outcome::sent);
+    // ... and while it is in flight the next small one follows it.
+    EXPECT_EQ(link_->send(peer(), path(), frame(300, 5), now_, true).outcome, Outcome::sent);
+    got = peer_received();
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0], frame(9000, 4));
+    EXPECT_EQ(got[1], frame(300, 5));
+    EXPECT_EQ(link_->counters().tx_messages, 4u);
+    EXPECT_EQ(link_->counters().idle_datagram, 1u);
+    // Frames over UD keep the connection in use: it is not reaped as idle.
+    now_ = t0_ + config_.idle - 1s;
+    EXPECT_EQ(link_->send(peer(), path(), frame(300, 6), now_, true).outcome, Outcome::use_datagram);
+    now_ = t0_ + config_.idle + 1s;
+    link_->tick(now_);
+    EXPECT_EQ(link_->counters().reaped_idle, 0u);
+    EXPECT_EQ(link_->connection_to(peer())->state, ConnState::up);
+}
+
+TEST(ConnectedLinkConfig, WithoutDatagramWhenIdleEveryFrameTakesTheConnection) {
+    transport::MemoryFabric fabric;
+    auto a = fabric.add_port();
+    auto b = fabric.add_port();
+    FakeCm cm;
+    ConnectedLink::Config config;
+    config.datagram_when_idle = false;
+    ConnectedLink link(*a, cm, config, [](EngineEventKind, std::string, std::vector<std::pair<std::string, std::string>>) {}, 7);
+    const Clock::time_point now = Clock::time_point{} + 1h;
+    ASSERT_TRUE(link.open(0x100, 0xFFFF, now));
+    const HwAddress to{.flags = HwAddress::kFlagConnectedRc, .qpn = 0x200, .gid = b->attributes().gid()};
+    const PathInfo path{.dlid = b->attributes().lid, .sl = 0, .mtu = 4, .rate = 3};
+    std::vector<std::uint8_t> f(100, 0);
+    ASSERT_EQ(link.send(to, path, f, now, true).outcome, Outcome::queued);
+    auto qp = b->create_rc_qp(0);
+    ASSERT_TRUE(qp);
+    transport::rc::RtrAttributes rtr;
+    rtr.dest_qpn = cm.connects.back().local_qpn;
+    rtr.pmtu = 2048;
+    rtr.rq_psn = 0x555;
+    transport::rc::RtsAttributes rts;
+    rts.sq_psn = cm.connects.back().starting_psn;
+    ASSERT_TRUE((*qp)->connect(a->attributes().lid, rtr, rts));
+    cm::Rep rep;
+    rep.local_qpn = (*qp)->qpn();
+    rep.starting_psn = 0x555;
+    cm::write_ipoib_data(rep.private_data, {.ud_qpn = 0x200, .receive_size = kConnectedReceiveSize});
+    link.cm_event(cm::Event{.kind = cm::EventKind::rep_received, .id = cm.next - 1, .rep = rep}, now);
+    for (std::uint64_t i = 0; i < 4; ++i) ASSERT_TRUE((*qp)->post_recv({.wr_id = i, .capacity = 70000}));
+    for (int i = 0; i < 10; ++i) {
+        fabric.run();
+        link.poll([](const ReceivedDatagram&) {}, now);
+        (void)(*qp)->poll();
+    }
+    EXPECT_EQ(link.send(to, path, f, now, true).outcome, Outcome::sent);  // idle, yet over RC
+    EXPECT_EQ(link.counters().idle_datagram, 0u);
+}
+
 TEST_F(ConnectedLinkTest, AFrameOverThePeersReceiveSizeIsTooBig) {
     ASSERT_EQ(link_->send(peer(), path(), frame(100), now_).outcome, Outcome::queued);
     answer_rep(2048);
