@@ -35,6 +35,10 @@
 #   tap-4092      mode = tap: Ethernet devices, the kernel's ARP/ND answered
 #                 with synthetic MACs; issue 22's target: TCP within 15% of
 #                 the TUN row at the same MTU)
+#   floor-4092    bench_floor (bench/floor_forwarder.cpp): the least a userspace
+#                 TUN <-> UDP tunnel can do here (one thread, a connected
+#                 socket, no protocol); with busy polling in the RTT test.
+#                 The yardstick of issue 24's latency targets
 #   base-2044     the ipoibd-2044 row with the ipoibd, ibfabricd and ipoibctl
 #   base-4092     of BASE_BIN (another build: old against new in one run);
 #                 added to ROWS beside each ipoibd row when BASE_BIN is set,
@@ -43,11 +47,18 @@
 #                 RTT, whichever build it was)
 # (the OpenVPN and socat invocations are those of ../shared/bench/peers.sh)
 #
-# Per row, from A to B:
-#   ping   NPING echo requests every PING_INT s; average and p99 of the
-#          individual RTTs (us). ipoibd rows ping twice: as shipped (no busy
-#          polling), then with [daemon] busy-poll = BUSY_POLL applied live
-#          (SIGHUP) to both daemons, and back before TCP and UDP
+# RTT (first): every row up at once, each on its own devices, addresses and
+# ports in the same namespaces (ipoibd rows with their own ibfabricd), and
+# a second instance of every ipoibd and floor row with [daemon] busy-poll =
+# BUSY_POLL (`ROW+bp`). RTT_ROUNDS rounds; in each, every instance gets
+# RTT_PINGS pings from A every PING_INT s, one instance after the other (the
+# order reversed every other round), so that the machine's noise hits every
+# row alike. Per instance the median and p99 of all its RTTs (us); per pair
+# compared, the ratio of the medians with a 95% interval from a bootstrap
+# that resamples whole rounds (the rows' samples of one round stay
+# together). RTT=0 skips it.
+#
+# Then per row, one row at a time, from A to B (as shipped, busy polling off):
 #   TCP    iperf3, one stream, T seconds; Gbit/s received; retransmits
 #   UDP    iperf3 -u -b 0 -l 1400, T seconds: datagrams received per second
 #          (receiver side) and the loss
@@ -55,9 +66,11 @@
 #          openvpn x2; socat x2) over the TCP test, per GB received
 # The rows are measured REPEAT times (default 3), round-robin so that a
 # change of load on the machine hits every row alike; the table shows the
-# median of each figure and the TCP figure of every run. Then the ratios of
-# ipoibd to each peer (same MTU; veth against 4092), and issue 8's targets
-# (the RTT target on ipoibd's busy-poll figure, labelled as such).
+# median of each figure and the TCP figure of every run, and the RTT test's
+# medians and p99s. Then the ratios of ipoibd to each peer (same MTU; veth
+# against 4092), the RTT ratios with their intervals, and the targets of
+# issues 8, 21 and 24 (RTT targets on the medians; issue 8's on the
+# busy-poll figure, labelled as such).
 #
 # Memory: a fresh ibfabricd and one ipoibd (198.19.0.1/16 on tba): VmRSS
 # idle; then bench_arp_fill (in tbb, a soft port of its own) sends
@@ -69,26 +82,29 @@
 # `ipoibctl -j stats` / `mcast` confirm both before VmRSS is read again.
 #
 # Usage (root; ~5 min with REPEAT=3):  bench/tunnel.sh
-# Env: BIN=build/bin  T=5  NPING=200  PING_INT=0.005  ROWS="..."  REPEAT=3
+# Env: BIN=build/bin  T=5  RTT_ROUNDS=40  RTT_PINGS=50  PING_INT=0.005  ROWS="..."  REPEAT=3
 #      MEMORY=1  NEIGHBOURS=10000  MCAST_GROUPS=1000  DISTINCT_GIDS=1
-#      BUSY_POLL=20ms (ipoibd's [daemon] busy-poll for the second ping; 0: no
-#      second ping, and the RTT target is judged on the as-shipped figure)
+#      BUSY_POLL=20ms (the busy-poll window of the +bp instances in the RTT
+#      test; 0: none, and the RTT targets are judged on the as-shipped figure)
+#      RTT=1 (0: no RTT test)
 #      BASE_BIN=DIR (a second build's bin directory: base-* rows, and the
 #      ratios of ipoibd to it)
 #      SKIP_INSTALL=1  RESULTS=DIR (keep raw output: runs.tsv, logs, iperf3
 #      JSON, ping output, configurations)
-# Needs: ipoibd ibfabricd ipoibctl bench_arp_fill in BIN
-#   (cmake -S . -B build -G Ninja && ninja -C build ipoibd ibfabricd ipoibctl bench_arp_fill)
+# Needs: ipoibd ibfabricd ipoibctl bench_arp_fill bench_floor in BIN
+#   (cmake -S . -B build -G Ninja && ninja -C build ipoibd ibfabricd ipoibctl bench_arp_fill bench_floor)
 set -u -o pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$(cd "${BIN:-$REPO/build/bin}" 2>/dev/null && pwd) || { echo "tunnel.sh: BIN directory not found" >&2; exit 2; }
 T=${T:-5}
-NPING=${NPING:-200}
+RTT=${RTT:-1}
+RTT_ROUNDS=${RTT_ROUNDS:-40}   # rounds over every instance
+RTT_PINGS=${RTT_PINGS:-50}     # pings per instance per round
 PING_INT=${PING_INT:-0.005}
 UDP_LEN=1400
 LIFE=${LIFE:-180}       # upper bound on the lifetime of any process started here (s)
-ALL_ROWS="veth ipoibd-2044 ipoibd-4092 tap-2044 tap-4092 connected-65520 key-4092 openvpn-2044 openvpn-4092 socat-4092"
+ALL_ROWS="veth ipoibd-2044 ipoibd-4092 tap-2044 tap-4092 connected-65520 key-4092 openvpn-2044 openvpn-4092 socat-4092 floor-4092"
 ROWS=${ROWS-$ALL_ROWS}   # ROWS="" runs no row (memory only)
 BASE_BIN=${BASE_BIN:-}
 if [ -n "$BASE_BIN" ]; then
@@ -120,9 +136,10 @@ log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { log "tunnel.sh: $*"; exit 1; }
 
 [ "$(id -u)" = 0 ] || { echo "tunnel.sh: must run as root (network namespaces)" >&2; exit 1; }
-for b in ipoibd ibfabricd ipoibctl bench_arp_fill; do
-  [ -x "$BIN/$b" ] || die "$BIN/$b missing: ninja -C build ipoibd ibfabricd ipoibctl bench_arp_fill"
+for b in ipoibd ibfabricd ipoibctl bench_arp_fill bench_floor; do
+  [ -x "$BIN/$b" ] || die "$BIN/$b missing: ninja -C build ipoibd ibfabricd ipoibctl bench_arp_fill bench_floor"
 done
+case $RTT_ROUNDS$RTT_PINGS in *[!0-9]*) die "RTT_ROUNDS and RTT_PINGS: numbers" ;; esac
 
 # ---------------------------------------------------------------- results
 if [ -n "${RESULTS:-}" ]; then
@@ -261,24 +278,14 @@ bigping() {  # bigping ADDR MTU: "ok" when a DF ping filling MTU crosses
   ip netns exec $NSA timeout 10 ping -n -c 2 -i 0.2 -W 2 -M do -s $(($2 - 28)) "$1" >/dev/null 2>&1 && echo ok || echo FAIL
 }
 
-# rtt ADDR FILE: NPING pings from A; prints "average p99" of the RTTs (us)
-rtt() {
-  ip netns exec $NSA timeout 60 ping -n -c "$NPING" -i "$PING_INT" -W 1 "$1" >"$2" 2>&1
-  grep -o 'time=[0-9.]*' "$2" | cut -d= -f2 | sort -n |
-    awk '{a[NR]=$1; s+=$1} END { if (NR == 0) { print "- -"; exit }
-         i = int(NR * 0.99 + 0.999999); if (i < 1) i = 1; if (i > NR) i = NR;
-         printf "%.0f %.0f\n", s / NR * 1000, a[i] * 1000 }'
-}
-
 # measure ROW ADDR MTU NOTE PIDS...: one line of $RES/runs.tsv
-#   row mtu tcp_gbps retr udp_rx_kpps udp_loss rtt_avg_us rtt_p99_us
-#   bp_rtt_avg_us bp_rtt_p99_us cpu_s_per_gb note
-# With BP_ON and BP_OFF set (ipoibd rows: commands that turn busy polling
-# on and off in the running daemons), a second ping runs between the two.
+#   row mtu tcp_gbps retr udp_rx_kpps udp_loss rtt_p50_us rtt_p99_us
+#   bp_rtt_p50_us bp_rtt_p99_us cpu_s_per_gb note
+# (the RTT columns are "-" here: the RTT test fills them in, see rtt_test)
 measure() {
   local row=$1 addr=$2 mtu=$3 note=$4; shift 4
   local pids=("$@") r=$RAW/$row${TAG:-}
-  local tcp=- retr=- kpps=- loss=- avg=- p99=- bpavg=- bpp99=- cpugb=-
+  local tcp=- retr=- kpps=- loss=- cpugb=-
   if ! wait_up "$addr"; then
     log "$row: no connectivity to $addr"
     printf '%s\t%s\tFAIL\t-\t-\t-\t-\t-\t-\t-\t-\t%s\n' "$row" "$mtu" "no connectivity; $note" >>"$RES/runs.tsv"
@@ -288,17 +295,7 @@ measure() {
   bg "$row.iperf3-server" $NSB iperf3 -s -B "$addr"
   local srv=$LASTPID
   sleep 0.5
-  # 1) ping: every RTT, average and p99 (us); for ipoibd also with busy polling
-  read -r avg p99 < <(rtt "$addr" "$r.ping.txt")
-  if [ -n "${BP_ON:-}" ]; then
-    if $BP_ON; then
-      read -r bpavg bpp99 < <(rtt "$addr" "$r.ping-busy-poll.txt")
-    else
-      note="$note; busy-poll not applied"
-    fi
-    $BP_OFF || note="$note; busy-poll not turned off for TCP and UDP"
-  fi
-  # 2) TCP, one stream; CPU of the tunnel processes over the test
+  # 1) TCP, one stream; CPU of the tunnel processes over the test
   local t0 t1
   t0=$(ticks "${pids[@]}")
   ip netns exec $NSA timeout $((T + 20)) iperf3 -c "$addr" -t "$T" -J >"$r.tcp.json" 2>"$r.tcp.err"
@@ -313,7 +310,7 @@ measure() {
   else
     tcp=ERR; note="$note; tcp: $(jq -r '.error // empty' "$r.tcp.json" 2>/dev/null | head -c 60)"
   fi
-  # 3) UDP, 1400-byte datagrams as fast as iperf3 sends them; receiver's rate
+  # 2) UDP, 1400-byte datagrams as fast as iperf3 sends them; receiver's rate
   ip netns exec $NSA timeout $((T + 20)) iperf3 -c "$addr" -u -b 0 -l $UDP_LEN -t "$T" -J >"$r.udp.json" 2>"$r.udp.err"
   if jq -e '.end.sum_received.bytes' "$r.udp.json" >/dev/null 2>&1; then
     kpps=$(jq -r --argjson l $UDP_LEN '.end.sum_received.bytes / $l / .end.sum_received.seconds / 1000 | . * 10 | round / 10' "$r.udp.json")
@@ -323,41 +320,22 @@ measure() {
   fi
   stop_pid "$srv"
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
-    "$row" "$mtu" "$tcp" "$retr" "$kpps" "$loss" "$avg" "$p99" "$bpavg" "$bpp99" "$cpugb" "$note" >>"$RES/runs.tsv"
-  local bp=""
-  [ "$bpavg" = - ] || bp=" (busy-poll ${bpavg}/${bpp99})"
-  log "$row${TAG:-}: TCP ${tcp} Gbit/s, UDP ${kpps} kpps received (loss ${loss}%), RTT ${avg}/${p99} us$bp, CPU ${cpugb} s/GB"
+    "$row" "$mtu" "$tcp" "$retr" "$kpps" "$loss" - - - - "$cpugb" "$note" >>"$RES/runs.tsv"
+  log "$row${TAG:-}: TCP ${tcp} Gbit/s, UDP ${kpps} kpps received (loss ${loss}%), CPU ${cpugb} s/GB"
 }
 
 # ---------------------------------------------------------------- ipoibd helpers
 GUID_A=0x0002c90300c00001 GUID_B=0x0002c90300c00002
-write_ipoibd_config() {  # FILE GUID CIDR MTU SOCKET BUSY_POLL [extra lines]
+write_ipoibd_config() {  # FILE GUID CIDR MTU SOCKET BUSY_POLL FABRIC [extra lines]
   {
-    echo "[fabric]"; echo "transport = soft"; echo "address = $FABRIC"; echo "port-guid = $2"
+    echo "[fabric]"; echo "transport = soft"; echo "address = $7"; echo "port-guid = $2"
     [ -z "${ROW_KEY:-}" ] || echo "key-file = $ROW_KEY"
     echo "[interface]"; echo "address = $3"; echo "mtu = $4"
     [ -z "${ROW_CONNECTED:-}" ] || echo "connected-mode = yes"
     [ -z "${ROW_TAP:-}" ] || echo "mode = tap"
     echo "[daemon]"; echo "control-socket = $5"; echo "log-level = warning"; echo "busy-poll = $6"
-    [ $# -gt 6 ] && printf '%s\n' "${@:7}"
+    [ $# -gt 7 ] && printf '%s\n' "${@:8}"
   } >"$1"
-}
-# set_busy_poll VALUE WINDOW_US: both daemons of the row (ROW_NAME, ROW_PA,
-# ROW_PB) reload their file with [daemon] busy-poll = VALUE (a live key);
-# true once both report WINDOW_US in force (at most 5 s)
-set_busy_poll() {
-  local h ns deadline=$((SECONDS + 5))
-  for h in a b; do
-    sed -i "s/^busy-poll = .*/busy-poll = $1/" "$RUN/$ROW_NAME-$h.conf"
-  done
-  kill -HUP "$ROW_PA" "$ROW_PB" 2>/dev/null || return 1
-  for h in a b; do
-    ns=$NSA; [ $h = b ] && ns=$NSB
-    until [ "$(ctl $ns "$RUN/$h.sock" -j stats 2>/dev/null | jq -r '.busy_poll.window_us // empty')" = "$2" ]; do
-      [ $SECONDS -lt $deadline ] || return 1
-      sleep 0.1
-    done
-  done
 }
 ctl() {  # NS SOCKET ARGS...
   local ns=$1 sock=$2; shift 2
@@ -370,22 +348,33 @@ wait_link_up() {  # NS SOCKET SECONDS
     sleep 0.2
   done
 }
-start_fabric() {  # NAME [ibfabricd args]
-  local name=$1; shift
-  bg "$name" $NSF "${ROW_BIN:-$BIN}/ibfabricd" --listen "$FABRIC" -q "$@"
+start_fabric() {  # NAME LISTEN [ibfabricd args]
+  local name=$1 listen=$2; shift 2
+  bg "$name" $NSF "${ROW_BIN:-$BIN}/ibfabricd" --listen "$listen" -q "$@"
   FAB_WRAP=$LASTPID
   FAB_PID=$(child_of "$FAB_WRAP") || die "$name: ibfabricd did not start"
 }
 
-# ---------------------------------------------------------------- rows
-row_veth() {
-  measure veth $UB $UL_MTU "kernel only (veth, bridge, veth); no tunnel process"
-}
+# ---------------------------------------------------------------- instances
+# An instance is one tunnel up between A and B. up_* start one and set
+#   UP_ADDR (B's tunnel address, what A pings), UP_MTU (A's device MTU),
+#   UP_WRAPS (the wrappers to stop), UP_PIDS (the tunnel's processes, for
+#   CPU), UP_NOTE; they return non-zero when it did not come up.
+# Their parameters place an instance: K, its number (devices, ports and
+# addresses of its own, so that all can be up at once for the RTT test:
+# 198.18.(10+K).0/24 for ipoibd, 198.19.(100+K).0/24 for the others; K=0
+# for the throughput rows: ib0, 198.18.0.0/24, the usual ports) and BP,
+# the busy-poll window of ipoibd's [daemon] busy-poll (0 or BUSY_POLL).
 
-row_ipoibd() {  # row_ipoibd MTU [NAME BIN [KEY]]
-  local mtu=$1 name=${2:-ipoibd-$1} fabargs=(--mtu 4096)
-  local ROW_BIN=${3:-$BIN} ROW_KEY=""
-  if [ -n "${4:-}" ]; then
+up_veth() { UP_ADDR=$UB UP_MTU=$UL_MTU UP_WRAPS=() UP_PIDS=() UP_NOTE="kernel only (veth, bridge, veth); no tunnel process"; }
+
+up_ipoibd() {  # up_ipoibd NAME MTU BIN KEY K BP
+  local name=$1 mtu=$2 bin=$3 key=$4 k=$5 bp=$6 fabargs=(--mtu 4096)
+  local ROW_BIN=$bin ROW_KEY="" dev=ib0 net=198.18.0 port=18516
+  [ "$k" = 0 ] || { dev=tbi$k net=198.18.$((10 + k)) port=$((18516 + k)); }
+  local fabric=$UF:$port tag=$name${TAG:-}
+  UP_WRAPS=() UP_PIDS=() UP_ADDR=$net.2 UP_MTU=- UP_NOTE="ipoibd x2 + ibfabricd"
+  if [ -n "$key" ]; then
     ROW_KEY=$RUN/fabric.key
     (umask 077; printf '%064x\n' 42 >"$ROW_KEY")
     fabargs+=(--fabric-key "$ROW_KEY")
@@ -397,82 +386,226 @@ row_ipoibd() {  # row_ipoibd MTU [NAME BIN [KEY]]
     cp "$RUN/partitions-4096.conf" "$RAW/"
     fabargs+=(--partitions "$RUN/partitions-4096.conf")
   fi
-  start_fabric "$name.ibfabricd" "${fabargs[@]}"
-  write_ipoibd_config "$RUN/$name-a.conf" $GUID_A 198.18.0.1/24 "$mtu" "$RUN/a.sock" 0
-  write_ipoibd_config "$RUN/$name-b.conf" $GUID_B 198.18.0.2/24 "$mtu" "$RUN/b.sock" 0
+  start_fabric "$name.ibfabricd" "$fabric" "${fabargs[@]}"
+  UP_WRAPS+=("$FAB_WRAP"); UP_PIDS+=("$FAB_PID")
+  local sa=$RUN/$k.a.sock sb=$RUN/$k.b.sock
+  write_ipoibd_config "$RUN/$name-a.conf" $GUID_A "$net.1/24" "$mtu" "$sa" "$bp" "$fabric"
+  write_ipoibd_config "$RUN/$name-b.conf" $GUID_B "$net.2/24" "$mtu" "$sb" "$bp" "$fabric"
   cp "$RUN/$name-a.conf" "$RUN/$name-b.conf" "$RAW/"
-  bg "$name.ipoibd-a" $NSA "$ROW_BIN/ipoibd" -i ib0 -c "$RUN/$name-a.conf" --log-target stderr; local wa=$LASTPID
-  bg "$name.ipoibd-b" $NSB "$ROW_BIN/ipoibd" -i ib0 -c "$RUN/$name-b.conf" --log-target stderr; local wb=$LASTPID
+  bg "$name.ipoibd-a" $NSA "$bin/ipoibd" -i "$dev" -c "$RUN/$name-a.conf" --log-target stderr; local wa=$LASTPID
+  bg "$name.ipoibd-b" $NSB "$bin/ipoibd" -i "$dev" -c "$RUN/$name-b.conf" --log-target stderr; local wb=$LASTPID
+  UP_WRAPS+=("$wa" "$wb")
   local pa pb
   pa=$(child_of $wa); pb=$(child_of $wb)
-  if ! wait_link_up $NSA "$RUN/a.sock" 20 || ! wait_link_up $NSB "$RUN/b.sock" 20; then
+  UP_PIDS+=($pa $pb)
+  UP_SOCK_A=$sa UP_SOCK_B=$sb
+  if ! wait_link_up $NSA "$sa" 20 || ! wait_link_up $NSB "$sb" 20; then
     log "$name: link not up after 20 s"
-    printf '%s\t%s\tFAIL\t-\t-\t-\t-\t-\t-\t-\t-\t%s\n' "$name" "$mtu" "link not up" >>"$RES/runs.tsv"
-  else
-    local got; got=$(ip -n $NSA -j link show ib0 | jq -r '.[0].mtu')
-    ctl $NSA "$RUN/a.sock" -j status >"$RAW/$name$TAG.status-a.json" 2>&1
-    local mnote="ipoibd x2 + ibfabricd; busy polling off (as shipped) but for the busy-poll RTT"
-    [ "$got" = "$mtu" ] || mnote="$mnote; WARNING: ib0 MTU $got, not $mtu"
-    ROW_NAME=$name ROW_PA=$pa ROW_PB=$pb
-    local bp_on="" bp_off=""
-    [ "$BP_US" = 0 ] || { bp_on="set_busy_poll $BUSY_POLL $BP_US"; bp_off="set_busy_poll 0 0"; }
-    BP_ON=$bp_on BP_OFF=$bp_off measure "$name" 198.18.0.2 "$got" "$mnote" "$pa" "$pb" "$FAB_PID"
-    ctl $NSA "$RUN/a.sock" -j stats >"$RAW/$name$TAG.stats-a.json" 2>&1
-    ctl $NSB "$RUN/b.sock" -j stats >"$RAW/$name$TAG.stats-b.json" 2>&1
+    UP_NOTE="link not up"
+    return 1
   fi
-  stop_pid $wa; stop_pid $wb; stop_pid $FAB_WRAP
+  UP_MTU=$(ip -n $NSA -j link show "$dev" | jq -r '.[0].mtu')
+  ctl $NSA "$sa" -j status >"$RAW/$tag.status-a.json" 2>&1
+  [ "$UP_MTU" = "$mtu" ] || UP_NOTE="$UP_NOTE; WARNING: $dev MTU $UP_MTU, not $mtu"
+  [ "$bp" = 0 ] && UP_NOTE="$UP_NOTE; busy polling off (as shipped)" || UP_NOTE="$UP_NOTE; busy-poll = $bp"
 }
 
-row_openvpn() {  # row_openvpn MTU
-  local mtu=$1 name=openvpn-$1
-  local common=(--dev-type tun --proto udp --lport 1194 --rport 1194 --cipher none --auth none
+up_openvpn() {  # up_openvpn NAME MTU K
+  local name=$1 mtu=$2 k=$3 dev=tbovp port=1194 net=198.19.1
+  [ "$k" = 0 ] || { dev=tbov$k port=$((1194 + k)) net=198.19.$((100 + k)); }
+  local common=(--dev-type tun --proto udp --lport $port --rport $port --cipher none --auth none
                 --tun-mtu "$mtu" --mssfix 0 --disable-dco --verb 3)
-  bg "$name.a" $NSA openvpn --dev tbovpa --local $UA --remote $UB --ifconfig 198.19.1.1 198.19.1.2 "${common[@]}"
+  bg "$name.a" $NSA openvpn --dev "${dev}a" --local $UA --remote $UB --ifconfig $net.1 $net.2 "${common[@]}"
   local wa=$LASTPID
-  bg "$name.b" $NSB openvpn --dev tbovpb --local $UB --remote $UA --ifconfig 198.19.1.2 198.19.1.1 "${common[@]}"
+  bg "$name.b" $NSB openvpn --dev "${dev}b" --local $UB --remote $UA --ifconfig $net.2 $net.1 "${common[@]}"
   local wb=$LASTPID
+  UP_WRAPS=("$wa" "$wb") UP_ADDR=$net.2 UP_MTU=$mtu
+  UP_NOTE="no crypto (--cipher none --auth none), mssfix 0; openvpn x2"
   local pa pb i
   pa=$(child_of $wa); pb=$(child_of $wb)
+  UP_PIDS=($pa $pb)
   for i in $(seq 100); do
-    grep -q 'Initialization Sequence Completed' "$RAW/$name.a.log" 2>/dev/null && break; sleep 0.1; done
-  measure "$name" 198.19.1.2 "$mtu" "no crypto (--cipher none --auth none), mssfix 0; openvpn x2" $pa $pb
-  stop_pid $wa; stop_pid $wb
+    grep -q 'Initialization Sequence Completed' "$RAW/$name${TAG:-}.a.log" 2>/dev/null && break; sleep 0.1; done
 }
 
-row_socat() {  # row_socat MTU
-  local mtu=$1 name=socat-$1
+up_socat() {  # up_socat NAME MTU K
+  local name=$1 mtu=$2 k=$3 dev=tbsoc port=5555 net=198.19.3
+  [ "$k" = 0 ] || { dev=tbso$k port=$((5555 + k)) net=198.19.$((100 + k)); }
   # UDP-DATAGRAM (unconnected): an early ICMP port unreachable does not end socat.
-  bg "$name.a" $NSA socat -b 65536 TUN:198.19.3.1/24,tun-type=tun,tun-name=tbsoca,iff-no-pi,iff-up \
-    UDP-DATAGRAM:$UB:5555,bind=$UA:5555
+  bg "$name.a" $NSA socat -b 65536 TUN:$net.1/24,tun-type=tun,tun-name=${dev}a,iff-no-pi,iff-up \
+    UDP-DATAGRAM:$UB:$port,bind=$UA:$port
   local wa=$LASTPID
-  bg "$name.b" $NSB socat -b 65536 TUN:198.19.3.2/24,tun-type=tun,tun-name=tbsocb,iff-no-pi,iff-up \
-    UDP-DATAGRAM:$UA:5555,bind=$UB:5555
+  bg "$name.b" $NSB socat -b 65536 TUN:$net.2/24,tun-type=tun,tun-name=${dev}b,iff-no-pi,iff-up \
+    UDP-DATAGRAM:$UA:$port,bind=$UB:$port
   local wb=$LASTPID
+  UP_WRAPS=("$wa" "$wb") UP_ADDR=$net.2 UP_MTU=$mtu UP_NOTE="one-thread TUN <-> UDP copy; socat x2"
   local pa pb i
   pa=$(child_of $wa); pb=$(child_of $wb)
+  UP_PIDS=($pa $pb)
   for i in $(seq 50); do
-    ip -n $NSA link show tbsoca >/dev/null 2>&1 && ip -n $NSB link show tbsocb >/dev/null 2>&1 && break; sleep 0.1; done
-  ip -n $NSA link set tbsoca mtu "$mtu"; ip -n $NSB link set tbsocb mtu "$mtu"
-  measure "$name" 198.19.3.2 "$mtu" "one-thread TUN <-> UDP copy; socat x2" $pa $pb
-  stop_pid $wa; stop_pid $wb
+    ip -n $NSA link show ${dev}a >/dev/null 2>&1 && ip -n $NSB link show ${dev}b >/dev/null 2>&1 && break; sleep 0.1; done
+  ip -n $NSA link set ${dev}a mtu "$mtu"; ip -n $NSB link set ${dev}b mtu "$mtu"
 }
 
-run_row() {
-  case $1 in
-    veth)         row_veth ;;
-    ipoibd-2044)  row_ipoibd 2044 ;;
-    ipoibd-4092)  row_ipoibd 4092 ;;
-    base-2044)    row_ipoibd 2044 base-2044 "$BASE_BIN" ;;
-    base-4092)    row_ipoibd 4092 base-4092 "$BASE_BIN" ;;
-    key-4092)     row_ipoibd 4092 key-4092 "$BIN" key ;;
-    connected-65520) ROW_CONNECTED=1 row_ipoibd 65520 connected-65520 ;;
-    tap-2044)     ROW_TAP=1 row_ipoibd 2044 tap-2044 ;;
-    tap-4092)     ROW_TAP=1 row_ipoibd 4092 tap-4092 ;;
-    openvpn-2044) row_openvpn 2044 ;;
-    openvpn-4092) row_openvpn 4092 ;;
-    socat-4092)   row_socat 4092 ;;
-    *) log "unknown row $1 (rows: $ALL_ROWS)" ;;
+up_floor() {  # up_floor NAME MTU K BP
+  local name=$1 mtu=$2 k=$3 bp=$4 dev=tbflr port=5655 net=198.19.5 us=0
+  [ "$k" = 0 ] || { dev=tbfl$k port=$((5655 + k)) net=198.19.$((100 + k)); }
+  [ "$bp" = 0 ] || us=$BP_US
+  bg "$name.a" $NSA "$BIN/bench_floor" --tun $dev --local $UA:$port --remote $UB:$port --busy-poll $us
+  local wa=$LASTPID
+  bg "$name.b" $NSB "$BIN/bench_floor" --tun $dev --local $UB:$port --remote $UA:$port --busy-poll $us
+  local wb=$LASTPID
+  UP_WRAPS=("$wa" "$wb") UP_ADDR=$net.2 UP_MTU=$mtu
+  UP_NOTE="bench_floor x2: one thread, TUN <-> connected UDP socket, no protocol"
+  [ "$bp" = 0 ] && UP_NOTE="$UP_NOTE; sleeping" || UP_NOTE="$UP_NOTE; busy polling $bp after traffic"
+  local pa pb i h ns
+  pa=$(child_of $wa); pb=$(child_of $wb)
+  UP_PIDS=($pa $pb)
+  for h in a b; do
+    ns=$NSA; [ $h = b ] && ns=$NSB
+    for i in $(seq 50); do ip -n $ns link show $dev >/dev/null 2>&1 && break; sleep 0.1; done
+    ip -n $ns link set $dev mtu "$mtu" up
+  done
+  ip -n $NSA addr add $net.1/24 dev $dev
+  ip -n $NSB addr add $net.2/24 dev $dev
+}
+
+# up ROW K BP: the instance of ROW (a name of ALL_ROWS or base-*)
+up() {
+  local row=$1 k=$2 bp=$3 name=$1
+  [ "$bp" = 0 ] || name=$row+bp
+  case $row in
+    veth)            up_veth ;;
+    ipoibd-*)        up_ipoibd "$name" "${row#ipoibd-}" "$BIN" "" "$k" "$bp" ;;
+    base-*)          up_ipoibd "$name" "${row#base-}" "$BASE_BIN" "" "$k" "$bp" ;;
+    key-*)           up_ipoibd "$name" "${row#key-}" "$BIN" key "$k" "$bp" ;;
+    connected-*)     ROW_CONNECTED=1 up_ipoibd "$name" "${row#connected-}" "$BIN" "" "$k" "$bp" ;;
+    tap-*)           ROW_TAP=1 up_ipoibd "$name" "${row#tap-}" "$BIN" "" "$k" "$bp" ;;
+    openvpn-*)       up_openvpn "$name" "${row#openvpn-}" "$k" ;;
+    socat-*)         up_socat "$name" "${row#socat-}" "$k" ;;
+    floor-*)         up_floor "$name" "${row#floor-}" "$k" "$bp" ;;
+    *) log "unknown row $row (rows: $ALL_ROWS)"; UP_WRAPS=(); return 1 ;;
   esac
+}
+# Rows with a busy-polling instance in the RTT test.
+polls() { case $1 in ipoibd-*|base-*|key-*|connected-*|tap-*|floor-*) return 0 ;; esac; return 1; }
+
+# A throughput row: its instance up, measured, stopped.
+run_row() {
+  local row=$1 w
+  if up "$row" 0 0; then
+    measure "$row" "$UP_ADDR" "$UP_MTU" "$UP_NOTE" "${UP_PIDS[@]}"
+  else
+    printf '%s\t%s\tFAIL\t-\t-\t-\t-\t-\t-\t-\t-\t%s\n' "$row" - "$UP_NOTE" >>"$RES/runs.tsv"
+  fi
+  case $row in ipoibd-*|base-*|key-*|connected-*|tap-*)
+    [ -z "${UP_SOCK_A:-}" ] || ctl $NSA "$UP_SOCK_A" -j stats >"$RAW/$row${TAG:-}.stats-a.json" 2>&1
+    [ -z "${UP_SOCK_B:-}" ] || ctl $NSB "$UP_SOCK_B" -j stats >"$RAW/$row${TAG:-}.stats-b.json" 2>&1
+    UP_SOCK_A="" UP_SOCK_B="" ;;
+  esac
+  for w in "${UP_WRAPS[@]:-}"; do [ -n "$w" ] && stop_pid "$w"; done
+}
+
+# ---------------------------------------------------------------- RTT
+# rtt_test: every row up at once (and its +bp instance), RTT_ROUNDS rounds
+# of RTT_PINGS pings per instance; $RES/rtt.tsv: round, instance, RTT (ms)
+# of every echo; $RES/rtt-lost.tsv: round, instance, pings unanswered.
+rtt_test() {
+  local names=() addrs=() wraps=() k=0 row bp name i rep order
+  # Every instance lives through all rounds (each ping batch, its gap and
+  # the start of ping, twice as many instances as rows at most).
+  local LIFE
+  LIFE=$(awk -v r="$RTT_ROUNDS" -v p="$RTT_PINGS" -v i="$PING_INT" -v g="$BP_US" -v n="$(wc -w <<<"$ROWS")" \
+    'BEGIN { printf "%d\n", 120 + 2 * n * r * (p * i + g / 1e6 + 0.3) * 1.5 }')
+  for row in $ROWS; do
+    for bp in 0 $([ "$BP_US" != 0 ] && polls "$row" && echo "$BUSY_POLL"); do
+      k=$((k + 1))
+      name=$row; [ "$bp" = 0 ] || name=$row+bp
+      TAG=.rtt
+      if up "$row" "$k" "$bp" && wait_up "$UP_ADDR"; then
+        names+=("$name"); addrs+=("$UP_ADDR")
+        log "rtt: $name up ($UP_ADDR)"
+      else
+        log "rtt: $name did not come up; left out"
+      fi
+      wraps+=("${UP_WRAPS[@]:-}")
+    done
+  done
+  TAG=
+  : >"$RES/rtt.tsv"; : >"$RES/rtt-lost.tsv"
+  local n=${#names[@]} out=$RUN/ping.out got
+  for rep in $(seq "$RTT_ROUNDS"); do
+    order=$(seq 0 $((n - 1)))
+    [ $((rep % 2)) = 0 ] && order=$(seq $((n - 1)) -1 0)
+    for i in $order; do
+      # A gap: a busy-polling instance pinged last stops polling first.
+      sleep $(awk -v us="$BP_US" 'BEGIN { printf "%.3f", us / 1e6 + 0.01 }')
+      ip netns exec $NSA timeout 60 ping -n -c "$RTT_PINGS" -i "$PING_INT" -W 1 "${addrs[$i]}" >"$out" 2>&1
+      got=$(grep -o 'time=[0-9.]*' "$out" | cut -d= -f2 | awk -v r="$rep" -v nm="${names[$i]}" '{ print r "\t" nm "\t" $1 } END { print NR > "/dev/stderr" }' 2>&1 >>"$RES/rtt.tsv")
+      [ "${got:-0}" = "$RTT_PINGS" ] || printf '%s\t%s\t%s\n' "$rep" "${names[$i]}" $((RTT_PINGS - ${got:-0})) >>"$RES/rtt-lost.tsv"
+    done
+    [ $((rep % 10)) = 0 ] && log "rtt: round $rep of $RTT_ROUNDS"
+  done
+  for i in "${wraps[@]:-}"; do [ -n "$i" ] && stop_pid "$i"; done
+  rtt_analyse
+}
+
+# rtt_analyse: $RES/rtt-summary.tsv (instance, samples, p50, p99, mean; us)
+# and $RES/rtt-ratios.tsv (A, B, ratio of the medians, 95% interval low,
+# high; ratio of the p99s) for the pairs compared.
+rtt_analyse() {
+  python3 - "$RES/rtt.tsv" "$RES/rtt-summary.tsv" "$RES/rtt-ratios.tsv" <<'PY'
+import random, sys
+src, summ, rat = sys.argv[1:4]
+by = {}      # instance -> round -> [rtt us]
+for line in open(src):
+    r, name, ms = line.rstrip("\n").split("\t")
+    by.setdefault(name, {}).setdefault(int(r), []).append(float(ms) * 1000)
+def q(xs, p):
+    xs = sorted(xs)
+    if not xs: return float("nan")
+    i = min(len(xs) - 1, max(0, int(p * len(xs) + 0.999999) - 1))
+    return xs[i]
+def pooled(name, rounds):
+    out = []
+    for r in rounds: out.extend(by[name].get(r, []))
+    return out
+with open(summ, "w") as f:
+    for name, rs in by.items():
+        xs = pooled(name, rs.keys())
+        f.write("%s\t%d\t%.0f\t%.0f\t%.0f\n" % (name, len(xs), q(xs, 0.5), q(xs, 0.99), sum(xs) / len(xs)))
+names = set(by)
+pairs = []
+def add(a, b):
+    for bp in ("", "+bp"):
+        if a + bp in names and b + bp in names: pairs.append((a + bp, b + bp))
+for m in ("2044", "4092"):
+    for peer in ("openvpn-", "socat-"):
+        add("ipoibd-" + m, peer + m)
+        if "ipoibd-%s+bp" % m in names and peer + m in names: pairs.append(("ipoibd-%s+bp" % m, peer + m))
+    add("ipoibd-" + m, "floor-4092")
+    add("ipoibd-" + m, "base-" + m)
+    add("tap-" + m, "ipoibd-" + m)
+    add("key-" + m, "ipoibd-" + m)
+add("connected-65520", "ipoibd-4092")
+add("floor-4092", "openvpn-4092")
+if "floor-4092+bp" in names and "openvpn-4092" in names: pairs.append(("floor-4092+bp", "openvpn-4092"))
+rng = random.Random(1)
+B = 1000
+with open(rat, "w") as f:
+    for a, b in pairs:
+        rounds = sorted(set(by[a]) & set(by[b]))
+        if not rounds: continue
+        pa, pb = pooled(a, rounds), pooled(b, rounds)
+        point = q(pa, 0.5) / q(pb, 0.5)
+        p99 = q(pa, 0.99) / q(pb, 0.99)
+        boot = []
+        for _ in range(B):
+            pick = [rng.choice(rounds) for _ in rounds]
+            boot.append(q(pooled(a, pick), 0.5) / q(pooled(b, pick), 0.5))
+        boot.sort()
+        f.write("%s\t%s\t%.3f\t%.3f\t%.3f\t%.3f\n" % (a, b, point, boot[int(0.025 * B)], boot[int(0.975 * B) - 1], p99))
+PY
 }
 
 # ---------------------------------------------------------------- memory
@@ -485,8 +618,8 @@ stat_field() {  # NS SOCKET SECTION KEY
 
 memory() {
   local sock=$RUN/m.sock conf=$RUN/memory.conf
-  start_fabric memory.ibfabricd
-  write_ipoibd_config "$conf" $GUID_A 198.19.0.1/16 2044 "$sock" 0
+  start_fabric memory.ibfabricd "$FABRIC"
+  write_ipoibd_config "$conf" $GUID_A 198.19.0.1/16 2044 "$sock" 0 "$FABRIC"
   cp "$conf" "$RAW/"
   bg memory.ipoibd $NSA "$BIN/ipoibd" -i ib0 -c "$conf" --log-target stderr
   local w=$LASTPID p
@@ -545,17 +678,23 @@ PY
 
 # ---------------------------------------------------------------- report
 # summary.tsv: per row (in ROWS order), the median of each figure over the
-# REPEAT runs (ignoring failed ones), the TCP figure of every run, the notes:
-#   1 row, 2 MTU, 3 TCP, 4 retr, 5 UDP kpps, 6 loss, 7 RTT avg, 8 RTT p99,
-#   9 busy-poll RTT avg, 10 busy-poll RTT p99, 11 CPU s/GB, 12 TCP each run, 13 notes
+# REPEAT runs (ignoring failed ones), the TCP figure of every run, the notes;
+# the RTT columns from the RTT test (the row's instance and its +bp one):
+#   1 row, 2 MTU, 3 TCP, 4 retr, 5 UDP kpps, 6 loss, 7 RTT p50, 8 RTT p99,
+#   9 busy-poll RTT p50, 10 busy-poll RTT p99, 11 CPU s/GB, 12 TCP each run, 13 notes
 aggregate() {
-  python3 - "$RES/runs.tsv" "$RES/summary.tsv" $ROWS <<'PY'
-import statistics, sys
-src, dst, order = sys.argv[1], sys.argv[2], sys.argv[3:]
+  python3 - "$RES/runs.tsv" "$RES/summary.tsv" "$RES/rtt-summary.tsv" $ROWS <<'PY'
+import os, statistics, sys
+src, dst, rtt_src, order = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 runs = {}
 for line in open(src):
     f = line.rstrip("\n").split("\t")
     runs.setdefault(f[0], []).append(f)
+rtt = {}
+if os.path.exists(rtt_src):
+    for line in open(rtt_src):
+        f = line.rstrip("\n").split("\t")
+        rtt[f[0]] = (f[2], f[3])
 def num(v):
     try: return float(v)
     except ValueError: return None
@@ -564,15 +703,24 @@ def fmt(c, x):
 with open(dst, "w") as out:
     for row in order:
         rs = runs.get(row)
-        if not rs: continue
+        if not rs and row not in rtt: continue
+        rs = rs or [[row, "-"] + ["-"] * 10]
         cols = [row, rs[0][1]]
         for c in range(2, 11):
             vals = [num(r[c]) for r in rs if num(r[c]) is not None]
             cols.append(fmt(c, statistics.median(vals)) if vals else rs[0][c])
+        cols[6:10] = [*rtt.get(row, ("-", "-")), *rtt.get(row + "+bp", ("-", "-"))]
         each = "/".join(r[2] for r in rs)
         notes = rs[0][11] + ("; median of %d runs" % len(rs) if len(rs) > 1 else "")
         out.write("\t".join(cols + [each, notes]) + "\n")
 PY
+}
+lost_note() {  # the RTT test's unanswered pings, per instance
+  if [ -s "$RES/rtt-lost.tsv" ]; then
+    awk -F'\t' '{ n[$2] += $3 } END { s = ""; for (k in n) s = s (s ? ", " : "") k " " n[k]; print "unanswered: " s }' "$RES/rtt-lost.tsv"
+  else
+    echo "every ping answered"
+  fi
 }
 ratio() {  # ratio A B: A/B with one decimal, or "-"
   awk -v a="$1" -v b="$2" 'BEGIN { if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b > 0) printf "%.2fx", a / b; else print "-" }'
@@ -581,47 +729,49 @@ field_of() {  # ROW COLUMN(1-based) from summary.tsv
   awk -F'\t' -v r="$1" -v c="$2" '$1 == r { print $c }' "$RES/summary.tsv"
 }
 report() {
-  local hdr=$'row\tMTU\tTCP Gbit/s\tTCP retr\tUDP rx kpps\tUDP loss %\tRTT avg us\tRTT p99 us\tbusy-poll RTT avg\tbusy-poll RTT p99\tCPU s/GB\tTCP each run'
+  local hdr=$'row\tMTU\tTCP Gbit/s\tTCP retr\tUDP rx kpps\tUDP loss %\tRTT p50 us\tRTT p99 us\tbusy-poll RTT p50\tbusy-poll RTT p99\tCPU s/GB\tTCP each run'
   {
     cat "$RES/versions.txt"; echo
     { echo "$hdr"; cut -f1-12 "$RES/summary.tsv"; } | column -t -s $'\t'
     echo
     echo "notes:"; awk -F'\t' '{ printf "  %-13s %s\n", $1, $13 }' "$RES/summary.tsv"
-    [ "$BP_US" = 0 ] || echo "  busy-poll RTT: ipoibd's second ping, with [daemon] busy-poll = $BUSY_POLL in both daemons (ipoibd.conf(5)); every other figure as shipped"
+    [ "$RTT" = 0 ] || echo "  RTT: the interleaved RTT test ($RTT_ROUNDS rounds x $RTT_PINGS pings per instance; $(lost_note))"
+    [ "$BP_US" = 0 ] || echo "  busy-poll RTT: the row's +bp instance, [daemon] busy-poll = $BUSY_POLL in both daemons (ipoibd.conf(5)), bench_floor --busy-poll; every other figure as shipped"
+    if [ -s "$RES/rtt-ratios.tsv" ]; then
+      echo
+      echo "RTT, ratios of the medians (lower is better) with a 95% interval (bootstrap over rounds), and of the p99s:"
+      awk -F'\t' '{ printf "  %-20s / %-16s p50 %.2fx [%.2f, %.2f]   p99 %.2fx\n", $1, $2, $3, $4, $5, $6 }' "$RES/rtt-ratios.tsv"
+    fi
     echo
-    echo "ipoibd / peer (TCP and UDP: higher is better; RTT: lower is better):"
+    echo "throughput, ratios of the medians (TCP and UDP: higher is better; CPU per GB: lower is better):"
     local peer me
-    for peer in veth openvpn-2044 openvpn-4092 socat-4092; do
+    for peer in veth openvpn-2044 openvpn-4092 socat-4092 floor-4092; do
       [ -n "$(field_of $peer 1)" ] || continue
       case $peer in *-2044) me=ipoibd-2044 ;; *) me=ipoibd-4092 ;; esac
       [ -n "$(field_of $me 1)" ] || continue
-      printf '  %-12s / %-13s TCP %-7s UDP pps %-7s RTT avg %-7s RTT p99 %-7s busy-poll RTT avg %-7s p99 %s\n' "$me" "$peer" \
+      printf '  %-15s / %-15s TCP %-7s UDP pps %-7s CPU/GB %s\n' "$me" "$peer" \
         "$(ratio "$(field_of $me 3)" "$(field_of $peer 3)")" "$(ratio "$(field_of $me 5)" "$(field_of $peer 5)")" \
-        "$(ratio "$(field_of $me 7)" "$(field_of $peer 7)")" "$(ratio "$(field_of $me 8)" "$(field_of $peer 8)")" \
-        "$(ratio "$(field_of $me 9)" "$(field_of $peer 7)")" "$(ratio "$(field_of $me 10)" "$(field_of $peer 8)")"
+        "$(ratio "$(field_of $me 11)" "$(field_of $peer 11)")"
     done
     if [ -n "$(field_of connected-65520 1)" ] && [ -n "$(field_of ipoibd-4092 1)" ]; then
-      printf '  %-12s / %-13s TCP %-7s UDP pps %-7s RTT avg %-7s RTT p99 %-7s busy-poll RTT avg %-7s p99 %s\n' \
+      printf '  %-15s / %-15s TCP %-7s UDP pps %-7s CPU/GB %s\n' \
         "connected-65520" "ipoibd-4092" \
         "$(ratio "$(field_of connected-65520 3)" "$(field_of ipoibd-4092 3)")" "$(ratio "$(field_of connected-65520 5)" "$(field_of ipoibd-4092 5)")" \
-        "$(ratio "$(field_of connected-65520 7)" "$(field_of ipoibd-4092 7)")" "$(ratio "$(field_of connected-65520 8)" "$(field_of ipoibd-4092 8)")" \
-        "$(ratio "$(field_of connected-65520 9)" "$(field_of ipoibd-4092 9)")" "$(ratio "$(field_of connected-65520 10)" "$(field_of ipoibd-4092 10)")"
+        "$(ratio "$(field_of connected-65520 11)" "$(field_of ipoibd-4092 11)")"
     fi
     for m in 2044 4092; do
       [ -n "$(field_of tap-$m 1)" ] && [ -n "$(field_of ipoibd-$m 1)" ] || continue
-      printf '  %-12s / %-13s TCP %-7s UDP pps %-7s RTT avg %-7s RTT p99 %-7s busy-poll RTT avg %-7s p99 %s\n' \
+      printf '  %-15s / %-15s TCP %-7s UDP pps %-7s CPU/GB %s\n' \
         "tap-$m" "ipoibd-$m" \
         "$(ratio "$(field_of tap-$m 3)" "$(field_of ipoibd-$m 3)")" "$(ratio "$(field_of tap-$m 5)" "$(field_of ipoibd-$m 5)")" \
-        "$(ratio "$(field_of tap-$m 7)" "$(field_of ipoibd-$m 7)")" "$(ratio "$(field_of tap-$m 8)" "$(field_of ipoibd-$m 8)")" \
-        "$(ratio "$(field_of tap-$m 9)" "$(field_of ipoibd-$m 9)")" "$(ratio "$(field_of tap-$m 10)" "$(field_of ipoibd-$m 10)")"
+        "$(ratio "$(field_of tap-$m 11)" "$(field_of ipoibd-$m 11)")"
     done
     for m in 2044 4092; do
       [ -n "$(field_of base-$m 1)" ] && [ -n "$(field_of ipoibd-$m 1)" ] || continue
-      printf '  %-12s / %-13s TCP %-7s UDP pps %-7s RTT avg %-7s RTT p99 %-7s busy-poll RTT avg %-7s p99 %s\n' \
+      printf '  %-15s / %-15s TCP %-7s UDP pps %-7s CPU/GB %s\n' \
         "ipoibd-$m" "base-$m" \
         "$(ratio "$(field_of ipoibd-$m 3)" "$(field_of base-$m 3)")" "$(ratio "$(field_of ipoibd-$m 5)" "$(field_of base-$m 5)")" \
-        "$(ratio "$(field_of ipoibd-$m 7)" "$(field_of base-$m 7)")" "$(ratio "$(field_of ipoibd-$m 8)" "$(field_of base-$m 8)")" \
-        "$(ratio "$(field_of ipoibd-$m 9)" "$(field_of base-$m 9)")" "$(ratio "$(field_of ipoibd-$m 10)" "$(field_of base-$m 10)")"
+        "$(ratio "$(field_of ipoibd-$m 11)" "$(field_of base-$m 11)")"
     done
     if [ "$MEMORY" = 1 ]; then
       echo
@@ -632,23 +782,38 @@ report() {
     fi
     echo
     echo "issue 8's targets, for this run (figures, not a verdict on the code: rerun to see the spread):"
+    rtt_target() {  # LABEL A B LIMIT: the ratio of A's RTT median to B's, at most LIMIT
+      local line; line=$(awk -F'\t' -v a="$2" -v b="$3" '$1 == a && $2 == b' "$RES/rtt-ratios.tsv" 2>/dev/null)
+      if [ -z "$line" ]; then printf '  %-52s %8s   (no figure)\n' "$1" -; return; fi
+      awk -F'\t' -v l="$1" -v lim="$4" '{ printf "  %-52s %7.2fx   [%.2f, %.2f] <= %s: %s\n", l, $3, $4, $5, lim,
+        ($5 <= lim) ? "met" : (($4 > lim) ? "not met" : ($3 <= lim ? "met (interval crosses the limit)" : "not met (interval crosses the limit)")) }' <<<"$line"
+    }
     target() {  # LABEL VALUE OP LIMIT
       awk -v l="$1" -v v="$2" -v op="$3" -v lim="$4" 'BEGIN {
         if (v !~ /^[0-9.]+x?$/) { printf "  %-52s %8s   (no figure)\n", l, v; exit }
         x = v; sub(/x$/, "", x); ok = (op == ">=") ? (x + 0 >= lim + 0) : (x + 0 <= lim + 0)
         printf "  %-52s %8s   %s %s: %s\n", l, v, op, lim, ok ? "met" : "not met" }'
     }
-    local m rtt_col=7 rtt_label="RTT avg"
-    [ "$BP_US" = 0 ] || { rtt_col=9; rtt_label="RTT avg (busy-poll $BUSY_POLL)"; }
+    local m bp=""
+    [ "$BP_US" = 0 ] || bp=+bp
     for m in 2044 4092; do
       target "TCP ipoibd-$m / openvpn-$m" "$(ratio "$(field_of ipoibd-$m 3)" "$(field_of openvpn-$m 3)")" ">=" 2
       target "UDP pps ipoibd-$m / openvpn-$m" "$(ratio "$(field_of ipoibd-$m 5)" "$(field_of openvpn-$m 5)")" ">=" 2
-      target "$rtt_label ipoibd-$m / openvpn-$m" "$(ratio "$(field_of ipoibd-$m $rtt_col)" "$(field_of openvpn-$m 7)")" "<=" 0.5
+      rtt_target "RTT p50 ipoibd-$m$bp / openvpn-$m" "ipoibd-$m$bp" "openvpn-$m" 0.5
     done
     if [ -n "$(field_of connected-65520 1)" ]; then
       echo "issue 21's targets (connected mode), for this run:"
       target "TCP connected-65520 / ipoibd-4092" "$(ratio "$(field_of connected-65520 3)" "$(field_of ipoibd-4092 3)")" ">=" 1.5
-      target "RTT avg connected-65520 / ipoibd-4092" "$(ratio "$(field_of connected-65520 7)" "$(field_of ipoibd-4092 7)")" "<=" 1
+      rtt_target "RTT p50 connected-65520 / ipoibd-4092" connected-65520 ipoibd-4092 1
+    fi
+    if [ -s "$RES/rtt-ratios.tsv" ]; then
+      echo "issue 24's RTT targets, for this run:"
+      for m in 2044 4092; do
+        rtt_target "RTT p50 ipoibd-$m / openvpn-$m (as shipped)" "ipoibd-$m" "openvpn-$m" 1
+        [ -z "$bp" ] && continue
+        rtt_target "RTT p50 ipoibd-$m+bp / openvpn-$m" "ipoibd-$m+bp" "openvpn-$m" 0.6
+        rtt_target "RTT p50 ipoibd-$m+bp / floor-4092+bp" "ipoibd-$m+bp" "floor-4092+bp" 1.3
+      done
     fi
     if [ -n "$(field_of tap-2044 1)$(field_of tap-4092 1)" ]; then
       echo "issue 22's targets (TAP mode), for this run:"
@@ -678,9 +843,13 @@ setup_underlay
   echo "ipoibd: $("$BIN/ipoibd" --version 2>&1 | head -1) ($BIN, git $(git -C "$REPO" describe --always --dirty 2>/dev/null || echo '?'))"
   [ -z "$BASE_BIN" ] || echo "base-* rows: $BASE_BIN (git $(git -C "$BASE_BIN" describe --always --dirty 2>/dev/null || echo '?'))"
   echo "$(iperf3 --version | head -1); $(openvpn --version | head -1 | cut -d' ' -f1-2); $(socat -V | grep -m1 'socat version' | cut -d' ' -f2-3)"
-  echo "params: T=$T s, UDP -b 0 -l $UDP_LEN, ping n=$NPING i=$PING_INT s, underlay MTU $UL_MTU"
+  echo "params: T=$T s, UDP -b 0 -l $UDP_LEN, RTT $RTT_ROUNDS rounds x $RTT_PINGS pings every $PING_INT s per instance, underlay MTU $UL_MTU"
 } >"$RES/versions.txt"
 : >"$RES/runs.tsv"
+if [ "$RTT" = 1 ] && [ -n "$ROWS" ]; then
+  log "== RTT: every row up at once, $RTT_ROUNDS rounds of $RTT_PINGS pings per instance"
+  rtt_test
+fi
 for rep in $(seq "$REPEAT"); do
   TAG=.r$rep
   order=$ROWS

@@ -167,9 +167,9 @@ start_fabric throughput
 start_hosts throughput
 ping_until a 10 198.18.0.2 || fail "A -> B (throughput run)"
 ping_until a 10 198.18.0.3 || fail "A -> C (throughput run)"
-in_ns b iperf3 -s -1 -B 198.18.0.2 >"$WORK/iperf-b.log" 2>&1 &
+ip netns exec "${NS[b]}" iperf3 -s -1 -B 198.18.0.2 >"$WORK/iperf-b.log" 2>&1 &
 PIDS+=($!)
-in_ns c iperf3 -s -1 -B 198.18.0.3 >"$WORK/iperf-c.log" 2>&1 &
+ip netns exec "${NS[c]}" iperf3 -s -1 -B 198.18.0.3 >"$WORK/iperf-c.log" 2>&1 &
 PIDS+=($!)
 sleep 0.5
 before=$(stat_of a connected tx_messages); ud_before=$(stat_of a engine tx_unicast)
@@ -225,7 +225,7 @@ ping_until a 20 198.18.0.2 || fail "A -> B through 1% loss"
 in_ns a ping -c 10 -i 0.2 -W 3 -s 60000 -M do 198.18.0.2 >"$WORK/loss-ping.log" 2>&1 || true
 got=$(sed -n 's/.* \([0-9]*\) received.*/\1/p' "$WORK/loss-ping.log")
 [ "${got:-0}" -ge 9 ] || fail "only ${got:-0} of 10 60000-byte pings crossed 1% loss: $(tail -3 "$WORK/loss-ping.log")"
-in_ns b iperf3 -s -1 -B 198.18.0.2 >"$WORK/iperf-loss-b.log" 2>&1 &
+ip netns exec "${NS[b]}" iperf3 -s -1 -B 198.18.0.2 >"$WORK/iperf-loss-b.log" 2>&1 &
 PIDS+=($!)
 sleep 0.5
 in_ns a timeout 40 iperf3 -c 198.18.0.2 -t 5 >"$WORK/iperf-loss.log" 2>&1 || fail "iperf3 A -> B through 1% loss: $(tail -5 "$WORK/iperf-loss.log")"
