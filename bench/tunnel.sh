@@ -81,7 +81,7 @@
 # real sockets (the kernel's IGMPv3 reports reach ipoibd through the TUN);
 # `ipoibctl -j stats` / `mcast` confirm both before VmRSS is read again.
 #
-# Usage (root; ~5 min with REPEAT=3):  bench/tunnel.sh
+# Usage (root; ~10 min with REPEAT=3, every row):  bench/tunnel.sh
 # Env: BIN=build/bin  T=5  RTT_ROUNDS=40  RTT_PINGS=50  PING_INT=0.005  ROWS="..."  REPEAT=3
 #      MEMORY=1  NEIGHBOURS=10000  MCAST_GROUPS=1000  DISTINCT_GIDS=1
 #      BUSY_POLL=20ms (the busy-poll window of the +bp instances in the RTT
