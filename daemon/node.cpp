@@ -472,6 +472,9 @@ void Node::drop_capabilities() {
 
 void Node::start_interfaces_if_ready(Clock::time_point now) {
     if (stopping_) return;
+    // Called every time the port is served: once every interface runs,
+    // nothing to do (and no copy of the port's attributes and P_Key table).
+    if (std::all_of(interfaces_.begin(), interfaces_.end(), [](const auto& i) { return i->started(); })) return;
     const transport::PortAttributes a = port_->attributes();
     if (a.state != transport::PortState::active || a.sm_lid == 0) return;
     bool announced = false;
