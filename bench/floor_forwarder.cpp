@@ -6,6 +6,7 @@
 // engine, the event loop).
 //
 //   bench_floor --tun NAME --local ADDR:PORT --remote ADDR:PORT [--busy-poll US]
+//               [--unconnected] [--epoll] [--gro] [--vnet-hdr]
 //
 // Sleeping (the default): poll() on both descriptors. With --busy-poll US
 // the loop polls both descriptors without sleeping for US microseconds
@@ -14,13 +15,22 @@
 // early end under load. The TUN is created here (no offloads, no packet
 // information header); the caller gives it an address, an MTU and brings it
 // up. Stops on SIGTERM or SIGINT and prints what it moved.
+//
+// --unconnected and --epoll make it more like ipoibd, to tell what each
+// costs: an unconnected socket with the address in every send (a route
+// lookup per datagram, as ipoibd's one socket for every peer), and epoll
+// instead of poll; --gro turns UDP_GRO on (as ipoibd's soft port), and
+// --vnet-hdr opens the TUN with a virtio-net header and TSO offloads (as
+// ipoibd's TUN), the header carried over UDP as it is (both ends alike).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <linux/if.h>
 #include <linux/if_tun.h>
+#include <linux/udp.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -58,14 +68,16 @@ sockaddr_in parse_endpoint(std::string_view s) {
     return a;
 }
 
-int open_tun(const std::string& name) {
+int open_tun(const std::string& name, bool vnet_hdr) {
     const int fd = ::open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) die(std::string("/dev/net/tun: ") + std::strerror(errno));
     ifreq ifr{};
-    ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
+    ifr.ifr_flags = IFF_TUN | IFF_NO_PI | (vnet_hdr ? IFF_VNET_HDR : 0);
     if (name.size() >= IFNAMSIZ) die("TUN name too long: " + name);
     std::memcpy(ifr.ifr_name, name.c_str(), name.size());
     if (::ioctl(fd, TUNSETIFF, &ifr) < 0) die("TUNSETIFF " + name + ": " + std::strerror(errno));
+    if (vnet_hdr && ::ioctl(fd, TUNSETOFFLOAD, TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6) < 0)
+        die(std::string("TUNSETOFFLOAD: ") + std::strerror(errno));
     return fd;
 }
 
@@ -78,6 +90,7 @@ struct Counts {
 int main(int argc, char** argv) {
     std::string tun, local, remote;
     long busy_us = 0;
+    bool unconnected = false, use_epoll = false, gro = false, vnet_hdr = false;
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
         auto value = [&]() -> std::string {
@@ -87,6 +100,10 @@ int main(int argc, char** argv) {
         if (a == "--tun") tun = value();
         else if (a == "--local") local = value();
         else if (a == "--remote") remote = value();
+        else if (a == "--unconnected") unconnected = true;
+        else if (a == "--epoll") use_epoll = true;
+        else if (a == "--gro") gro = true;
+        else if (a == "--vnet-hdr") vnet_hdr = true;
         else if (a == "--busy-poll") {
             const std::string v = value();
             char* end = nullptr;
@@ -94,21 +111,35 @@ int main(int argc, char** argv) {
             if (end == nullptr || *end != '\0' || busy_us < 0 || busy_us > 1'000'000) die("--busy-poll: 0 to 1000000 us: " + v);
         } else {
             die("unknown argument " + std::string(a) +
-                " (usage: bench_floor --tun NAME --local ADDR:PORT --remote ADDR:PORT [--busy-poll US])");
+                " (usage: bench_floor --tun NAME --local ADDR:PORT --remote ADDR:PORT [--busy-poll US] [--unconnected] "
+                "[--epoll] [--gro] [--vnet-hdr])");
         }
     }
     if (tun.empty() || local.empty() || remote.empty()) die("--tun, --local and --remote are required");
 
     const sockaddr_in la = parse_endpoint(local), ra = parse_endpoint(remote);
-    const int tfd = open_tun(tun);
+    const int tfd = open_tun(tun, vnet_hdr);
     const int ufd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (ufd < 0) die(std::string("socket: ") + std::strerror(errno));
     const int buf = 4 << 20;
     (void)::setsockopt(ufd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
     (void)::setsockopt(ufd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+    const int one = 1;
+    if (gro && ::setsockopt(ufd, IPPROTO_UDP, UDP_GRO, &one, sizeof one) < 0) die(std::string("UDP_GRO: ") + std::strerror(errno));
     if (::bind(ufd, reinterpret_cast<const sockaddr*>(&la), sizeof la) < 0) die("bind " + local + ": " + std::strerror(errno));
-    if (::connect(ufd, reinterpret_cast<const sockaddr*>(&ra), sizeof ra) < 0)
+    if (!unconnected && ::connect(ufd, reinterpret_cast<const sockaddr*>(&ra), sizeof ra) < 0)
         die("connect " + remote + ": " + std::strerror(errno));
+    int ep = -1;
+    if (use_epoll) {
+        ep = ::epoll_create1(EPOLL_CLOEXEC);
+        if (ep < 0) die(std::string("epoll_create1: ") + std::strerror(errno));
+        for (int fd : {tfd, ufd}) {
+            epoll_event ev{};
+            ev.events = EPOLLIN;
+            ev.data.fd = fd;
+            if (::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0) die(std::string("epoll_ctl: ") + std::strerror(errno));
+        }
+    }
 
     struct sigaction sa{};
     sa.sa_handler = on_signal;
@@ -126,7 +157,10 @@ int main(int argc, char** argv) {
         for (int k = 0; k < 64; ++k) {
             const ssize_t r = ::read(tfd, packet, sizeof packet);
             if (r <= 0) break;
-            if (::send(ufd, packet, static_cast<std::size_t>(r), 0) < 0) ++n.send_errors;
+            const ssize_t sent = unconnected ? ::sendto(ufd, packet, static_cast<std::size_t>(r), 0,
+                                                        reinterpret_cast<const sockaddr*>(&ra), sizeof ra)
+                                             : ::send(ufd, packet, static_cast<std::size_t>(r), 0);
+            if (sent < 0) ++n.send_errors;
             ++n.to_udp;
             ++moved;
         }
@@ -152,8 +186,14 @@ int main(int argc, char** argv) {
             }
             continue;
         }
-        pollfd fds[2] = {{.fd = tfd, .events = POLLIN, .revents = 0}, {.fd = ufd, .events = POLLIN, .revents = 0}};
-        const int r = ::poll(fds, 2, 1000);
+        int r = 0;
+        if (use_epoll) {
+            epoll_event evs[2];
+            r = ::epoll_wait(ep, evs, 2, 1000);
+        } else {
+            pollfd fds[2] = {{.fd = tfd, .events = POLLIN, .revents = 0}, {.fd = ufd, .events = POLLIN, .revents = 0}};
+            r = ::poll(fds, 2, 1000);
+        }
         if (r < 0 && errno != EINTR) die(std::string("poll: ") + std::strerror(errno));
         if (r > 0 && serve() && busy_us) busy_until = Clock::now() + window;
     }
