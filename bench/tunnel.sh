@@ -425,7 +425,7 @@ up_openvpn() {  # up_openvpn NAME MTU K
   pa=$(child_of $wa); pb=$(child_of $wb)
   UP_PIDS=($pa $pb)
   for i in $(seq 100); do
-    grep -q 'Initialization Sequence Completed' "$RAW/$name${TAG:-}.a.log" 2>/dev/null && break; sleep 0.1; done
+    grep -q 'Initialization Sequence Completed' "$RAW/$name.a${TAG:-}.log" 2>/dev/null && break; sleep 0.1; done
 }
 
 up_socat() {  # up_socat NAME MTU K
