@@ -59,7 +59,7 @@
 # together). RTT=0 skips it.
 #
 # Then per row, one row at a time, from A to B (as shipped, busy polling off):
-#   TCP    iperf3, one stream, T seconds; Gbit/s received; retransmits
+#   TCP    iperf3, STREAMS streams (1), T seconds; Gbit/s received; retransmits
 #   UDP    iperf3 -u -b 0 -l 1400, T seconds: datagrams received per second
 #          (receiver side) and the loss
 #   CPU    utime+stime of the tunnel's processes (ipoibd x2 + ibfabricd;
@@ -82,7 +82,7 @@
 # `ipoibctl -j stats` / `mcast` confirm both before VmRSS is read again.
 #
 # Usage (root; ~10 min with REPEAT=3, every row):  bench/tunnel.sh
-# Env: BIN=build/bin  T=5  RTT_ROUNDS=40  RTT_PINGS=50  PING_INT=0.005  ROWS="..."  REPEAT=3
+# Env: BIN=build/bin  T=5  STREAMS=1  RTT_ROUNDS=40  RTT_PINGS=50  PING_INT=0.005  ROWS="..."  REPEAT=3
 #      MEMORY=1  NEIGHBOURS=10000  MCAST_GROUPS=1000  DISTINCT_GIDS=1
 #      BUSY_POLL=20ms (the busy-poll window of the +bp instances in the RTT
 #      test; 0: none, and the RTT targets are judged on the as-shipped figure)
@@ -98,6 +98,7 @@ set -u -o pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$(cd "${BIN:-$REPO/build/bin}" 2>/dev/null && pwd) || { echo "tunnel.sh: BIN directory not found" >&2; exit 2; }
 T=${T:-5}
+STREAMS=${STREAMS:-1}   # parallel TCP streams (iperf3 -P)
 RTT=${RTT:-1}
 RTT_ROUNDS=${RTT_ROUNDS:-40}   # rounds over every instance
 RTT_PINGS=${RTT_PINGS:-50}     # pings per instance per round
@@ -139,7 +140,8 @@ die() { log "tunnel.sh: $*"; exit 1; }
 for b in ipoibd ibfabricd ipoibctl bench_arp_fill bench_floor; do
   [ -x "$BIN/$b" ] || die "$BIN/$b missing: ninja -C build ipoibd ibfabricd ipoibctl bench_arp_fill bench_floor"
 done
-case $RTT_ROUNDS$RTT_PINGS in *[!0-9]*) die "RTT_ROUNDS and RTT_PINGS: numbers" ;; esac
+case $RTT_ROUNDS$RTT_PINGS$STREAMS in *[!0-9]*) die "RTT_ROUNDS, RTT_PINGS and STREAMS: numbers" ;; esac
+[ "$STREAMS" -ge 1 ] && [ "$STREAMS" -le 16 ] || die "STREAMS: 1 to 16"
 
 # ---------------------------------------------------------------- results
 if [ -n "${RESULTS:-}" ]; then
@@ -298,7 +300,7 @@ measure() {
   # 1) TCP, one stream; CPU of the tunnel processes over the test
   local t0 t1
   t0=$(ticks "${pids[@]}")
-  ip netns exec $NSA timeout $((T + 20)) iperf3 -c "$addr" -t "$T" -J >"$r.tcp.json" 2>"$r.tcp.err"
+  ip netns exec $NSA timeout $((T + 20)) iperf3 -c "$addr" -t "$T" -P "$STREAMS" -J >"$r.tcp.json" 2>"$r.tcp.err"
   t1=$(ticks "${pids[@]}")
   if jq -e '.end.sum_received.bytes' "$r.tcp.json" >/dev/null 2>&1; then
     tcp=$(jq -r '.end.sum_received.bits_per_second / 1e9 | . * 100 | round / 100' "$r.tcp.json")
@@ -843,7 +845,9 @@ setup_underlay
   echo "ipoibd: $("$BIN/ipoibd" --version 2>&1 | head -1) ($BIN, git $(git -C "$REPO" describe --always --dirty 2>/dev/null || echo '?'))"
   [ -z "$BASE_BIN" ] || echo "base-* rows: $BASE_BIN (git $(git -C "$BASE_BIN" describe --always --dirty 2>/dev/null || echo '?'))"
   echo "$(iperf3 --version | head -1); $(openvpn --version | head -1 | cut -d' ' -f1-2); $(socat -V | grep -m1 'socat version' | cut -d' ' -f2-3)"
-  echo "params: T=$T s, UDP -b 0 -l $UDP_LEN, RTT $RTT_ROUNDS rounds x $RTT_PINGS pings every $PING_INT s per instance, underlay MTU $UL_MTU"
+  rtt_params="RTT $RTT_ROUNDS rounds x $RTT_PINGS pings every $PING_INT s per instance"
+  [ "$RTT" = 1 ] || rtt_params="no RTT test"
+  echo "params: T=$T s, TCP $STREAMS stream(s), UDP -b 0 -l $UDP_LEN, $rtt_params, underlay MTU $UL_MTU"
 } >"$RES/versions.txt"
 : >"$RES/runs.tsv"
 if [ "$RTT" = 1 ] && [ -n "$ROWS" ]; then
