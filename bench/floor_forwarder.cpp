@@ -35,6 +35,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -160,15 +161,39 @@ int main(int argc, char** argv) {
             const ssize_t sent = unconnected ? ::sendto(ufd, packet, static_cast<std::size_t>(r), 0,
                                                         reinterpret_cast<const sockaddr*>(&ra), sizeof ra)
                                              : ::send(ufd, packet, static_cast<std::size_t>(r), 0);
-            if (sent < 0) ++n.send_errors;
-            ++n.to_udp;
+            if (sent < 0)
+                ++n.send_errors;
+            else
+                ++n.to_udp;
             ++moved;
         }
         for (int k = 0; k < 64; ++k) {
-            const ssize_t r = ::recv(ufd, packet, sizeof packet, 0);
+            // With UDP_GRO one read may hold several datagrams of one size
+            // (the last may be shorter): each is a packet for the TUN.
+            iovec iov{packet, sizeof packet};
+            alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+            msghdr h{};
+            h.msg_iov = &iov;
+            h.msg_iovlen = 1;
+            h.msg_control = control;
+            h.msg_controllen = sizeof control;
+            const ssize_t r = ::recvmsg(ufd, &h, 0);
             if (r <= 0) break;
-            if (::write(tfd, packet, static_cast<std::size_t>(r)) < 0) ++n.write_errors;
-            ++n.to_tun;
+            std::size_t segment = static_cast<std::size_t>(r);
+            for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
+                if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO) {
+                    int size = 0;
+                    std::memcpy(&size, CMSG_DATA(c), sizeof size);
+                    if (size > 0) segment = static_cast<std::size_t>(size);
+                }
+            }
+            for (std::size_t off = 0; off < static_cast<std::size_t>(r); off += segment) {
+                const std::size_t len = std::min(segment, static_cast<std::size_t>(r) - off);
+                if (::write(tfd, packet + off, len) < 0)
+                    ++n.write_errors;
+                else
+                    ++n.to_tun;
+            }
             ++moved;
         }
         return moved;
@@ -197,7 +222,7 @@ int main(int argc, char** argv) {
         if (r < 0 && errno != EINTR) die(std::string("poll: ") + std::strerror(errno));
         if (r > 0 && serve() && busy_us) busy_until = Clock::now() + window;
     }
-    std::fprintf(stderr, "bench_floor: %llu packets to UDP, %llu to the TUN, %llu send and %llu write errors, %llu busy polls (%llu empty)\n",
+    std::fprintf(stderr, "bench_floor: %llu packets sent to UDP, %llu written to the TUN, %llu send and %llu write errors, %llu busy polls (%llu empty)\n",
                  n.to_udp, n.to_tun, n.send_errors, n.write_errors, n.polls, n.empty_polls);
     return 0;
 }

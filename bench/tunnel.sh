@@ -191,9 +191,14 @@ child_of() {  # the command under a timeout wrapper (waits up to 2 s for the for
   done
   return 1
 }
+forget_pid() {  # reaped: its PID may be another process's now
+  local keep=() q
+  for q in "${PIDS[@]:-}"; do [ -n "$q" ] && [ "$q" != "$1" ] && keep+=("$q"); done
+  PIDS=("${keep[@]:-}")
+}
 stop_pid() {  # stop one wrapper we started, and its command; reap it
   local p=$1 c i
-  kill -0 "$p" 2>/dev/null || { wait "$p" 2>/dev/null; return 0; }
+  kill -0 "$p" 2>/dev/null || { wait "$p" 2>/dev/null; forget_pid "$p"; return 0; }
   c=$(awk '{print $1}' "/proc/$p/task/$p/children" 2>/dev/null)
   kill -TERM "$p" 2>/dev/null
   for i in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
@@ -202,6 +207,7 @@ stop_pid() {  # stop one wrapper we started, and its command; reap it
     kill -KILL "$p" 2>/dev/null
   fi
   wait "$p" 2>/dev/null
+  forget_pid "$p"
   return 0
 }
 stop_all() {
@@ -850,6 +856,7 @@ setup_underlay
   echo "params: T=$T s, TCP $STREAMS stream(s), UDP -b 0 -l $UDP_LEN, $rtt_params, underlay MTU $UL_MTU"
 } >"$RES/versions.txt"
 : >"$RES/runs.tsv"
+rm -f "$RES"/rtt.tsv "$RES"/rtt-summary.tsv "$RES"/rtt-ratios.tsv "$RES"/rtt-lost.tsv  # a reused RESULTS directory
 if [ "$RTT" = 1 ] && [ -n "$ROWS" ]; then
   log "== RTT: every row up at once, $RTT_ROUNDS rounds of $RTT_PINGS pings per instance"
   rtt_test

@@ -189,8 +189,8 @@ const KeySpec kKeys[] = {
      .get = [](const DaemonConfig& c) { return one(format_duration(c.interface.connected_idle)); }},
     {.section = "interface", .name = "connected-datagram-when-idle", .value_name = "yes|no",
      .help = "connected mode: a unicast packet that fits a UD datagram goes over UD while its connection has "
-             "nothing in flight (no RC ACK each way for a small packet; the order is kept); no: over the "
-             "connection, as the kernel",
+             "nothing in flight or waiting, or is being set up (no RC ACK each way for a small packet; the order "
+             "is kept); no: over the connection, as the kernel",
      .set = [](DaemonConfig& c, std::string_view v) { return store(c.interface.connected_datagram_when_idle, parse_yes_no(v)); },
      .get = [](const DaemonConfig& c) { return one(format_yes_no(c.interface.connected_datagram_when_idle)); }},
     {.section = "interface", .name = "address", .value_name = "ADDR/LEN",

@@ -199,8 +199,12 @@ void Interface::after_host_read(std::size_t datagrams, std::size_t read_index) {
 
 std::size_t Interface::poll_link(Clock::time_point now, std::size_t max) {
     const auto deliver = [&](const ipoib::ReceivedDatagram& d) { engine_->on_datagram(d, now); };
-    std::size_t n = link_.poll(deliver, max);
+    // RC before UD: a peer that saw its RC message acknowledged may send the
+    // next small frame over UD (ConnectedLink::Config::datagram_when_idle);
+    // the message's completion is here before that datagram's.
+    std::size_t n = 0;
     if (connected_ && connected_->connections() > 0) n += connected_->poll(deliver, now, max);
+    n += link_.poll(deliver, max);
     return n;
 }
 

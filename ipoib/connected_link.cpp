@@ -179,6 +179,7 @@ ConnectedSend ConnectedLink::send(const HwAddress& to, const PathInfo& path, byt
             switch (c.state) {
                 case ConnState::failed: return {};  // UD meanwhile
                 case ConnState::connecting:
+                    if (small_over_datagram(c, fits_datagram)) return {};
                     if (c.queue.size() >= config_.queue) {
                         ++counters_.drop_queue_full;
                         return {.outcome = Outcome::dropped};
@@ -187,12 +188,7 @@ ConnectedSend ConnectedLink::send(const HwAddress& to, const PathInfo& path, byt
                     ++counters_.tx_queued;
                     return {.outcome = Outcome::queued};
                 case ConnState::up:
-                    if (fits_datagram && config_.datagram_when_idle && c.outstanding == 0 && c.queue.empty()) {
-                        // Nothing of ours in flight on RC: UD keeps the order.
-                        ++counters_.idle_datagram;
-                        c.last_used = now;  // in use: not reaped as idle
-                        return {};
-                    }
+                    if (small_over_datagram(c, fits_datagram)) return {};
                     if (frame.size() > c.peer_mtu)
                         return {.outcome = Outcome::too_big, .mtu = c.peer_mtu - static_cast<std::uint32_t>(EncapHeader::size)};
                     return post(c, frame, now);
@@ -212,9 +208,20 @@ ConnectedSend ConnectedLink::send(const HwAddress& to, const PathInfo& path, byt
     active_[{to.gid, to.qpn}] = k;
     start_connect(k, c, path, now);
     if (c.state == ConnState::failed) return {};
+    if (small_over_datagram(c, fits_datagram)) return {};  // the connection comes up meanwhile
     assign_bytes(c.queue.emplace_back(), frame);
     ++counters_.tx_queued;
     return {.outcome = Outcome::queued};
+}
+
+bool ConnectedLink::small_over_datagram(const Conn& c, bool fits_datagram) {
+    // Nothing of ours on RC that the frame could overtake: no SEND
+    // unacknowledged (on the peer each pass delivers RC completions before
+    // UD ones, and a kernel peer has one completion queue for both), none
+    // waiting for the connection.
+    if (!fits_datagram || !config_.datagram_when_idle || c.outstanding != 0 || !c.queue.empty()) return false;
+    ++counters_.idle_datagram;
+    return true;
 }
 
 void ConnectedLink::start_connect(Key k, Conn& c, const PathInfo& path, Clock::time_point now) {

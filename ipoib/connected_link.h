@@ -8,7 +8,8 @@
 //  1. The first unicast frame to a peer whose address carries flag 0x80
 //     creates an RC QP and sends a REQ (ServiceID 0x10..00 | the peer's UD
 //     QPN, private data: our UD QPN and receive size 65524) on the path the
-//     engine resolved; frames wait meanwhile (at most Config::queue, the
+//     engine resolved; frames wait meanwhile (small ones go UD instead,
+//     Config::datagram_when_idle; at most Config::queue wait, the
 //     rest dropped and counted).
 //  2. The REP: our QP to RTS (its Starting PSN is our send PSN, its RNR
 //     retry count ours), RTU, the waiting frames sent. Frames longer than
@@ -29,7 +30,8 @@
 //     posted again.
 //  3. Idle for 4 x Config::idle, a DREQ or an error: torn down, its
 //     buffers back in the pool.
-// Small frames to an idle connection go over UD (Config::datagram_when_idle).
+// Small frames go over UD while nothing of ours is on RC for the peer
+// (Config::datagram_when_idle).
 // Everything is bounded (connections, queued frames, posted sends and
 // receives) and every drop counted. Threading: the port's (one thread).
 #pragma once
@@ -110,12 +112,14 @@ public:
         std::uint8_t rnr_retry = 7;
         std::uint8_t ack_timeout = 14;  // 4.096 us x 2^14 = 67 ms
         // A frame that fits a UD datagram goes over UD while its connection
-        // is up with nothing in flight or waiting (every SEND ACKed), so it
-        // cannot overtake one of our RC messages: RFC 4755 has every
+        // has nothing of ours in flight or waiting (every SEND ACKed, none
+        // queued), so it does not overtake one of our RC messages; also
+        // while the connection is being set up. RFC 4755 has every
         // implementation accept unicast on UD, and a small packet on RC
         // costs an ACK packet each way (a wake-up of both hosts on a soft
-        // fabric). false: every unicast frame over the connection, as the
-        // kernel's ipoib_cm.
+        // fabric). Such frames do not keep a connection from idle reaping:
+        // it carries nothing. false: every unicast frame over the
+        // connection, waiting while it is set up, as the kernel's ipoib_cm.
         bool datagram_when_idle = true;
     };
     // A journald-worthy event (connection_failed), with its fields.
@@ -187,6 +191,8 @@ private:
     void on_rep(Key k, Conn& c, const cm::Event& e, Clock::time_point now);
     void on_req(const cm::Event& e, Clock::time_point now);
     ConnectedSend post(Conn& c, bytes frame, Clock::time_point now);
+    // Config::datagram_when_idle: whether `c` lets this frame go UD (counted).
+    bool small_over_datagram(const Conn& c, bool fits_datagram);
     // The QP goes (its counters kept); an active connection becomes FAILED
     // for retry_after (its waiting frames dropped), a passive one is erased.
     void tear_down(Key k, const std::string& why, Clock::time_point now, bool notify);

@@ -41,6 +41,10 @@ declare -A UNDERLAY=([a]=198.18.106.1 [b]=198.18.106.2 [c]=198.18.106.3)
 declare -A NS=([a]=$A [b]=$B [c]=$C)
 declare -A IDX=([a]=1 [b]=2 [c]=3)
 declare -A CONNECTED=([a]=yes [b]=yes [c]=no)
+# A sends small packets over UD while its connection is idle (the
+# default); B sends everything to a capable peer over its connection, as
+# the kernel does (and the capture gets single-packet RC SENDs).
+declare -A IDLE_UD=([a]=yes [b]=no [c]=yes)
 
 star_underlay "$FAB" 198.18.106.100/24
 for h in a b c; do star_host "$FAB" "${NS[$h]}" "$h$$" "${UNDERLAY[$h]}/24"; done
@@ -53,6 +57,7 @@ address = $FABRIC
 port-guid = ${GUID[$h]}
 [interface]
 connected-mode = ${CONNECTED[$h]}
+connected-datagram-when-idle = ${IDLE_UD[$h]}
 address = 198.18.0.${IDX[$h]}/24
 address = 2001:db8::${IDX[$h]}/64
 [daemon]
@@ -141,16 +146,16 @@ done
 [ "$(stat_of a cm cm_established)" -ge 2 ] || fail "A's CM established fewer than 2 connections"
 pass "ipoibctl neigh: B connected (up, flag 0x80), C datagram; stats: connections both ways"
 
-# Small packets to an idle connection go UD (connected-datagram-when-idle,
-# the default): five pings, ten UD frames, no RC message.
+# Small packets to an idle connection: A's go UD (connected-datagram-when-
+# idle, the default), B's over its connection (set to no): five pings.
 a_idle=$(stat_of a connected idle_datagram); b_idle=$(stat_of b connected idle_datagram)
 a_rc=$(stat_of a connected tx_messages); b_rc=$(stat_of b connected tx_messages)
 in_ns a ping -c 5 -i 0.2 -W 2 198.18.0.2 >/dev/null || fail "ping A -> B (small)"
-[ $(($(stat_of a connected idle_datagram) - a_idle)) -ge 5 ] && [ $(($(stat_of b connected idle_datagram) - b_idle)) -ge 5 ] ||
-  fail "small pings A -> B: not over UD ($(stat_of a connected idle_datagram) - $a_idle, $(stat_of b connected idle_datagram) - $b_idle)"
-[ "$(stat_of a connected tx_messages)" = "$a_rc" ] && [ "$(stat_of b connected tx_messages)" = "$b_rc" ] ||
-  fail "small pings A -> B took the idle connections"
-pass "small pings between A and B over UD while their connections are idle"
+[ $(($(stat_of a connected idle_datagram) - a_idle)) -ge 5 ] && [ "$(stat_of a connected tx_messages)" = "$a_rc" ] ||
+  fail "A's small pings to B: not over UD (idle_datagram $a_idle -> $(stat_of a connected idle_datagram), RC messages $a_rc -> $(stat_of a connected tx_messages))"
+[ $(($(stat_of b connected tx_messages) - b_rc)) -ge 5 ] && [ "$(stat_of b connected idle_datagram)" = "$b_idle" ] ||
+  fail "B's small replies: not over its connection (RC messages $b_rc -> $(stat_of b connected tx_messages), idle_datagram $b_idle -> $(stat_of b connected idle_datagram))"
+pass "small pings: A's requests over UD while its connection is idle, B's replies over RC (connected-datagram-when-idle = no)"
 
 qpns=$(for h in a b c; do echo "--ud-qpn $(status_of $h qpn)"; done)
 restart_b capture

@@ -174,19 +174,27 @@ TEST_F(ConnectedLinkTest, TheRepBringsTheConnectionUpAndTheWaitingFramesLeave) {
 }
 
 TEST_F(ConnectedLinkTest, ASmallFrameTakesUdOnlyWhileTheConnectionHasNothingInFlight) {
-    // Connecting: a frame that fits UD waits with the others all the same.
-    ASSERT_EQ(link_->send(peer(), path(), frame(100, 1), now_, true).outcome, Outcome::queued);
+    // The first frame starts the connection; a small one goes UD meanwhile.
+    ASSERT_EQ(link_->send(peer(), path(), frame(100, 0), now_, true).outcome, Outcome::use_datagram);
+    EXPECT_EQ(cm_.connects.size(), 1u);
+    EXPECT_EQ(link_->connection_to(peer())->state, ConnState::connecting);
+    // Once a frame waits for the connection, small ones wait behind it.
+    ASSERT_EQ(link_->send(peer(), path(), frame(9000, 1), now_, false).outcome, Outcome::queued);
+    ASSERT_EQ(link_->send(peer(), path(), frame(100, 9), now_, true).outcome, Outcome::queued);
+    EXPECT_EQ(link_->counters().idle_datagram, 1u);
     answer_rep();
     // The waiting frame is on its way, unacknowledged: a small frame
     // follows it over RC so as not to overtake it.
     EXPECT_EQ(link_->send(peer(), path(), frame(200, 2), now_, true).outcome, Outcome::sent);
     auto got = peer_received();  // delivered and acknowledged
-    ASSERT_EQ(got.size(), 2u);
-    EXPECT_EQ(got[1], frame(200, 2));
-    EXPECT_EQ(link_->counters().idle_datagram, 0u);
+    ASSERT_EQ(got.size(), 3u);
+    EXPECT_EQ(got[0], frame(9000, 1));
+    EXPECT_EQ(got[1], frame(100, 9));
+    EXPECT_EQ(got[2], frame(200, 2));
+    EXPECT_EQ(link_->counters().idle_datagram, 1u);
     // Idle: UD.
     EXPECT_EQ(link_->send(peer(), path(), frame(300, 3), now_, true).outcome, Outcome::use_datagram);
-    EXPECT_EQ(link_->counters().idle_datagram, 1u);
+    EXPECT_EQ(link_->counters().idle_datagram, 2u);
     // What does not fit UD takes the connection.
     EXPECT_EQ(link_->send(peer(), path(), frame(9000, 4), now_, false).outcome, Outcome::sent);
     // ... and while it is in flight the next small one follows it.
@@ -195,15 +203,18 @@ TEST_F(ConnectedLinkTest, ASmallFrameTakesUdOnlyWhileTheConnectionHasNothingInFl
     ASSERT_EQ(got.size(), 2u);
     EXPECT_EQ(got[0], frame(9000, 4));
     EXPECT_EQ(got[1], frame(300, 5));
-    EXPECT_EQ(link_->counters().tx_messages, 4u);
-    EXPECT_EQ(link_->counters().idle_datagram, 1u);
-    // Frames over UD keep the connection in use: it is not reaped as idle.
+    EXPECT_EQ(link_->counters().tx_messages, 5u);
+    EXPECT_EQ(link_->counters().idle_datagram, 2u);
+    // Frames over UD do not keep the connection: it carries nothing and is
+    // reaped as idle; the next small frame goes UD while a new one starts.
     now_ = t0_ + config_.idle - 1s;
     EXPECT_EQ(link_->send(peer(), path(), frame(300, 6), now_, true).outcome, Outcome::use_datagram);
     now_ = t0_ + config_.idle + 1s;
     link_->tick(now_);
-    EXPECT_EQ(link_->counters().reaped_idle, 0u);
-    EXPECT_EQ(link_->connection_to(peer())->state, ConnState::up);
+    EXPECT_EQ(link_->counters().reaped_idle, 1u);
+    EXPECT_FALSE(link_->connection_to(peer()));
+    EXPECT_EQ(link_->send(peer(), path(), frame(300, 7), now_, true).outcome, Outcome::use_datagram);
+    EXPECT_EQ(cm_.connects.size(), 2u);
 }
 
 TEST(ConnectedLinkConfig, WithoutDatagramWhenIdleEveryFrameTakesTheConnection) {
