@@ -41,7 +41,8 @@
 #                 The yardstick of issue 24's latency targets
 #   base-2044     the ipoibd-2044 row with the ipoibd, ibfabricd and ipoibctl
 #   base-4092     of BASE_BIN (another build: old against new in one run);
-#                 added to ROWS beside each ipoibd row when BASE_BIN is set,
+#   base-connected-65520  (the same for connected-65520)
+#                 added to ROWS beside each ipoibd and connected row when BASE_BIN is set,
 #                 after it in odd rounds and before it in even ones (the
 #                 first of two back-to-back rows measured a slower busy-poll
 #                 RTT, whichever build it was)
@@ -111,7 +112,10 @@ BASE_BIN=${BASE_BIN:-}
 if [ -n "$BASE_BIN" ]; then
   BASE_BIN=$(cd "$BASE_BIN" 2>/dev/null && pwd) || { echo "tunnel.sh: BASE_BIN directory not found" >&2; exit 2; }
   # Each base row right after its ipoibd row, so both see the same load.
-  ROWS=$(for r in $ROWS; do echo "$r"; case $r in ipoibd-*) echo "base-${r#ipoibd-}" ;; esac; done | xargs)
+  ROWS=$(for r in $ROWS; do
+           echo "$r"
+           case $r in ipoibd-*) echo "base-${r#ipoibd-}" ;; connected-*) echo "base-$r" ;; esac
+         done | xargs)
 fi
 REPEAT=${REPEAT:-3}      # rounds over ROWS, interleaved; the table shows medians
 MEMORY=${MEMORY:-1}
@@ -485,6 +489,7 @@ up() {
   case $row in
     veth)            up_veth ;;
     ipoibd-*)        up_ipoibd "$name" "${row#ipoibd-}" "$BIN" "" "$k" "$bp" ;;
+    base-connected-*) ROW_CONNECTED=1 up_ipoibd "$name" "${row#base-connected-}" "$BASE_BIN" "" "$k" "$bp" ;;
     base-*)          up_ipoibd "$name" "${row#base-}" "$BASE_BIN" "" "$k" "$bp" ;;
     key-*)           up_ipoibd "$name" "${row#key-}" "$BIN" key "$k" "$bp" ;;
     connected-*)     ROW_CONNECTED=1 up_ipoibd "$name" "${row#connected-}" "$BIN" "" "$k" "$bp" ;;
@@ -596,6 +601,7 @@ for m in ("2044", "4092"):
     add("tap-" + m, "ipoibd-" + m)
     add("key-" + m, "ipoibd-" + m)
 add("connected-65520", "ipoibd-4092")
+add("connected-65520", "base-connected-65520")
 add("floor-4092", "openvpn-4092")
 if "floor-4092+bp" in names and "openvpn-4092" in names: pairs.append(("floor-4092+bp", "openvpn-4092"))
 rng = random.Random(1)
@@ -774,12 +780,14 @@ report() {
         "$(ratio "$(field_of tap-$m 3)" "$(field_of ipoibd-$m 3)")" "$(ratio "$(field_of tap-$m 5)" "$(field_of ipoibd-$m 5)")" \
         "$(ratio "$(field_of tap-$m 11)" "$(field_of ipoibd-$m 11)")"
     done
-    for m in 2044 4092; do
-      [ -n "$(field_of base-$m 1)" ] && [ -n "$(field_of ipoibd-$m 1)" ] || continue
+    local me base
+    for me in ipoibd-2044 ipoibd-4092 connected-65520; do
+      base=base-${me#ipoibd-}; [ "${me%%-*}" = connected ] && base=base-$me
+      [ -n "$(field_of "$base" 1)" ] && [ -n "$(field_of "$me" 1)" ] || continue
       printf '  %-15s / %-15s TCP %-7s UDP pps %-7s CPU/GB %s\n' \
-        "ipoibd-$m" "base-$m" \
-        "$(ratio "$(field_of ipoibd-$m 3)" "$(field_of base-$m 3)")" "$(ratio "$(field_of ipoibd-$m 5)" "$(field_of base-$m 5)")" \
-        "$(ratio "$(field_of ipoibd-$m 11)" "$(field_of base-$m 11)")"
+        "$me" "$base" \
+        "$(ratio "$(field_of "$me" 3)" "$(field_of "$base" 3)")" "$(ratio "$(field_of "$me" 5)" "$(field_of "$base" 5)")" \
+        "$(ratio "$(field_of "$me" 11)" "$(field_of "$base" 11)")"
     done
     if [ "$MEMORY" = 1 ]; then
       echo
@@ -866,7 +874,7 @@ for rep in $(seq "$REPEAT"); do
   order=$ROWS
   if [ -n "$BASE_BIN" ] && [ $((rep % 2)) = 0 ]; then
     # base-X before ipoibd-X in even rounds.
-    order=$(echo "$ROWS" | tr ' ' '\n' | awk '/^ipoibd-/ { held = $0; next } { print } /^base-/ && held { print held; held = "" }' | xargs)
+    order=$(echo "$ROWS" | tr ' ' '\n' | awk '/^(ipoibd|connected)-/ { held = $0; next } { print } /^base-/ && held { print held; held = "" }' | xargs)
   fi
   for row in $order; do
     log "== $row (run $rep of $REPEAT)"
