@@ -81,7 +81,7 @@ struct ConnectedCounters {
     std::uint64_t rx_errors = 0;           // receive completions with an error (not flushes)
     std::uint64_t tx_errors = 0;           // send completions with an error (not flushes)
     std::uint64_t no_room_datagram = 0;    // frames that went UD: no room for another connection
-    std::uint64_t idle_datagram = 0;       // frames that went UD: small, their connection idle (Config::datagram_when_idle)
+    std::uint64_t idle_datagram = 0;       // frames that went UD: small, nothing of ours on RC for the peer (Config::datagram_when_idle)
 };
 void visit(const ConnectedCounters& c, CounterSink& out);
 

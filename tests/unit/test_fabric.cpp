@@ -93,6 +93,15 @@ struct FabricTest : ::testing::Test {
         start_fabric();
     }
 
+    // The default partition, and "storage" (0x8001) with GUID 0xA1 a full
+    // and 0xB2 a limited member; the fabric started again with them.
+    void start_storage_partitions() {
+        auto parts = parse_partitions("Default=0x7fff, ipoib : ALL=full;\nstorage=0x8001 : 0xA1=full, 0xB2=limited;", "p.conf");
+        ASSERT_TRUE(parts.has_value());
+        sm_config.partitions = *parts;
+        start_fabric();
+    }
+
     void start_fabric() {
         sm.reset();
         sw = std::make_unique<Switch>(Switch::Config{.lid = 1, .num_ports = 8, .link_timeout = std::chrono::milliseconds(1000)}, net);
@@ -284,10 +293,7 @@ TEST_F(FabricTest, StaticLidFromConfig) {
 }
 
 TEST_F(FabricTest, PKeyTablesFollowPartitions) {
-    auto parts = parse_partitions("Default=0x7fff, ipoib : ALL=full;\nstorage=0x8001 : 0xA1=full, 0xB2=limited;", "p.conf");
-    ASSERT_TRUE(parts.has_value());
-    sm_config.partitions = *parts;
-    start_fabric();
+    ASSERT_NO_FATAL_FAILURE(start_storage_partitions());
     Ca a(net, 1, 0xA1), b(net, 2, 0xB2), c(net, 3, 0xC3);
     plug(a);
     plug(b);
@@ -307,10 +313,7 @@ TEST_F(FabricTest, PKeyTablesFollowPartitions) {
 // port lacks never enters, and none leaves by a port that lacks it (IBA
 // 10.9.2); SMPs (VL15) pass regardless.
 TEST_F(FabricTest, TheSwitchEnforcesPartitionsOnItsPorts) {
-    auto parts = parse_partitions("Default=0x7fff, ipoib : ALL=full;\nstorage=0x8001 : 0xA1=full, 0xB2=limited;", "p.conf");
-    ASSERT_TRUE(parts.has_value());
-    sm_config.partitions = *parts;
-    start_fabric();
+    ASSERT_NO_FATAL_FAILURE(start_storage_partitions());
     Ca a(net, 1, 0xA1), b(net, 2, 0xB2), c(net, 3, 0xC3);
     plug(a);
     plug(b);
