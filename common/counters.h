@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace ipoibd {
 
@@ -18,6 +20,41 @@ public:
     virtual ~CounterSink() = default;
     // One counter of the group being visited; `name` is snake_case.
     virtual void counter(std::string_view name, std::uint64_t value) = 0;
+};
+
+// Passes every counter on with `prefix` before its name.
+class PrefixedSink final : public CounterSink {
+public:
+    PrefixedSink(CounterSink& out, std::string_view prefix) : out_(out), prefix_(prefix) {}
+    void counter(std::string_view name, std::uint64_t value) override {
+        std::string n = prefix_;
+        n += name;
+        out_.counter(n, value);
+    }
+
+private:
+    CounterSink& out_;
+    std::string prefix_;
+};
+
+// Adds up the counters of several visits by name, in the order first seen
+// (the sum of several data threads' counters).
+class SummingSink final : public CounterSink {
+public:
+    void counter(std::string_view name, std::uint64_t value) override {
+        for (auto& [n, v] : sums_)
+            if (n == name) {
+                v += value;
+                return;
+            }
+        sums_.emplace_back(std::string(name), value);
+    }
+    void visit(CounterSink& out) const {
+        for (const auto& [n, v] : sums_) out.counter(n, v);
+    }
+
+private:
+    std::vector<std::pair<std::string, std::uint64_t>> sums_;
 };
 
 // A reason-indexed array: each non-zero entry as `prefix` + to_string(reason).

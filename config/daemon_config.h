@@ -153,6 +153,7 @@ struct DaemonSection {
     std::string capture;         // pcap (ERF type 21) file; empty = no capture
     bool watchdog = true;        // ping systemd's watchdog when WatchdogSec= asks
     std::chrono::milliseconds busy_poll{0};  // poll without sleeping this long after traffic; 0 = off
+    std::size_t data_threads = 0;            // threads reading the TUN (interface/data_worker.h); 0 = auto
     std::optional<SocketAddress> metrics_listen;  // Prometheus /metrics over HTTP; none = off
     std::string metrics_file;                     // Prometheus textfile, rewritten every 10 s; empty = off
     bool operator==(const DaemonSection&) const = default;

@@ -339,6 +339,22 @@ const KeySpec kKeys[] = {
      .apply = Apply::live,
      .set = [](DaemonConfig& c, std::string_view v) { return store(c.daemon.busy_poll, parse_duration_between(v, 0ms, 1s)); },
      .get = [](const DaemonConfig& c) { return one(format_duration(c.daemon.busy_poll)); }},
+    {.section = "daemon", .name = "data-threads", .value_name = "N|auto",
+     .help = "threads reading a TUN's queues and sending to the fabric, the event loop's among them (soft fabric, TUN "
+             "mode); auto: one per two CPUs, at most 4",
+     .set = [](DaemonConfig& c, std::string_view v) -> expected<void, Reason> {
+         if (v == "auto") {
+             c.daemon.data_threads = 0;
+             return {};
+         }
+         auto n = parse_unsigned(v, 1, 16);
+         if (!n) return unexpected(n.error());
+         c.daemon.data_threads = static_cast<std::size_t>(*n);
+         return {};
+     },
+     .get = [](const DaemonConfig& c) {
+         return one(c.daemon.data_threads == 0 ? std::string("auto") : std::to_string(c.daemon.data_threads));
+     }},
 };
 
 constexpr std::string_view kSections[] = {"fabric", "interface", "multicast", "neighbour", "queues", "daemon"};

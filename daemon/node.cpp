@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <thread>
 #include <random>
 #include <csignal>
 #include <cstring>
@@ -151,8 +152,11 @@ Node::~Node() {
     if (timer_) loop_.cancel_timer(*timer_);
     if (metrics_file_timer_) loop_.cancel_timer(*metrics_file_timer_);
     if (started_ && config_.daemon.watchdog) loop_.set_on_iteration({});
-    for (const auto& i : interfaces_)
+    for (const auto& i : interfaces_) {
         if (i->host().fd() >= 0) loop_.remove_fd(i->host().fd());
+        if (i->miss_fd() >= 0) loop_.remove_fd(i->miss_fd());
+        i->stop_data_threads();
+    }
     if (monitor_) loop_.remove_fd(monitor_->fd());
     if (mad_ && mad_->path().wait_source().fd >= 0) loop_.remove_fd(mad_->path().wait_source().fd);
     for (const auto& i : interfaces_)
@@ -210,6 +214,10 @@ expected<void, std::string> Node::open_fabric() {
     // polls up to 1024 completions (sends among them) before it.
     po.receive_budget = std::min<std::size_t>(config_.queues.receive_depth, 256);
     po.deferred_flush = true;
+    data_threads_ = config_.daemon.data_threads != 0
+                        ? config_.daemon.data_threads
+                        : std::clamp<std::size_t>(std::thread::hardware_concurrency() / 2, 1, 4);
+    po.send_queues = data_threads_ > 1;
     po.device = config_.fabric.device;
     po.port_num = config_.fabric.port;
     auto opened = transport::open_port(po);
@@ -328,7 +336,7 @@ expected<std::unique_ptr<host::HostPort>, std::string> Node::open_host(const Int
         if (!tap) return unexpected(tap.error());
         tun = std::unique_ptr<host::TunPort>(std::move(*tap));
     } else {
-        tun = host::TunPort::open(spec.name, *nl_);
+        tun = host::TunPort::open(spec.name, *nl_, data_threads_ > 1);
     }
     if (!tun) return unexpected(tun.error());
     (*tun)->on_write_error([this, name = (*tun)->name()](int error) {
@@ -410,6 +418,24 @@ expected<void, std::string> Node::add_interface(std::unique_ptr<host::HostPort> 
                                   });
             !r)
             return unexpected("could not watch " + added.name() + ": " + r.error().message());
+    if (data_threads_ > 1 && spec.mode != config::InterfaceMode::tap) {
+        if (auto r = added.start_data_threads(data_threads_); !r) {
+            log_.warning(added.name() + ": one data thread, not " + std::to_string(data_threads_) + ": " + r.error(),
+                         {{field::kIfname, added.name()}});
+        } else if (auto w = loop_.add_fd(added.miss_fd(),
+                                         [this, &added] {
+                                             const auto now = Clock::now();
+                                             added.serve_misses(now);
+                                             added.flush_host();
+                                             schedule(now);
+                                         });
+                   !w) {
+            added.stop_data_threads();
+            return unexpected("could not watch " + added.name() + "'s data threads: " + w.error().message());
+        }
+    } else if (config_.daemon.data_threads > 1) {
+        log_.warning(added.name() + ": one data thread (TAP mode has one queue)", {{field::kIfname, added.name()}});
+    }
     log_.info("interface " + added.name() + " created (P_Key " + ipoib::hex16(spec.pkey) + ")",
               {{field::kIfname, added.name()}, {field::kPkey, ipoib::hex16(spec.pkey)}});
     return {};
@@ -421,6 +447,8 @@ void Node::remove_interface(const std::string& name, Clock::time_point now) {
     iface::Interface& i = **it;
     i.stop(now);  // leaves its groups (the Deletes go now), closes its connections
     if (const int fd = i.host().fd(); fd >= 0) loop_.remove_fd(fd);
+    if (const int fd = i.miss_fd(); fd >= 0) loop_.remove_fd(fd);
+    i.stop_data_threads();
     mad_->unregister_client(i);
     log_.info("interface " + name + " removed", {{field::kIfname, name}});
     interfaces_.erase(it);  // its TUN/TAP device goes with its fd

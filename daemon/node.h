@@ -209,6 +209,7 @@ private:
     std::optional<netlink::NetlinkSocket> nl_;
     std::unique_ptr<netlink::RtnlMonitor> monitor_;
     std::vector<std::unique_ptr<iface::Interface>> interfaces_;
+    std::size_t data_threads_ = 1;  // [daemon] data-threads, auto resolved
     std::uint32_t interfaces_created_ = 0;  // numbers each interface's SA TIDs
     bool started_ = false;  // start() ran: the loop's iteration hook is ours
     bool ready_sent_ = false;

@@ -27,6 +27,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -63,6 +65,24 @@ struct HostRoute {
     IpPrefix destination;
     std::optional<IpAddress> gateway;
     bool operator==(const HostRoute&) const = default;
+};
+
+// Another queue of a multi-queue host port, read by a data thread
+// (interface/data_worker.h) and only by it, apart from counters() and
+// routes_changed(), which any thread may call.
+class HostQueue {
+public:
+    // A datagram read (TSO super-packets already cut) and its next hop when
+    // a route via a gateway carries it (as HostReceiver::on_host_packet).
+    using Emit = std::function<void(bytes ip_packet, const std::optional<IpAddress>& next_hop)>;
+    virtual ~HostQueue() = default;
+    virtual int fd() const = 0;  // readable when read_batch() has work
+    // At most `max_reads` reads; returns how many read something.
+    virtual std::size_t read_batch(std::size_t max_reads, const Emit& emit) = 0;
+    // The host's routes changed: next hops are looked up again.
+    virtual void routes_changed() = 0;
+    // rx_packets, rx_errors, rx_segmented, next_hop_failures, offload errors.
+    virtual void visit_counters(CounterSink& out) const = 0;
 };
 
 class HostPort {
@@ -106,6 +126,11 @@ public:
     // The host's routes or addresses changed: next-hop hints taken from it
     // before are stale.
     virtual void routes_changed() = 0;
+    // Another queue for a data thread; refused where the port has none
+    // (a single-queue TUN, TAP, the fake).
+    virtual expected<std::unique_ptr<HostQueue>, std::string> open_queue() {
+        return unexpected(name() + " has one queue");
+    }
 
     // Packets read and written, drops by reason, offload and next-hop
     // figures, by name.

@@ -1,6 +1,8 @@
 // The TUN host port; the flow is drawn in tun_port.h.
 #include "host/tun_port.h"
 
+#include "host/tun_queue.h"
+
 #include <linux/if_tun.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -8,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <utility>
 
 namespace ipoibd::host {
 
@@ -15,26 +18,30 @@ namespace {
 
 constexpr std::size_t kMaxIpPacket = 65535 + VirtioNetHeader::size;
 
-// The destination of an IPv4 or IPv6 packet, if its fixed header is there;
-// the engine validates the rest (and counts what is wrong).
-std::optional<IpAddress> destination_of(bytes p) {
-    if (p.empty()) return std::nullopt;
-    const unsigned version = p[0] >> 4;
-    if (version == 4 && p.size() >= 20) return IpAddress::from_bytes(IpFamily::ipv4, p.data() + 16);
-    if (version == 6 && p.size() >= 40) return IpAddress::from_bytes(IpFamily::ipv6, p.data() + 24);
-    return std::nullopt;
-}
-
 std::string text(const netlink::NetlinkError& e) { return e.message(); }
 
 }  // namespace
 
-expected<std::unique_ptr<TunPort>, std::string> TunPort::open(const std::string& name, netlink::NetlinkSocket& nl) {
-    auto tun = open_tun({.name = name, .multi_queue = false, .persist = false, .offload = true});
+expected<std::unique_ptr<TunPort>, std::string> TunPort::open(const std::string& name, netlink::NetlinkSocket& nl,
+                                                            bool multi_queue) {
+    auto tun = open_tun({.name = name, .multi_queue = multi_queue, .persist = false, .offload = true});
     if (!tun) return unexpected(tun.error().message());
     std::unique_ptr<TunPort> port(new TunPort(std::move(*tun), nl));
+    port->multi_queue_ = multi_queue;
     port->no_kernel_link_local();
     return port;
+}
+
+expected<std::unique_ptr<HostQueue>, std::string> TunPort::open_queue() {
+    if (!multi_queue_) return unexpected(device_.name + " is not a multi-queue TUN");
+    auto q = open_tun({.name = device_.name, .multi_queue = true, .persist = false, .offload = device_.offload});
+    if (!q) return unexpected(q.error().message());
+    UniqueFd writer(::dup(q->fd.get()));
+    if (!writer) return unexpected(std::string("dup: ") + std::strerror(errno));
+    auto nl = netlink::NetlinkSocket::open();
+    if (!nl) return unexpected("could not open rtnetlink for a queue of " + device_.name + ": " + nl.error().message());
+    queue_fds_.push_back(std::move(writer));
+    return std::unique_ptr<HostQueue>(std::make_unique<TunQueue>(std::move(*q), std::move(*nl)));
 }
 
 void TunPort::no_kernel_link_local() {
@@ -56,17 +63,28 @@ TunPort::TunPort(TunDevice device, netlink::NetlinkSocket& nl)
 
 TunPort::~TunPort() = default;
 
-void TunPort::deliver(bytes ip_packet, HostReceiver& receiver) {
-    std::optional<IpAddress> next_hop;
+std::optional<IpAddress> destination_of(bytes p) {
+    if (p.empty()) return std::nullopt;
+    const unsigned version = p[0] >> 4;
+    if (version == 4 && p.size() >= 20) return IpAddress::from_bytes(IpFamily::ipv4, p.data() + 16);
+    if (version == 6 && p.size() >= 40) return IpAddress::from_bytes(IpFamily::ipv6, p.data() + 24);
+    return std::nullopt;
+}
+
+std::optional<IpAddress> gateway_of(bytes ip_packet, netlink::NextHopCache& next_hops, bool* failed) {
     // Group and broadcast destinations have no next hop to look up.
-    if (auto dst = destination_of(ip_packet);
-        dst && !is_multicast(*dst) && !(dst->is_v4() && dst->v4_bytes() == kIpv4LimitedBroadcast)) {
-        auto hop = next_hops_.resolve(*dst);
-        if (hop && hop->via_gateway)
-            next_hop = hop->address;
-        else if (!hop)
-            ++counters_.next_hop_failures;
-    }
+    auto dst = destination_of(ip_packet);
+    if (!dst || is_multicast(*dst) || (dst->is_v4() && dst->v4_bytes() == kIpv4LimitedBroadcast)) return std::nullopt;
+    auto hop = next_hops.resolve(*dst);
+    *failed = !hop;
+    if (hop && hop->via_gateway) return hop->address;
+    return std::nullopt;
+}
+
+void TunPort::deliver(bytes ip_packet, HostReceiver& receiver) {
+    bool failed = false;
+    const std::optional<IpAddress> next_hop = gateway_of(ip_packet, next_hops_, &failed);
+    if (failed) ++counters_.next_hop_failures;
     receiver.on_host_packet(ip_packet, next_hop);
 }
 
@@ -105,8 +123,54 @@ void TunPort::write(bytes ip_packet) {
     write_now(ip_packet);
 }
 
+std::size_t flow_queue(bytes p, bool offload, std::size_t queues) {
+    if (queues <= 1) return 0;
+    if (offload) {
+        if (p.size() < VirtioNetHeader::size) return 0;
+        p = p.subspan(VirtioNetHeader::size);
+    }
+    if (p.empty()) return 0;
+    std::size_t a = 0, b = 0, l4 = 0;  // address offsets, address length
+    std::size_t len = 0;
+    std::uint8_t proto = 0;
+    if ((p[0] >> 4) == 4 && p.size() >= 20) {
+        a = 12, b = 16, len = 4, proto = p[9];
+        l4 = static_cast<std::size_t>(p[0] & 0x0F) * 4;
+        if ((load_be16(p.data() + 6) & 0x3FFF) != 0) proto = 0;  // a fragment: addresses only
+    } else if ((p[0] >> 4) == 6 && p.size() >= 40) {
+        a = 8, b = 24, len = 16, proto = p[6], l4 = 40;
+    } else {
+        return 0;
+    }
+    // FNV-1a over the smaller endpoint, then the larger: both directions
+    // of a flow hash alike.
+    auto endpoint = [&](std::size_t addr, std::size_t port) {
+        std::uint64_t h = 0;
+        for (std::size_t i = 0; i < len; ++i) h = (h << 8 | p[addr + i]) ^ (h >> 56);
+        if ((proto == 6 || proto == 17) && p.size() >= l4 + 4) h = h * 65537 + load_be16(p.data() + l4 + port);
+        return h;
+    };
+    std::uint64_t x = endpoint(a, 0), y = endpoint(b, 2);
+    if (x > y) std::swap(x, y);
+    std::uint64_t h = 1469598103934665603ULL;
+    for (std::uint64_t v : {x, y, static_cast<std::uint64_t>(proto)}) {
+        h ^= v;
+        h *= 1099511628211ULL;
+    }
+    return static_cast<std::size_t>((h ^ (h >> 32)) % queues);
+}
+
 void TunPort::write_now(bytes data) {
-    if (::write(device_.fd.get(), data.data(), data.size()) < 0) {
+    // With several queues, a flow's packets are written on the queue its
+    // datagrams should be read from: the kernel's flow table (a multi-queue
+    // TUN with no steering program) sends a flow out on the queue that last
+    // wrote it, so a flow whose packets all came in on the first queue
+    // would leave only there and never reach a data thread.
+    int fd = device_.fd.get();
+    if (!queue_fds_.empty())
+        if (const std::size_t q = flow_queue(data, device_.offload, queue_fds_.size() + 1); q > 0)
+            fd = queue_fds_[q - 1].get();
+    if (::write(fd, data.data(), data.size()) < 0) {
         ++counters_.tx_errors;
         if (write_error_) write_error_(errno);
         return;

@@ -3,6 +3,8 @@
 // 1. open(): the TUN (tun.h: IFF_TUN | IFF_NO_PI, offloads when the kernel
 //    has them), carrier off; a GRO-like coalescer for writes when the TUN
 //    takes offloads.
+//    With several queues (IFF_MULTI_QUEUE) this port reads the first; data
+//    threads read the others (open_queue(), interface/data_worker.h).
 // 2. read_batch(): one read() per packet; a TSO/USO super-packet is cut
 //    into datagrams of the link MTU (tun_offload.h); each datagram's
 //    destination is looked up in the next-hop cache (RTM_GETROUTE on a
@@ -39,11 +41,27 @@ struct TunCounters {
 // As "rx_packets", "offload_<reason>", ...
 void visit(const TunCounters& c, CounterSink& out);
 
+// The destination of an IPv4 or IPv6 packet, if its fixed header is there;
+// the engine validates the rest (and counts what is wrong).
+std::optional<IpAddress> destination_of(bytes ip_packet);
+// The gateway a unicast packet goes through (the next hop of a route via
+// one), from `next_hops`; nothing for on-link, group and broadcast
+// destinations, and when the lookup failed (*failed set).
+std::optional<IpAddress> gateway_of(bytes ip_packet, netlink::NextHopCache& next_hops, bool* failed);
+
 class TunPort : public HostPort {
 public:
     // Creates `name` (exact, or a pattern with %d). `nl` must outlive the
-    // port. The owner turns the carrier off until its link is up.
-    static expected<std::unique_ptr<TunPort>, std::string> open(const std::string& name, netlink::NetlinkSocket& nl);
+    // port. The owner turns the carrier off until its link is up. With
+    // `multi_queue` the device is a multi-queue TUN whose first queue this
+    // port reads; open_queue() adds the others.
+    static expected<std::unique_ptr<TunPort>, std::string> open(const std::string& name, netlink::NetlinkSocket& nl,
+                                                                bool multi_queue = false);
+    // Another queue of a multi-queue TUN (the kernel spreads flows over the
+    // queues by hash), for a data thread to read (interface/data_worker.h),
+    // with its own rtnetlink socket for next hops.
+    expected<std::unique_ptr<HostQueue>, std::string> open_queue() override;
+    bool multi_queue() const { return multi_queue_; }
     ~TunPort() override;
 
     const std::string& name() const override { return device_.name; }
@@ -83,6 +101,14 @@ protected:
     std::unique_ptr<TunCoalescer> coalescer_;  // offload TUNs: GRO-like writes
     TunCounters counters_;
     std::function<void(int)> write_error_;
+    bool multi_queue_ = false;
+    // The other queues' fds (dup()s), written to by flow: see write_now().
+    std::vector<UniqueFd> queue_fds_;
 };
+
+// Which of `queues` a packet's flow belongs to (the IPv4/IPv6 addresses and
+// TCP/UDP ports, taken symmetrically so both directions agree); `offload`:
+// a virtio_net_hdr comes first. 0 for what it cannot parse.
+std::size_t flow_queue(bytes packet, bool offload, std::size_t queues);
 
 }  // namespace ipoibd::host

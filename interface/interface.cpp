@@ -268,3 +268,53 @@ std::string Interface::reconfigure(const std::vector<IpPrefix>& addresses, const
 }
 
 }  // namespace ipoibd::iface
+
+namespace ipoibd::iface {
+
+expected<void, std::string> Interface::start_data_threads(std::size_t threads) {
+    if (threads <= 1 || !workers_.empty()) return {};
+    auto plane = std::make_shared<DataPlane>();
+    if (plane->misses().fd() < 0) return unexpected(std::string("could not create an eventfd for the data threads"));
+    std::vector<std::unique_ptr<DataWorker>> workers;
+    for (std::size_t i = 1; i < threads; ++i) {
+        auto queue = host_->open_queue();
+        if (!queue) return unexpected("data thread " + std::to_string(i) + ": " + queue.error());
+        auto send = port_.create_send_queue();
+        if (!send) return unexpected("data thread " + std::to_string(i) + ": " + send.error().message());
+        workers.push_back(std::make_unique<DataWorker>(std::move(*queue), std::move(*send), plane, config_.host_max_batch));
+    }
+    plane_ = std::move(plane);
+    workers_ = std::move(workers);
+    publish_forwarding(Clock::now());
+    for (auto& w : workers_)
+        if (auto r = w->start(); !r) {
+            stop_data_threads();
+            return r;
+        }
+    return {};
+}
+
+void Interface::stop_data_threads() {
+    for (auto& w : workers_) w->stop();
+}
+
+void Interface::serve_misses(Clock::time_point now) {
+    if (!plane_) return;
+    now_ = now;
+    plane_->misses().drain([&](bytes packet, const std::optional<IpAddress>& next_hop) { on_host_packet(packet, next_hop); },
+                           [&](const IpAddress& ip) { engine_->touch_neighbour(ip, now); });
+}
+
+void Interface::publish_forwarding(Clock::time_point now) {
+    const transport::UdQp* qp = link_.qp();
+    const transport::SendAs as = qp ? transport::SendAs{qp->qpn(), qp->qkey(), qp->pkey()} : transport::SendAs{};
+    const std::uint64_t fp = engine_->forwarding_fingerprint() * 31 + as.qpn * 7 + as.qkey + as.pkey;
+    if (published_ == fp) return;
+    auto s = engine_->forwarding_snapshot(now);
+    s->as = as;
+    if (!qp) s->up = false;
+    plane_->publish(std::move(s));
+    published_ = fp;
+}
+
+}  // namespace ipoibd::iface

@@ -36,6 +36,7 @@
 #include "common/expected.h"
 #include "common/ip_address.h"
 #include "host/host_port.h"
+#include "interface/data_worker.h"
 #include "cm/cm_access.h"
 #include "ipoib/connected_link.h"
 #include "ipoib/engine.h"
@@ -125,14 +126,35 @@ public:
     // Step 2: up to `max` link completions; returns how many (IPoIB
     // datagrams received, sends completed).
     std::size_t poll_link(Clock::time_point now, std::size_t max = 1024);
-    // Step 5.
-    void flush_host() { host_->flush(); }
+    // Step 5; with data threads, the forwarding snapshot is published too
+    // when this turn changed it.
+    void flush_host() {
+        host_->flush();
+        if (!workers_.empty()) publish_forwarding(Clock::now());
+    }
+
+    // Data threads (data_worker.h): `threads` - 1 workers, each on another
+    // queue of the host port with a send queue of the port. Fails naming
+    // what the host or the port refused (then none runs).
+    expected<void, std::string> start_data_threads(std::size_t threads);
+    std::size_t data_threads() const { return workers_.size() + 1; }
+    // Readable when the workers handed datagrams back; -1 without workers.
+    int miss_fd() const { return plane_ ? plane_->misses().fd() : -1; }
+    // The workers' misses (the engine's path, as if read here) and touches.
+    void serve_misses(Clock::time_point now);
+    // A new forwarding snapshot for the workers when forwarding changed.
+    void publish_forwarding(Clock::time_point now);
+    // Stops the data threads (they read nothing more); idempotent.
+    void stop_data_threads();
 
     // The host's addresses and routes, as rtnetlink reports them changing
     // (the admin's `ip addr add`): the engine answers ARP/ND for them.
     void host_address_added(const IpPrefix& address, Clock::time_point now);
     void host_address_removed(const IpPrefix& address, Clock::time_point now);
-    void host_routes_changed() { host_->routes_changed(); }
+    void host_routes_changed() {
+        host_->routes_changed();
+        for (auto& w : workers_) w->routes_changed();
+    }
 
     // Reload: the addresses and routes the file now names (the difference
     // is applied to the host), the neighbour timers and send-only join
@@ -209,6 +231,9 @@ private:
     Clock::time_point now_{};  // of the host batch being read
     std::size_t host_bytes_ = 0;  // read from the host since the port was last served (connected mode)
     InterfaceCounters counters_;
+    std::shared_ptr<DataPlane> plane_;  // with data threads
+    std::optional<std::uint64_t> published_;  // the fingerprint of the snapshot last published
+    std::vector<std::unique_ptr<DataWorker>> workers_;
 };
 
 template <class Section>
@@ -241,6 +266,16 @@ void Interface::visit_sections(Section&& section) const {
         });
     }
     section(ethernet_ ? "tap" : "tun", [&](CounterSink& out) { host_->visit_counters(out); });
+    if (!workers_.empty()) {
+        section("data_threads", [&](CounterSink& out) {
+            out.counter("threads", workers_.size() + 1);
+            out.counter("miss_queue_passed", plane_->misses().passed());
+            out.counter("miss_queue_dropped", plane_->misses().dropped());
+            SummingSink sum;
+            for (const auto& w : workers_) w->visit_counters(sum);
+            sum.visit(out);
+        });
+    }
     section("interface", [&](CounterSink& out) { visit(counters_, out); });
 }
 

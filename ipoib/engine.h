@@ -45,6 +45,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -53,6 +54,7 @@
 #include "common/counters.h"
 #include "common/byte_io.h"
 #include "ipoib/arp.h"
+#include "ipoib/forwarding.h"
 #include "ipoib/frame.h"
 #include "ipoib/hw_address.h"
 #include "ipoib/link.h"
@@ -317,6 +319,14 @@ public:
     // refuses connections): the neighbours at that address are resolved
     // again (NeighbourCache::re_resolve).
     void peer_gone(const HwAddress& gone, Clock::time_point now);
+
+    // Data threads (forwarding.h): what forwarding depends on, as a number
+    // that moves when any of it changes; the snapshot of it; and what one
+    // use of a neighbour does (a data thread used `ip`'s entry after its
+    // quiet time: STALE -> DELAY and a probe, an old path re-queried).
+    std::uint64_t forwarding_fingerprint() const;
+    std::shared_ptr<ForwardingSnapshot> forwarding_snapshot(Clock::time_point now) const;
+    void touch_neighbour(const IpAddress& ip, Clock::time_point now);
 
     // Operator actions (ipoibctl flush).
     void flush_neighbours(Clock::time_point now);

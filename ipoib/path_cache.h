@@ -118,6 +118,7 @@ public:
     // or dropped (counted).
     std::optional<PathInfo> lookup(const ib::Gid& dgid, std::uint32_t qpn, bytes frame, Clock::time_point now,
                                    std::uint8_t flags = 0);
+    const Config& config() const { return config_; }
     // The path if VALID, without queueing anything.
     std::optional<PathInfo> find(const ib::Gid& dgid) const;
 

@@ -68,6 +68,7 @@ public:
 
     void close_qp();
     bool has_qp() const { return qp_ != nullptr; }
+    const transport::UdQp* qp() const { return qp_.get(); }
     std::uint32_t qpn() const { return qp_ ? qp_->qpn() : 0; }
     void send(const transport::AddressHandle& ah, std::uint32_t remote_qpn, bytes frame);
 

@@ -55,6 +55,18 @@ expected<void, Error> Port::set_capture(PacketTap) {
 
 void Port::visit_counters(CounterSink&) const {}
 
+expected<std::unique_ptr<UdSendQueue>, Error> Port::create_send_queue() {
+    return unexpected(Error{Errc::not_supported, "this backend has no send queues for other threads"});
+}
+
+void visit(const SendQueueCounters& c, CounterSink& out) {
+    out.counter("packets", c.packets.load(std::memory_order_relaxed));
+    out.counter("bytes", c.bytes.load(std::memory_order_relaxed));
+    out.counter("refused", c.refused.load(std::memory_order_relaxed));
+    out.counter("direct", c.direct.load(std::memory_order_relaxed));
+    out.counter("via_switch", c.via_switch.load(std::memory_order_relaxed));
+}
+
 expected<std::unique_ptr<RcQueuePair>, Error> Port::create_rc_qp(std::uint16_t) {
     return unexpected(Error{Errc::not_supported, "this backend has no reliable service"});
 }

@@ -26,6 +26,7 @@
 // as verbs does: payload bytes = byte_len - 40.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -204,6 +205,49 @@ public:
     virtual expected<void, Error> detach_multicast(const ib::Gid& mgid, std::uint16_t mlid) = 0;
 };
 
+// Counters of a send queue, written by its thread and read by the port's
+// (relaxed atomics: each is exact, a set of them is not a snapshot).
+struct SendQueueCounters {
+    std::atomic<std::uint64_t> packets{0};
+    std::atomic<std::uint64_t> bytes{0};
+    std::atomic<std::uint64_t> refused{0};     // port not ACTIVE, payload over the MTU, multicast
+    std::atomic<std::uint64_t> direct{0};      // soft port: straight to the peer (cut-through)
+    std::atomic<std::uint64_t> via_switch{0};  // soft port: through the switch
+    void add(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) { c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+};
+// As "packets", "bytes", "refused", "direct", "via_switch".
+void visit(const SendQueueCounters& c, CounterSink& out);
+
+// The UD QP a send queue sends as: its QPN (the packets' source QPN), its
+// Q_Key (for requests with the controlled bit) and its P_Key.
+struct SendAs {
+    std::uint32_t qpn = 0;
+    std::uint32_t qkey = 0;
+    std::uint16_t pkey = 0;
+    bool operator==(const SendAs&) const = default;
+};
+
+// Another send queue of the port's UD QPs, for another thread (the
+// daemon's data threads, [daemon] data-threads): created on the port's
+// thread, then used by one other thread only. Its packets are those of the
+// QP it is told to send as (source QPN, Q_Key, P_Key: peers see one
+// sender), which the owner takes from the QP (its QPN changes when the QP
+// is made again), but they leave from the queue's own socket, with no
+// completions: what could not be sent is counted. Unicast only (the port's
+// thread keeps multicast and its group state). Destroy it on the port's
+// thread once its thread has stopped using it.
+class UdSendQueue {
+public:
+    virtual ~UdSendQueue() = default;
+    // Builds and queues the requests' packets as `as`; returns how many
+    // were taken (a refused one is counted and skipped). wr_id is ignored.
+    virtual std::size_t send(const SendAs& as, std::span<const SendRequest> requests) = 0;
+    // Sends what send() queued.
+    virtual void flush() = 0;
+    // Safe from the port's thread while the queue's thread runs.
+    virtual const SendQueueCounters& counters() const = 0;
+};
+
 // Sees every packet a port sends (outbound = true) and every datagram it
 // receives, before validation: for pcap captures.
 using PacketTap = std::function<void(bytes packet, bool outbound)>;
@@ -274,6 +318,11 @@ public:
     // The backend's own counters (packets, drops by reason, its link), by
     // name; nothing for backends that keep none.
     virtual void visit_counters(CounterSink& out) const;
+
+    // A send queue for another thread (UdSendQueue); not_supported where
+    // the backend has none, or was not opened for them (soft:
+    // SoftPortConfig::send_queues).
+    virtual expected<std::unique_ptr<UdSendQueue>, Error> create_send_queue();
 
     // The reliable service (rc/rc_port.h). An RC QP with the P_Key at
     // `pkey_index`; not_supported where the backend has none.

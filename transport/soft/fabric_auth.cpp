@@ -53,12 +53,19 @@ void FabricAuth::set_keys(FabricKeys keys) {
     }
 }
 
+std::unique_ptr<FabricAuth> FabricAuth::share_session() const {
+    auto s = std::make_unique<FabricAuth>(keys_);
+    s->session_ = session_;
+    s->sequence_ = sequence_;
+    return s;
+}
+
 std::size_t FabricAuth::seal(std::uint8_t* data, std::size_t length) {
     const Key& k = derived_.front();
     std::uint8_t* t = data + length;
     std::memcpy(t + kIdOffset, k.id.data(), 4);
     store_be64(t + kSessionOffset, session_);
-    store_be64(t + kSequenceOffset, ++sequence_);
+    store_be64(t + kSequenceOffset, sequence_->fetch_add(1, std::memory_order_relaxed) + 1);
     const auto nonce = nonce_of(t);
     unsigned long long tag_length = 0;
     std::uint8_t none = 0;  // the empty message (libsodium wants a pointer)

@@ -30,9 +30,11 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -84,6 +86,13 @@ public:
     // Appends the trailer to the `length` bytes at `data`, which has room
     // for kTrailer more; returns the new length.
     std::size_t seal(std::uint8_t* data, std::size_t length);
+    // A sealer for another thread's socket at the same address (a soft
+    // port's send queues, soft_port.h): the same keys, the same session
+    // and one sequence counter shared with this one, so a receiver's
+    // replay state for the address sees one sender. Seal close to the send
+    // (udp_batch.h seals at flush): the two threads' datagrams then arrive
+    // well within kWindow of each other. Its set_keys() follows rotations.
+    std::unique_ptr<FabricAuth> share_session() const;
     // Checks a received datagram from `from`: its body length (the datagram
     // without the trailer), or why it is refused (counted).
     expected<std::size_t, AuthDrop> open(const std::uint8_t* data, std::size_t length, const SocketAddress& from,
@@ -111,7 +120,8 @@ private:
     FabricKeys keys_;
     std::vector<Key> derived_;
     std::uint64_t session_ = 0;
-    std::uint64_t sequence_ = 0;
+    // Shared with share_session()'s sealers.
+    std::shared_ptr<std::atomic<std::uint64_t>> sequence_ = std::make_shared<std::atomic<std::uint64_t>>(0);
     std::unordered_map<std::string, Source> sources_;  // by address bytes and port
     FabricAuthCounters counters_;
 };

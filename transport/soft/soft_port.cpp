@@ -5,6 +5,7 @@
 #include <sys/random.h>
 #include <sys/timerfd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "transport/soft/route_hint.h"
@@ -55,7 +56,8 @@ expected<std::unique_ptr<SoftPort>, Error> SoftPort::open(const SoftPortConfig& 
         bind_to = *any;
     }
     // Not connected: cut-through packets come from other ports' addresses.
-    auto socket = UdpBatchSocket::open(bind_to, nullptr);
+    auto socket = UdpBatchSocket::open(bind_to, nullptr,
+                                       config.send_queues ? UdpBatchSocket::Share::steer_to_me : UdpBatchSocket::Share::none);
     if (!socket) return unexpected(sys_error(socket.error().operation, socket.error().error));
 
     UniqueFd timer(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
@@ -109,6 +111,7 @@ void SoftPort::set_deferred_flush(bool deferred) { link_sink_->deferred = deferr
 
 expected<void, Error> SoftPort::set_fabric_keys(const FabricKeys& keys) {
     if (keys.keys.empty()) return unexpected(Error{Errc::invalid_argument, "a fabric key set with no key"});
+    ++keys_version_;
     if (auth_) {
         auth_->set_keys(keys);
     } else {
@@ -121,7 +124,10 @@ expected<void, Error> SoftPort::set_fabric_keys(const FabricKeys& keys) {
     return {};
 }
 
-void SoftPort::flush() { socket_.flush(); }
+void SoftPort::flush() {
+    socket_.flush();
+    if (send_shared_) publish_send_context();
+}
 
 expected<void, Error> SoftPort::set_capture(PacketTap tap) {
     port_.core().set_tap(std::move(tap));
@@ -192,9 +198,11 @@ void SoftPort::process() {
     if (!held_.empty()) expire_drains(now);
     port_.core().service_rc(now);
     socket_.flush();
+    if (send_shared_) publish_send_context();
 }
 
 void SoftPort::on_timer(std::uint64_t expirations) {
+    if (send_shared_) refresh_queue_routes(now_);
     intervals_silent_ += expirations;
     if (link_up_ && intervals_silent_ >= config_.link_timeout_intervals) set_link(false);
     send_link_packet();
@@ -480,6 +488,161 @@ void SoftPort::set_link(bool up) {
         port_.link_up();
     else
         port_.link_down();
+}
+
+}  // namespace ipoibd::transport
+
+namespace ipoibd::transport {
+
+// ---------------------------------------------------------------------------
+// Send queues for other threads (soft_port.h, item 6)
+
+class SoftPort::SendQueue final : public UdSendQueue {
+public:
+    SendQueue(std::shared_ptr<SendShared> shared, UdpBatchSocket socket, SocketAddress fabric)
+        : shared_(std::move(shared)), socket_(std::move(socket)), fabric_(fabric), tx_(ib::kMaxPacketSize) {}
+
+    std::size_t send(const SendAs& as, std::span<const SendRequest> requests) override {
+        const std::shared_ptr<const SendContext> ctx = shared_->load();
+        if (ctx->keys_version != keys_version_) {
+            // The port's key changed (or came): seal as it does from now on.
+            socket_.flush();
+            auth_ = ctx->sealer ? ctx->sealer->share_session() : nullptr;
+            socket_.set_auth(auth_.get());
+            keys_version_ = ctx->keys_version;
+        }
+        const auto now = std::chrono::steady_clock::now();
+        std::size_t taken = 0;
+        for (const SendRequest& req : requests) {
+            if (!ctx->active || req.payload.size() > ctx->mtu || ib::is_multicast_lid(req.ah.dlid) ||
+                (req.ah.grh && req.ah.grh->sgid_index != 0) ||
+                std::find(ctx->pkey_table.begin(), ctx->pkey_table.end(), as.pkey) == ctx->pkey_table.end()) {
+                counters_.add(counters_.refused);
+                continue;
+            }
+            ib::PacketSpec spec;
+            spec.lrh.sl = req.ah.sl;
+            spec.lrh.dlid = req.ah.dlid;
+            spec.lrh.slid = static_cast<std::uint16_t>(ctx->lid | req.ah.src_path_bits);
+            if (req.ah.grh) {
+                ib::Grh grh;
+                grh.tclass = req.ah.grh->traffic_class;
+                grh.flow_label = req.ah.grh->flow_label;
+                grh.hop_limit = req.ah.grh->hop_limit;
+                grh.sgid = ctx->gid;
+                grh.dgid = req.ah.grh->dgid;
+                spec.grh = grh;
+            }
+            spec.bth.opcode = req.immediate ? ib::op::ud_send_only_imm : ib::op::ud_send_only;
+            spec.bth.se = req.solicited;
+            spec.bth.pkey = as.pkey;
+            spec.bth.dest_qp = req.remote_qpn & ib::kQpnMask;
+            spec.bth.psn = psn_;
+            psn_ = (psn_ + 1) & ib::kPsnMask;
+            spec.ext.deth.qkey = (req.remote_qkey & ib::kQKeyControlledBit) ? as.qkey : req.remote_qkey;
+            spec.ext.deth.src_qp = as.qpn;
+            if (req.immediate) spec.ext.immdt.value = *req.immediate;
+            spec.payload = req.payload;
+            auto built = ib::build_packet(spec, tx_);
+            if (!built) {
+                counters_.add(counters_.refused);
+                continue;
+            }
+            const SocketAddress* to = &fabric_;
+            const auto r = std::lower_bound(ctx->routes.begin(), ctx->routes.end(), req.ah.dlid,
+                                            [](const SendRoute& a, std::uint16_t d) { return a.dlid < d; });
+            if (r != ctx->routes.end() && r->dlid == req.ah.dlid && now < r->expires) {
+                to = &r->peer;
+                if (now >= r->refresh_at) {
+                    std::atomic<bool>& late = ctx->used_late[static_cast<std::size_t>(r - ctx->routes.begin())];
+                    if (!late.load(std::memory_order_relaxed)) late.store(true, std::memory_order_relaxed);
+                }
+                counters_.add(counters_.direct);
+            } else {
+                counters_.add(counters_.via_switch);
+            }
+            if (!socket_.queue(bytes(tx_).first(*built), to)) continue;  // counted by the socket
+            counters_.add(counters_.packets);
+            counters_.add(counters_.bytes, *built);
+            ++taken;
+        }
+        return taken;
+    }
+
+    void flush() override { socket_.flush(); }
+    const SendQueueCounters& counters() const override { return counters_; }
+
+private:
+    std::shared_ptr<SendShared> shared_;
+    UdpBatchSocket socket_;
+    SocketAddress fabric_;
+    std::uint32_t psn_ = 0;
+    std::uint64_t keys_version_ = 0;
+    std::unique_ptr<FabricAuth> auth_;
+    std::vector<std::uint8_t> tx_;
+    SendQueueCounters counters_;
+};
+
+expected<std::unique_ptr<UdSendQueue>, Error> SoftPort::create_send_queue() {
+    if (!config_.send_queues)
+        return unexpected(Error{Errc::not_supported, "the soft port was opened without send queues"});
+    auto socket = UdpBatchSocket::open(local_address(), nullptr, UdpBatchSocket::Share::join);
+    if (!socket) return unexpected(sys_error(socket.error().operation, socket.error().error));
+    if (!send_shared_) {
+        send_shared_ = std::make_shared<SendShared>();
+        keys_version_ += 1;  // a context is published below whatever the keys
+    }
+    publish_send_context();
+    return std::unique_ptr<UdSendQueue>(
+        new SendQueue(send_shared_, std::move(*socket), config_.fabric));
+}
+
+void SoftPort::publish_send_context() {
+    const PortAttributes& a = port_.core().attributes();
+    const auto current = send_shared_->context;  // only this thread writes it
+    std::vector<SendRoute> routes;
+    routes.reserve(direct_.size());
+    for (const auto& [dlid, d] : direct_)
+        if (!d.draining) routes.push_back(SendRoute{dlid, d.peer, d.refresh_at, d.expires});
+    std::sort(routes.begin(), routes.end(), [](const SendRoute& x, const SendRoute& y) { return x.dlid < y.dlid; });
+    const bool active = a.state == PortState::active && link_up_;
+    if (current && current->active == active && current->lid == a.lid && current->mtu == ib::mtu_bytes(a.active_mtu) &&
+        current->gid == a.gid() && current->pkey_table == a.pkey_table && current->keys_version == keys_version_ &&
+        std::equal(routes.begin(), routes.end(), current->routes.begin(), current->routes.end(),
+                   [](const SendRoute& x, const SendRoute& y) {
+                       return x.dlid == y.dlid && x.peer == y.peer && x.refresh_at == y.refresh_at &&
+                              x.expires == y.expires;
+                   }))
+        return;
+    auto next = std::make_shared<SendContext>();
+    next->active = active;
+    next->lid = a.lid;
+    next->mtu = ib::mtu_bytes(a.active_mtu);
+    next->gid = a.gid();
+    next->pkey_table = a.pkey_table;
+    next->used_late = std::make_unique<std::atomic<bool>[]>(routes.size());
+    next->routes = std::move(routes);
+    next->keys_version = keys_version_;
+    if (auth_) next->sealer = auth_->share_session();
+    std::lock_guard g(send_shared_->lock);
+    send_shared_->context = std::move(next);
+}
+
+void SoftPort::refresh_queue_routes(std::chrono::steady_clock::time_point now) {
+    const auto ctx = send_shared_->context;
+    if (!ctx) return;
+    for (std::size_t i = 0; i < ctx->routes.size(); ++i) {
+        if (!ctx->used_late[i].load(std::memory_order_relaxed)) continue;
+        auto it = direct_.find(ctx->routes[i].dlid);
+        if (it == direct_.end() || it->second.draining || it->second.refresh_asked || now >= it->second.expires)
+            continue;
+        if (send_request(it->first, &it->second.nonce)) ++cut_.refresh_requests;
+        it->second.refresh_asked = true;
+    }
+    // A route nobody on this thread sends to would otherwise stay past its
+    // end (transmit() drops expired ones), and the switch's "a route
+    // exists" would find it in use.
+    std::erase_if(direct_, [&](const auto& e) { return !e.second.draining && now >= e.second.expires; });
 }
 
 }  // namespace ipoibd::transport

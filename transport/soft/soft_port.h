@@ -22,10 +22,22 @@
 //    echoes the random nonce of one of the port's own route requests. Every
 //    refusal is counted (SoftTrustCounters, SoftCutThroughCounters) and
 //    reported to the drop log with its source.
+// 6. Send queues for other threads (port.h, UdSendQueue; with
+//    SoftPortConfig::send_queues): each its own socket bound to the port's
+//    address (SO_REUSEPORT; the port's socket receives everything), sending
+//    as the QP it is told from a snapshot the port publishes after any process() that
+//    changed it (state, LID, P_Keys, MTU, current direct routes, the fabric
+//    key). A queue uses a direct route until its refresh time and, later,
+//    until it expires while flagging it; the port's timer asks the switch
+//    for a fresh hint for a flagged route. Draining routes and unknown
+//    DLIDs go through the switch. The fabric key's sealer shares the
+//    port's session and sequence counter (FabricAuth::share_session).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -53,6 +65,10 @@ struct SoftPortConfig {
     std::size_t receive_budget = UdpBatchSocket::kReceiveBudget;
     // The fabric key: every datagram sealed and checked (fabric_auth.h).
     std::optional<FabricKeys> keys;
+    // Allow create_send_queue(): the socket is bound with SO_REUSEPORT so
+    // that the queues' sockets share its address, and every datagram to
+    // the address is steered to it (udp_batch.h, Share).
+    bool send_queues = false;
 };
 
 struct SoftCutThroughCounters {
@@ -115,6 +131,7 @@ public:
         return port_.last_sm_contact();
     }
     expected<void, Error> set_fabric_keys(const FabricKeys& keys) override;
+    expected<std::unique_ptr<UdSendQueue>, Error> create_send_queue() override;
     const FabricAuth* auth() const { return auth_.get(); }
     // The port's packets, its UDP socket, its link, cut-through and SMA.
     void visit_counters(CounterSink& out) const override;
@@ -158,8 +175,42 @@ public:
     const SmaCounters& sma_counters() const { return port_.sma().counters(); }
     SocketAddress local_address() const { return socket_.local_address(); }
 
+    // What send queues (another thread's) see of the port: published by
+    // the port's thread, immutable once published.
+    struct SendRoute {
+        std::uint16_t dlid = 0;
+        SocketAddress peer;
+        std::chrono::steady_clock::time_point refresh_at{}, expires{};
+    };
+    struct SendContext {
+        bool active = false;
+        std::uint16_t lid = 0;
+        std::size_t mtu = 0;
+        ib::Gid gid{};
+        std::vector<std::uint16_t> pkey_table;
+        std::vector<SendRoute> routes;  // sorted by DLID; draining ones left out
+        // Per route: a queue used it after its refresh time (the port then
+        // asks for a fresh hint).
+        std::unique_ptr<std::atomic<bool>[]> used_late;
+        std::uint64_t keys_version = 0;
+        std::shared_ptr<const FabricAuth> sealer;  // share_session() of the port's; null: no key
+    };
+    struct SendShared {
+        std::mutex lock;
+        std::shared_ptr<const SendContext> context;
+        std::shared_ptr<const SendContext> load() {
+            std::lock_guard g(lock);
+            return context;
+        }
+    };
+
 private:
     class Link;
+    class SendQueue;
+    // Publishes a new SendContext when what the queues see changed.
+    void publish_send_context();
+    // Routes a queue used late get a refresh request; expired ones go.
+    void refresh_queue_routes(std::chrono::steady_clock::time_point now);
     SoftPort(const SoftPortConfig& config, UdpBatchSocket socket, UniqueFd timer, UniqueFd more, UniqueFd epoll);
     void on_datagram(bytes datagram, const SocketAddress& from);
     bool transmit(bytes packet);
@@ -230,6 +281,8 @@ private:
     std::uint16_t hints_sm_lid_ = 0;
     std::uint64_t hints_reregistrations_ = 0;  // ManagedPort::reregistrations() then
     SoftCutThroughCounters cut_;
+    std::shared_ptr<SendShared> send_shared_;  // null until the first send queue
+    std::uint64_t keys_version_ = 0;           // set_fabric_keys() calls
 };
 
 }  // namespace ipoibd::transport

@@ -1,6 +1,7 @@
 #include "transport/soft/udp_batch.h"
 
 #include <fcntl.h>
+#include <linux/filter.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 
@@ -32,15 +33,29 @@ UdpBatchSocket::UdpBatchSocket(UniqueFd fd)
     gro_ = ::setsockopt(fd_.get(), SOL_UDP, UDP_GRO, &on, sizeof on) == 0;
 }
 
-expected<UdpBatchSocket, SysError> UdpBatchSocket::open(const SocketAddress& bind_to, const SocketAddress* peer) {
+expected<UdpBatchSocket, SysError> UdpBatchSocket::open(const SocketAddress& bind_to, const SocketAddress* peer,
+                                                       Share share) {
     UniqueFd fd(::socket(bind_to.family(), SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!fd) return unexpected(SysError{"create UDP socket", errno});
+    if (share != Share::none) {
+        const int on = 1;
+        if (::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) != 0)
+            return unexpected(SysError{"set SO_REUSEPORT on a UDP socket", errno});
+    }
     // Room for bursts: a few hundred full-size packets each way.
     const int buf = 4 << 20;
     ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
     ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
     if (::bind(fd.get(), bind_to.get(), bind_to.length) != 0)
         return unexpected(SysError{"bind UDP socket to " + bind_to.to_string(), errno});
+    if (share == Share::steer_to_me) {
+        // Index 0 of the group is the socket that created it: this one,
+        // which leaves the group last (its joiners belong to its owner).
+        sock_filter always_first = BPF_STMT(BPF_RET | BPF_K, 0);
+        sock_fprog prog{.len = 1, .filter = &always_first};
+        if (::setsockopt(fd.get(), SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog) != 0)
+            return unexpected(SysError{"steer the datagrams of " + bind_to.to_string() + " to one socket", errno});
+    }
     if (peer && ::connect(fd.get(), peer->get(), peer->length) != 0)
         return unexpected(SysError{"connect UDP socket to " + peer->to_string(), errno});
     return UdpBatchSocket(std::move(fd));
@@ -65,7 +80,8 @@ bool UdpBatchSocket::queue(bytes datagram, const SocketAddress* to) {
     }
     Slot& s = tx_ring_[(tx_head_ + tx_count_) % kSendRing];
     if (!datagram.empty()) std::memcpy(s.data.data(), datagram.data(), datagram.size());  // data() may be null
-    s.length = auth_ ? auth_->seal(s.data.data(), datagram.size()) : datagram.size();
+    s.length = datagram.size();
+    s.sealed = false;
     s.has_to = to != nullptr;
     if (to) s.to = *to;
     ++tx_count_;
@@ -82,6 +98,18 @@ void UdpBatchSocket::flush() {
         char buf[CMSG_SPACE(sizeof(std::uint16_t))];
         cmsghdr align;
     };
+    if (auth_) {
+        // Sealed now rather than when queued: another thread sealing for
+        // the same address (FabricAuth::share_session) takes sequence
+        // numbers meanwhile, and a receiver's replay window must see ours
+        // soon after theirs.
+        for (std::size_t i = 0; i < tx_count_; ++i) {
+            Slot& s = tx_ring_[(tx_head_ + i) % kSendRing];
+            if (s.sealed) continue;
+            s.length = auth_->seal(s.data.data(), s.length);
+            s.sealed = true;
+        }
+    }
     while (tx_count_ > 0) {
         // Not zeroed (some 10 KiB, for what is mostly one datagram when
         // latency matters): every field of the entries used is set below.

@@ -10,7 +10,7 @@
 // is cut back into its datagrams here, so the stack is crossed once per run
 // on both ends. Datagrams larger than the largest IBA packet are dropped
 // and counted. With a fabric key (set_auth, fabric_auth.h) every datagram
-// queued is sealed and every datagram received is checked and stripped
+// sent is sealed (at flush, just before the send) and every datagram received is checked and stripped
 // before it is handed over; what fails is dropped and counted there.
 #pragma once
 
@@ -56,9 +56,22 @@ public:
     static constexpr std::size_t kReceiveBuffer = 64 * 1024;  // one message: a whole GRO run
     static constexpr std::size_t kReceiveBudget = 256;         // datagrams per receive() by default
 
+    // How a socket shares its address (SO_REUSEPORT).
+    enum class Share : std::uint8_t {
+        none,
+        // The first of a group: other sockets may bind the address with
+        // `join`, and every datagram to it is steered to this one (a
+        // classic BPF program that always picks the group's first socket).
+        steer_to_me,
+        // Joins the group of a steer_to_me socket bound to `bind_to`: sends
+        // from its address, receives nothing.
+        join,
+    };
+
     // Opens a UDP socket bound to `bind_to` (port 0: any), and connected to
     // `peer` when given (then only the peer's datagrams are received).
-    static expected<UdpBatchSocket, SysError> open(const SocketAddress& bind_to, const SocketAddress* peer);
+    static expected<UdpBatchSocket, SysError> open(const SocketAddress& bind_to, const SocketAddress* peer,
+                                                   Share share = Share::none);
 
     int fd() const { return fd_.get(); }
     // Seal and check every datagram with `auth` (owned by the caller, who
@@ -106,6 +119,7 @@ private:
         std::size_t length;
         SocketAddress to;
         bool has_to;
+        bool sealed;  // a fabric key's trailer is on (sealed at flush, just before the send)
     };
 
     UniqueFd fd_;

@@ -1,0 +1,153 @@
+// Data threads; the flow is drawn in data_worker.h.
+#include "interface/data_worker.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "ipoib/frame.h"
+
+namespace ipoibd::iface {
+
+namespace {
+
+void signal_fd(int fd) {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto r = ::write(fd, &one, sizeof one);
+}
+
+}  // namespace
+
+MissQueue::MissQueue() : event_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+
+bool MissQueue::push(Item item) {
+    bool wake = false;
+    {
+        std::lock_guard g(lock_);
+        if (items_.size() >= kMaxItems || bytes_ + item.data.size() > kMaxBytes) {
+            dropped_.fetch_add(1, std::memory_order_relaxed);
+            return false;
+        }
+        bytes_ += item.data.size();
+        wake = items_.empty();
+        items_.push_back(std::move(item));
+    }
+    passed_.fetch_add(1, std::memory_order_relaxed);
+    if (wake) signal_fd(event_.get());
+    return true;
+}
+
+bool MissQueue::push_packet(bytes ip_packet, const std::optional<IpAddress>& next_hop) {
+    Item i;
+    i.data.assign(ip_packet.begin(), ip_packet.end());
+    if (next_hop) {
+        i.ip = *next_hop;
+        i.has_ip = true;
+    }
+    return push(std::move(i));
+}
+
+bool MissQueue::push_touch(const IpAddress& ip) {
+    Item i;
+    i.touch = true;
+    i.ip = ip;
+    i.has_ip = true;
+    return push(std::move(i));
+}
+
+std::deque<MissQueue::Item> MissQueue::take() {
+    std::uint64_t n = 0;
+    [[maybe_unused]] auto r = ::read(event_.get(), &n, sizeof n);  // before taking: a push after it wakes again
+    std::deque<Item> out;
+    std::lock_guard g(lock_);
+    out.swap(items_);
+    bytes_ = 0;
+    return out;
+}
+
+DataWorker::DataWorker(std::unique_ptr<host::HostQueue> queue, std::unique_ptr<transport::UdSendQueue> send,
+                       std::shared_ptr<DataPlane> plane, std::size_t max_reads)
+    : queue_(std::move(queue)),
+      send_(std::move(send)),
+      plane_(std::move(plane)),
+      max_reads_(max_reads == 0 ? 1 : max_reads),
+      stop_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+      frame_(ipoib::EncapHeader::size + 65535) {}
+
+DataWorker::~DataWorker() { stop(); }
+
+expected<void, std::string> DataWorker::start() {
+    if (!stop_) return unexpected(std::string("eventfd: ") + std::strerror(errno));
+    try {
+        thread_ = std::thread([this] { run(); });
+    } catch (const std::system_error& e) {
+        return unexpected(std::string("could not start a data thread: ") + e.what());
+    }
+    return {};
+}
+
+void DataWorker::stop() {
+    if (!thread_.joinable()) return;
+    signal_fd(stop_.get());
+    thread_.join();
+}
+
+void DataWorker::run() {
+    pollfd fds[2] = {{.fd = queue_->fd(), .events = POLLIN, .revents = 0},
+                     {.fd = stop_.get(), .events = POLLIN, .revents = 0}};
+    const host::HostQueue::Emit emit;
+    for (;;) {
+        if (::poll(fds, 2, -1) < 0 && errno != EINTR) break;
+        if (fds[1].revents) break;
+        if (!fds[0].revents) continue;
+        add(counters_.wakeups);
+        const std::shared_ptr<const ipoib::ForwardingSnapshot> s = plane_->snapshot();
+        const auto now = std::chrono::steady_clock::now();
+        queue_->read_batch(max_reads_, [&](bytes d, const std::optional<IpAddress>& hop) {
+            on_datagram(d, hop, s.get(), now);
+        });
+        send_->flush();
+    }
+    send_->flush();
+}
+
+void DataWorker::on_datagram(bytes ip_packet, const std::optional<IpAddress>& next_hop,
+                             const ipoib::ForwardingSnapshot* s, std::chrono::steady_clock::time_point now) {
+    const ipoib::ForwardingEntry* e = nullptr;
+    if (s && s->up) {
+        if (const auto dst = ipoib::fast_path_destination(ip_packet, s->datagram_mtu))
+            e = s->find(next_hop.value_or(*dst));
+    }
+    if (!e) {
+        add(counters_.misses);
+        plane_->misses().push_packet(ip_packet, next_hop);  // a full queue counts its drop
+        return;
+    }
+    const std::uint16_t type = (ip_packet[0] >> 4) == 4 ? static_cast<std::uint16_t>(ipoib::EtherType::ipv4)
+                                                          : static_cast<std::uint16_t>(ipoib::EtherType::ipv6);
+    ipoib::EncapHeader{.type = type, .reserved = 0}.write_to(frame_.data());
+    std::memcpy(frame_.data() + ipoib::EncapHeader::size, ip_packet.data(), ip_packet.size());
+    transport::SendRequest req;
+    req.ah = e->ah;
+    req.remote_qpn = e->to.qpn;
+    req.remote_qkey = s->as.qkey;
+    req.payload = bytes(frame_.data(), ipoib::EncapHeader::size + ip_packet.size());
+    if (send_->send(s->as, std::span<const transport::SendRequest>(&req, 1)) == 1) add(counters_.fast_path);
+    if (s->report_once(*e, now) && plane_->misses().push_touch(e->ip)) add(counters_.touches);
+}
+
+void DataWorker::visit_counters(CounterSink& out) const {
+    out.counter("fast_path", counters_.fast_path.load(std::memory_order_relaxed));
+    out.counter("misses", counters_.misses.load(std::memory_order_relaxed));
+    out.counter("touches", counters_.touches.load(std::memory_order_relaxed));
+    out.counter("wakeups", counters_.wakeups.load(std::memory_order_relaxed));
+    PrefixedSink tun(out, "tun_");
+    queue_->visit_counters(tun);
+    PrefixedSink tx(out, "tx_");
+    visit(send_->counters(), tx);
+}
+
+}  // namespace ipoibd::iface
