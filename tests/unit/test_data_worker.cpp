@@ -1,0 +1,279 @@
+// Data threads (interface/data_worker.h): the miss queue's bounds, the
+// fast-path test, the flow-to-queue hash, and a worker on a thread of its
+// own against a fake host queue and send queue while the test thread
+// publishes snapshots (run under ThreadSanitizer by scripts/test.sh).
+#include <gtest/gtest.h>
+#include <sys/eventfd.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "host/tun_port.h"
+#include "interface/data_worker.h"
+#include "ipoib/forwarding.h"
+
+namespace ipoibd::iface {
+namespace {
+
+using Bytes = std::vector<std::uint8_t>;
+
+// An IPv4 UDP datagram from 198.18.0.1:sport to `dst`:dport.
+Bytes udp4(std::array<std::uint8_t, 4> dst, std::uint16_t sport = 1000, std::uint16_t dport = 2000,
+           std::size_t payload = 8, std::uint8_t proto = 17) {
+    Bytes p(28 + payload, 0);
+    p[0] = 0x45;
+    const auto total = static_cast<std::uint16_t>(p.size());
+    p[2] = static_cast<std::uint8_t>(total >> 8);
+    p[3] = static_cast<std::uint8_t>(total);
+    p[8] = 64;
+    p[9] = proto;
+    p[12] = 198, p[13] = 18, p[14] = 0, p[15] = 1;
+    std::copy(dst.begin(), dst.end(), p.begin() + 16);
+    p[20] = static_cast<std::uint8_t>(sport >> 8), p[21] = static_cast<std::uint8_t>(sport);
+    p[22] = static_cast<std::uint8_t>(dport >> 8), p[23] = static_cast<std::uint8_t>(dport);
+    std::uint32_t sum = 0;
+    for (std::size_t i = 0; i < 20; i += 2) sum += static_cast<std::uint32_t>(p[i] << 8 | p[i + 1]);
+    while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+    const auto c = static_cast<std::uint16_t>(~sum);
+    p[10] = static_cast<std::uint8_t>(c >> 8), p[11] = static_cast<std::uint8_t>(c);
+    return p;
+}
+
+TEST(FastPath, OnlyWhatTheEngineWouldSendAsItIs) {
+    const IpAddress peer = IpAddress::v4({198, 18, 0, 2});
+    EXPECT_EQ(ipoib::fast_path_destination(udp4({198, 18, 0, 2}), 2044), peer);
+    EXPECT_FALSE(ipoib::fast_path_destination(udp4({198, 18, 0, 2}, 1, 2, 3000), 2044));  // too big for UD
+    EXPECT_FALSE(ipoib::fast_path_destination(udp4({224, 0, 0, 5}), 2044));               // multicast
+    EXPECT_FALSE(ipoib::fast_path_destination(udp4({255, 255, 255, 255}), 2044));          // broadcast
+    EXPECT_FALSE(ipoib::fast_path_destination(udp4({198, 18, 0, 2}, 1, 2, 8, 2), 2044));  // IGMP
+    Bytes truncated = udp4({198, 18, 0, 2});
+    truncated.resize(10);
+    EXPECT_FALSE(ipoib::fast_path_destination(truncated, 2044));
+    EXPECT_FALSE(ipoib::fast_path_destination({}, 2044));
+}
+
+TEST(FlowQueue, BothDirectionsOfAFlowPickTheSameQueueAndFlowsSpread) {
+    std::set<std::size_t> used;
+    for (std::uint16_t port = 1000; port < 1064; ++port) {
+        const Bytes out = udp4({198, 18, 0, 2}, port, 5201);
+        Bytes back = udp4({198, 18, 0, 1}, 5201, port);
+        back[12] = 198, back[13] = 18, back[14] = 0, back[15] = 2;
+        const std::size_t q = host::flow_queue(out, false, 4);
+        EXPECT_EQ(q, host::flow_queue(back, false, 4)) << port;
+        EXPECT_LT(q, 4u);
+        used.insert(q);
+    }
+    EXPECT_EQ(used.size(), 4u);
+    EXPECT_EQ(host::flow_queue(udp4({198, 18, 0, 2}), false, 1), 0u);
+    EXPECT_EQ(host::flow_queue(Bytes{0x00}, false, 4), 0u);
+}
+
+TEST(MissQueue, BoundedCountedAndReadableWhileItemsWait) {
+    MissQueue q;
+    ASSERT_GE(q.fd(), 0);
+    const auto readable = [&] {
+        pollfd p{.fd = q.fd(), .events = POLLIN, .revents = 0};
+        return ::poll(&p, 1, 0) == 1;
+    };
+    EXPECT_FALSE(readable());
+    const Bytes d = udp4({198, 18, 0, 2});
+    EXPECT_TRUE(q.push_packet(d, IpAddress::v4({198, 18, 0, 9})));
+    EXPECT_TRUE(q.push_touch(IpAddress::v4({198, 18, 0, 3})));
+    EXPECT_TRUE(readable());
+    int packets = 0, touches = 0;
+    q.drain(
+        [&](bytes p, const std::optional<IpAddress>& hop) {
+            ++packets;
+            EXPECT_EQ(Bytes(p.begin(), p.end()), d);
+            EXPECT_EQ(hop, IpAddress::v4({198, 18, 0, 9}));
+        },
+        [&](const IpAddress& ip) {
+            ++touches;
+            EXPECT_EQ(ip, IpAddress::v4({198, 18, 0, 3}));
+        });
+    EXPECT_EQ(packets, 1);
+    EXPECT_EQ(touches, 1);
+    EXPECT_FALSE(readable());
+    for (std::size_t i = 0; i < MissQueue::kMaxItems; ++i) ASSERT_TRUE(q.push_packet(d, std::nullopt));
+    EXPECT_FALSE(q.push_packet(d, std::nullopt));
+    EXPECT_FALSE(q.push_touch(IpAddress::v4({198, 18, 0, 3})));
+    EXPECT_EQ(q.dropped(), 2u);
+    std::size_t n = 0;
+    q.drain([&](bytes, const std::optional<IpAddress>&) { ++n; }, [](const IpAddress&) {});
+    EXPECT_EQ(n, MissQueue::kMaxItems);
+    // Bytes are bounded too.
+    const Bytes big(60000, 0x45);
+    std::size_t taken = 0;
+    while (q.push_packet(big, std::nullopt)) ++taken;
+    EXPECT_EQ(taken, MissQueue::kMaxBytes / big.size());
+}
+
+// A host queue fed by the test: datagrams wait in a list, an eventfd says so.
+class FakeQueue final : public host::HostQueue {
+public:
+    FakeQueue() : event_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+    int fd() const override { return event_.get(); }
+    void put(Bytes d) {
+        {
+            std::lock_guard g(lock_);
+            waiting_.push_back(std::move(d));
+        }
+        const std::uint64_t one = 1;
+        [[maybe_unused]] auto r = ::write(event_.get(), &one, sizeof one);
+    }
+    std::size_t read_batch(std::size_t max_reads, const Emit& emit) override {
+        std::uint64_t n = 0;
+        [[maybe_unused]] auto r = ::read(event_.get(), &n, sizeof n);
+        std::vector<Bytes> batch;
+        {
+            std::lock_guard g(lock_);
+            while (!waiting_.empty() && batch.size() < max_reads) {
+                batch.push_back(std::move(waiting_.front()));
+                waiting_.erase(waiting_.begin());
+            }
+            if (!waiting_.empty()) {
+                const std::uint64_t one = 1;
+                r = ::write(event_.get(), &one, sizeof one);
+            }
+        }
+        for (const Bytes& b : batch) emit(b, std::nullopt);
+        return batch.size();
+    }
+    void routes_changed() override { ++routes_changed_; }
+    void visit_counters(CounterSink& out) const override { out.counter("rx_packets", 0); }
+    std::atomic<int> routes_changed_{0};
+
+private:
+    UniqueFd event_;
+    std::mutex lock_;
+    std::vector<Bytes> waiting_;
+};
+
+// Records what the worker sent, for the test thread to read.
+class FakeSend final : public transport::UdSendQueue {
+public:
+    struct Sent {
+        transport::SendAs as;
+        std::uint16_t dlid;
+        std::uint32_t qpn;
+        Bytes frame;
+    };
+    std::size_t send(const transport::SendAs& as, std::span<const transport::SendRequest> requests) override {
+        std::lock_guard g(lock);
+        for (const auto& r : requests) sent.push_back({as, r.ah.dlid, r.remote_qpn, Bytes(r.payload.begin(), r.payload.end())});
+        counters_.add(counters_.packets, requests.size());
+        return requests.size();
+    }
+    void flush() override {}
+    const transport::SendQueueCounters& counters() const override { return counters_; }
+    std::mutex lock;
+    std::vector<Sent> sent;
+
+private:
+    transport::SendQueueCounters counters_;
+};
+
+std::shared_ptr<ipoib::ForwardingSnapshot> snapshot_with(const IpAddress& ip, std::uint32_t qpn, std::uint16_t dlid,
+                                                         std::chrono::steady_clock::time_point quiet_until) {
+    auto s = std::make_shared<ipoib::ForwardingSnapshot>();
+    s->up = true;
+    s->datagram_mtu = 2044;
+    s->as = {.qpn = 0x48, .qkey = 0x0B1B, .pkey = 0xFFFF};
+    ipoib::ForwardingEntry e{.ip = ip, .to = {}, .ah = {.dlid = dlid}, .quiet_until = quiet_until};
+    e.to.qpn = qpn;
+    s->index.emplace(ip, 0);
+    s->entries.push_back(e);
+    s->reported = std::make_unique<std::atomic<bool>[]>(1);
+    return s;
+}
+
+bool wait_for(const std::function<bool()>& done) {
+    for (int i = 0; i < 2000 && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return done();
+}
+
+TEST(DataWorker, SendsWhatTheSnapshotCoversAndHandsBackTheRest) {
+    auto queue = std::make_unique<FakeQueue>();
+    auto send = std::make_unique<FakeSend>();
+    FakeQueue& q = *queue;
+    FakeSend& s = *send;
+    auto plane = std::make_shared<DataPlane>();
+    const IpAddress peer = IpAddress::v4({198, 18, 0, 2});
+    const auto later = std::chrono::steady_clock::now() + std::chrono::hours(1);
+    plane->publish(snapshot_with(peer, 0x99, 7, later));
+    DataWorker w(std::move(queue), std::move(send), plane, 64);
+    ASSERT_TRUE(w.start());
+
+    q.put(udp4({198, 18, 0, 2}));
+    q.put(udp4({198, 18, 0, 3}));  // not in the snapshot
+    ASSERT_TRUE(wait_for([&] { return plane->misses().passed() == 1; }));
+    ASSERT_TRUE(wait_for([&] {
+        std::lock_guard g(s.lock);
+        return s.sent.size() == 1;
+    }));
+    {
+        std::lock_guard g(s.lock);
+        EXPECT_EQ(s.sent[0].as.qpn, 0x48u);
+        EXPECT_EQ(s.sent[0].qpn, 0x99u);
+        EXPECT_EQ(s.sent[0].dlid, 7);
+        // The IPoIB frame: EtherType 0x0800, reserved, the datagram.
+        EXPECT_EQ(s.sent[0].frame[0], 0x08);
+        EXPECT_EQ(s.sent[0].frame[1], 0x00);
+        EXPECT_EQ(Bytes(s.sent[0].frame.begin() + 4, s.sent[0].frame.end()), udp4({198, 18, 0, 2}));
+    }
+    int missed = 0;
+    plane->misses().drain([&](bytes p, const std::optional<IpAddress>&) { missed += p[19] == 3; },
+                          [](const IpAddress&) { ADD_FAILURE() << "no touch expected"; });
+    EXPECT_EQ(missed, 1);
+
+    // Past its quiet time the entry is still used, and reported once.
+    plane->publish(snapshot_with(peer, 0x99, 7, std::chrono::steady_clock::now()));
+    for (int i = 0; i < 3; ++i) q.put(udp4({198, 18, 0, 2}));
+    ASSERT_TRUE(wait_for([&] {
+        std::lock_guard g(s.lock);
+        return s.sent.size() == 4;
+    }));
+    int touches = 0;
+    plane->misses().drain([](bytes, const std::optional<IpAddress>&) { ADD_FAILURE() << "no miss expected"; },
+                          [&](const IpAddress& ip) { touches += ip == peer; });
+    EXPECT_EQ(touches, 1);
+
+    // Snapshots replaced while the worker sends (ThreadSanitizer's case):
+    // every datagram is sent or handed back, none lost.
+    std::thread feeder([&] {
+        for (int i = 0; i < 500; ++i) q.put(udp4({198, 18, 0, static_cast<std::uint8_t>(i % 2 ? 2 : 3)}));
+    });
+    for (int i = 0; i < 200; ++i) plane->publish(snapshot_with(peer, 0x99, static_cast<std::uint16_t>(i), later));
+    feeder.join();
+    std::size_t handed_back = 0;
+    ASSERT_TRUE(wait_for([&] {
+        plane->misses().drain([&](bytes, const std::optional<IpAddress>&) { ++handed_back; }, [](const IpAddress&) {});
+        std::lock_guard g(s.lock);
+        return s.sent.size() + handed_back == 4 + 500;
+    }));
+    EXPECT_EQ(handed_back, 250u);
+    w.routes_changed();
+    EXPECT_EQ(q.routes_changed_.load(), 1);
+    w.stop();
+    w.stop();  // idempotent
+
+    struct Collect final : CounterSink {
+        std::map<std::string, std::uint64_t> v;
+        void counter(std::string_view n, std::uint64_t x) override { v[std::string(n)] = x; }
+    } c;
+    w.visit_counters(c);
+    EXPECT_EQ(c.v["fast_path"], 254u);
+    EXPECT_EQ(c.v["misses"], 251u);
+    EXPECT_EQ(c.v["touches"], 1u);
+    EXPECT_EQ(c.v["tx_packets"], 254u);
+    EXPECT_TRUE(c.v.contains("tun_rx_packets"));
+}
+
+}  // namespace
+}  // namespace ipoibd::iface
