@@ -81,6 +81,9 @@ public:
     virtual std::size_t read_batch(std::size_t max_reads, const Emit& emit) = 0;
     // The host's routes changed: next hops are looked up again.
     virtual void routes_changed() = 0;
+    // Attached (the default) or not: the host sends a detached queue
+    // nothing, and its fd reports an error while detached. Any thread.
+    virtual expected<void, std::string> set_attached(bool attached) = 0;
     // rx_packets, rx_errors, rx_segmented, next_hop_failures, offload errors.
     virtual void visit_counters(CounterSink& out) const = 0;
 };

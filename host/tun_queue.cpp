@@ -1,8 +1,12 @@
 #include "host/tun_queue.h"
 
+#include <linux/if_tun.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include "host/tun_offload.h"
 #include "host/tun_port.h"
@@ -48,6 +52,15 @@ std::size_t TunQueue::read_batch(std::size_t max_reads, const Emit& emit) {
         if (*segments > 1) add(counters_.rx_segmented, *segments);
     }
     return reads;
+}
+
+expected<void, std::string> TunQueue::set_attached(bool attached) {
+    ifreq r{};
+    r.ifr_flags = static_cast<short>(attached ? IFF_ATTACH_QUEUE : IFF_DETACH_QUEUE);
+    if (::ioctl(device_.fd.get(), TUNSETQUEUE, &r) != 0)
+        return unexpected(std::string(attached ? "attach" : "detach") + " a queue of " + device_.name + ": " +
+                          std::strerror(errno));
+    return {};
 }
 
 void TunQueue::visit_counters(CounterSink& out) const {

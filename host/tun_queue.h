@@ -23,6 +23,7 @@ public:
     int fd() const override { return device_.fd.get(); }
     std::size_t read_batch(std::size_t max_reads, const Emit& emit) override;
     void routes_changed() override { routes_generation_.fetch_add(1, std::memory_order_relaxed); }
+    expected<void, std::string> set_attached(bool attached) override;
     void visit_counters(CounterSink& out) const override;
 
 private:

@@ -75,12 +75,13 @@ DataWorker::DataWorker(std::unique_ptr<host::HostQueue> queue, std::unique_ptr<t
       plane_(std::move(plane)),
       max_reads_(max_reads == 0 ? 1 : max_reads),
       stop_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+      wake_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
       frame_(ipoib::EncapHeader::size + 65535) {}
 
 DataWorker::~DataWorker() { stop(); }
 
 expected<void, std::string> DataWorker::start() {
-    if (!stop_) return unexpected(std::string("eventfd: ") + std::strerror(errno));
+    if (!stop_ || !wake_) return unexpected(std::string("eventfd: ") + std::strerror(errno));
     try {
         thread_ = std::thread([this] { run(); });
     } catch (const std::system_error& e) {
@@ -95,14 +96,39 @@ void DataWorker::stop() {
     thread_.join();
 }
 
+expected<void, std::string> DataWorker::set_enabled(bool on) {
+    if (on == enabled()) return {};
+    if (on) {
+        if (auto r = queue_->set_attached(true); !r) return r;
+        enabled_.store(true, std::memory_order_relaxed);
+    } else {
+        // The worker learns first, so that the detached queue's error
+        // (poll() reports it) is not taken for a read to do.
+        enabled_.store(false, std::memory_order_relaxed);
+        signal_fd(wake_.get());
+        if (auto r = queue_->set_attached(false); !r) {
+            enabled_.store(true, std::memory_order_relaxed);
+            return r;
+        }
+    }
+    signal_fd(wake_.get());
+    return {};
+}
+
 void DataWorker::run() {
-    pollfd fds[2] = {{.fd = queue_->fd(), .events = POLLIN, .revents = 0},
-                     {.fd = stop_.get(), .events = POLLIN, .revents = 0}};
-    const host::HostQueue::Emit emit;
+    pollfd fds[3] = {{.fd = queue_->fd(), .events = POLLIN, .revents = 0},
+                     {.fd = stop_.get(), .events = POLLIN, .revents = 0},
+                     {.fd = wake_.get(), .events = POLLIN, .revents = 0}};
     for (;;) {
-        if (::poll(fds, 2, -1) < 0 && errno != EINTR) break;
+        // Detached: poll() would report the queue's error at once.
+        fds[0].fd = enabled() ? queue_->fd() : -1;
+        if (::poll(fds, 3, -1) < 0 && errno != EINTR) break;
         if (fds[1].revents) break;
-        if (!fds[0].revents) continue;
+        if (fds[2].revents) {
+            std::uint64_t n = 0;
+            [[maybe_unused]] auto r = ::read(wake_.get(), &n, sizeof n);
+        }
+        if (!fds[0].revents || !enabled()) continue;
         add(counters_.wakeups);
         const std::shared_ptr<const ipoib::ForwardingSnapshot> s = plane_->snapshot();
         const auto now = std::chrono::steady_clock::now();

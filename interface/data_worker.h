@@ -21,7 +21,10 @@
 //    to the loop through the MissQueue, a bounded queue (kMaxItems,
 //    kMaxBytes) whose overflow is counted, and takes the engine's path
 //    there; so do the "touches" that tell the engine a neighbour or path
-//    was used past its quiet time.
+//    was used past its quiet time;
+//  - in connected mode the workers' queues are detached (set_enabled):
+//    the host then sends every flow to the loop's queue, since traffic to
+//    connected peers goes over RC, which is the loop's.
 // A flow stays on one queue (the kernel hashes flows to queues), so its
 // datagrams keep their order except where a miss is overtaken by a later
 // datagram sent after the snapshot changed (the first datagrams of a flow
@@ -132,6 +135,12 @@ public:
     // Stops and joins the thread; idempotent.
     void stop();
     void routes_changed() { queue_->routes_changed(); }
+    // Off: the worker's queue is detached (the host sends it nothing, so
+    // every flow comes to the loop's queue) and the worker waits; on:
+    // attached again. For connected mode, whose peers' traffic is the
+    // loop's (RC). The loop's thread; idempotent.
+    expected<void, std::string> set_enabled(bool on);
+    bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
     // The worker's, its queue's ("tun_" ...) and its send queue's ("tx_" ...).
     void visit_counters(CounterSink& out) const;
 
@@ -148,6 +157,9 @@ private:
     std::shared_ptr<DataPlane> plane_;
     std::size_t max_reads_;
     UniqueFd stop_;  // eventfd: readable once stop() was called
+    UniqueFd wake_;  // eventfd: enabled_ changed
+    std::atomic<bool> enabled_{true};
+    std::atomic<bool> stopping_{false};
     std::thread thread_;
     std::vector<std::uint8_t> frame_;
     DataWorkerCounters counters_;

@@ -306,6 +306,13 @@ void Interface::serve_misses(Clock::time_point now) {
 }
 
 void Interface::publish_forwarding(Clock::time_point now) {
+    // Connected mode: the peers' traffic goes over RC, the loop's; the
+    // host then sends every flow to the loop's queue.
+    if (const bool on = !engine_->link().connected; on != workers_on_) {
+        workers_on_ = on;  // tried once per change: a refusal is logged, not retried every turn
+        for (auto& w : workers_)
+            if (auto r = w->set_enabled(on); !r) events_.host_warning(name(), "data threads: " + r.error());
+    }
     const transport::UdQp* qp = link_.qp();
     const transport::SendAs as = qp ? transport::SendAs{qp->qpn(), qp->qkey(), qp->pkey()} : transport::SendAs{};
     const std::uint64_t fp = engine_->forwarding_fingerprint() * 31 + as.qpn * 7 + as.qkey + as.pkey;

@@ -234,6 +234,7 @@ private:
     std::shared_ptr<DataPlane> plane_;  // with data threads
     std::optional<std::uint64_t> published_;  // the fingerprint of the snapshot last published
     std::vector<std::unique_ptr<DataWorker>> workers_;
+    bool workers_on_ = true;  // their queues attached (not in connected mode)
 };
 
 template <class Section>

@@ -12,7 +12,9 @@
 #     streams arrive, A keeps its threads;
 #  3. B restarts (a new QPN) while pings flow: A reaches it again (the
 #     snapshot follows the neighbour's new address);
-#  4. both daemons exit 0 on SIGTERM with their threads running.
+#  4. connected mode reloaded on: the threads' queues detached, TCP over RC
+#     through the loop alone;
+#  5. both daemons exit 0 on SIGTERM with their threads running.
 #
 # scenario/data_threads.sh BIN_DIR
 set -euo pipefail
@@ -122,7 +124,30 @@ ping_until a 20 198.18.0.2 || fail "A did not reach the restarted B"
 in_ns a ping -c 20 -i 0.05 -W 1 198.18.0.2 >"$WORK/ping-after.log" 2>&1 || fail "pings after B's restart lost: $(tail -3 "$WORK/ping-after.log")"
 pass "B restarted while A pinged it ($(grep -o '[0-9]* received' "$WORK/ping-restart.log")); 20 of 20 pings after"
 
-# 4.
+# 4. Connected mode (reloaded on): the threads' queues are detached and
+# every flow goes through the loop, over RC.
+for h in a b; do
+  sed -i 's/^\[interface\]$/[interface]\nconnected-mode = yes/' "$WORK/$h.conf"
+  kill -HUP "${PID[$h]}"
+done
+for h in a b; do
+  log="$WORK/$h-1.log"; [ $h = b ] && log="$WORK/b-2.log"
+  wait_for 10 "$log" "reloaded: applied .*interface.connected-mode" || fail "$h did not apply connected-mode on reload"
+done
+ping_until a 20 -s 8000 198.18.0.2 || fail "A cannot reach B with 8000-byte pings in connected mode"
+fast_before=$(stat_of a data_threads fast_path); rc_before=$(stat_of a connected tx_messages)
+in_ns b iperf3 -s -1 -B 198.18.0.2 >"$WORK/iperf-b2.log" 2>&1 &
+IPERF_B=$!; PIDS+=($IPERF_B)
+sleep 0.5
+in_ns a timeout 30 iperf3 -c 198.18.0.2 -t 2 -P 4 -J >"$WORK/iperf-ab2.json" 2>&1 || fail "iperf3 A -> B in connected mode: $(tail -5 "$WORK/iperf-ab2.json")"
+wait $IPERF_B 2>/dev/null || true
+fast_after=$(stat_of a data_threads fast_path); rc_after=$(stat_of a connected tx_messages)
+[ "$fast_after" -eq "$fast_before" ] || fail "A's data thread sent $((fast_after - fast_before)) datagrams in connected mode"
+[ $((rc_after - rc_before)) -gt 200 ] || fail "iperf3 A -> B in connected mode: $((rc_after - rc_before)) RC messages"
+[ "$(stat_of a data_threads miss_queue_dropped)" -eq 0 ] || fail "A's miss queue dropped datagrams"
+pass "connected mode: 4 TCP streams over RC ($((rc_after - rc_before)) messages), none through the detached data thread"
+
+# 5.
 for h in a b; do stop_ipoibd $h; done
 kill -TERM "$FABPID"; wait "$FABPID" || true
 pass "both daemons exited 0 with their data threads"

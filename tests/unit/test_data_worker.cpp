@@ -146,6 +146,11 @@ public:
         return batch.size();
     }
     void routes_changed() override { ++routes_changed_; }
+    expected<void, std::string> set_attached(bool a) override {
+        attached = a;
+        return {};
+    }
+    std::atomic<bool> attached{true};
     void visit_counters(CounterSink& out) const override { out.counter("rx_packets", 0); }
     std::atomic<int> routes_changed_{0};
 
@@ -260,6 +265,23 @@ TEST(DataWorker, SendsWhatTheSnapshotCoversAndHandsBackTheRest) {
     EXPECT_EQ(handed_back, 250u);
     w.routes_changed();
     EXPECT_EQ(q.routes_changed_.load(), 1);
+
+    // Disabled (connected mode): the queue detached, nothing read; enabled
+    // again: what waited is read.
+    ASSERT_TRUE(w.set_enabled(false));
+    EXPECT_FALSE(q.attached);
+    q.put(udp4({198, 18, 0, 2}));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    {
+        std::lock_guard g(s.lock);
+        EXPECT_EQ(s.sent.size(), 4u + 250u);
+    }
+    ASSERT_TRUE(w.set_enabled(true));
+    EXPECT_TRUE(q.attached);
+    ASSERT_TRUE(wait_for([&] {
+        std::lock_guard g(s.lock);
+        return s.sent.size() == 4u + 250u + 1u;
+    }));
     w.stop();
     w.stop();  // idempotent
 
@@ -268,10 +290,10 @@ TEST(DataWorker, SendsWhatTheSnapshotCoversAndHandsBackTheRest) {
         void counter(std::string_view n, std::uint64_t x) override { v[std::string(n)] = x; }
     } c;
     w.visit_counters(c);
-    EXPECT_EQ(c.v["fast_path"], 254u);
+    EXPECT_EQ(c.v["fast_path"], 255u);
     EXPECT_EQ(c.v["misses"], 251u);
     EXPECT_EQ(c.v["touches"], 1u);
-    EXPECT_EQ(c.v["tx_packets"], 254u);
+    EXPECT_EQ(c.v["tx_packets"], 255u);
     EXPECT_TRUE(c.v.contains("tun_rx_packets"));
 }
 
