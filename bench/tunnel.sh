@@ -35,6 +35,10 @@
 #   tap-4092      mode = tap: Ethernet devices, the kernel's ARP/ND answered
 #                 with synthetic MACs; issue 22's target: TCP within 15% of
 #                 the TUN row at the same MTU)
+#   threads2-4092 the ipoibd-4092 row with [daemon] data-threads = 2 in both
+#                 daemons (a multi-queue TUN, a second thread reading and
+#                 sending; the ipoibd, key, connected and tap rows set 1);
+#                 issue 24's target with STREAMS=4: TCP >= 1.3x ipoibd-4092's
 #   floor-4092    bench_floor (bench/floor_forwarder.cpp): the least a userspace
 #                 TUN <-> UDP tunnel can do here (one thread, a connected
 #                 socket, no protocol); with busy polling in the RTT test.
@@ -106,7 +110,7 @@ RTT_PINGS=${RTT_PINGS:-50}     # pings per instance per round
 PING_INT=${PING_INT:-0.005}
 UDP_LEN=1400
 LIFE=${LIFE:-180}       # upper bound on the lifetime of any process started here (s)
-ALL_ROWS="veth ipoibd-2044 ipoibd-4092 tap-2044 tap-4092 connected-65520 key-4092 openvpn-2044 openvpn-4092 socat-4092 floor-4092"
+ALL_ROWS="veth ipoibd-2044 ipoibd-4092 threads2-4092 tap-2044 tap-4092 connected-65520 key-4092 openvpn-2044 openvpn-4092 socat-4092 floor-4092"
 ROWS=${ROWS-$ALL_ROWS}   # ROWS="" runs no row (memory only)
 BASE_BIN=${BASE_BIN:-}
 if [ -n "$BASE_BIN" ]; then
@@ -346,6 +350,7 @@ write_ipoibd_config() {  # FILE GUID CIDR MTU SOCKET BUSY_POLL FABRIC [extra lin
     [ -z "${ROW_CONNECTED:-}" ] || echo "connected-mode = yes"
     [ -z "${ROW_TAP:-}" ] || echo "mode = tap"
     echo "[daemon]"; echo "control-socket = $5"; echo "log-level = warning"; echo "busy-poll = $6"
+    [ -z "${ROW_THREADS:-}" ] || echo "data-threads = $ROW_THREADS"
     [ $# -gt 7 ] && printf '%s\n' "${@:8}"
   } >"$1"
 }
@@ -488,12 +493,13 @@ up() {
   [ "$bp" = 0 ] || name=$row+bp
   case $row in
     veth)            up_veth ;;
-    ipoibd-*)        up_ipoibd "$name" "${row#ipoibd-}" "$BIN" "" "$k" "$bp" ;;
+    ipoibd-*)        ROW_THREADS=1 up_ipoibd "$name" "${row#ipoibd-}" "$BIN" "" "$k" "$bp" ;;
+    threads2-*)      ROW_THREADS=2 up_ipoibd "$name" "${row#threads2-}" "$BIN" "" "$k" "$bp" ;;
     base-connected-*) ROW_CONNECTED=1 up_ipoibd "$name" "${row#base-connected-}" "$BASE_BIN" "" "$k" "$bp" ;;
     base-*)          up_ipoibd "$name" "${row#base-}" "$BASE_BIN" "" "$k" "$bp" ;;
-    key-*)           up_ipoibd "$name" "${row#key-}" "$BIN" key "$k" "$bp" ;;
-    connected-*)     ROW_CONNECTED=1 up_ipoibd "$name" "${row#connected-}" "$BIN" "" "$k" "$bp" ;;
-    tap-*)           ROW_TAP=1 up_ipoibd "$name" "${row#tap-}" "$BIN" "" "$k" "$bp" ;;
+    key-*)           ROW_THREADS=1 up_ipoibd "$name" "${row#key-}" "$BIN" key "$k" "$bp" ;;
+    connected-*)     ROW_THREADS=1 ROW_CONNECTED=1 up_ipoibd "$name" "${row#connected-}" "$BIN" "" "$k" "$bp" ;;
+    tap-*)           ROW_THREADS=1 ROW_TAP=1 up_ipoibd "$name" "${row#tap-}" "$BIN" "" "$k" "$bp" ;;
     openvpn-*)       up_openvpn "$name" "${row#openvpn-}" "$k" ;;
     socat-*)         up_socat "$name" "${row#socat-}" "$k" ;;
     floor-*)         up_floor "$name" "${row#floor-}" "$k" "$bp" ;;
@@ -501,7 +507,7 @@ up() {
   esac
 }
 # Rows with a busy-polling instance in the RTT test.
-polls() { case $1 in ipoibd-*|base-*|key-*|connected-*|tap-*|floor-*) return 0 ;; esac; return 1; }
+polls() { case $1 in ipoibd-*|threads2-*|base-*|key-*|connected-*|tap-*|floor-*) return 0 ;; esac; return 1; }
 
 # A throughput row: its instance up, measured, stopped.
 run_row() {
@@ -511,7 +517,7 @@ run_row() {
   else
     printf '%s\t%s\tFAIL\t-\t-\t-\t-\t-\t-\t-\t-\t%s\n' "$row" - "$UP_NOTE" >>"$RES/runs.tsv"
   fi
-  case $row in ipoibd-*|base-*|key-*|connected-*|tap-*)
+  case $row in ipoibd-*|threads2-*|base-*|key-*|connected-*|tap-*)
     [ -z "${UP_SOCK_A:-}" ] || ctl $NSA "$UP_SOCK_A" -j stats >"$RAW/$row${TAG:-}.stats-a.json" 2>&1
     [ -z "${UP_SOCK_B:-}" ] || ctl $NSB "$UP_SOCK_B" -j stats >"$RAW/$row${TAG:-}.stats-b.json" 2>&1
     UP_SOCK_A="" UP_SOCK_B="" ;;
@@ -602,6 +608,7 @@ for m in ("2044", "4092"):
     add("key-" + m, "ipoibd-" + m)
 add("connected-65520", "ipoibd-4092")
 add("connected-65520", "base-connected-65520")
+add("threads2-4092", "ipoibd-4092")
 add("floor-4092", "openvpn-4092")
 if "floor-4092+bp" in names and "openvpn-4092" in names: pairs.append(("floor-4092+bp", "openvpn-4092"))
 rng = random.Random(1)
@@ -821,6 +828,11 @@ report() {
       echo "issue 21's targets (connected mode), for this run:"
       target "TCP connected-65520 / ipoibd-4092" "$(ratio "$(field_of connected-65520 3)" "$(field_of ipoibd-4092 3)")" ">=" 1.5
       rtt_target "RTT p50 connected-65520 / ipoibd-4092" connected-65520 ipoibd-4092 1
+    fi
+    if [ -n "$(field_of threads2-4092 1)" ]; then
+      echo "issue 24's data-thread target ($STREAMS TCP stream(s); the target is for 4), for this run:"
+      target "TCP threads2-4092 / ipoibd-4092" "$(ratio "$(field_of threads2-4092 3)" "$(field_of ipoibd-4092 3)")" ">=" 1.3
+      rtt_target "RTT p50 threads2-4092 / ipoibd-4092" threads2-4092 ipoibd-4092 1.05
     fi
     if [ -s "$RES/rtt-ratios.tsv" ]; then
       echo "issue 24's RTT targets, for this run:"
