@@ -134,6 +134,9 @@ public:
     virtual expected<std::unique_ptr<HostQueue>, std::string> open_queue() {
         return unexpected(name() + " has one queue");
     }
+    // Lets go of every queue open_queue() gave (the port's own hold on
+    // them): once their readers are gone too, the host sends them nothing.
+    virtual void close_queues() {}
 
     // Packets read and written, drops by reason, offload and next-hop
     // figures, by name.

@@ -61,6 +61,7 @@ public:
     // queues by hash), for a data thread to read (interface/data_worker.h),
     // with its own rtnetlink socket for next hops.
     expected<std::unique_ptr<HostQueue>, std::string> open_queue() override;
+    void close_queues() override { queue_fds_.clear(); }
     bool multi_queue() const { return multi_queue_; }
     ~TunPort() override;
 

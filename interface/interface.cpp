@@ -277,10 +277,15 @@ expected<void, std::string> Interface::start_data_threads(std::size_t threads) {
     if (plane->misses().fd() < 0) return unexpected(std::string("could not create an eventfd for the data threads"));
     std::vector<std::unique_ptr<DataWorker>> workers;
     for (std::size_t i = 1; i < threads; ++i) {
-        auto queue = host_->open_queue();
-        if (!queue) return unexpected("data thread " + std::to_string(i) + ": " + queue.error());
         auto send = port_.create_send_queue();
         if (!send) return unexpected("data thread " + std::to_string(i) + ": " + send.error().message());
+        auto queue = host_->open_queue();
+        if (!queue) {
+            // The queues opened so far close with `workers`; a queue left
+            // open with no reader would swallow the flows hashed to it.
+            host_->close_queues();
+            return unexpected("data thread " + std::to_string(i) + ": " + queue.error());
+        }
         workers.push_back(std::make_unique<DataWorker>(std::move(*queue), std::move(*send), plane, config_.host_max_batch));
     }
     plane_ = std::move(plane);
@@ -289,6 +294,9 @@ expected<void, std::string> Interface::start_data_threads(std::size_t threads) {
     for (auto& w : workers_)
         if (auto r = w->start(); !r) {
             stop_data_threads();
+            workers_.clear();
+            host_->close_queues();
+            plane_.reset();
             return r;
         }
     return {};

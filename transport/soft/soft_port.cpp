@@ -600,20 +600,30 @@ expected<std::unique_ptr<UdSendQueue>, Error> SoftPort::create_send_queue() {
 void SoftPort::publish_send_context() {
     const PortAttributes& a = port_.core().attributes();
     const auto current = send_shared_->context;  // only this thread writes it
+    const bool active = a.state == PortState::active && link_up_;
+    // Runs after every process(): compared in place, built only on a change.
+    const auto same_routes = [&] {
+        std::size_t n = 0;
+        for (const auto& [dlid, d] : direct_) {
+            if (d.draining) continue;
+            ++n;
+            const auto r = std::lower_bound(current->routes.begin(), current->routes.end(), dlid,
+                                            [](const SendRoute& x, std::uint16_t v) { return x.dlid < v; });
+            if (r == current->routes.end() || r->dlid != dlid || !(r->peer == d.peer) || r->refresh_at != d.refresh_at ||
+                r->expires != d.expires)
+                return false;
+        }
+        return n == current->routes.size();
+    };
+    if (current && current->active == active && current->lid == a.lid && current->mtu == ib::mtu_bytes(a.active_mtu) &&
+        current->keys_version == keys_version_ && current->pkey_table == a.pkey_table && current->gid == a.gid() &&
+        same_routes())
+        return;
     std::vector<SendRoute> routes;
     routes.reserve(direct_.size());
     for (const auto& [dlid, d] : direct_)
         if (!d.draining) routes.push_back(SendRoute{dlid, d.peer, d.refresh_at, d.expires});
     std::sort(routes.begin(), routes.end(), [](const SendRoute& x, const SendRoute& y) { return x.dlid < y.dlid; });
-    const bool active = a.state == PortState::active && link_up_;
-    if (current && current->active == active && current->lid == a.lid && current->mtu == ib::mtu_bytes(a.active_mtu) &&
-        current->gid == a.gid() && current->pkey_table == a.pkey_table && current->keys_version == keys_version_ &&
-        std::equal(routes.begin(), routes.end(), current->routes.begin(), current->routes.end(),
-                   [](const SendRoute& x, const SendRoute& y) {
-                       return x.dlid == y.dlid && x.peer == y.peer && x.refresh_at == y.refresh_at &&
-                              x.expires == y.expires;
-                   }))
-        return;
     auto next = std::make_shared<SendContext>();
     next->active = active;
     next->lid = a.lid;
