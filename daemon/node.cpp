@@ -217,7 +217,6 @@ expected<void, std::string> Node::open_fabric() {
     data_threads_ = config_.daemon.data_threads != 0
                         ? config_.daemon.data_threads
                         : std::clamp<std::size_t>(std::thread::hardware_concurrency() / 2, 1, 4);
-    po.send_queues = data_threads_ > 1;
     po.device = config_.fabric.device;
     po.port_num = config_.fabric.port;
     auto opened = transport::open_port(po);
@@ -430,7 +429,7 @@ expected<void, std::string> Node::add_interface(std::unique_ptr<host::HostPort> 
                                              schedule(now);
                                          });
                    !w) {
-            added.stop_data_threads();
+            added.stop_data_threads();  // and lets go of their queues
             return unexpected("could not watch " + added.name() + "'s data threads: " + w.error().message());
         }
     } else if (config_.daemon.data_threads > 1) {

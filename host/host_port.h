@@ -137,6 +137,10 @@ public:
     // Lets go of every queue open_queue() gave (the port's own hold on
     // them): once their readers are gone too, the host sends them nothing.
     virtual void close_queues() {}
+    // Off: writes go to the first queue only (the others are detached, and
+    // a write on one would teach the host's flow table a queue that is not
+    // there).
+    virtual void use_queues(bool) {}
 
     // Packets read and written, drops by reason, offload and next-hop
     // figures, by name.

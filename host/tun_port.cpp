@@ -167,7 +167,7 @@ void TunPort::write_now(bytes data) {
     // wrote it, so a flow whose packets all came in on the first queue
     // would leave only there and never reach a data thread.
     int fd = device_.fd.get();
-    if (!queue_fds_.empty())
+    if (!queue_fds_.empty() && queues_on_)
         if (const std::size_t q = flow_queue(data, device_.offload, queue_fds_.size() + 1); q > 0)
             fd = queue_fds_[q - 1].get();
     if (::write(fd, data.data(), data.size()) < 0) {

@@ -62,6 +62,7 @@ public:
     // with its own rtnetlink socket for next hops.
     expected<std::unique_ptr<HostQueue>, std::string> open_queue() override;
     void close_queues() override { queue_fds_.clear(); }
+    void use_queues(bool on) override { queues_on_ = on; }
     bool multi_queue() const { return multi_queue_; }
     ~TunPort() override;
 
@@ -105,6 +106,7 @@ protected:
     bool multi_queue_ = false;
     // The other queues' fds (dup()s), written to by flow: see write_now().
     std::vector<UniqueFd> queue_fds_;
+    bool queues_on_ = true;
 };
 
 // Which of `queues` a packet's flow belongs to (the IPv4/IPv6 addresses and

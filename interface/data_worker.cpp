@@ -116,19 +116,32 @@ expected<void, std::string> DataWorker::set_enabled(bool on) {
 }
 
 void DataWorker::run() {
-    pollfd fds[3] = {{.fd = queue_->fd(), .events = POLLIN, .revents = 0},
+    pollfd fds[4] = {{.fd = queue_->fd(), .events = POLLIN, .revents = 0},
                      {.fd = stop_.get(), .events = POLLIN, .revents = 0},
-                     {.fd = wake_.get(), .events = POLLIN, .revents = 0}};
+                     {.fd = wake_.get(), .events = POLLIN, .revents = 0},
+                     {.fd = -1, .events = POLLOUT, .revents = 0}};
+    bool broken = false;  // the queue reported an error while attached (the device went away)
     for (;;) {
         // Detached: poll() would report the queue's error at once.
-        fds[0].fd = enabled() ? queue_->fd() : -1;
-        if (::poll(fds, 3, -1) < 0 && errno != EINTR) break;
+        fds[0].fd = enabled() && !broken ? queue_->fd() : -1;
+        // Sends the kernel did not take yet: go on when it can.
+        fds[3].fd = send_->pending() ? send_->fd() : -1;
+        if (::poll(fds, 4, -1) < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
         if (fds[1].revents) break;
         if (fds[2].revents) {
             std::uint64_t n = 0;
             [[maybe_unused]] auto r = ::read(wake_.get(), &n, sizeof n);
         }
+        if (fds[3].revents) send_->flush();
         if (!fds[0].revents || !enabled()) continue;
+        if (fds[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+            broken = true;
+            add(counters_.queue_errors);
+            continue;
+        }
         add(counters_.wakeups);
         const std::shared_ptr<const ipoib::ForwardingSnapshot> s = plane_->snapshot();
         const auto now = std::chrono::steady_clock::now();
@@ -138,14 +151,19 @@ void DataWorker::run() {
         send_->flush();
     }
     send_->flush();
+    // Whatever ended the thread, its queue must not keep the flows the host
+    // hashes to it.
+    (void)queue_->set_attached(false);
 }
 
 void DataWorker::on_datagram(bytes ip_packet, const std::optional<IpAddress>& next_hop,
                              const ipoib::ForwardingSnapshot* s, std::chrono::steady_clock::time_point now) {
     const ipoib::ForwardingEntry* e = nullptr;
     if (s && s->up) {
-        if (const auto dst = ipoib::fast_path_destination(ip_packet, s->datagram_mtu))
-            e = s->find(next_hop.value_or(*dst));
+        if (const auto dst = ipoib::fast_path_destination(ip_packet, s->datagram_mtu)) {
+            e = s->find(next_hop.value_or(dst->destination));
+            ip_packet = ip_packet.first(dst->length);  // bytes past the datagram's own length go, as in the engine
+        }
     }
     if (!e) {
         add(counters_.misses);
@@ -170,6 +188,7 @@ void DataWorker::visit_counters(CounterSink& out) const {
     out.counter("misses", counters_.misses.load(std::memory_order_relaxed));
     out.counter("touches", counters_.touches.load(std::memory_order_relaxed));
     out.counter("wakeups", counters_.wakeups.load(std::memory_order_relaxed));
+    out.counter("queue_errors", counters_.queue_errors.load(std::memory_order_relaxed));
     PrefixedSink tun(out, "tun_");
     queue_->visit_counters(tun);
     PrefixedSink tx(out, "tx_");

@@ -1,8 +1,8 @@
 // Data threads ([daemon] data-threads = N): the host's datagrams read from
 // N queues of a multi-queue TUN, the first by the event loop as always, the
 // other N-1 each by a DataWorker on a thread of its own with a send queue
-// of its own (transport/port.h, UdSendQueue: its own socket on the soft
-// fabric), so that reading the TUN and sending to the fabric, the bulk of
+// of its own (transport/port.h, UdSendQueue: a send ring of its own on the
+// soft port's socket), so that reading the TUN and sending to the fabric, the bulk of
 // a datagram's cost, run on several cores.
 //
 // Division of labour:
@@ -121,6 +121,7 @@ struct DataWorkerCounters {
     std::atomic<std::uint64_t> misses{0};      // handed to the loop
     std::atomic<std::uint64_t> touches{0};     // neighbours/paths reported used
     std::atomic<std::uint64_t> wakeups{0};
+    std::atomic<std::uint64_t> queue_errors{0};  // the TUN queue failed (the device went away): no more reads
 };
 
 class DataWorker {

@@ -228,7 +228,7 @@ void Interface::link_changed(const ipoib::LinkStatus& s) {
                                              " (the fabric's partition sets the group MTU)");
         host_result(host_->set_mtu(s.mtu));
         host_result(host_->set_carrier(true));
-        host_->routes_changed();
+        host_routes_changed();
     } else {
         host_result(host_->set_carrier(false));
         if (ethernet_) ethernet_->flush();
@@ -239,13 +239,13 @@ void Interface::link_changed(const ipoib::LinkStatus& s) {
 void Interface::host_address_added(const IpPrefix& address, Clock::time_point now) {
     if (is_link_local(address.address)) return;
     engine_->add_address({.ip = address.address, .prefix_length = address.length}, now);  // announced
-    host_->routes_changed();
+    host_routes_changed();
 }
 
 void Interface::host_address_removed(const IpPrefix& address, Clock::time_point now) {
     if (is_link_local(address.address)) return;
     engine_->remove_address({.ip = address.address, .prefix_length = address.length}, now);
-    host_->routes_changed();
+    host_routes_changed();
 }
 
 std::string Interface::reconfigure(const std::vector<IpPrefix>& addresses, const std::vector<host::HostRoute>& routes,
@@ -276,13 +276,17 @@ expected<void, std::string> Interface::start_data_threads(std::size_t threads) {
     auto plane = std::make_shared<DataPlane>();
     if (plane->misses().fd() < 0) return unexpected(std::string("could not create an eventfd for the data threads"));
     std::vector<std::unique_ptr<DataWorker>> workers;
+    // On failure the queues opened so far close with `workers` and the
+    // port's copies of them: a queue left open with no reader would swallow
+    // the flows the host hashes to it.
     for (std::size_t i = 1; i < threads; ++i) {
         auto send = port_.create_send_queue();
-        if (!send) return unexpected("data thread " + std::to_string(i) + ": " + send.error().message());
+        if (!send) {
+            host_->close_queues();
+            return unexpected("data thread " + std::to_string(i) + ": " + send.error().message());
+        }
         auto queue = host_->open_queue();
         if (!queue) {
-            // The queues opened so far close with `workers`; a queue left
-            // open with no reader would swallow the flows hashed to it.
             host_->close_queues();
             return unexpected("data thread " + std::to_string(i) + ": " + queue.error());
         }
@@ -303,14 +307,35 @@ expected<void, std::string> Interface::start_data_threads(std::size_t threads) {
 }
 
 void Interface::stop_data_threads() {
-    for (auto& w : workers_) w->stop();
+    for (auto& w : workers_) w->stop();  // each detaches its queue
+    host_->close_queues();
 }
 
 void Interface::serve_misses(Clock::time_point now) {
     if (!plane_) return;
     now_ = now;
-    plane_->misses().drain([&](bytes packet, const std::optional<IpAddress>& next_hop) { on_host_packet(packet, next_hop); },
-                           [&](const IpAddress& ip) { engine_->touch_neighbour(ip, now); });
+    // As a host read: the engine's sends leave in batches, and completions
+    // are reaped between them so that a long drain does not fill the send
+    // queue.
+    std::size_t since_flush = 0;
+    const auto batch_done = [&] {
+        if (++since_flush < 64) return;
+        since_flush = 0;
+        port_.flush();
+        poll_link(Clock::now(), 256);
+    };
+    plane_->misses().drain(
+        [&](bytes packet, const std::optional<IpAddress>& next_hop) {
+            on_host_packet(packet, next_hop);
+            batch_done();
+        },
+        [&](const IpAddress& ip) {
+            engine_->touch_neighbour(ip, now);
+            batch_done();
+        });
+    events_.traffic();
+    port_.flush();
+    poll_link(Clock::now(), 256);
 }
 
 void Interface::publish_forwarding(Clock::time_point now) {
@@ -318,6 +343,7 @@ void Interface::publish_forwarding(Clock::time_point now) {
     // host then sends every flow to the loop's queue.
     if (const bool on = !engine_->link().connected; on != workers_on_) {
         workers_on_ = on;  // tried once per change: a refusal is logged, not retried every turn
+        host_->use_queues(on);  // the loop's writes, which teach the host's flow table, stay on its queue
         for (auto& w : workers_)
             if (auto r = w->set_enabled(on); !r) events_.host_warning(name(), "data threads: " + r.error());
     }

@@ -8,7 +8,7 @@
 
 namespace ipoibd::ipoib {
 
-std::optional<IpAddress> fast_path_destination(bytes ip_packet, std::uint32_t datagram_mtu) {
+std::optional<FastPath> fast_path_destination(bytes ip_packet, std::uint32_t datagram_mtu) {
     auto info = inspect_ip_packet(ip_packet);
     if (!info || info->length > datagram_mtu || is_multicast(info->destination) || is_unspecified(info->destination))
         return std::nullopt;
@@ -21,7 +21,7 @@ std::optional<IpAddress> fast_path_destination(bytes ip_packet, std::uint32_t da
         const std::uint8_t type = ip_packet[info->upper_offset];
         if (type >= 130 && type <= 143) return std::nullopt;
     }
-    return info->destination;
+    return FastPath{info->destination, info->length};
 }
 
 std::uint64_t Engine::forwarding_fingerprint() const {
@@ -50,6 +50,7 @@ std::shared_ptr<ForwardingSnapshot> Engine::forwarding_snapshot(Clock::time_poin
     for (const NeighbourEntryView& v : neighbours_.entries()) {
         if (!v.hw || v.state == NeighbourState::incomplete || v.state == NeighbourState::failed) continue;
         if (connected && (v.hw->flags & HwAddress::kFlagConnectedRc)) continue;
+        if (is_broadcast_v4(v.ip)) continue;  // the engine broadcasts to it, whatever the table says
         const auto path = paths_.find(v.hw->gid);
         if (!path) continue;
         ForwardingEntry e{.ip = v.ip, .to = *v.hw, .ah = path->address_handle(), .quiet_until = now};

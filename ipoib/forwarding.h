@@ -70,7 +70,11 @@ struct ForwardingSnapshot {
 };
 
 // Whether a datagram from the host may take the fast path (step 1): its
-// destination when it may, nothing when it goes to the loop.
-std::optional<IpAddress> fast_path_destination(bytes ip_packet, std::uint32_t datagram_mtu);
+// destination and own length when it may, nothing when it goes to the loop.
+struct FastPath {
+    IpAddress destination;
+    std::size_t length = 0;
+};
+std::optional<FastPath> fast_path_destination(bytes ip_packet, std::uint32_t datagram_mtu);
 
 }  // namespace ipoibd::ipoib

@@ -213,9 +213,10 @@ struct SendQueueCounters {
     std::atomic<std::uint64_t> refused{0};     // port not ACTIVE, payload over the MTU, multicast
     std::atomic<std::uint64_t> direct{0};      // soft port: straight to the peer (cut-through)
     std::atomic<std::uint64_t> via_switch{0};  // soft port: through the switch
+    std::atomic<std::uint64_t> dropped{0};     // taken, but the socket's ring was full or the kernel refused it
     void add(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) { c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
 };
-// As "packets", "bytes", "refused", "direct", "via_switch".
+// As "packets", "bytes", "refused", "direct", "via_switch", "dropped".
 void visit(const SendQueueCounters& c, CounterSink& out);
 
 // The UD QP a send queue sends as: its QPN (the packets' source QPN), its
@@ -232,8 +233,8 @@ struct SendAs {
 // thread, then used by one other thread only. Its packets are those of the
 // QP it is told to send as (source QPN, Q_Key, P_Key: peers see one
 // sender), which the owner takes from the QP (its QPN changes when the QP
-// is made again), but they leave from the queue's own socket, with no
-// completions: what could not be sent is counted. Unicast only (the port's
+// is made again), but they leave from the queue's own send ring (soft
+// port: on a dup() of the port's socket), with no completions: what could not be sent is counted. Unicast only (the port's
 // thread keeps multicast and its group state). Destroy it on the port's
 // thread once its thread has stopped using it.
 class UdSendQueue {
@@ -242,8 +243,12 @@ public:
     // Builds and queues the requests' packets as `as`; returns how many
     // were taken (a refused one is counted and skipped). wr_id is ignored.
     virtual std::size_t send(const SendAs& as, std::span<const SendRequest> requests) = 0;
-    // Sends what send() queued.
+    // Sends what send() queued; what the kernel would not take yet waits.
     virtual void flush() = 0;
+    // Whether sends wait for the kernel (then flush() again when fd() is
+    // writable); fd() is -1 where nothing ever waits.
+    virtual bool pending() const { return false; }
+    virtual int fd() const { return -1; }
     // Safe from the port's thread while the queue's thread runs.
     virtual const SendQueueCounters& counters() const = 0;
 };
@@ -320,8 +325,7 @@ public:
     virtual void visit_counters(CounterSink& out) const;
 
     // A send queue for another thread (UdSendQueue); not_supported where
-    // the backend has none, or was not opened for them (soft:
-    // SoftPortConfig::send_queues).
+    // the backend has none (verbs, memory).
     virtual expected<std::unique_ptr<UdSendQueue>, Error> create_send_queue();
 
     // The reliable service (rc/rc_port.h). An RC QP with the P_Key at

@@ -19,7 +19,6 @@ expected<OpenedPort, Error> open_soft(const PortOptions& o) {
     c.port_guid = o.guid;
     c.node_description = o.node_description;
     if (o.receive_budget != 0) c.receive_budget = o.receive_budget;
-    c.send_queues = o.send_queues;
     auto p = SoftPort::open(c);
     if (!p) return unexpected(p.error());
     (*p)->set_deferred_flush(o.deferred_flush);

@@ -35,8 +35,6 @@ struct PortOptions {
     // Sends wait in the socket's ring until Port::flush() or process(), so
     // that a loop turn's sends leave in sendmmsg batches (soft_port.h).
     bool deferred_flush = false;
-    // Send queues for data threads (port.h, UdSendQueue); soft ports only.
-    bool send_queues = false;
     // verbs
     std::string device;  // empty: the first HCA
     unsigned port_num = 1;

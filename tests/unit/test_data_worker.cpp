@@ -47,7 +47,13 @@ Bytes udp4(std::array<std::uint8_t, 4> dst, std::uint16_t sport = 1000, std::uin
 
 TEST(FastPath, OnlyWhatTheEngineWouldSendAsItIs) {
     const IpAddress peer = IpAddress::v4({198, 18, 0, 2});
-    EXPECT_EQ(ipoib::fast_path_destination(udp4({198, 18, 0, 2}), 2044), peer);
+    const auto fp = ipoib::fast_path_destination(udp4({198, 18, 0, 2}), 2044);
+    ASSERT_TRUE(fp);
+    EXPECT_EQ(fp->destination, peer);
+    EXPECT_EQ(fp->length, 36u);
+    Bytes padded = udp4({198, 18, 0, 2});
+    padded.resize(padded.size() + 5, 0xEE);  // bytes past the datagram's length
+    EXPECT_EQ(ipoib::fast_path_destination(padded, 2044)->length, 36u);
     EXPECT_FALSE(ipoib::fast_path_destination(udp4({198, 18, 0, 2}, 1, 2, 3000), 2044));  // too big for UD
     EXPECT_FALSE(ipoib::fast_path_destination(udp4({224, 0, 0, 5}), 2044));               // multicast
     EXPECT_FALSE(ipoib::fast_path_destination(udp4({255, 255, 255, 255}), 2044));          // broadcast

@@ -19,7 +19,8 @@
 // either).
 //
 // Replay protection, per source address (IP and UDP port): the newest
-// session seen and a window of its last 1024 sequence numbers. A sequence
+// session seen and a window of its last 4096 sequence numbers (a port's data
+// threads share one counter, so theirs arrive a little out of order). A sequence
 // number below the window or seen before is a replay; a session older than
 // the newest is stale, unless the newest has been silent for
 // kSessionTakeover (a sender restarted after its clock stepped back). State
@@ -72,7 +73,7 @@ class FabricAuth {
 public:
     using Clock = std::chrono::steady_clock;
     static constexpr std::size_t kTrailer = 36;
-    static constexpr std::size_t kWindow = 1024;
+    static constexpr std::size_t kWindow = 4096;
     static constexpr std::size_t kMaxSources = 4096;
     static constexpr std::chrono::seconds kSessionTakeover{120};
 

@@ -56,8 +56,7 @@ expected<std::unique_ptr<SoftPort>, Error> SoftPort::open(const SoftPortConfig& 
         bind_to = *any;
     }
     // Not connected: cut-through packets come from other ports' addresses.
-    auto socket = UdpBatchSocket::open(bind_to, nullptr,
-                                       config.send_queues ? UdpBatchSocket::Share::steer_to_me : UdpBatchSocket::Share::none);
+    auto socket = UdpBatchSocket::open(bind_to, nullptr);
     if (!socket) return unexpected(sys_error(socket.error().operation, socket.error().error));
 
     UniqueFd timer(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
@@ -561,18 +560,30 @@ public:
             } else {
                 counters_.add(counters_.via_switch);
             }
-            if (!socket_.queue(bytes(tx_).first(*built), to)) continue;  // counted by the socket
             counters_.add(counters_.packets);
             counters_.add(counters_.bytes, *built);
             ++taken;
+            if (!socket_.queue(bytes(tx_).first(*built), to)) note_drops();
         }
         return taken;
     }
 
-    void flush() override { socket_.flush(); }
+    void flush() override {
+        socket_.flush();
+        note_drops();
+    }
+    bool pending() const override { return socket_.queued() > 0; }
+    int fd() const override { return socket_.fd(); }
     const SendQueueCounters& counters() const override { return counters_; }
 
 private:
+    // The socket's own counters are this thread's; the port's reads ours.
+    void note_drops() {
+        const UdpCounters& u = socket_.counters();
+        const std::uint64_t d = u.tx_queue_full + u.tx_errors;
+        if (d != counters_.dropped.load(std::memory_order_relaxed)) counters_.dropped.store(d, std::memory_order_relaxed);
+    }
+
     std::shared_ptr<SendShared> shared_;
     UdpBatchSocket socket_;
     SocketAddress fabric_;
@@ -584,9 +595,7 @@ private:
 };
 
 expected<std::unique_ptr<UdSendQueue>, Error> SoftPort::create_send_queue() {
-    if (!config_.send_queues)
-        return unexpected(Error{Errc::not_supported, "the soft port was opened without send queues"});
-    auto socket = UdpBatchSocket::open(local_address(), nullptr, UdpBatchSocket::Share::join);
+    auto socket = UdpBatchSocket::second_sender(socket_);
     if (!socket) return unexpected(sys_error(socket.error().operation, socket.error().error));
     if (!send_shared_) {
         send_shared_ = std::make_shared<SendShared>();

@@ -22,10 +22,11 @@
 //    echoes the random nonce of one of the port's own route requests. Every
 //    refusal is counted (SoftTrustCounters, SoftCutThroughCounters) and
 //    reported to the drop log with its source.
-// 6. Send queues for other threads (port.h, UdSendQueue; with
-//    SoftPortConfig::send_queues): each its own socket bound to the port's
-//    address (SO_REUSEPORT; the port's socket receives everything), sending
-//    as the QP it is told from a snapshot the port publishes after any process() that
+// 6. Send queues for other threads (port.h, UdSendQueue): each a send ring
+//    of its own on a dup() of the port's socket (sendmmsg from two threads
+//    on one UDP socket is safe; the datagrams leave from the port's
+//    address, and only the port receives), sending as the QP it is told
+//    from a snapshot the port publishes after any process() that
 //    changed it (state, LID, P_Keys, MTU, current direct routes, the fabric
 //    key). A queue uses a direct route until its refresh time and, later,
 //    until it expires while flagging it; the port's timer asks the switch
@@ -65,10 +66,6 @@ struct SoftPortConfig {
     std::size_t receive_budget = UdpBatchSocket::kReceiveBudget;
     // The fabric key: every datagram sealed and checked (fabric_auth.h).
     std::optional<FabricKeys> keys;
-    // Allow create_send_queue(): the socket is bound with SO_REUSEPORT so
-    // that the queues' sockets share its address, and every datagram to
-    // the address is steered to it (udp_batch.h, Share).
-    bool send_queues = false;
 };
 
 struct SoftCutThroughCounters {

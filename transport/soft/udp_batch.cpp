@@ -1,7 +1,6 @@
 #include "transport/soft/udp_batch.h"
 
 #include <fcntl.h>
-#include <linux/filter.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 
@@ -33,29 +32,21 @@ UdpBatchSocket::UdpBatchSocket(UniqueFd fd)
     gro_ = ::setsockopt(fd_.get(), SOL_UDP, UDP_GRO, &on, sizeof on) == 0;
 }
 
-expected<UdpBatchSocket, SysError> UdpBatchSocket::open(const SocketAddress& bind_to, const SocketAddress* peer,
-                                                       Share share) {
+expected<UdpBatchSocket, SysError> UdpBatchSocket::second_sender(const UdpBatchSocket& other) {
+    UniqueFd fd(::fcntl(other.fd(), F_DUPFD_CLOEXEC, 0));
+    if (!fd) return unexpected(SysError{"dup a UDP socket", errno});
+    return UdpBatchSocket(std::move(fd));
+}
+
+expected<UdpBatchSocket, SysError> UdpBatchSocket::open(const SocketAddress& bind_to, const SocketAddress* peer) {
     UniqueFd fd(::socket(bind_to.family(), SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!fd) return unexpected(SysError{"create UDP socket", errno});
-    if (share != Share::none) {
-        const int on = 1;
-        if (::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) != 0)
-            return unexpected(SysError{"set SO_REUSEPORT on a UDP socket", errno});
-    }
     // Room for bursts: a few hundred full-size packets each way.
     const int buf = 4 << 20;
     ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
     ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
     if (::bind(fd.get(), bind_to.get(), bind_to.length) != 0)
         return unexpected(SysError{"bind UDP socket to " + bind_to.to_string(), errno});
-    if (share == Share::steer_to_me) {
-        // Index 0 of the group is the socket that created it: this one,
-        // which leaves the group last (its joiners belong to its owner).
-        sock_filter always_first = BPF_STMT(BPF_RET | BPF_K, 0);
-        sock_fprog prog{.len = 1, .filter = &always_first};
-        if (::setsockopt(fd.get(), SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog) != 0)
-            return unexpected(SysError{"steer the datagrams of " + bind_to.to_string() + " to one socket", errno});
-    }
     if (peer && ::connect(fd.get(), peer->get(), peer->length) != 0)
         return unexpected(SysError{"connect UDP socket to " + peer->to_string(), errno});
     return UdpBatchSocket(std::move(fd));
@@ -98,19 +89,31 @@ void UdpBatchSocket::flush() {
         char buf[CMSG_SPACE(sizeof(std::uint16_t))];
         cmsghdr align;
     };
-    if (auth_) {
-        // Sealed now rather than when queued: another thread sealing for
-        // the same address (FabricAuth::share_session) takes sequence
-        // numbers meanwhile, and a receiver's replay window must see ours
-        // soon after theirs.
-        for (std::size_t i = 0; i < tx_count_; ++i) {
+    // With a fabric key each sendmmsg's datagrams are sealed just before
+    // it and unsealed again if the kernel did not take them: another thread
+    // sealing for the same address (FabricAuth::share_session) takes
+    // sequence numbers meanwhile, and a receiver's replay window must see
+    // ours soon after theirs.
+    const auto seal = [this](std::size_t count) {
+        for (std::size_t i = 0; i < count; ++i) {
             Slot& s = tx_ring_[(tx_head_ + i) % kSendRing];
             if (s.sealed) continue;
             s.length = auth_->seal(s.data.data(), s.length);
             s.sealed = true;
         }
-    }
+    };
+    const auto unseal = [this]() {
+        for (std::size_t i = 0; i < tx_count_; ++i) {
+            Slot& s = tx_ring_[(tx_head_ + i) % kSendRing];
+            if (!s.sealed) continue;
+            s.length -= FabricAuth::kTrailer;
+            s.sealed = false;
+        }
+    };
     while (tx_count_ > 0) {
+        // At most kBatch messages of at most kMaxRun datagrams: the first
+        // kBatch * kMaxRun slots (all of them, the ring holds fewer).
+        if (auth_) seal(tx_count_);
         // Not zeroed (some 10 KiB, for what is mostly one datagram when
         // latency matters): every field of the entries used is set below.
         std::array<mmsghdr, kBatch> msgs;
@@ -161,7 +164,10 @@ void UdpBatchSocket::flush() {
         }
         const int sent = ::sendmmsg(fd_.get(), msgs.data(), static_cast<unsigned>(n), MSG_DONTWAIT);
         if (sent < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+                if (auth_) unseal();
+                return;
+            }
             if (run_length[0] > 1 && (errno == EINVAL || errno == EIO || errno == EMSGSIZE || errno == ENOPROTOOPT)) {
                 // No UDP GSO here (old kernel, or datagrams over the path
                 // MTU): datagram by datagram from now on.
@@ -186,7 +192,10 @@ void UdpBatchSocket::flush() {
         // CPU's caches (the ring is over a megabyte; going round it would
         // touch cold memory for every datagram).
         if (tx_count_ == 0) tx_head_ = 0;
-        if (static_cast<std::size_t>(sent) < n) return;  // kernel full for now
+        if (static_cast<std::size_t>(sent) < n) {  // kernel full for now
+            if (auth_) unseal();
+            return;
+        }
     }
 }
 

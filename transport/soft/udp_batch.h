@@ -56,22 +56,14 @@ public:
     static constexpr std::size_t kReceiveBuffer = 64 * 1024;  // one message: a whole GRO run
     static constexpr std::size_t kReceiveBudget = 256;         // datagrams per receive() by default
 
-    // How a socket shares its address (SO_REUSEPORT).
-    enum class Share : std::uint8_t {
-        none,
-        // The first of a group: other sockets may bind the address with
-        // `join`, and every datagram to it is steered to this one (a
-        // classic BPF program that always picks the group's first socket).
-        steer_to_me,
-        // Joins the group of a steer_to_me socket bound to `bind_to`: sends
-        // from its address, receives nothing.
-        join,
-    };
-
     // Opens a UDP socket bound to `bind_to` (port 0: any), and connected to
     // `peer` when given (then only the peer's datagrams are received).
-    static expected<UdpBatchSocket, SysError> open(const SocketAddress& bind_to, const SocketAddress* peer,
-                                                   Share share = Share::none);
+    static expected<UdpBatchSocket, SysError> open(const SocketAddress& bind_to, const SocketAddress* peer);
+    // Another send ring on `other`'s socket (a dup() of its fd), for another
+    // thread: sendmmsg on one UDP socket from two threads is safe, and the
+    // datagrams leave from the same address. It must not receive (the
+    // socket's datagrams are `other`'s).
+    static expected<UdpBatchSocket, SysError> second_sender(const UdpBatchSocket& other);
 
     int fd() const { return fd_.get(); }
     // Seal and check every datagram with `auth` (owned by the caller, who
@@ -83,7 +75,9 @@ public:
     // Queues a datagram (to the connected peer when `to` is null). Returns
     // false when it was dropped (counted).
     bool queue(bytes datagram, const SocketAddress* to = nullptr);
-    // Sends what is queued; what the kernel does not take stays queued.
+    // Sends what is queued; what the kernel does not take stays queued
+    // (unsealed again: a fabric key's trailer is put on just before the
+    // send, with a fresh sequence number).
     void flush();
     std::size_t queued() const { return tx_count_; }
 
