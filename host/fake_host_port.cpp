@@ -32,6 +32,7 @@ bool FakeHostPort::inject(bytes ip_packet, std::optional<IpAddress> next_hop) {
 }
 
 std::size_t FakeHostPort::read_batch(HostReceiver& receiver, std::size_t max_reads) {
+    read_requests_.push_back(max_reads);
     std::size_t reads = 0;
     while (reads < max_reads && !injected_.empty()) {
         const Injected p = std::move(injected_.front());

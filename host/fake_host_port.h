@@ -37,6 +37,8 @@ public:
     const std::vector<HostRoute>& routes() const { return routes_; }
     std::size_t flushes() const { return flushes_; }
     std::size_t route_changes() const { return route_changes_; }
+    // The max_reads of every read_batch() call, oldest first.
+    const std::vector<std::size_t>& read_requests() const { return read_requests_; }
 
     const std::string& name() const override { return name_; }
     std::uint32_t ifindex() const override { return 0; }
@@ -76,6 +78,7 @@ private:
     std::size_t flushes_ = 0;
     std::size_t route_changes_ = 0;
     std::uint64_t rx_packets_ = 0;
+    std::vector<std::size_t> read_requests_;
     std::uint64_t tx_packets_ = 0;
     std::uint64_t inject_refused_ = 0;
 };

@@ -73,7 +73,7 @@ DataWorker::DataWorker(std::unique_ptr<host::HostQueue> queue, std::unique_ptr<t
     : queue_(std::move(queue)),
       send_(std::move(send)),
       plane_(std::move(plane)),
-      max_reads_(max_reads == 0 ? 1 : max_reads),
+      pacing_(max_reads),
       stop_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
       wake_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
       frame_(ipoib::EncapHeader::size + 65535) {}
@@ -145,9 +145,11 @@ void DataWorker::run() {
         add(counters_.wakeups);
         const std::shared_ptr<const ipoib::ForwardingSnapshot> s = plane_->snapshot();
         const auto now = std::chrono::steady_clock::now();
-        queue_->read_batch(max_reads_, [&](bytes d, const std::optional<IpAddress>& hop) {
-            on_datagram(d, hop, s.get(), now);
-        });
+        // After a quiet spell one read (host/read_pacing.h).
+        if (queue_->read_batch(pacing_.reads(now), [&](bytes d, const std::optional<IpAddress>& hop) {
+                on_datagram(d, hop, s.get(), now);
+            }) > 0)
+            pacing_.read_at(now);
         send_->flush();
     }
     send_->flush();

@@ -46,6 +46,7 @@
 #include "common/ip_address.h"
 #include "common/unique_fd.h"
 #include "host/host_port.h"
+#include "host/read_pacing.h"
 #include "ipoib/forwarding.h"
 #include "transport/port.h"
 
@@ -156,7 +157,7 @@ private:
     std::unique_ptr<host::HostQueue> queue_;
     std::unique_ptr<transport::UdSendQueue> send_;
     std::shared_ptr<DataPlane> plane_;
-    std::size_t max_reads_;
+    host::ReadPacing pacing_;  // reads per wake-up
     UniqueFd stop_;  // eventfd: readable once stop() was called
     UniqueFd wake_;  // eventfd: enabled_ changed
     std::atomic<bool> enabled_{true};

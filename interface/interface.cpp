@@ -166,10 +166,14 @@ void Interface::on_port_event(transport::PortEvent event, const transport::PortA
 
 void Interface::read_host(Clock::time_point now) {
     now_ = now;
-    const std::size_t reads = host_->read_batch(*this, config_.host_max_batch);
-    // The engine's sends leave in one batch. Completions are reaped by the
+    // After a quiet spell one read per wake-up, with no read that finds
+    // nothing after it (host/read_pacing.h). The engine's sends leave in
+    // one batch. Completions are reaped by the
     // port handler; a full send queue drops (counted), never blocks.
-    if (reads > 0) events_.traffic();
+    if (host_->read_batch(*this, host_reads_.reads(now)) > 0) {
+        host_reads_.read_at(now);
+        events_.traffic();
+    }
     port_.flush();
     poll_link(Clock::now(), 256);
     // The host port is flushed at the end of the node's turn.

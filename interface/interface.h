@@ -8,7 +8,8 @@
 // Flow of one loop turn, as the node drives it:
 //  1. host readable: read_host() takes a batch of the host's IP datagrams
 //     (host_port.h) into the engine, which sends IPoIB frames on the link;
-//     a long run is handed to the wire before the send queue fills
+//     after a quiet spell only one, with no read that finds nothing after
+//     it; a long run is handed to the wire before the send queue fills
 //     (after_host_read); then the sends leave and their completions are
 //     reaped;
 //  2. port readable: the node calls poll_link() before and after every
@@ -36,6 +37,7 @@
 #include "common/expected.h"
 #include "common/ip_address.h"
 #include "host/host_port.h"
+#include "host/read_pacing.h"
 #include "interface/data_worker.h"
 #include "cm/cm_access.h"
 #include "ipoib/connected_link.h"
@@ -229,6 +231,7 @@ private:
     std::unique_ptr<ipoib::EthernetHost> ethernet_;  // TAP mode
     bool started_ = false;
     Clock::time_point now_{};  // of the host batch being read
+    host::ReadPacing host_reads_{config_.host_max_batch};
     std::size_t host_bytes_ = 0;  // read from the host since the port was last served (connected mode)
     InterfaceCounters counters_;
     std::shared_ptr<DataPlane> plane_;  // with data threads

@@ -105,6 +105,26 @@ TEST_P(Nodes, ThreeNodesReachEachOther) {
     EXPECT_TRUE(deliver(c, *b_, icmp_echo_v6("2001:db8::3", "2001:db8::2", 5)));
 }
 
+// host/read_pacing.h: after a quiet spell the node reads the host once per
+// wake-up, and what else waits is read on the wake-ups that follow: a burst
+// crosses whole, in order.
+TEST_P(Nodes, ABurstAfterAQuietSpellCrossesWholeInOrder) {
+    ASSERT_TRUE(deliver(*a_, *b_, icmp_echo_v4("198.18.0.1", "198.18.0.2", 1)));
+    b_->host->take_written();
+    fabric_->run_until([] { return false; }, 10 * host::ReadPacing::kQuietSpell);  // a quiet spell, the loop running
+    const std::size_t calls_before = a_->host->read_requests().size();
+    std::vector<std::vector<std::uint8_t>> burst;
+    for (std::uint16_t seq = 10; seq < 16; ++seq) {
+        burst.push_back(icmp_echo_v4("198.18.0.1", "198.18.0.2", seq));
+        ASSERT_TRUE(a_->host->inject(burst.back()));
+    }
+    ASSERT_TRUE(fabric_->run_until([&] { return b_->host->written_count() >= burst.size(); }));
+    EXPECT_EQ(b_->host->take_written(), burst);
+    const auto& calls = a_->host->read_requests();
+    ASSERT_GT(calls.size(), calls_before);
+    EXPECT_EQ(calls[calls_before], 1u);  // the first wake-up after the quiet spell
+}
+
 TEST_P(Nodes, PeerRestartingWithANewQpnIsReachedAgain) {
     ASSERT_TRUE(deliver(*a_, *b_, icmp_echo_v4("198.18.0.1", "198.18.0.2", 1)));
     const std::uint32_t old_qpn = b_->qpn();

@@ -120,6 +120,23 @@ TEST(MissQueue, BoundedCountedAndReadableWhileItemsWait) {
     EXPECT_EQ(taken, MissQueue::kMaxBytes / big.size());
 }
 
+TEST(ReadPacing, OneReadAfterAQuietSpellAWholeBatchWithinIt) {
+    using namespace std::chrono_literals;
+    const auto t0 = std::chrono::steady_clock::time_point{} + 1h;
+    host::ReadPacing p(64, 100us);
+    EXPECT_EQ(p.reads(t0), 1u);  // nothing read yet: quiet
+    p.read_at(t0);
+    struct Case {
+        std::chrono::microseconds after;
+        std::size_t reads;
+    };
+    for (const Case c : {Case{0us, 64}, Case{99us, 64}, Case{100us, 1}, Case{5000us, 1}})
+        EXPECT_EQ(p.reads(t0 + c.after), c.reads) << c.after.count() << " us after a read";
+    p.read_at(t0 + 5ms);  // a read resets the spell
+    EXPECT_EQ(p.reads(t0 + 5ms + 50us), 64u);
+    EXPECT_EQ(host::ReadPacing(0).reads(t0), 1u);  // at least one read
+}
+
 // A host queue fed by the test: datagrams wait in a list, an eventfd says so.
 class FakeQueue final : public host::HostQueue {
 public:
@@ -134,6 +151,8 @@ public:
         [[maybe_unused]] auto r = ::write(event_.get(), &one, sizeof one);
     }
     std::size_t read_batch(std::size_t max_reads, const Emit& emit) override {
+        std::size_t unset = 0;
+        first_max_reads.compare_exchange_strong(unset, max_reads);
         std::uint64_t n = 0;
         [[maybe_unused]] auto r = ::read(event_.get(), &n, sizeof n);
         std::vector<Bytes> batch;
@@ -159,6 +178,7 @@ public:
     std::atomic<bool> attached{true};
     void visit_counters(CounterSink& out) const override { out.counter("rx_packets", 0); }
     std::atomic<int> routes_changed_{0};
+    std::atomic<std::size_t> first_max_reads{0};  // of the first read_batch() call
 
 private:
     UniqueFd event_;
@@ -224,6 +244,7 @@ TEST(DataWorker, SendsWhatTheSnapshotCoversAndHandsBackTheRest) {
     q.put(udp4({198, 18, 0, 2}));
     q.put(udp4({198, 18, 0, 3}));  // not in the snapshot
     ASSERT_TRUE(wait_for([&] { return plane->misses().passed() == 1; }));
+    EXPECT_EQ(q.first_max_reads.load(), 1u);  // a quiet start: one read, the second on the next wake-up
     ASSERT_TRUE(wait_for([&] {
         std::lock_guard g(s.lock);
         return s.sent.size() == 1;

@@ -22,6 +22,36 @@ void visit(const UdpCounters& c, CounterSink& out) {
     out.counter("udp_gso_disabled", c.gso_disabled);
 }
 
+struct UdpBatchSocket::RxHeaders {
+    union Control {
+        char buf[CMSG_SPACE(sizeof(int))];
+        cmsghdr align;
+    };
+    std::array<mmsghdr, kReceiveMessages> msgs;
+    std::array<iovec, kReceiveMessages> iov;
+    std::array<sockaddr_storage, kReceiveMessages> from;  // filled by the kernel
+    std::array<Control, kReceiveMessages> control;        // filled by the kernel
+
+    RxHeaders(std::uint8_t* buffers, bool gro) {
+        for (std::size_t i = 0; i < kReceiveMessages; ++i) {
+            // A whole GRO run fits; a single datagram over kSlotSize is visible.
+            iov[i] = {buffers + i * kReceiveBuffer, kReceiveBuffer};
+            msgs[i].msg_len = 0;
+            msgs[i].msg_hdr = msghdr{};
+            msgs[i].msg_hdr.msg_iov = &iov[i];
+            msgs[i].msg_hdr.msg_iovlen = 1;
+            msgs[i].msg_hdr.msg_name = &from[i];
+            if (gro) msgs[i].msg_hdr.msg_control = control[i].buf;
+            reset(i, gro);
+        }
+    }
+    // What recvmmsg changes in a header it used: the lengths it wrote back.
+    void reset(std::size_t i, bool gro) {
+        msgs[i].msg_hdr.msg_namelen = sizeof from[i];
+        msgs[i].msg_hdr.msg_controllen = gro ? sizeof control[i].buf : 0;
+    }
+};
+
 UdpBatchSocket::UdpBatchSocket(UniqueFd fd)
     : fd_(std::move(fd)),
       tx_ring_(kSendRing),
@@ -30,7 +60,12 @@ UdpBatchSocket::UdpBatchSocket(UniqueFd fd)
     // them before queueing, datagram by datagram, which also works.
     const int on = 1;
     gro_ = ::setsockopt(fd_.get(), SOL_UDP, UDP_GRO, &on, sizeof on) == 0;
+    rx_headers_ = std::make_unique<RxHeaders>(rx_buffers_.get(), gro_);
 }
+
+UdpBatchSocket::UdpBatchSocket(UdpBatchSocket&&) noexcept = default;
+UdpBatchSocket& UdpBatchSocket::operator=(UdpBatchSocket&&) noexcept = default;
+UdpBatchSocket::~UdpBatchSocket() = default;
 
 expected<UdpBatchSocket, SysError> UdpBatchSocket::second_sender(const UdpBatchSocket& other) {
     UniqueFd fd(::fcntl(other.fd(), F_DUPFD_CLOEXEC, 0));
@@ -200,30 +235,8 @@ void UdpBatchSocket::flush() {
 }
 
 UdpBatchSocket::Read UdpBatchSocket::read_batch() {
-    union Control {
-        char buf[CMSG_SPACE(sizeof(int))];
-        cmsghdr align;
-    };
-    // Not zeroed (some 7 KiB a call): the kernel fills the addresses and
-    // control data it reports, and every header field is set here.
-    std::array<mmsghdr, kReceiveMessages> msgs;
-    std::array<iovec, kReceiveMessages> iov;
-    std::array<sockaddr_storage, kReceiveMessages> from;
-    std::array<Control, kReceiveMessages> control;
-    for (std::size_t i = 0; i < kReceiveMessages; ++i) {
-        // A whole GRO run fits; a single datagram over kSlotSize is visible.
-        iov[i] = {rx_buffers_.get() + i * kReceiveBuffer, kReceiveBuffer};
-        msgs[i].msg_len = 0;
-        msgs[i].msg_hdr = msghdr{};
-        msgs[i].msg_hdr.msg_iov = &iov[i];
-        msgs[i].msg_hdr.msg_iovlen = 1;
-        msgs[i].msg_hdr.msg_name = &from[i];
-        msgs[i].msg_hdr.msg_namelen = sizeof from[i];
-        if (gro_) {
-            msgs[i].msg_hdr.msg_control = control[i].buf;
-            msgs[i].msg_hdr.msg_controllen = sizeof control[i].buf;
-        }
-    }
+    RxHeaders& rx = *rx_headers_;
+    auto& msgs = rx.msgs;
     rx_count_ = rx_next_ = rx_offset_ = 0;
     const int got = ::recvmmsg(fd_.get(), msgs.data(), kReceiveMessages, MSG_DONTWAIT, nullptr);
     if (got <= 0) {
@@ -239,7 +252,7 @@ UdpBatchSocket::Read UdpBatchSocket::read_batch() {
         r.length = msgs[i].msg_len;
         r.segment = r.length;
         r.truncated = (h.msg_flags & MSG_TRUNC) != 0;  // not with 64 KiB buffers; counted if it is
-        r.from = socket_address_from(from[i], h.msg_namelen);
+        r.from = socket_address_from(rx.from[i], h.msg_namelen);
         for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
             if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
                 int size = 0;
@@ -250,6 +263,7 @@ UdpBatchSocket::Read UdpBatchSocket::read_batch() {
                 }
             }
         }
+        rx.reset(i, gro_);  // ready for the next recvmmsg
     }
     rx_count_ = static_cast<std::size_t>(got);
     return Read::got;
