@@ -168,8 +168,8 @@ void Interface::read_host(Clock::time_point now) {
     now_ = now;
     // After a quiet spell one read per wake-up, with no read that finds
     // nothing after it (host/read_pacing.h). The engine's sends leave in
-    // one batch. Completions are reaped by the
-    // port handler; a full send queue drops (counted), never blocks.
+    // one batch. Completions are reaped by the port handler; a full send
+    // queue drops (counted), never blocks.
     if (host_->read_batch(*this, host_reads_.reads(now)) > 0) {
         host_reads_.read_at(now);
         events_.traffic();
