@@ -78,6 +78,31 @@ TEST(UdpBatch, MixedSizesArriveOneByOneInOrder) {
     EXPECT_EQ(p.b->counters().rx_datagrams, sent.size());
 }
 
+// A data thread's send ring (second_sender): its datagrams leave from the
+// first socket's address, and it takes none of the datagrams that come to
+// that address: they wait for the first.
+TEST(UdpBatch, ASecondSenderSendsFromTheSameAddressAndReceivesNothing) {
+    Pair p;
+    auto second = UdpBatchSocket::second_sender(*p.a);
+    ASSERT_TRUE(second) << second.error().message();
+    const Wire w = datagram(300, 5);
+    ASSERT_TRUE(second->queue(bytes(w), &p.to_b));
+    second->flush();
+    const auto got = p.receive(1);  // checks the source: A's address
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0], w);
+
+    const SocketAddress to_a = p.a->local_address();
+    ASSERT_TRUE(p.b->queue(bytes(w), &to_a));
+    p.b->flush();
+    pollfd pf{p.a->fd(), POLLIN, 0};
+    ASSERT_EQ(::poll(&pf, 1, 2000), 1);
+    EXPECT_EQ(second->receive([](bytes, const SocketAddress&) { ADD_FAILURE() << "the second sender received"; }), 0u);
+    std::size_t at_a = 0;
+    EXPECT_EQ(p.a->receive([&](bytes d, const SocketAddress&) { at_a += Wire(d.begin(), d.end()) == w; }), 1u);
+    EXPECT_EQ(at_a, 1u);
+}
+
 TEST(UdpBatch, ReceiveStopsAtItsLimitAndKeepsTheRestInOrder) {
     Pair p;
     std::vector<Wire> sent;

@@ -52,10 +52,9 @@ struct UdpBatchSocket::RxHeaders {
     }
 };
 
-UdpBatchSocket::UdpBatchSocket(UniqueFd fd)
-    : fd_(std::move(fd)),
-      tx_ring_(kSendRing),
-      rx_buffers_(new std::uint8_t[kReceiveMessages * kReceiveBuffer]) {  // NOLINT: left uninitialised on purpose
+UdpBatchSocket::UdpBatchSocket(UniqueFd fd, bool receives) : fd_(std::move(fd)), tx_ring_(kSendRing) {
+    if (!receives) return;  // a second sender: the socket's datagrams are the first one's
+    rx_buffers_.reset(new std::uint8_t[kReceiveMessages * kReceiveBuffer]);  // NOLINT: left uninitialised on purpose
     // Receive GSO runs whole (kernel >= 5.0); without it the kernel cuts
     // them before queueing, datagram by datagram, which also works.
     const int on = 1;
@@ -70,7 +69,7 @@ UdpBatchSocket::~UdpBatchSocket() = default;
 expected<UdpBatchSocket, SysError> UdpBatchSocket::second_sender(const UdpBatchSocket& other) {
     UniqueFd fd(::fcntl(other.fd(), F_DUPFD_CLOEXEC, 0));
     if (!fd) return unexpected(SysError{"dup a UDP socket", errno});
-    return UdpBatchSocket(std::move(fd));
+    return UdpBatchSocket(std::move(fd), false);
 }
 
 expected<UdpBatchSocket, SysError> UdpBatchSocket::open(const SocketAddress& bind_to, const SocketAddress* peer) {
@@ -84,7 +83,7 @@ expected<UdpBatchSocket, SysError> UdpBatchSocket::open(const SocketAddress& bin
         return unexpected(SysError{"bind UDP socket to " + bind_to.to_string(), errno});
     if (peer && ::connect(fd.get(), peer->get(), peer->length) != 0)
         return unexpected(SysError{"connect UDP socket to " + peer->to_string(), errno});
-    return UdpBatchSocket(std::move(fd));
+    return UdpBatchSocket(std::move(fd), true);
 }
 
 SocketAddress UdpBatchSocket::local_address() const {
@@ -235,6 +234,7 @@ void UdpBatchSocket::flush() {
 }
 
 UdpBatchSocket::Read UdpBatchSocket::read_batch() {
+    if (!rx_headers_) return Read::nothing;  // a second sender receives nothing
     RxHeaders& rx = *rx_headers_;
     auto& msgs = rx.msgs;
     rx_count_ = rx_next_ = rx_offset_ = 0;

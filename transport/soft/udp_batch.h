@@ -61,8 +61,8 @@ public:
     static expected<UdpBatchSocket, SysError> open(const SocketAddress& bind_to, const SocketAddress* peer);
     // Another send ring on `other`'s socket (a dup() of its fd), for another
     // thread: sendmmsg on one UDP socket from two threads is safe, and the
-    // datagrams leave from the same address. It must not receive (the
-    // socket's datagrams are `other`'s).
+    // datagrams leave from the same address. It receives nothing (the
+    // socket's datagrams are `other`'s) and has no receive buffers.
     static expected<UdpBatchSocket, SysError> second_sender(const UdpBatchSocket& other);
 
     int fd() const { return fd_.get(); }
@@ -100,7 +100,7 @@ public:
     ~UdpBatchSocket();
 
 private:
-    explicit UdpBatchSocket(UniqueFd fd);
+    UdpBatchSocket(UniqueFd fd, bool receives);
     enum class Read { got, nothing, error };
     Read read_batch();  // one recvmmsg into rx_
     void hand_over(const DatagramHandler& on_datagram);  // the next pending datagram
@@ -125,7 +125,7 @@ private:
     std::size_t tx_head_ = 0;    // oldest queued
     std::size_t tx_count_ = 0;
     // kReceiveMessages * kReceiveBuffer, not zeroed: the kernel touches
-    // only the pages that datagrams fill.
+    // only the pages that datagrams fill. None for a second sender.
     std::unique_ptr<std::uint8_t[]> rx_buffers_;
     // recvmmsg's headers, set up once (they point into rx_buffers_ and
     // into themselves: on the heap, so that a move keeps them valid); a
