@@ -234,9 +234,10 @@ struct SendAs {
 // QP it is told to send as (source QPN, Q_Key, P_Key: peers see one
 // sender), which the owner takes from the QP (its QPN changes when the QP
 // is made again), but they leave from the queue's own send ring (soft
-// port: on a dup() of the port's socket), with no completions: what could not be sent is counted. Unicast only (the port's
-// thread keeps multicast and its group state). Destroy it on the port's
-// thread once its thread has stopped using it.
+// port: on a dup() of the port's socket), with no completions: what could
+// not be sent is counted. Unicast only (the port's thread keeps multicast
+// and its group state). Destroy it on the port's thread once its thread
+// has stopped using it.
 class UdSendQueue {
 public:
     virtual ~UdSendQueue() = default;

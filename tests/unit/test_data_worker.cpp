@@ -201,13 +201,24 @@ public:
         counters_.add(counters_.packets, requests.size());
         return requests.size();
     }
-    void flush() override {}
+    // A kernel that is full: the first `refusals` flushes leave what was
+    // sent waiting (pending()), with fd() writable, as a socket's is once
+    // the kernel has room again.
+    void flush() override {
+        ++flushes;
+        if (refusals > 0) --refusals;
+    }
+    bool pending() const override { return refusals > 0; }
+    int fd() const override { return writable_.get(); }
     const transport::SendQueueCounters& counters() const override { return counters_; }
     std::mutex lock;
     std::vector<Sent> sent;
+    std::atomic<int> flushes{0};
+    std::atomic<int> refusals{0};
 
 private:
     transport::SendQueueCounters counters_;
+    UniqueFd writable_{::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)};
 };
 
 std::shared_ptr<ipoib::ForwardingSnapshot> snapshot_with(const IpAddress& ip, std::uint32_t qpn, std::uint16_t dlid,
@@ -322,6 +333,27 @@ TEST(DataWorker, SendsWhatTheSnapshotCoversAndHandsBackTheRest) {
     EXPECT_EQ(c.v["touches"], 1u);
     EXPECT_EQ(c.v["tx_packets"], 255u);
     EXPECT_TRUE(c.v.contains("tun_rx_packets"));
+}
+
+// What the kernel would not take is flushed again when the socket is
+// writable, with no new datagram to wake the worker.
+TEST(DataWorker, SendsTheKernelRefusedLeaveWhenItHasRoom) {
+    auto queue = std::make_unique<FakeQueue>();
+    auto send = std::make_unique<FakeSend>();
+    FakeQueue& q = *queue;
+    FakeSend& s = *send;
+    s.refusals = 3;
+    auto plane = std::make_shared<DataPlane>();
+    const IpAddress peer = IpAddress::v4({198, 18, 0, 2});
+    plane->publish(snapshot_with(peer, 0x99, 7, std::chrono::steady_clock::now() + std::chrono::hours(1)));
+    DataWorker w(std::move(queue), std::move(send), plane, 64);
+    ASSERT_TRUE(w.start());
+    q.put(udp4({198, 18, 0, 2}));
+    ASSERT_TRUE(wait_for([&] { return s.refusals.load() == 0; }));
+    EXPECT_GE(s.flushes.load(), 3);
+    w.stop();
+    std::lock_guard g(s.lock);
+    EXPECT_EQ(s.sent.size(), 1u);
 }
 
 }  // namespace
