@@ -321,8 +321,9 @@ void Interface::serve_misses(Clock::time_point now) {
     // As a host read: the engine's sends leave in batches, and completions
     // are reaped between them so that a long drain does not fill the send
     // queue.
-    std::size_t since_flush = 0;
+    std::size_t since_flush = 0, served = 0;
     const auto batch_done = [&] {
+        ++served;
         if (++since_flush < 64) return;
         since_flush = 0;
         port_.flush();
@@ -337,6 +338,7 @@ void Interface::serve_misses(Clock::time_point now) {
             engine_->touch_neighbour(ip, now);
             batch_done();
         });
+    if (served == 0) return;  // woken with nothing waiting: no traffic to keep busy polling for
     events_.traffic();
     port_.flush();
     poll_link(Clock::now(), 256);

@@ -3,6 +3,7 @@
 // own against a fake host queue and send queue while the test thread
 // publishes snapshots (run under ThreadSanitizer by scripts/test.sh).
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <poll.h>
 #include <unistd.h>
@@ -354,6 +355,66 @@ TEST(DataWorker, SendsTheKernelRefusedLeaveWhenItHasRoom) {
     w.stop();
     std::lock_guard g(s.lock);
     EXPECT_EQ(s.sent.size(), 1u);
+}
+
+// A TUN queue whose device went away: poll() reports POLLHUP on it (a pipe
+// whose writer is closed stands in). The worker counts it once and stops
+// watching the queue, rather than spinning on an fd that is always ready;
+// it still answers stop().
+class HungUpQueue final : public host::HostQueue {
+public:
+    HungUpQueue() {
+        int p[2];
+        if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0) {
+            read_end_.reset(p[0]);
+            ::close(p[1]);
+        }
+    }
+    int fd() const override { return read_end_.get(); }
+    std::size_t read_batch(std::size_t, const Emit&) override {
+        ++reads;
+        return 0;
+    }
+    void routes_changed() override {}
+    expected<void, std::string> set_attached(bool a) override {
+        attached = a;
+        return {};
+    }
+    void visit_counters(CounterSink& out) const override { out.counter("rx_packets", 0); }
+    std::atomic<int> reads{0};
+    std::atomic<bool> attached{true};
+
+private:
+    UniqueFd read_end_;
+};
+
+TEST(DataWorker, AQueueThatFailsIsCountedOnceAndNoLongerWatched) {
+    auto queue = std::make_unique<HungUpQueue>();
+    HungUpQueue& q = *queue;
+    ASSERT_GE(q.fd(), 0);
+    auto plane = std::make_shared<DataPlane>();
+    plane->publish(snapshot_with(IpAddress::v4({198, 18, 0, 2}), 0x99, 7,
+                                 std::chrono::steady_clock::now() + std::chrono::hours(1)));
+    DataWorker w(std::move(queue), std::make_unique<FakeSend>(), plane, 64);
+    ASSERT_TRUE(w.start());
+    struct Collect final : CounterSink {
+        std::map<std::string, std::uint64_t> v;
+        void counter(std::string_view n, std::uint64_t x) override { v[std::string(n)] = x; }
+    };
+    const auto counters = [&] {
+        Collect c;
+        w.visit_counters(c);
+        return c.v;
+    };
+    ASSERT_TRUE(wait_for([&] { return counters()["queue_errors"] >= 1; }));
+    // Still one a while later: the worker sleeps instead of polling the
+    // failed queue again; it read nothing from it.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(counters()["queue_errors"], 1u);
+    EXPECT_EQ(counters()["wakeups"], 0u);
+    EXPECT_EQ(q.reads.load(), 0);
+    w.stop();
+    EXPECT_FALSE(q.attached);  // a worker that ends lets go of its queue
 }
 
 }  // namespace

@@ -32,6 +32,7 @@
 #include "netlink/next_hop_cache.h"
 #include "host/tun.h"
 #include "host/tun_offload.h"
+#include "host/tun_port.h"
 #include "test_netlink_util.h"
 
 namespace ipoibd::netlink {
@@ -413,6 +414,115 @@ TEST(NetlinkKernel, TunTakesCoalescedUdpAndDeliversEveryDatagram) {
             NS_CHECK(c, n == 1000);
             NS_CHECK(c, n > 0 && buf[0] == 'a' + i && buf[999] == 'a' + i);
         }
+        ::close(sock);
+    });
+}
+
+// Which queue of a multi-queue TUN the host's reply to a flow leaves on: the
+// kernel's flow table sends it out on the queue that last wrote the flow.
+// With use_queues(true) TunPort writes each flow on the queue flow_queue()
+// gives it, so replies reach the data thread that reads that queue; with
+// use_queues(false) (connected mode) every write stays on the port's own
+// queue, and so does every reply.
+struct ReplyQueues {
+    std::size_t on_expected = 0, on_port = 0, on_other = 0, lost = 0;
+    std::size_t expected_other = 0;  // flows flow_queue() puts on the second queue
+};
+
+class Discard final : public host::HostReceiver {
+public:
+    void on_host_packet(bytes, const std::optional<IpAddress>&) override { ++packets; }
+    void after_host_read(std::size_t, std::size_t) override {}
+    std::size_t packets = 0;
+};
+
+ReplyQueues replies_by_queue(ChildChecks& c, host::TunPort& port, host::HostQueue& other, int sock,
+                             std::uint16_t first_port, bool queues_on) {
+    ReplyQueues r;
+    port.use_queues(queues_on);
+    for (std::uint16_t f = 0; f < 16; ++f) {
+        const std::uint16_t sport = static_cast<std::uint16_t>(first_port + f);
+        std::vector<std::uint8_t> p(28 + 8, 0);
+        p[0] = 0x45;
+        store_be16(p.data() + 2, static_cast<std::uint16_t>(p.size()));
+        p[6] = 0x40, p[8] = 64, p[9] = 17;
+        const std::uint8_t addrs[8] = {198, 18, 8, 2, 198, 18, 8, 1};
+        std::memcpy(p.data() + 12, addrs, 8);
+        store_be16(p.data() + 10, checksum_fold(checksum_add(0, bytes(p.data(), 20))));
+        store_be16(p.data() + 20, sport);
+        store_be16(p.data() + 22, 5300);
+        store_be16(p.data() + 24, 16);  // IPv4 UDP without a checksum
+        const std::size_t want = host::flow_queue(p, false, 2);
+        r.expected_other += want == 1;
+        port.write(p);
+        port.flush();
+        // The host answers the flow from its socket...
+        pollfd pf{.fd = sock, .events = POLLIN, .revents = 0};
+        if (!NS_CHECK(c, ::poll(&pf, 1, 2000) == 1)) return r;
+        char buf[64];
+        sockaddr_in from{};
+        socklen_t from_len = sizeof from;
+        const ssize_t n = ::recvfrom(sock, buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&from), &from_len);
+        NS_CHECK(c, n == 8 && ntohs(from.sin_port) == sport);
+        NS_CHECK(c, ::sendto(sock, buf, 8, 0, reinterpret_cast<const sockaddr*>(&from), from_len) == 8);
+        // ...and the reply is read from one of the two queues.
+        pollfd q[2] = {{.fd = port.fd(), .events = POLLIN, .revents = 0},
+                       {.fd = other.fd(), .events = POLLIN, .revents = 0}};
+        if (::poll(q, 2, 2000) <= 0) {
+            ++r.lost;
+            continue;
+        }
+        std::size_t got = 0, on = 0;
+        if (q[0].revents & POLLIN) {
+            Discard d;
+            port.read_batch(d, 1);
+            got += d.packets;
+        }
+        if (q[1].revents & POLLIN) {
+            on = 1;
+            got += other.read_batch(1, [](bytes, const std::optional<IpAddress>&) {});
+        }
+        NS_CHECK(c, got == 1);
+        if (on == want) ++r.on_expected;
+        if (on == 0)
+            ++r.on_port;
+        else
+            ++r.on_other;
+    }
+    return r;
+}
+
+TEST(NetlinkKernel, MultiQueueTunRepliesLeaveOnTheQueueThatWroteTheFlow) {
+    run_in_own_netns([](ChildChecks& c) {
+        auto nl = NetlinkSocket::open();
+        if (!NS_OK(c, nl)) return;
+        auto port = host::TunPort::open("mqtest0", *nl, true);
+        if (!c.expect(static_cast<bool>(port), __LINE__, "TunPort::open: " + (port ? std::string() : port.error())))
+            return;
+        auto other = (*port)->open_queue();
+        if (!c.expect(static_cast<bool>(other), __LINE__, "open_queue: " + (other ? std::string() : other.error())))
+            return;
+        host::TunPort& p = **port;
+        NS_CHECK(c, p.add_address(IpPrefix{.address = IpAddress::v4({198, 18, 8, 1}), .length = 24}));
+        NS_CHECK(c, p.set_carrier(true));
+        NS_CHECK(c, p.set_up(true));
+        const int sock = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        NS_CHECK(c, sock >= 0);
+        sockaddr_in at{};
+        at.sin_family = AF_INET;
+        at.sin_port = htons(5300);
+        at.sin_addr.s_addr = htonl(0xC6120801);  // 198.18.8.1
+        NS_CHECK(c, ::bind(sock, reinterpret_cast<const sockaddr*>(&at), sizeof at) == 0);
+
+        const ReplyQueues off = replies_by_queue(c, p, **other, sock, 41000, false);
+        NS_CHECK(c, off.lost == 0);
+        NS_CHECK(c, off.on_port == 16);       // every write, and so every reply, on the port's queue
+        NS_CHECK(c, off.expected_other > 0);  // among them flows that would have gone to the other
+
+        const ReplyQueues on = replies_by_queue(c, p, **other, sock, 42000, true);
+        NS_CHECK(c, on.lost == 0);
+        NS_CHECK(c, on.on_expected == 16);
+        NS_CHECK(c, on.expected_other > 0 && on.on_other == on.expected_other);
         ::close(sock);
     });
 }
