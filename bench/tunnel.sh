@@ -61,7 +61,11 @@
 # row alike. Per instance the median and p99 of all its RTTs (us); per pair
 # compared, the ratio of the medians with a 95% interval from a bootstrap
 # that resamples whole rounds (the rows' samples of one round stay
-# together). RTT=0 skips it.
+# together). RTT=0 skips it. After the rounds, pages per echo: for each
+# instance as shipped, PAGE_ROUNDS (12) single pings after a quiet spell,
+# the pages of both ends' own memory (program, heap, stacks, anonymous
+# maps; not shared libraries) referenced by the one ping (clear_refs, then
+# smaps), the fewest of the rounds. PAGE_ROUNDS=0 skips it.
 #
 # Then per row, one row at a time, from A to B (as shipped, busy polling off):
 #   TCP    iperf3, STREAMS streams (1), T seconds; Gbit/s received; retransmits
@@ -108,6 +112,7 @@ RTT=${RTT:-1}
 RTT_ROUNDS=${RTT_ROUNDS:-40}   # rounds over every instance
 RTT_PINGS=${RTT_PINGS:-50}     # pings per instance per round
 PING_INT=${PING_INT:-0.005}
+PAGE_ROUNDS=${PAGE_ROUNDS:-12}   # single pings per instance for the pages per echo (0: none)
 UDP_LEN=1400
 LIFE=${LIFE:-180}       # upper bound on the lifetime of any process started here (s)
 ALL_ROWS="veth ipoibd-2044 ipoibd-4092 threads2-4092 tap-2044 tap-4092 connected-65520 key-4092 openvpn-2044 openvpn-4092 socat-4092 floor-4092"
@@ -530,12 +535,12 @@ run_row() {
 # of RTT_PINGS pings per instance; $RES/rtt.tsv: round, instance, RTT (ms)
 # of every echo; $RES/rtt-lost.tsv: round, instance, pings unanswered.
 rtt_test() {
-  local names=() addrs=() wraps=() k=0 row bp name i rep order
+  local names=() addrs=() ends=() wraps=() k=0 row bp name i rep order
   # Every instance lives through all rounds (each ping batch, its gap and
   # the start of ping, twice as many instances as rows at most).
   local LIFE
-  LIFE=$(awk -v r="$RTT_ROUNDS" -v p="$RTT_PINGS" -v i="$PING_INT" -v g="$BP_US" -v n="$(wc -w <<<"$ROWS")" \
-    'BEGIN { printf "%d\n", 120 + 2 * n * r * (p * i + g / 1e6 + 0.3) * 1.5 }')
+  LIFE=$(awk -v r="$RTT_ROUNDS" -v p="$RTT_PINGS" -v i="$PING_INT" -v g="$BP_US" -v n="$(wc -w <<<"$ROWS")" -v q="$PAGE_ROUNDS" \
+    'BEGIN { printf "%d\n", 120 + 2 * n * r * (p * i + g / 1e6 + 0.3) * 1.5 + n * q * 0.5 }')
   for row in $ROWS; do
     for bp in 0 $([ "$BP_US" != 0 ] && polls "$row" && echo "$BUSY_POLL"); do
       k=$((k + 1))
@@ -543,6 +548,7 @@ rtt_test() {
       TAG=.rtt
       if up "$row" "$k" "$bp" && wait_up "$UP_ADDR"; then
         names+=("$name"); addrs+=("$UP_ADDR")
+        ends+=("$( [ ${#UP_PIDS[@]} -ge 2 ] && echo "${UP_PIDS[@]: -2}")")
         log "rtt: $name up ($UP_ADDR)"
       else
         log "rtt: $name did not come up; left out"
@@ -565,8 +571,50 @@ rtt_test() {
     done
     [ $((rep % 10)) = 0 ] && log "rtt: round $rep of $RTT_ROUNDS"
   done
+  [ "$PAGE_ROUNDS" = 0 ] || rtt_pages
   for i in "${wraps[@]:-}"; do [ -n "$i" ] && stop_pid "$i"; done
   rtt_analyse
+}
+
+# pages_referenced PID: 4 KiB pages of PID's own memory referenced since
+# its clear_refs: its program's mappings, heap, stacks and anonymous maps.
+# Shared libraries are left out: their page cache is shared with every
+# process, and smaps counts a whole large folio as referenced when any
+# process touched it. Output: "PROGRAM OTHER".
+pages_referenced() {
+  awk -v exe="$(readlink "/proc/$1/exe" 2>/dev/null)" '
+    /^[0-9a-f]+-[0-9a-f]+ / { kind = (NF < 6 || $6 == "[heap]" || $6 == "[stack]") ? "other" : ($6 == exe ? "program" : ""); next }
+    kind != "" && $1 == "Referenced:" { kb[kind] += $2 }
+    END { printf "%d %d\n", kb["program"] / 4, kb["other"] / 4 }' "/proc/$1/smaps" 2>/dev/null
+}
+
+# rtt_pages (in rtt_test, every instance up): for each instance as shipped
+# with both ends known, PAGE_ROUNDS single pings, each after 0.2 s quiet
+# with the ends' referenced bits cleared (/proc/PID/clear_refs) before it;
+# the round with the fewest pages (one without a heartbeat or timer in it).
+# $RES/rtt-pages.tsv: instance, pages of both ends, A's program, A's other,
+# B's program, B's other.
+rtt_pages() {
+  : >"$RES/rtt-pages.tsv"
+  local i rep p best pa pb a b sum ok
+  for i in "${!names[@]}"; do
+    case ${names[$i]} in *+bp) continue ;; esac
+    read -r pa pb <<<"${ends[$i]}"
+    [ -n "$pb" ] || continue
+    best=
+    for rep in $(seq "$PAGE_ROUNDS"); do
+      sleep 0.2
+      ok=1
+      for p in $pa $pb; do echo 1 >"/proc/$p/clear_refs" 2>/dev/null || ok=0; done
+      [ $ok = 1 ] || break
+      ip netns exec $NSA ping -n -c 1 -W 1 "${addrs[$i]}" >/dev/null 2>&1 || continue
+      a=$(pages_referenced $pa); b=$(pages_referenced $pb)
+      [ -n "$a" ] && [ -n "$b" ] || continue
+      sum=$(awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " "); print x[1] + x[2] + y[1] + y[2] }')
+      [ -z "$best" ] || [ "$sum" -lt "${best%% *}" ] && best="$sum $a $b"
+    done
+    [ -n "$best" ] && printf '%s\t%s\n' "${names[$i]}" "$(tr ' ' '\t' <<<"$best")" >>"$RES/rtt-pages.tsv"
+  done
 }
 
 # rtt_analyse: $RES/rtt-summary.tsv (instance, samples, p50, p99, mean; us)
@@ -763,6 +811,11 @@ report() {
       echo "RTT, ratios of the medians (lower is better) with a 95% interval (bootstrap over rounds), and of the p99s:"
       awk -F'\t' '{ printf "  %-20s / %-16s p50 %.2fx [%.2f, %.2f]   p99 %.2fx\n", $1, $2, $3, $4, $5, $6 }' "$RES/rtt-ratios.tsv"
     fi
+    if [ -s "$RES/rtt-pages.tsv" ]; then
+      echo
+      echo "pages per echo: 4 KiB pages of each end's own memory referenced by one ping after a quiet spell (its program; heap, stacks and anonymous maps; shared libraries left out), fewest of $PAGE_ROUNDS:"
+      awk -F'\t' '{ printf "  %-16s both %4d   A program %3d other %3d   B program %3d other %3d\n", $1, $2, $3, $4, $5, $6 }' "$RES/rtt-pages.tsv"
+    fi
     echo
     echo "throughput, ratios of the medians (TCP and UDP: higher is better; CPU per GB: lower is better):"
     local peer me
@@ -876,7 +929,7 @@ setup_underlay
   echo "params: T=$T s, TCP $STREAMS stream(s), UDP -b 0 -l $UDP_LEN, $rtt_params, underlay MTU $UL_MTU"
 } >"$RES/versions.txt"
 : >"$RES/runs.tsv"
-rm -f "$RES"/rtt.tsv "$RES"/rtt-summary.tsv "$RES"/rtt-ratios.tsv "$RES"/rtt-lost.tsv  # a reused RESULTS directory
+rm -f "$RES"/rtt.tsv "$RES"/rtt-summary.tsv "$RES"/rtt-ratios.tsv "$RES"/rtt-lost.tsv "$RES"/rtt-pages.tsv  # a reused RESULTS directory
 if [ "$RTT" = 1 ] && [ -n "$ROWS" ]; then
   log "== RTT: every row up at once, $RTT_ROUNDS rounds of $RTT_PINGS pings per instance"
   rtt_test

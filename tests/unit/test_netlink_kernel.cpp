@@ -360,6 +360,18 @@ TEST(NetlinkKernel, MonitorOverrunIsReportedAsResyncNeeded) {
 namespace ipoibd::netlink {
 namespace {
 
+// A non-blocking UDP socket bound to IPv4 `address`:`port` (host order).
+int bound_udp_socket(ChildChecks& c, std::uint32_t address, std::uint16_t port) {
+    const int sock = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    NS_CHECK(c, sock >= 0);
+    sockaddr_in at{};
+    at.sin_family = AF_INET;
+    at.sin_port = htons(port);
+    at.sin_addr.s_addr = htonl(address);
+    NS_CHECK(c, ::bind(sock, reinterpret_cast<const sockaddr*>(&at), sizeof at) == 0);
+    return sock;
+}
+
 // What the coalescer writes, the kernel takes: three UDP datagrams of one
 // flow go to the TUN as one USO packet (when the kernel has USO) and reach a
 // socket as three datagrams, in order, intact.
@@ -372,13 +384,7 @@ TEST(NetlinkKernel, TunTakesCoalescedUdpAndDeliversEveryDatagram) {
         auto added = nl->add_address(tun->ifindex, IpPrefix{.address = IpAddress::v4({198, 18, 7, 1}), .length = 24});
         auto up = nl->set_link_up(tun->ifindex, true);
         if (!NS_OK(c, added) || !NS_OK(c, up)) return;
-        const int sock = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        NS_CHECK(c, sock >= 0);
-        sockaddr_in at{};
-        at.sin_family = AF_INET;
-        at.sin_port = htons(5201);
-        at.sin_addr.s_addr = htonl(0xC6120701);  // 198.18.7.1
-        NS_CHECK(c, ::bind(sock, reinterpret_cast<const sockaddr*>(&at), sizeof at) == 0);
+        const int sock = bound_udp_socket(c, 0xC6120701, 5201);  // 198.18.7.1
 
         std::size_t writes = 0;
         TunCoalescer coalescer(
@@ -506,13 +512,7 @@ TEST(NetlinkKernel, MultiQueueTunRepliesLeaveOnTheQueueThatWroteTheFlow) {
         NS_CHECK(c, p.add_address(IpPrefix{.address = IpAddress::v4({198, 18, 8, 1}), .length = 24}));
         NS_CHECK(c, p.set_carrier(true));
         NS_CHECK(c, p.set_up(true));
-        const int sock = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        NS_CHECK(c, sock >= 0);
-        sockaddr_in at{};
-        at.sin_family = AF_INET;
-        at.sin_port = htons(5300);
-        at.sin_addr.s_addr = htonl(0xC6120801);  // 198.18.8.1
-        NS_CHECK(c, ::bind(sock, reinterpret_cast<const sockaddr*>(&at), sizeof at) == 0);
+        const int sock = bound_udp_socket(c, 0xC6120801, 5300);  // 198.18.8.1
 
         const ReplyQueues off = replies_by_queue(c, p, **other, sock, 41000, false);
         NS_CHECK(c, off.lost == 0);
