@@ -381,21 +381,22 @@ start_fabric() {  # NAME LISTEN [ibfabricd args]
 # An instance is one tunnel up between A and B. up_* start one and set
 #   UP_ADDR (B's tunnel address, what A pings), UP_MTU (A's device MTU),
 #   UP_WRAPS (the wrappers to stop), UP_PIDS (the tunnel's processes, for
-#   CPU), UP_NOTE; they return non-zero when it did not come up.
+#   CPU), UP_ENDS (A's and B's tunnel process, for the pages per echo),
+#   UP_NOTE; they return non-zero when it did not come up.
 # Their parameters place an instance: K, its number (devices, ports and
 # addresses of its own, so that all can be up at once for the RTT test:
 # 198.18.(10+K).0/24 for ipoibd, 198.19.(100+K).0/24 for the others; K=0
 # for the throughput rows: ib0, 198.18.0.0/24, the usual ports) and BP,
 # the busy-poll window of ipoibd's [daemon] busy-poll (0 or BUSY_POLL).
 
-up_veth() { UP_ADDR=$UB UP_MTU=$UL_MTU UP_WRAPS=() UP_PIDS=() UP_NOTE="kernel only (veth, bridge, veth); no tunnel process"; }
+up_veth() { UP_ADDR=$UB UP_MTU=$UL_MTU UP_WRAPS=() UP_PIDS=() UP_ENDS= UP_NOTE="kernel only (veth, bridge, veth); no tunnel process"; }
 
 up_ipoibd() {  # up_ipoibd NAME MTU BIN KEY K BP
   local name=$1 mtu=$2 bin=$3 key=$4 k=$5 bp=$6 fabargs=(--mtu 4096)
   local ROW_BIN=$bin ROW_KEY="" dev=ib0 net=198.18.0 port=18516
   [ "$k" = 0 ] || { dev=tbi$k net=198.18.$((10 + k)) port=$((18516 + k)); }
   local fabric=$UF:$port tag=$name${TAG:-}
-  UP_WRAPS=() UP_PIDS=() UP_ADDR=$net.2 UP_MTU=- UP_NOTE="ipoibd x2 + ibfabricd"
+  UP_WRAPS=() UP_PIDS=() UP_ENDS= UP_ADDR=$net.2 UP_MTU=- UP_NOTE="ipoibd x2 + ibfabricd"
   if [ -n "$key" ]; then
     ROW_KEY=$RUN/fabric.key
     (umask 077; printf '%064x\n' 42 >"$ROW_KEY")
@@ -419,7 +420,7 @@ up_ipoibd() {  # up_ipoibd NAME MTU BIN KEY K BP
   UP_WRAPS+=("$wa" "$wb")
   local pa pb
   pa=$(child_of $wa); pb=$(child_of $wb)
-  UP_PIDS+=($pa $pb)
+  UP_PIDS+=($pa $pb) UP_ENDS="$pa $pb"
   UP_SOCK_A=$sa UP_SOCK_B=$sb
   if ! wait_link_up $NSA "$sa" 20 || ! wait_link_up $NSB "$sb" 20; then
     log "$name: link not up after 20 s"
@@ -445,7 +446,7 @@ up_openvpn() {  # up_openvpn NAME MTU K
   UP_NOTE="no crypto (--cipher none --auth none), mssfix 0; openvpn x2"
   local pa pb i
   pa=$(child_of $wa); pb=$(child_of $wb)
-  UP_PIDS=($pa $pb)
+  UP_PIDS=($pa $pb) UP_ENDS="$pa $pb"
   for i in $(seq 100); do
     grep -q 'Initialization Sequence Completed' "$RAW/$name.a${TAG:-}.log" 2>/dev/null && break; sleep 0.1; done
 }
@@ -463,7 +464,7 @@ up_socat() {  # up_socat NAME MTU K
   UP_WRAPS=("$wa" "$wb") UP_ADDR=$net.2 UP_MTU=$mtu UP_NOTE="one-thread TUN <-> UDP copy; socat x2"
   local pa pb i
   pa=$(child_of $wa); pb=$(child_of $wb)
-  UP_PIDS=($pa $pb)
+  UP_PIDS=($pa $pb) UP_ENDS="$pa $pb"
   for i in $(seq 50); do
     ip -n $NSA link show ${dev}a >/dev/null 2>&1 && ip -n $NSB link show ${dev}b >/dev/null 2>&1 && break; sleep 0.1; done
   ip -n $NSA link set ${dev}a mtu "$mtu"; ip -n $NSB link set ${dev}b mtu "$mtu"
@@ -482,7 +483,7 @@ up_floor() {  # up_floor NAME MTU K BP
   [ "$bp" = 0 ] && UP_NOTE="$UP_NOTE; sleeping" || UP_NOTE="$UP_NOTE; busy polling $bp after traffic"
   local pa pb i h ns
   pa=$(child_of $wa); pb=$(child_of $wb)
-  UP_PIDS=($pa $pb)
+  UP_PIDS=($pa $pb) UP_ENDS="$pa $pb"
   for h in a b; do
     ns=$NSA; [ $h = b ] && ns=$NSB
     for i in $(seq 50); do ip -n $ns link show $dev >/dev/null 2>&1 && break; sleep 0.1; done
@@ -548,7 +549,7 @@ rtt_test() {
       TAG=.rtt
       if up "$row" "$k" "$bp" && wait_up "$UP_ADDR"; then
         names+=("$name"); addrs+=("$UP_ADDR")
-        ends+=("$( [ ${#UP_PIDS[@]} -ge 2 ] && echo "${UP_PIDS[@]: -2}")")
+        ends+=("$UP_ENDS")
         log "rtt: $name up ($UP_ADDR)"
       else
         log "rtt: $name did not come up; left out"
@@ -582,7 +583,9 @@ rtt_test() {
 # process, and smaps counts a whole large folio as referenced when any
 # process touched it. Output: "PROGRAM OTHER".
 pages_referenced() {
-  awk -v exe="$(readlink "/proc/$1/exe" 2>/dev/null)" '
+  local exe
+  exe=$(readlink "/proc/$1/exe" 2>/dev/null); exe=${exe% (deleted)}   # rebuilt meanwhile: smaps shows the bare path
+  awk -v exe="$exe" '
     /^[0-9a-f]+-[0-9a-f]+ / { kind = (NF < 6 || $6 == "[heap]" || $6 == "[stack]") ? "other" : ($6 == exe ? "program" : ""); next }
     kind != "" && $1 == "Referenced:" { kb[kind] += $2 }
     END { printf "%d %d\n", kb["program"] / 4, kb["other"] / 4 }' "/proc/$1/smaps" 2>/dev/null
@@ -605,7 +608,7 @@ rtt_pages() {
     for rep in $(seq "$PAGE_ROUNDS"); do
       sleep 0.2
       ok=1
-      for p in $pa $pb; do echo 1 >"/proc/$p/clear_refs" 2>/dev/null || ok=0; done
+      for p in $pa $pb; do echo 1 2>/dev/null >"/proc/$p/clear_refs" || ok=0; done
       [ $ok = 1 ] || break
       ip netns exec $NSA ping -n -c 1 -W 1 "${addrs[$i]}" >/dev/null 2>&1 || continue
       a=$(pages_referenced $pa); b=$(pages_referenced $pb)
@@ -924,7 +927,7 @@ setup_underlay
   echo "ipoibd: $("$BIN/ipoibd" --version 2>&1 | head -1) ($BIN, git $(git -C "$REPO" describe --always --dirty 2>/dev/null || echo '?'))"
   [ -z "$BASE_BIN" ] || echo "base-* rows: $BASE_BIN (git $(git -C "$BASE_BIN" describe --always --dirty 2>/dev/null || echo '?'))"
   echo "$(iperf3 --version | head -1); $(openvpn --version | head -1 | cut -d' ' -f1-2); $(socat -V | grep -m1 'socat version' | cut -d' ' -f2-3)"
-  rtt_params="RTT $RTT_ROUNDS rounds x $RTT_PINGS pings every $PING_INT s per instance"
+  rtt_params="RTT $RTT_ROUNDS rounds x $RTT_PINGS pings every $PING_INT s per instance, pages per echo fewest of $PAGE_ROUNDS"
   [ "$RTT" = 1 ] || rtt_params="no RTT test"
   echo "params: T=$T s, TCP $STREAMS stream(s), UDP -b 0 -l $UDP_LEN, $rtt_params, underlay MTU $UL_MTU"
 } >"$RES/versions.txt"

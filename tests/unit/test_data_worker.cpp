@@ -241,6 +241,16 @@ bool wait_for(const std::function<bool()>& done) {
     return done();
 }
 
+// A worker's counters by name.
+std::map<std::string, std::uint64_t> counters_of(const DataWorker& w) {
+    struct Collect final : CounterSink {
+        std::map<std::string, std::uint64_t> v;
+        void counter(std::string_view n, std::uint64_t x) override { v[std::string(n)] = x; }
+    } c;
+    w.visit_counters(c);
+    return c.v;
+}
+
 TEST(DataWorker, SendsWhatTheSnapshotCoversAndHandsBackTheRest) {
     auto queue = std::make_unique<FakeQueue>();
     auto send = std::make_unique<FakeSend>();
@@ -324,16 +334,12 @@ TEST(DataWorker, SendsWhatTheSnapshotCoversAndHandsBackTheRest) {
     w.stop();
     w.stop();  // idempotent
 
-    struct Collect final : CounterSink {
-        std::map<std::string, std::uint64_t> v;
-        void counter(std::string_view n, std::uint64_t x) override { v[std::string(n)] = x; }
-    } c;
-    w.visit_counters(c);
-    EXPECT_EQ(c.v["fast_path"], 255u);
-    EXPECT_EQ(c.v["misses"], 251u);
-    EXPECT_EQ(c.v["touches"], 1u);
-    EXPECT_EQ(c.v["tx_packets"], 255u);
-    EXPECT_TRUE(c.v.contains("tun_rx_packets"));
+    const auto c = counters_of(w);
+    EXPECT_EQ(c.at("fast_path"), 255u);
+    EXPECT_EQ(c.at("misses"), 251u);
+    EXPECT_EQ(c.at("touches"), 1u);
+    EXPECT_EQ(c.at("tx_packets"), 255u);
+    EXPECT_TRUE(c.contains("tun_rx_packets"));
 }
 
 // What the kernel would not take is flushed again when the socket is
@@ -357,20 +363,21 @@ TEST(DataWorker, SendsTheKernelRefusedLeaveWhenItHasRoom) {
     EXPECT_EQ(s.sent.size(), 1u);
 }
 
-// A TUN queue whose device went away: poll() reports POLLHUP on it (a pipe
-// whose writer is closed stands in). The worker counts it once and stops
-// watching the queue, rather than spinning on an fd that is always ready;
-// it still answers stop().
-class HungUpQueue final : public host::HostQueue {
+// A TUN queue that fails: poll() reports POLLERR on it (what a TUN queue
+// whose device went away reports) or POLLHUP. A pipe stands in: its write
+// end with the reader closed reports POLLERR, its read end with the writer
+// closed POLLHUP. The worker counts it once and stops watching the queue,
+// rather than spinning on an fd that is always ready; it still answers
+// stop() and lets go of the queue.
+class FailedQueue final : public host::HostQueue {
 public:
-    HungUpQueue() {
+    explicit FailedQueue(bool error) {
         int p[2];
-        if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0) {
-            read_end_.reset(p[0]);
-            ::close(p[1]);
-        }
+        if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return;
+        kept_.reset(p[error ? 1 : 0]);
+        ::close(p[error ? 0 : 1]);
     }
-    int fd() const override { return read_end_.get(); }
+    int fd() const override { return kept_.get(); }
     std::size_t read_batch(std::size_t, const Emit&) override {
         ++reads;
         return 0;
@@ -385,36 +392,34 @@ public:
     std::atomic<bool> attached{true};
 
 private:
-    UniqueFd read_end_;
+    UniqueFd kept_;
 };
 
 TEST(DataWorker, AQueueThatFailsIsCountedOnceAndNoLongerWatched) {
-    auto queue = std::make_unique<HungUpQueue>();
-    HungUpQueue& q = *queue;
-    ASSERT_GE(q.fd(), 0);
-    auto plane = std::make_shared<DataPlane>();
-    plane->publish(snapshot_with(IpAddress::v4({198, 18, 0, 2}), 0x99, 7,
-                                 std::chrono::steady_clock::now() + std::chrono::hours(1)));
-    DataWorker w(std::move(queue), std::make_unique<FakeSend>(), plane, 64);
-    ASSERT_TRUE(w.start());
-    struct Collect final : CounterSink {
-        std::map<std::string, std::uint64_t> v;
-        void counter(std::string_view n, std::uint64_t x) override { v[std::string(n)] = x; }
-    };
-    const auto counters = [&] {
-        Collect c;
-        w.visit_counters(c);
-        return c.v;
-    };
-    ASSERT_TRUE(wait_for([&] { return counters()["queue_errors"] >= 1; }));
-    // Still one a while later: the worker sleeps instead of polling the
-    // failed queue again; it read nothing from it.
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    EXPECT_EQ(counters()["queue_errors"], 1u);
-    EXPECT_EQ(counters()["wakeups"], 0u);
-    EXPECT_EQ(q.reads.load(), 0);
-    w.stop();
-    EXPECT_FALSE(q.attached);  // a worker that ends lets go of its queue
+    for (const bool error : {true, false}) {
+        SCOPED_TRACE(error ? "POLLERR" : "POLLHUP");
+        auto queue = std::make_unique<FailedQueue>(error);
+        FailedQueue& q = *queue;
+        ASSERT_GE(q.fd(), 0);
+        pollfd p{.fd = q.fd(), .events = POLLIN, .revents = 0};
+        ASSERT_EQ(::poll(&p, 1, 0), 1);
+        ASSERT_NE(p.revents & (error ? POLLERR : POLLHUP), 0);
+        auto plane = std::make_shared<DataPlane>();
+        plane->publish(snapshot_with(IpAddress::v4({198, 18, 0, 2}), 0x99, 7,
+                                     std::chrono::steady_clock::now() + std::chrono::hours(1)));
+        DataWorker w(std::move(queue), std::make_unique<FakeSend>(), plane, 64);
+        ASSERT_TRUE(w.start());
+        ASSERT_TRUE(wait_for([&] { return counters_of(w).at("queue_errors") >= 1; }));
+        // Still one a while later: the worker sleeps instead of polling the
+        // failed queue again; it read nothing from it.
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        const auto c = counters_of(w);
+        EXPECT_EQ(c.at("queue_errors"), 1u);
+        EXPECT_EQ(c.at("wakeups"), 0u);
+        EXPECT_EQ(q.reads.load(), 0);
+        w.stop();
+        EXPECT_FALSE(q.attached);  // a worker that ends lets go of its queue
+    }
 }
 
 }  // namespace

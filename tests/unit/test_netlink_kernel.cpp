@@ -435,11 +435,21 @@ struct ReplyQueues {
     std::size_t expected_other = 0;  // flows flow_queue() puts on the second queue
 };
 
-class Discard final : public host::HostReceiver {
+// The reply to flow `sport`: IPv4 UDP from 198.18.8.1:5300 to port `sport`.
+bool is_reply(bytes p, std::uint16_t sport) {
+    if (p.size() < 28 || p[0] != 0x45 || p[9] != 17) return false;
+    return load_be16(p.data() + 20) == 5300 && load_be16(p.data() + 22) == sport;
+}
+
+class Replies final : public host::HostReceiver {
 public:
-    void on_host_packet(bytes, const std::optional<IpAddress>&) override { ++packets; }
+    explicit Replies(std::uint16_t sport) : sport_(sport) {}
+    void on_host_packet(bytes p, const std::optional<IpAddress>&) override { replies += is_reply(p, sport_); }
     void after_host_read(std::size_t, std::size_t) override {}
-    std::size_t packets = 0;
+    std::size_t replies = 0;
+
+private:
+    std::uint16_t sport_;
 };
 
 ReplyQueues replies_by_queue(ChildChecks& c, host::TunPort& port, host::HostQueue& other, int sock,
@@ -464,7 +474,7 @@ ReplyQueues replies_by_queue(ChildChecks& c, host::TunPort& port, host::HostQueu
         port.flush();
         // The host answers the flow from its socket...
         pollfd pf{.fd = sock, .events = POLLIN, .revents = 0};
-        if (!NS_CHECK(c, ::poll(&pf, 1, 2000) == 1)) return r;
+        if (!NS_CHECK(c, ::poll(&pf, 1, 500) == 1)) return r;
         char buf[64];
         sockaddr_in from{};
         socklen_t from_len = sizeof from;
@@ -474,21 +484,21 @@ ReplyQueues replies_by_queue(ChildChecks& c, host::TunPort& port, host::HostQueu
         // ...and the reply is read from one of the two queues.
         pollfd q[2] = {{.fd = port.fd(), .events = POLLIN, .revents = 0},
                        {.fd = other.fd(), .events = POLLIN, .revents = 0}};
-        if (::poll(q, 2, 2000) <= 0) {
+        if (::poll(q, 2, 500) <= 0) {
             ++r.lost;
             continue;
         }
         std::size_t got = 0, on = 0;
         if (q[0].revents & POLLIN) {
-            Discard d;
+            Replies d(sport);
             port.read_batch(d, 1);
-            got += d.packets;
+            got += d.replies;
         }
         if (q[1].revents & POLLIN) {
             on = 1;
-            got += other.read_batch(1, [](bytes, const std::optional<IpAddress>&) {});
+            other.read_batch(1, [&](bytes d, const std::optional<IpAddress>&) { got += is_reply(d, sport); });
         }
-        NS_CHECK(c, got == 1);
+        NS_CHECK(c, got == 1);  // the flow's reply, on one queue
         if (on == want) ++r.on_expected;
         if (on == 0)
             ++r.on_port;
