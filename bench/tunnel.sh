@@ -98,6 +98,10 @@
 #      RTT=1 (0: no RTT test)
 #      BASE_BIN=DIR (a second build's bin directory: base-* rows, and the
 #      ratios of ipoibd to it)
+#      IPOIBD_CONFIG='[queues]\nreceive-depth = 32' (lines for the
+#      configuration of every ipoibd row but base-*: with BASE_BIN=$BIN, a
+#      setting against the default on one build)
+#      PAGE_ROUNDS=12 (pings for the pages per echo; 0: none)
 #      SKIP_INSTALL=1  RESULTS=DIR (keep raw output: runs.tsv, logs, iperf3
 #      JSON, ping output, configurations)
 # Needs: ipoibd ibfabricd ipoibctl bench_arp_fill bench_floor in BIN
@@ -118,6 +122,7 @@ LIFE=${LIFE:-180}       # upper bound on the lifetime of any process started her
 ALL_ROWS="veth ipoibd-2044 ipoibd-4092 threads2-4092 tap-2044 tap-4092 connected-65520 key-4092 openvpn-2044 openvpn-4092 socat-4092 floor-4092"
 ROWS=${ROWS-$ALL_ROWS}   # ROWS="" runs no row (memory only)
 BASE_BIN=${BASE_BIN:-}
+IPOIBD_CONFIG=${IPOIBD_CONFIG:-}   # lines (printf %b) added to the configuration of every ipoibd row but base-*
 if [ -n "$BASE_BIN" ]; then
   BASE_BIN=$(cd "$BASE_BIN" 2>/dev/null && pwd) || { echo "tunnel.sh: BASE_BIN directory not found" >&2; exit 2; }
   # Each base row right after its ipoibd row, so both see the same load.
@@ -356,6 +361,7 @@ write_ipoibd_config() {  # FILE GUID CIDR MTU SOCKET BUSY_POLL FABRIC [extra lin
     [ -z "${ROW_TAP:-}" ] || echo "mode = tap"
     echo "[daemon]"; echo "control-socket = $5"; echo "log-level = warning"; echo "busy-poll = $6"
     [ -z "${ROW_THREADS:-}" ] || echo "data-threads = $ROW_THREADS"
+    [ -z "${ROW_EXTRA:-}" ] || printf '%b\n' "$ROW_EXTRA"
     [ $# -gt 7 ] && printf '%s\n' "${@:8}"
   } >"$1"
 }
@@ -393,7 +399,8 @@ up_veth() { UP_ADDR=$UB UP_MTU=$UL_MTU UP_WRAPS=() UP_PIDS=() UP_ENDS= UP_NOTE="
 
 up_ipoibd() {  # up_ipoibd NAME MTU BIN KEY K BP
   local name=$1 mtu=$2 bin=$3 key=$4 k=$5 bp=$6 fabargs=(--mtu 4096)
-  local ROW_BIN=$bin ROW_KEY="" dev=ib0 net=198.18.0 port=18516
+  local ROW_BIN=$bin ROW_KEY="" ROW_EXTRA=$IPOIBD_CONFIG dev=ib0 net=198.18.0 port=18516
+  case $name in base-*) ROW_EXTRA= ;; esac   # the build before, as it ships
   [ "$k" = 0 ] || { dev=tbi$k net=198.18.$((10 + k)) port=$((18516 + k)); }
   local fabric=$UF:$port tag=$name${TAG:-}
   UP_WRAPS=() UP_PIDS=() UP_ENDS= UP_ADDR=$net.2 UP_MTU=- UP_NOTE="ipoibd x2 + ibfabricd"
@@ -926,6 +933,7 @@ setup_underlay
   echo "cpus: $(nproc) x$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)   loadavg at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "ipoibd: $("$BIN/ipoibd" --version 2>&1 | head -1) ($BIN, git $(git -C "$REPO" describe --always --dirty 2>/dev/null || echo '?'))"
   [ -z "$BASE_BIN" ] || echo "base-* rows: $BASE_BIN (git $(git -C "$BASE_BIN" describe --always --dirty 2>/dev/null || echo '?'))"
+  [ -z "$IPOIBD_CONFIG" ] || echo "ipoibd rows but base-*, configuration added: $(printf '%b' "$IPOIBD_CONFIG" | tr '\n' ' ')"
   echo "$(iperf3 --version | head -1); $(openvpn --version | head -1 | cut -d' ' -f1-2); $(socat -V | grep -m1 'socat version' | cut -d' ' -f2-3)"
   rtt_params="RTT $RTT_ROUNDS rounds x $RTT_PINGS pings every $PING_INT s per instance, pages per echo fewest of $PAGE_ROUNDS"
   [ "$RTT" = 1 ] || rtt_params="no RTT test"
