@@ -65,7 +65,7 @@
 # instance as shipped, PAGE_ROUNDS (12) single pings after a quiet spell,
 # the pages of both ends' own memory (program, heap, stacks, anonymous
 # maps; not shared libraries) referenced by the one ping (clear_refs, then
-# smaps), the fewest of the rounds. PAGE_ROUNDS=0 skips it.
+# smaps), the median round. PAGE_ROUNDS=0 skips it.
 #
 # Then per row, one row at a time, from A to B (as shipped, busy polling off):
 #   TCP    iperf3, STREAMS streams (1), T seconds; Gbit/s received; retransmits
@@ -601,17 +601,18 @@ pages_referenced() {
 # rtt_pages (in rtt_test, every instance up): for each instance as shipped
 # with both ends known, PAGE_ROUNDS single pings, each after 0.2 s quiet
 # with the ends' referenced bits cleared (/proc/PID/clear_refs) before it;
-# the round with the fewest pages (one without a heartbeat or timer in it).
-# $RES/rtt-pages.tsv: instance, pages of both ends, A's program, A's other,
-# B's program, B's other.
+# the median round by pages of both ends (a heartbeat or timer adds pages
+# to some rounds, and a reply read in the same turn as the request's write
+# takes a few off others). $RES/rtt-pages.tsv: instance, pages of both
+# ends, A's program, A's other, B's program, B's other.
 rtt_pages() {
   : >"$RES/rtt-pages.tsv"
-  local i rep p best pa pb a b sum ok
+  local i rep p pa pb a b ok rounds
   for i in "${!names[@]}"; do
     case ${names[$i]} in *+bp) continue ;; esac
     read -r pa pb <<<"${ends[$i]}"
     [ -n "$pb" ] || continue
-    best=
+    rounds=
     for rep in $(seq "$PAGE_ROUNDS"); do
       sleep 0.2
       ok=1
@@ -620,10 +621,15 @@ rtt_pages() {
       ip netns exec $NSA ping -n -c 1 -W 1 "${addrs[$i]}" >/dev/null 2>&1 || continue
       a=$(pages_referenced $pa); b=$(pages_referenced $pb)
       [ -n "$a" ] && [ -n "$b" ] || continue
-      sum=$(awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " "); print x[1] + x[2] + y[1] + y[2] }')
-      [ -z "$best" ] || [ "$sum" -lt "${best%% *}" ] && best="$sum $a $b"
+      rounds+="$a $b"$'\n'
     done
-    [ -n "$best" ] && printf '%s\t%s\n' "${names[$i]}" "$(tr ' ' '\t' <<<"$best")" >>"$RES/rtt-pages.tsv"
+    [ -n "$rounds" ] || continue
+    printf '%s' "$rounds" | awk -v name="${names[$i]}" '
+      NF == 4 { n++; sum[n] = $1 + $2 + $3 + $4; line[n] = $1 "\t" $2 "\t" $3 "\t" $4 }
+      END {
+        for (x = 1; x <= n; x++) { rank = 0; for (y = 1; y <= n; y++) rank += (sum[y] < sum[x] || (sum[y] == sum[x] && y < x)); if (rank == int((n - 1) / 2)) m = x }
+        printf "%s\t%d\t%s\n", name, sum[m], line[m]
+      }' >>"$RES/rtt-pages.tsv"
   done
 }
 
@@ -823,7 +829,7 @@ report() {
     fi
     if [ -s "$RES/rtt-pages.tsv" ]; then
       echo
-      echo "pages per echo: 4 KiB pages of each end's own memory referenced by one ping after a quiet spell (its program; heap, stacks and anonymous maps; shared libraries left out), fewest of $PAGE_ROUNDS:"
+      echo "pages per echo: 4 KiB pages of each end's own memory referenced by one ping after a quiet spell (its program; heap, stacks and anonymous maps; shared libraries left out), the median of $PAGE_ROUNDS:"
       awk -F'\t' '{ printf "  %-16s both %4d   A program %3d other %3d   B program %3d other %3d\n", $1, $2, $3, $4, $5, $6 }' "$RES/rtt-pages.tsv"
     fi
     echo
@@ -935,7 +941,7 @@ setup_underlay
   [ -z "$BASE_BIN" ] || echo "base-* rows: $BASE_BIN (git $(git -C "$BASE_BIN" describe --always --dirty 2>/dev/null || echo '?'))"
   [ -z "$IPOIBD_CONFIG" ] || echo "ipoibd rows but base-*, configuration added: $(printf '%b' "$IPOIBD_CONFIG" | tr '\n' ' ')"
   echo "$(iperf3 --version | head -1); $(openvpn --version | head -1 | cut -d' ' -f1-2); $(socat -V | grep -m1 'socat version' | cut -d' ' -f2-3)"
-  rtt_params="RTT $RTT_ROUNDS rounds x $RTT_PINGS pings every $PING_INT s per instance, pages per echo fewest of $PAGE_ROUNDS"
+  rtt_params="RTT $RTT_ROUNDS rounds x $RTT_PINGS pings every $PING_INT s per instance, pages per echo median of $PAGE_ROUNDS"
   [ "$RTT" = 1 ] || rtt_params="no RTT test"
   echo "params: T=$T s, TCP $STREAMS stream(s), UDP -b 0 -l $UDP_LEN, $rtt_params, underlay MTU $UL_MTU"
 } >"$RES/versions.txt"
