@@ -602,8 +602,7 @@ pages_referenced() {
 # with both ends known, PAGE_ROUNDS single pings, each after 0.2 s quiet
 # with the ends' referenced bits cleared (/proc/PID/clear_refs) before it;
 # the median round by pages of both ends (a heartbeat or timer adds pages
-# to some rounds, and a reply read in the same turn as the request's write
-# takes a few off others). $RES/rtt-pages.tsv: instance, pages of both
+# to some rounds, and a few come out lighter). $RES/rtt-pages.tsv: instance, pages of both
 # ends, A's program, A's other, B's program, B's other.
 rtt_pages() {
   : >"$RES/rtt-pages.tsv"
