@@ -32,6 +32,11 @@ A_PORT=198.18.103.1:40001
 
 star_underlay "$FAB" 198.18.103.100/24
 for h in a b x; do star_host "$FAB" "${NS[$h]}" "t$h$$" "${UNDERLAY[$h]}/24"; done
+# X's sockets of steps 1 to 3 and those of the flood (step 4) from disjoint
+# port ranges: a flood socket that got the port of step 3's ibattack (still
+# plugged: port 3, its address) would receive that port's traffic and count
+# as a seventeenth port the flood was given.
+ip netns exec "${NS[x]}" sysctl -qw net.ipv4.ip_local_port_range="32768 46999"
 
 # A link timeout longer than the stall of step 5; 24 switch ports, fewer
 # than the 200 sockets of step 4.
@@ -113,6 +118,7 @@ ip netns exec "${NS[b]}" ping -c 3 -i 0.2 -W 2 198.18.3.1 >/dev/null || fail "B 
 pass "16 Sets with guessed M_Keys refused by A ($violations violations), Trap 256 logged by the SM"
 
 # 4. A port-table flood from one host while B restarts
+ip netns exec "${NS[x]}" sysctl -qw net.ipv4.ip_local_port_range="47000 60999"
 ip netns exec "${NS[x]}" "$BIN/ibattack" flood --fabric "$FABRIC" --sockets 200 --seconds 6 >"$WORK/flood.log" 2>&1 &
 FLOOD=$!
 sleep 1
