@@ -20,6 +20,14 @@ scenario_init() {
   trap 'exit 130' INT TERM
 }
 
+# kill_tree SIGNAL PID: PID and every process under it (a `timeout`
+# wrapper's command with it), children first.
+kill_tree() {
+  local c
+  for c in $(cat /proc/"$2"/task/*/children 2>/dev/null); do kill_tree "$1" "$c"; done
+  kill -"$1" "$2" 2>/dev/null || true
+}
+
 scenario_cleanup() {
   local rc=$?
   for pid in "${PIDS[@]}"; do
@@ -27,7 +35,10 @@ scenario_cleanup() {
   done
   for pid in "${PIDS[@]}"; do
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
+    # What is left gets SIGKILL, with what runs under it: killing only a
+    # `timeout` wrapper would orphan its command (an ASan ibfabricd stuck
+    # in LeakSanitizer's exit, spinning a CPU, was left so once).
+    kill_tree KILL "$pid"
   done
   for ns in "${NAMESPACES[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
   for hook in "${CLEANUP_HOOKS[@]}"; do eval "$hook" || true; done
