@@ -200,22 +200,26 @@ public:
         std::lock_guard g(lock);
         for (const auto& r : requests) sent.push_back({as, r.ah.dlid, r.remote_qpn, Bytes(r.payload.begin(), r.payload.end())});
         counters_.add(counters_.packets, requests.size());
+        if (!requests.empty()) has_sent = true;
         return requests.size();
     }
-    // A kernel that is full: the first `refusals` flushes leave what was
-    // sent waiting (pending()), with fd() writable, as a socket's is once
-    // the kernel has room again.
+    // A kernel that is full: once something was sent, the first `refusals`
+    // flushes leave it waiting (pending()), with fd() writable, as a
+    // socket's is once the kernel has room again. Nothing is pending before
+    // the first send: a worker that flushed an empty queue must not use up
+    // the refusals (the test would then stop it before the datagram).
     void flush() override {
         ++flushes;
-        if (refusals > 0) --refusals;
+        if (has_sent && refusals > 0) --refusals;
     }
-    bool pending() const override { return refusals > 0; }
+    bool pending() const override { return has_sent && refusals > 0; }
     int fd() const override { return writable_.get(); }
     const transport::SendQueueCounters& counters() const override { return counters_; }
     std::mutex lock;
     std::vector<Sent> sent;
     std::atomic<int> flushes{0};
     std::atomic<int> refusals{0};
+    std::atomic<bool> has_sent{false};
 
 private:
     transport::SendQueueCounters counters_;
