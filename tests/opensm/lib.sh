@@ -55,11 +55,20 @@ osmh_alive() {
   [ "${stat%% *}" != Z ]
 }
 
-# True if PID is alive and was started by this harness.
+# True if PID is alive and was started by this harness. A process in the
+# middle of execve() shows an empty /proc/PID/environ (the file reads the
+# memory map that exec is replacing); start.sh looks at ibsim and OpenSM
+# right after their timeout wrapper forked them, so an empty read is tried
+# again (up to 1 s) before the PID is taken for not ours. One read in some
+# hundreds came back empty that way and failed a CI run with "ibsim exited".
 osmh_is_ours() {
   local pid=$1 envf
-  osmh_alive "$pid" || return 1
-  envf=$(tr '\0' '\n' 2>/dev/null <"/proc/$pid/environ") || return 1
+  for _ in $(seq 50); do
+    osmh_alive "$pid" || return 1
+    envf=$(tr '\0' '\n' 2>/dev/null <"/proc/$pid/environ") || return 1
+    [ -n "$envf" ] && break
+    sleep 0.02
+  done
   grep -qxF "IBSIM_SOCKNAME=$IBSIM_SOCKNAME" <<<"$envf" &&
     grep -qxF "OSMH_DIR=$OSMH_DIR" <<<"$envf"
 }
