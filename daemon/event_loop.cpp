@@ -16,15 +16,6 @@
 
 namespace ipoibd::daemon {
 
-void visit(const BusyPollCounters& c, CounterSink& out) {
-    out.counter("windows", c.windows);
-    out.counter("polls", c.polls);
-    out.counter("empty_polls", c.empty_polls);
-    out.counter("slow_yields", c.slow_yields);
-    out.counter("host_preempted", c.host_preempted);
-    out.counter("yielded_away", c.yielded_away);
-}
-
 namespace {
 
 timespec to_timespec(Clock::time_point at) {
@@ -228,11 +219,6 @@ void EventLoop::set_on_iteration(IterationHook hook, std::optional<Clock::durati
     iteration_period_ = at_least_every;
 }
 
-void EventLoop::set_busy_poll(Clock::duration window) {
-    busy_window_ = std::max(window, Clock::duration::zero());
-    if (busy_window_ == Clock::duration::zero()) busy_until_ = {};
-}
-
 void EventLoop::stop() {
     stop_requested_.store(true);
     const std::uint64_t one = 1;
@@ -278,60 +264,8 @@ expected<std::size_t, SysError> EventLoop::run_once(std::optional<Clock::duratio
     return handled;
 }
 
-YieldVerdict EventLoop::judge_yield(Clock::duration took, std::optional<Clock::duration> waited) {
-    if (took <= kYieldedAway) return YieldVerdict::quick;
-    if (!waited || *waited * 2 >= took) return YieldVerdict::contended;
-    return YieldVerdict::host_preempted;
-}
-
-std::optional<Clock::duration> EventLoop::run_delay() const {
-    if (!schedstat_) return std::nullopt;
-    // "<time run, ns> <time waited runnable, ns> <timeslices>\n", generated afresh at offset 0
-    std::array<char, 96> text{};
-    const ssize_t n = ::pread(schedstat_.get(), text.data(), text.size(), 0);
-    if (n <= 0) return std::nullopt;
-    const char* const end = text.data() + n;
-    const char* const space = std::find(static_cast<const char*>(text.data()), end, ' ');
-    if (space == end) return std::nullopt;
-    std::uint64_t ns = 0;
-    const auto [p, ec] = std::from_chars(space + 1, end, ns);
-    if (ec != std::errc{} || p == space + 1) return std::nullopt;
-    return std::chrono::nanoseconds(ns);
-}
-
-// Nothing was ready: let other work run first. When other tasks keep the
-// CPU through our yields (a busy machine, where polling would take CPU from
-// them), sleep until the next traffic. Tasks that run briefly between two
-// polls, and the host preempting the vCPU, do not end polling. (Ending the
-// window on the first yield over 50 us stopped polling about once per ping
-// in a ping test, where ping itself runs on these CPUs; a moving average
-// over the yields' durations counted the host's preemptions as load.)
-void EventLoop::yield_between_polls() {
-    const std::optional<Clock::duration> delay_before = run_delay();
-    const Clock::time_point before = Clock::now();
-    ::sched_yield();
-    const Clock::duration took = Clock::now() - before;
-    std::optional<Clock::duration> waited;
-    if (took > kYieldedAway && delay_before) {
-        if (const auto delay_after = run_delay()) waited = *delay_after - *delay_before;
-    }
-    const YieldVerdict verdict = judge_yield(took, waited);
-    if (verdict != YieldVerdict::quick) ++busy_counters_.slow_yields;
-    if (verdict == YieldVerdict::host_preempted) ++busy_counters_.host_preempted;
-    // How long other tasks held the CPU: nothing in a quick yield; in a slow
-    // one its run delay, or all of it when that is unknown.
-    const Clock::duration held =
-        verdict == YieldVerdict::quick ? Clock::duration::zero() : std::min(waited.value_or(took), took);
-    if (contention_.observe(before + took, held)) {
-        busy_until_ = {};
-        ++busy_counters_.yielded_away;
-    }
-}
-
 expected<void, SysError> EventLoop::run() {
-    // The schedstat of the thread that runs the loop (thread-self is
-    // resolved at open). Without it every slow yield counts as contended.
-    schedstat_.reset(::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC));
+    busy_.attach_to_this_thread();
     while (!stop_requested_.load()) {
         const bool poll = polling(Clock::now());
         auto r = run_once(poll ? std::optional(Clock::duration::zero()) : std::nullopt);
@@ -339,11 +273,7 @@ expected<void, SysError> EventLoop::run() {
             stop_requested_.store(false);
             return unexpected(r.error());
         }
-        if (poll) ++busy_counters_.polls;
-        if (poll && *r == 0) {
-            ++busy_counters_.empty_polls;
-            yield_between_polls();
-        }
+        if (poll) busy_.polled(*r != 0);
     }
     stop_requested_.store(false);
     return {};

@@ -29,20 +29,10 @@
 // the loop is destroyed (the daemon is exiting then).
 //
 // Busy polling (set_busy_poll): for a window after the last keep_polling()
-// call, run() polls with a zero timeout instead of sleeping, yielding the CPU
-// between empty polls. A wake-up from sleep costs tens of microseconds on a
-// virtual machine (the idle vCPU halts in the host); a daemon that keeps
-// polling while traffic flows answers without one. The data-path handlers
-// call keep_polling() when they move packets, so an idle daemon sleeps; and
-// polling stops early when yields show that other tasks of this machine
-// keep wanting the CPU (ContentionMeter: in yields between empty polls
-// that took over kYieldedAway, other tasks held the CPU for at least half
-// of a 2 ms span). How long they held it is the growth of the thread's run
-// delay (/proc/thread-self/schedstat) over the yield. On a loaded machine
-// polling would only take CPU time from them. A slow yield in which the
-// run delay did not grow is the host preempting the virtual CPU, which
-// says nothing of this machine's load; without the run delay, the whole of
-// a slow yield counts as held by others.
+// call, run() polls with a zero timeout instead of sleeping, yielding the
+// CPU between empty polls, and stops early on a loaded machine
+// (common/busy_poll.h). The data-path handlers call keep_polling() when
+// they move packets, so an idle daemon sleeps.
 //
 // Timers use std::chrono::steady_clock, which is CLOCK_MONOTONIC on Linux,
 // the clock the timerfd is armed with (absolute deadlines).
@@ -65,6 +55,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/busy_poll.h"
 #include "common/counters.h"
 #include "common/expected.h"
 #include "common/sys_error.h"
@@ -90,65 +81,11 @@ struct TimerId {
     bool operator==(const TimerId&) const = default;
 };
 
-struct BusyPollCounters {
-    std::uint64_t windows = 0;       // keep_polling() calls that found the loop sleeping
-    std::uint64_t polls = 0;         // wake-ups with a zero timeout
-    std::uint64_t empty_polls = 0;   // of those, with nothing ready
-    std::uint64_t slow_yields = 0;     // yields between empty polls that took longer than kYieldedAway
-    std::uint64_t host_preempted = 0;  // of those, slow with no other task of this machine running
-    std::uint64_t yielded_away = 0;    // windows ended early: others held the CPU (ContentionMeter)
-};
-void visit(const BusyPollCounters& c, CounterSink& out);
-
-// What a yield between empty polls says. `took`: how long sched_yield()
-// took; `waited`: how much of that the thread waited runnable while other
-// tasks ran (its run delay grew by that much), nullopt when unknown.
-enum class YieldVerdict : std::uint8_t {
-    quick,           // took at most kYieldedAway
-    contended,       // slow, and other tasks ran for at least half of it (or unknown)
-    host_preempted,  // slow, but not because of other tasks: the host took the vCPU
-};
-
-// Busy polling's measure of load: how long other tasks of this machine held
-// the CPU during slow yields, over spans of kSpan. Polling ends when in a
-// span they held it for at least half of the time. Brief runs of others
-// (a task that itself yields, or the application answered, running between
-// two polls) make no yield slow and count nothing; a task that keeps the
-// CPU makes every other yield wait a time slice.
-class ContentionMeter {
-public:
-    static constexpr Clock::duration kSpan = std::chrono::milliseconds(2);
-    // Starts a span (when a polling window opens).
-    void restart(Clock::time_point now) {
-        span_start_ = now;
-        held_ = Clock::duration::zero();
-    }
-    // After a yield that ended at `now`, in which others held the CPU for
-    // `held` (zero for a quick yield). True when that ends a span in which
-    // others held the CPU for at least half of it (a new span starts).
-    bool observe(Clock::time_point now, Clock::duration held) {
-        held_ += held;
-        const Clock::duration span = now - span_start_;
-        if (span < kSpan) return false;
-        const bool loaded = held_ * 2 >= span;
-        restart(now);
-        return loaded;
-    }
-
-private:
-    Clock::time_point span_start_{};
-    Clock::duration held_{};
-};
-
 class EventLoop {
 public:
     static constexpr std::size_t kEventsPerWait = 64;    // ready fds per epoll_wait
     static constexpr std::size_t kTimersPerWakeup = 64;  // due timers run per wake-up
     static constexpr std::size_t kSignalsPerWakeup = 16; // signals read per wake-up
-    // A yield between empty polls that took longer than this is slow:
-    // something else ran meanwhile (another task, or the host's).
-    static constexpr Clock::duration kYieldedAway = std::chrono::microseconds(50);
-    static YieldVerdict judge_yield(Clock::duration took, std::optional<Clock::duration> waited);
 
     enum class Interest : std::uint8_t {
         readable,  // EPOLLIN (also reports hang-up and errors)
@@ -198,19 +135,13 @@ public:
 
     // Polls without sleeping for `window` after each keep_polling(); zero
     // (the default) turns busy polling off.
-    void set_busy_poll(Clock::duration window);
-    Clock::duration busy_poll() const { return busy_window_; }
+    void set_busy_poll(Clock::duration window) { busy_.set_window(window); }
+    Clock::duration busy_poll() const { return busy_.window(); }
     void keep_polling() {
-        if (busy_window_ == Clock::duration::zero()) return;
-        const Clock::time_point now = Clock::now();
-        if (now >= busy_until_) {  // a new window
-            ++busy_counters_.windows;
-            contention_.restart(now);
-        }
-        busy_until_ = now + busy_window_;
+        if (busy_.enabled()) busy_.keep_polling(Clock::now());
     }
-    const BusyPollCounters& busy_poll_counters() const { return busy_counters_; }
-    bool polling(Clock::time_point now) const { return now < busy_until_; }
+    const BusyPollCounters& busy_poll_counters() const { return busy_.counters(); }
+    bool polling(Clock::time_point now) const { return busy_.polling(now); }
 
     // Runs wake-ups until stop(); the stop request is consumed on return,
     // so run() may be called again.
@@ -244,8 +175,6 @@ private:
     void drop_cancelled_top();
     void compact_deadlines();
     std::optional<int> wait_timeout_ms(std::optional<Clock::duration> timeout) const;
-    void yield_between_polls();
-    std::optional<Clock::duration> run_delay() const;  // this thread's; nullopt: unknown
 
     UniqueFd epoll_;
     UniqueFd timerfd_;
@@ -266,11 +195,7 @@ private:
     IterationHook on_iteration_;
     std::optional<Clock::duration> iteration_period_;
     std::atomic<bool> stop_requested_{false};
-    Clock::duration busy_window_{};
-    Clock::time_point busy_until_{};
-    BusyPollCounters busy_counters_;
-    ContentionMeter contention_;
-    UniqueFd schedstat_;  // /proc/thread-self/schedstat of the thread in run(), or none
+    BusyPoller busy_;
 
     static constexpr std::uint64_t kTimerToken = 1;
     static constexpr std::uint64_t kSignalToken = 2;

@@ -418,6 +418,7 @@ expected<void, std::string> Node::add_interface(std::unique_ptr<host::HostPort> 
             !r)
             return unexpected("could not watch " + added.name() + ": " + r.error().message());
     if (data_threads_ > 1 && spec.mode != config::InterfaceMode::tap) {
+        added.set_busy_poll(loop_.busy_poll());
         if (auto r = added.start_data_threads(data_threads_); !r) {
             log_.warning(added.name() + ": one data thread, not " + std::to_string(data_threads_) + ": " + r.error(),
                          {{field::kIfname, added.name()}});
@@ -616,6 +617,11 @@ void Node::arm(Clock::time_point at) {
     });
 }
 
+void Node::set_busy_poll(Clock::duration window) {
+    loop_.set_busy_poll(window);
+    for (auto& i : interfaces_) i->set_busy_poll(window);
+}
+
 void Node::schedule(Clock::time_point now) {
     if (now < evaluated_at_ + kRescheduleHoldoff) {
         arm(evaluated_at_ + kRescheduleHoldoff);
@@ -692,7 +698,7 @@ int Node::run() {
 
 void Node::start() {
     started_ = true;
-    loop_.set_busy_poll(config_.daemon.busy_poll);
+    set_busy_poll(config_.daemon.busy_poll);
     // [daemon] watchdog = no: no pings (a unit with WatchdogSec= would then
     // restart the daemon; drop WatchdogSec= along with it).
     if (config_.daemon.watchdog)
@@ -748,7 +754,7 @@ void Node::reload() {
                 failed += " [interface] connected-mode: " + why + ";";
     }
     failed += reload_children(next);
-    loop_.set_busy_poll(next.daemon.busy_poll);
+    set_busy_poll(next.daemon.busy_poll);
     // The fabric key file is read again (rotation); a new path needs a restart.
     if (!config_.fabric.key_file.empty()) {
         auto keys = load_fabric_key_file(config_.fabric.key_file);

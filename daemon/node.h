@@ -164,6 +164,8 @@ private:
     // kRescheduleHoldoff the deadlines are read again, otherwise the timer
     // is pulled in to that point.
     void schedule(Clock::time_point now);
+    // [daemon] busy-poll: the event loop's and every data thread's.
+    void set_busy_poll(Clock::duration window);
     void arm(Clock::time_point at);
     Clock::time_point next_wakeup(Clock::time_point now) const;
     void housekeeping();

@@ -121,15 +121,20 @@ void DataWorker::run() {
                      {.fd = wake_.get(), .events = POLLIN, .revents = 0},
                      {.fd = -1, .events = POLLOUT, .revents = 0}};
     bool broken = false;  // the queue reported an error while attached (the device went away)
+    busy_.attach_to_this_thread();
     for (;;) {
         // Detached: poll() would report the queue's error at once.
         fds[0].fd = enabled() && !broken ? queue_->fd() : -1;
         // Sends the kernel did not take yet: go on when it can.
         fds[3].fd = send_->pending() ? send_->fd() : -1;
-        if (::poll(fds, 4, -1) < 0) {
+        const bool busy = busy_.enabled() && busy_.polling(std::chrono::steady_clock::now());
+        const int ready = ::poll(fds, 4, busy ? 0 : -1);
+        if (ready < 0) {
             if (errno == EINTR) continue;
             break;
         }
+        if (busy) busy_.polled(ready > 0);  // nothing ready: yields the CPU first
+        if (ready == 0) continue;
         if (fds[1].revents) break;
         if (fds[2].revents) {
             std::uint64_t n = 0;
@@ -148,8 +153,10 @@ void DataWorker::run() {
         // After a quiet spell one read (host/read_pacing.h).
         if (queue_->read_batch(pacing_.reads(now), [&](bytes d, const std::optional<IpAddress>& hop) {
                 on_datagram(d, hop, s.get(), now);
-            }) > 0)
+            }) > 0) {
             pacing_.read_at(now);
+            busy_.keep_polling(now);
+        }
         send_->flush();
     }
     send_->flush();
@@ -195,6 +202,8 @@ void DataWorker::visit_counters(CounterSink& out) const {
     queue_->visit_counters(tun);
     PrefixedSink tx(out, "tx_");
     visit(send_->counters(), tx);
+    PrefixedSink busy(out, "busy_poll_");
+    visit(busy_.counters_snapshot(), busy);
 }
 
 }  // namespace ipoibd::iface

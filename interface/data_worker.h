@@ -41,6 +41,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/busy_poll.h"
 #include "common/counters.h"
 #include "common/expected.h"
 #include "common/ip_address.h"
@@ -143,7 +144,12 @@ public:
     // loop's (RC). The loop's thread; idempotent.
     expected<void, std::string> set_enabled(bool on);
     bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
-    // The worker's, its queue's ("tun_" ...) and its send queue's ("tx_" ...).
+    // Busy polling ([daemon] busy-poll, common/busy_poll.h): for `window`
+    // after the worker read datagrams it polls its queue without sleeping.
+    // Zero (the default) turns it off. Any thread.
+    void set_busy_poll(std::chrono::steady_clock::duration window) { busy_.set_window(window); }
+    // The worker's, its queue's ("tun_" ...), its send queue's ("tx_" ...)
+    // and its busy polling's ("busy_poll_" ...).
     void visit_counters(CounterSink& out) const;
 
 private:
@@ -158,6 +164,7 @@ private:
     std::unique_ptr<transport::UdSendQueue> send_;
     std::shared_ptr<DataPlane> plane_;
     host::ReadPacing pacing_;  // reads per wake-up
+    BusyPoller busy_;
     UniqueFd stop_;  // eventfd: readable once stop() was called
     UniqueFd wake_;  // eventfd: enabled_ changed
     std::atomic<bool> enabled_{true};

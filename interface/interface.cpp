@@ -295,6 +295,7 @@ expected<void, std::string> Interface::start_data_threads(std::size_t threads) {
             return unexpected("data thread " + std::to_string(i) + ": " + queue.error());
         }
         workers.push_back(std::make_unique<DataWorker>(std::move(*queue), std::move(*send), plane, config_.host_max_batch));
+        workers.back()->set_busy_poll(busy_poll_);
     }
     plane_ = std::move(plane);
     workers_ = std::move(workers);
@@ -308,6 +309,11 @@ expected<void, std::string> Interface::start_data_threads(std::size_t threads) {
             return r;
         }
     return {};
+}
+
+void Interface::set_busy_poll(Clock::duration window) {
+    busy_poll_ = window;
+    for (auto& w : workers_) w->set_busy_poll(window);
 }
 
 void Interface::stop_data_threads() {

@@ -139,6 +139,9 @@ public:
     // queue of the host port with a send queue of the port. Fails naming
     // what the host or the port refused (then none runs).
     expected<void, std::string> start_data_threads(std::size_t threads);
+    // The data threads' busy polling ([daemon] busy-poll; the event loop's
+    // is the node's): now, and for threads started later.
+    void set_busy_poll(Clock::duration window);
     std::size_t data_threads() const { return workers_.size() + 1; }
     // Readable when the workers handed datagrams back; -1 without workers.
     int miss_fd() const { return plane_ ? plane_->misses().fd() : -1; }
@@ -238,6 +241,7 @@ private:
     std::optional<std::uint64_t> published_;  // the fingerprint of the snapshot last published
     std::vector<std::unique_ptr<DataWorker>> workers_;
     bool workers_on_ = true;  // their queues attached (not in connected mode)
+    Clock::duration busy_poll_{};  // the workers' busy-polling window
 };
 
 template <class Section>

@@ -9,7 +9,9 @@
 #     both daemons' data threads carry datagrams (fast_path), misses stay
 #     few, nothing is refused by the fabric key (one session per address);
 #  2. UDP with 4 parallel streams B -> A while A reloads (SIGHUP): the
-#     streams arrive, A keeps its threads;
+#     streams arrive, A keeps its threads; the reload turned busy polling
+#     on, and A's data thread busy-polls after 8 TCP streams A -> B (B's,
+#     with busy polling off, does not);
 #  3. B restarts (a new QPN) while pings flow: A reaches it again (the
 #     snapshot follows the neighbour's new address);
 #  4. connected mode reloaded on: the threads' queues detached, TCP over RC
@@ -102,6 +104,7 @@ in_ns b timeout 30 iperf3 -c 198.18.0.1 -u -b 200M -t 3 -P 4 -J >"$WORK/iperf-ba
 CLIENT=$!
 sleep 1
 line=$(wc -l <"$WORK/a-1.log")
+sed -i 's/^\[daemon\]$/[daemon]\nbusy-poll = 5ms/' "$WORK/a.conf"
 kill -HUP "${PID[a]}"
 wait_for_after 10 "$WORK/a-1.log" "$line" "reload" || fail "A did not log its reload"
 wait $CLIENT || fail "iperf3 UDP B -> A: $(tail -5 "$WORK/iperf-ba.json")"
@@ -111,6 +114,18 @@ received=$(python3 -c "import json; j=json.load(open('$WORK/iperf-ba.json'))['en
 [ "$(stat_of a data_threads threads)" = 2 ] || fail "A lost its data threads over a reload"
 ping_until a 10 198.18.0.2 || fail "A cannot ping B after its reload"
 pass "4 UDP streams B -> A across A's reload: $received datagrams arrived; A kept 2 data threads"
+[ "$(stat_of a busy_poll window_us)" = 5000 ] || fail "busy-poll = 5ms not in force after A's reload"
+in_ns b iperf3 -s -1 -B 198.18.0.2 >"$WORK/iperf-b1.log" 2>&1 &
+IPERF_B=$!; PIDS+=($IPERF_B)
+sleep 0.5
+fast_before=$(stat_of a data_threads fast_path)
+in_ns a timeout 30 iperf3 -c 198.18.0.2 -t 1 -P 8 -J >"$WORK/iperf-ab1.json" 2>&1 || fail "iperf3 A -> B after the reload: $(tail -5 "$WORK/iperf-ab1.json")"
+wait $IPERF_B 2>/dev/null || true
+[ "$(stat_of a data_threads fast_path)" -gt "$fast_before" ] || fail "A's data thread sent nothing of 8 TCP streams"
+windows=$(stat_of a data_threads busy_poll_windows)
+[ "$windows" -gt 0 ] || { ctl a stats >&2; fail "A's data thread did not busy-poll with busy-poll = 5ms"; }
+[ "$(stat_of b data_threads busy_poll_polls)" -eq 0 ] || fail "B's data thread busy-polled with busy-poll off"
+pass "busy-poll = 5ms reloaded on A: its data thread polled in $windows windows; B's (off) did not"
 
 # 3. B restarts while A pings it.
 in_ns a ping -i 0.05 -c 400 -W 1 198.18.0.2 >"$WORK/ping-restart.log" 2>&1 &

@@ -83,7 +83,7 @@ TEST(Counters, EveryFieldOfEveryStructIsVisited) {
     expect_every_field_visited<transport::SoftTrustCounters>("SoftTrustCounters");
     // link, address and route events are shown as their sum.
     expect_every_field_visited<netlink::MonitorCounters>("MonitorCounters", 2);
-    expect_every_field_visited<daemon::BusyPollCounters>("BusyPollCounters");
+    expect_every_field_visited<BusyPollCounters>("BusyPollCounters");
     expect_every_field_visited<daemon::ControlCounters>("ControlCounters");
     expect_every_field_visited<daemon::NodeCounters>("NodeCounters");
     expect_every_field_visited<sa::MadAgentCounters>("MadAgentCounters");

@@ -367,6 +367,61 @@ TEST(DataWorker, SendsTheKernelRefusedLeaveWhenItHasRoom) {
     EXPECT_EQ(s.sent.size(), 1u);
 }
 
+// Busy polling ([daemon] busy-poll): off, a worker sleeps between
+// datagrams; on, it polls without sleeping for the window after each read,
+// then sleeps again. Set from another thread while the worker runs.
+TEST(DataWorker, BusyPollsForTheWindowAfterADatagramThenSleeps) {
+    using namespace std::chrono_literals;
+    auto queue = std::make_unique<FakeQueue>();
+    auto send = std::make_unique<FakeSend>();
+    FakeQueue& q = *queue;
+    FakeSend& s = *send;
+    auto plane = std::make_shared<DataPlane>();
+    plane->publish(snapshot_with(IpAddress::v4({198, 18, 0, 2}), 0x99, 7, std::chrono::steady_clock::now() + 1h));
+    DataWorker w(std::move(queue), std::move(send), plane, 64);
+    ASSERT_TRUE(w.start());
+    const auto sent = [&](std::size_t n) {
+        return wait_for([&] {
+            std::lock_guard g(s.lock);
+            return s.sent.size() == n;
+        });
+    };
+
+    q.put(udp4({198, 18, 0, 2}));
+    ASSERT_TRUE(sent(1));
+    std::this_thread::sleep_for(20ms);
+    auto c = counters_of(w);
+    EXPECT_EQ(c.at("busy_poll_windows"), 0u);  // off by default: it slept
+    EXPECT_EQ(c.at("busy_poll_polls"), 0u);
+
+    w.set_busy_poll(50ms);
+    q.put(udp4({198, 18, 0, 2}));
+    ASSERT_TRUE(sent(2));
+    // Nothing more comes, and it goes on polling: empty polls, one window.
+    ASSERT_TRUE(wait_for([&] { return counters_of(w).at("busy_poll_empty_polls") >= 2; }));
+    EXPECT_EQ(counters_of(w).at("busy_poll_windows"), 1u);
+    // Past the window it sleeps: the polls stop.
+    std::this_thread::sleep_for(100ms);
+    const auto polls = counters_of(w).at("busy_poll_polls");
+    std::this_thread::sleep_for(50ms);
+    EXPECT_EQ(counters_of(w).at("busy_poll_polls"), polls);
+
+    // Turned off in a window: it sleeps at once.
+    w.set_busy_poll(10s);
+    q.put(udp4({198, 18, 0, 2}));
+    ASSERT_TRUE(sent(3));
+    ASSERT_TRUE(wait_for([&] { return counters_of(w).at("busy_poll_windows") == 2; }));
+    w.set_busy_poll(0s);
+    std::this_thread::sleep_for(20ms);
+    const auto off = counters_of(w).at("busy_poll_polls");
+    std::this_thread::sleep_for(50ms);
+    EXPECT_EQ(counters_of(w).at("busy_poll_polls"), off);
+    w.stop();
+    c = counters_of(w);
+    EXPECT_EQ(c.at("fast_path"), 3u);
+    EXPECT_EQ(c.at("busy_poll_windows"), 2u);
+}
+
 // A TUN queue that fails: poll() reports POLLERR on it (what a TUN queue
 // whose device went away reports) or POLLHUP. A pipe stands in: its write
 // end with the reader closed reports POLLERR, its read end with the writer

@@ -300,9 +300,9 @@ TEST(EventLoop, JudgeYield) {
     };
     const Row rows[] = {
         {0us, std::nullopt, V::quick},
-        {EventLoop::kYieldedAway, std::nullopt, V::quick},
-        {EventLoop::kYieldedAway, EventLoop::kYieldedAway, V::quick},
-        {EventLoop::kYieldedAway + 1us, std::nullopt, V::contended},
+        {BusyPoller::kYieldedAway, std::nullopt, V::quick},
+        {BusyPoller::kYieldedAway, BusyPoller::kYieldedAway, V::quick},
+        {BusyPoller::kYieldedAway + 1us, std::nullopt, V::contended},
         {200us, 100us, V::contended},
         {200us, 200us, V::contended},
         {200us, 99us, V::host_preempted},
@@ -311,7 +311,7 @@ TEST(EventLoop, JudgeYield) {
         {5ms, 10us, V::host_preempted},
     };
     for (const Row& r : rows) {
-        EXPECT_EQ(EventLoop::judge_yield(r.took, r.waited), r.want)
+        EXPECT_EQ(BusyPoller::judge_yield(r.took, r.waited), r.want)
             << std::chrono::duration_cast<std::chrono::microseconds>(r.took).count() << " us, waited "
             << (r.waited ? std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(*r.waited).count())
                          : std::string("unknown"));
