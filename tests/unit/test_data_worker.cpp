@@ -397,8 +397,10 @@ TEST(DataWorker, BusyPollsForTheWindowAfterADatagramThenSleeps) {
     w.set_busy_poll(50ms);
     q.put(udp4({198, 18, 0, 2}));
     ASSERT_TRUE(sent(2));
-    // Nothing more comes, and it goes on polling: empty polls, one window.
-    ASSERT_TRUE(wait_for([&] { return counters_of(w).at("busy_poll_empty_polls") >= 2; }));
+    // Nothing more comes, and it polls on: an empty poll, one window. (Only
+    // one is sure: on a loaded machine the first yield may take a time
+    // slice, and the window ends there, yielded_away.)
+    ASSERT_TRUE(wait_for([&] { return counters_of(w).at("busy_poll_empty_polls") >= 1; }));
     EXPECT_EQ(counters_of(w).at("busy_poll_windows"), 1u);
     // Past the window it sleeps: the polls stop.
     std::this_thread::sleep_for(100ms);
