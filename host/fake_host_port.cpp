@@ -109,6 +109,74 @@ expected<void, std::string> FakeHostPort::remove_route(const HostRoute& route) {
     return {};
 }
 
+namespace {
+
+// A data thread's end of a FakeHostPort::Queue.
+class FakeHostQueue final : public HostQueue {
+public:
+    explicit FakeHostQueue(std::shared_ptr<FakeHostPort::Queue> q) : q_(std::move(q)) {}
+    int fd() const override { return q_->event.get(); }
+    std::size_t read_batch(std::size_t max_reads, const Emit& emit) override {
+        std::vector<FakeHostPort::Injected> batch;
+        {
+            std::lock_guard g(q_->lock);
+            while (batch.size() < max_reads && !q_->waiting.empty()) {
+                batch.push_back(std::move(q_->waiting.front()));
+                q_->waiting.pop_front();
+            }
+            q_->rx_packets += batch.size();
+            if (q_->waiting.empty()) {
+                std::uint64_t n = 0;
+                [[maybe_unused]] auto r = ::read(q_->event.get(), &n, sizeof n);
+            }
+        }
+        for (const auto& p : batch) emit(p.packet, p.next_hop);
+        return batch.size();
+    }
+    void routes_changed() override {}
+    expected<void, std::string> set_attached(bool attached) override {
+        std::lock_guard g(q_->lock);
+        q_->attached = attached;
+        return {};
+    }
+    void visit_counters(CounterSink& out) const override {
+        std::lock_guard g(q_->lock);
+        out.counter("rx_packets", q_->rx_packets);
+        out.counter("inject_refused", q_->refused);
+    }
+
+private:
+    std::shared_ptr<FakeHostPort::Queue> q_;
+};
+
+}  // namespace
+
+expected<std::unique_ptr<HostQueue>, std::string> FakeHostPort::open_queue() {
+    if (queues_.size() + 1 >= max_queues_) return unexpected(name_ + " has " + std::to_string(max_queues_) + " queue(s)");
+    auto q = std::make_shared<Queue>();
+    q->event.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (!q->event) return unexpected(std::string("eventfd failed"));
+    queues_.push_back(q);
+    return std::unique_ptr<HostQueue>(std::make_unique<FakeHostQueue>(std::move(q)));
+}
+
+bool FakeHostPort::inject_queue(std::size_t q, bytes ip_packet, std::optional<IpAddress> next_hop) {
+    if (q == 0 || q > queues_.size()) {
+        ++inject_refused_;
+        return false;
+    }
+    Queue& queue = *queues_[q - 1];
+    std::lock_guard g(queue.lock);
+    if (!queue.attached || queue.waiting.size() >= kMaxInjected) {
+        ++queue.refused;
+        return false;
+    }
+    queue.waiting.push_back({{ip_packet.begin(), ip_packet.end()}, next_hop});
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto r = ::write(queue.event.get(), &one, sizeof one);
+    return true;
+}
+
 void FakeHostPort::visit_counters(CounterSink& out) const {
     out.counter("rx_packets", rx_packets_);
     out.counter("tx_packets", tx_packets_);

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <deque>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,16 @@ public:
     // the host's routing chose it. Refused (false, counted) beyond
     // kMaxInjected waiting packets.
     bool inject(bytes ip_packet, std::optional<IpAddress> next_hop = std::nullopt);
+    // Queues for data threads: open_queue() gives up to `n` - 1 of them
+    // (default 1: none, "has one queue", like a single-queue TUN). Before
+    // the interface starts its threads.
+    void set_queues(std::size_t n) { max_queues_ = n; }
+    // The host sends `ip_packet` on queue `q` (1 for the first open_queue()
+    // gave, ...), as the kernel does with a flow it hashes there; the
+    // loop's thread (a data thread reads it). False (counted) when the
+    // queue is not open, or is detached or full.
+    bool inject_queue(std::size_t q, bytes ip_packet, std::optional<IpAddress> next_hop = std::nullopt);
+    std::size_t queues_open() const { return queues_.size(); }
     // What the interface wrote to the host (flushed or not), oldest first
     // (a TAP: whole Ethernet frames).
     std::vector<std::vector<std::uint8_t>> take_written();
@@ -56,13 +68,26 @@ public:
     expected<void, std::string> add_route(const HostRoute& route) override;
     expected<void, std::string> remove_route(const HostRoute& route) override;
     void routes_changed() override { ++route_changes_; }
+    expected<std::unique_ptr<HostQueue>, std::string> open_queue() override;
+    void close_queues() override { queues_.clear(); }
     void visit_counters(CounterSink& out) const override;
 
-private:
     struct Injected {
         std::vector<std::uint8_t> packet;
         std::optional<IpAddress> next_hop;
     };
+    // One data thread's queue, shared by the port (inject_queue) and the
+    // HostQueue open_queue() gave.
+    struct Queue {
+        std::mutex lock;
+        std::deque<Injected> waiting;
+        UniqueFd event;  // readable while packets wait
+        bool attached = true;
+        std::uint64_t rx_packets = 0;
+        std::uint64_t refused = 0;
+    };
+
+private:
     void update_event();
 
     std::string name_;
@@ -81,6 +106,8 @@ private:
     std::vector<std::size_t> read_requests_;
     std::uint64_t tx_packets_ = 0;
     std::uint64_t inject_refused_ = 0;
+    std::size_t max_queues_ = 1;
+    std::vector<std::shared_ptr<Queue>> queues_;  // the port's hold on the queues it gave
 };
 
 }  // namespace ipoibd::host

@@ -132,6 +132,7 @@ std::unique_ptr<TestNode> Fabric::make_node(const std::string& name, const std::
     }
     auto host = std::make_unique<host::FakeHostPort>("ib0", mac);
     t->host = host.get();
+    host->set_queues(host_queues);
     if (auto r = t->node->add_interface(std::move(host)); !r) throw std::runtime_error(r.error());
     // P_Key children ([child NAME]): a fake host each.
     for (const config::ChildSection& child : c.children) {
@@ -155,6 +156,16 @@ std::optional<std::vector<std::uint8_t>> TestNode::take_written(
         }
     }
     return found;
+}
+
+std::uint64_t TestNode::counter(const std::string& section, const std::string& key) const {
+    const std::string stats = node->answer("stats");
+    const auto s = stats.find("\"" + section + "\":{");
+    if (s == std::string::npos) return 0;
+    const auto e = stats.find('}', s);
+    const auto k = stats.find("\"" + key + "\":", s);
+    if (k == std::string::npos || k > e) return 0;
+    return std::stoull(stats.substr(k + key.size() + 3));
 }
 
 TestNode& Fabric::add_node(const std::string& name, const std::vector<std::string>& addresses, std::uint64_t guid) {

@@ -66,6 +66,8 @@ struct TestNode {
     std::optional<std::vector<std::uint8_t>> take_written(
         const std::function<bool(const std::vector<std::uint8_t>&)>& match) const;
     bool link_up() const { return interface().engine().link().up; }
+    // One counter of `ipoibctl stats` (the node's answer), 0 when absent.
+    std::uint64_t counter(const std::string& section, const std::string& key) const;
     std::uint32_t qpn() const { return interface().engine().link().qpn; }
 };
 
@@ -75,6 +77,9 @@ public:
     explicit Fabric(FabricKind kind, std::function<void(fabric::FabricServiceOptions&)> tune = {});
     // Applied to every node's configuration from now on.
     std::function<void(config::DaemonConfig&)> tune_config;
+    // The queues each new node's fake host offers (FakeHostPort::set_queues;
+    // data threads need more than 1).
+    std::size_t host_queues = 1;
     ~Fabric();
 
     // A node named `name` with the given addresses (IPv4 and IPv6 prefixes)

@@ -41,12 +41,7 @@ Packet with_df(Packet p) {
 
 
 std::uint64_t counter(const TestNode& n, const std::string& section, const std::string& name) {
-    const std::string stats = n.node->answer("stats");
-    const auto s = stats.find("\"" + section + "\":{");
-    if (s == std::string::npos) return 0;
-    const auto k = stats.find("\"" + name + "\":", s);
-    if (k == std::string::npos) return 0;
-    return std::stoull(stats.substr(k + name.size() + 3));
+    return n.counter(section, name);
 }
 
 class ConnectedNodes : public ::testing::TestWithParam<FabricKind> {
