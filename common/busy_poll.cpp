@@ -80,7 +80,7 @@ void BusyPoller::yield() {
     const Clock::duration held =
         verdict == YieldVerdict::quick ? Clock::duration::zero() : std::min(waited.value_or(took), took);
     if (contention_.observe(before + took, held)) {
-        until_ = {};
+        ended_ = true;
         bump(counters_.yielded_away);
     }
 }

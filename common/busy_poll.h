@@ -89,8 +89,9 @@ public:
     static YieldVerdict judge_yield(Clock::duration took, std::optional<Clock::duration> waited);
 
     // Polls without sleeping for `window` after each keep_polling(); zero
-    // (the default) turns busy polling off. Any thread; the polling thread
-    // sees it at its next keep_polling() or polling().
+    // (the default) turns busy polling off. Any thread; the polling thread's
+    // next polling() measures the window in force from the last traffic (a
+    // shorter or zero window ends the current one at once).
     void set_window(Clock::duration window) {
         window_ns_.store(std::max<std::int64_t>(std::chrono::nanoseconds(window).count(), 0), std::memory_order_relaxed);
     }
@@ -101,14 +102,18 @@ public:
     // now + window.
     void keep_polling(Clock::time_point now) {
         if (!enabled()) return;
-        if (now >= until_) {  // a new window
+        if (!polling(now)) {  // a new window
             bump(counters_.windows);
             contention_.restart(now);
         }
-        until_ = now + window();
+        last_traffic_ = now;
+        ended_ = false;
     }
     // Whether the next wait is a zero-timeout poll.
-    bool polling(Clock::time_point now) const { return enabled() && now < until_; }
+    bool polling(Clock::time_point now) const {
+        const std::int64_t w = window_ns_.load(std::memory_order_relaxed);
+        return w != 0 && !ended_ && now < last_traffic_ + std::chrono::nanoseconds(w);
+    }
     // Once, on the polling thread before it polls: the schedstat of that
     // thread (thread-self is resolved at open). Without it every slow
     // yield counts as contended.
@@ -139,7 +144,8 @@ private:
     std::optional<Clock::duration> run_delay() const;  // this thread's; nullopt: unknown
 
     std::atomic<std::int64_t> window_ns_{0};
-    Clock::time_point until_{};
+    Clock::time_point last_traffic_{};  // the last keep_polling()
+    bool ended_ = false;                // others held the CPU: no polling until the next traffic
     alignas(std::atomic_ref<std::uint64_t>::required_alignment) BusyPollCounters counters_;
     ContentionMeter contention_;
     UniqueFd schedstat_;  // /proc/thread-self/schedstat of the polling thread, or none

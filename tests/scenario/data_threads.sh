@@ -11,7 +11,7 @@
 #  2. UDP with 4 parallel streams B -> A while A reloads (SIGHUP): the
 #     streams arrive, A keeps its threads; the reload turned busy polling
 #     on, and A's data thread busy-polls after 8 TCP streams A -> B (B's,
-#     with busy polling off, does not);
+#     with busy polling off, does not); a second reload turns it off;
 #  3. B restarts (a new QPN) while pings flow: A reaches it again (the
 #     snapshot follows the neighbour's new address);
 #  4. connected mode reloaded on: the threads' queues detached, TCP over RC
@@ -125,7 +125,12 @@ wait $IPERF_B 2>/dev/null || true
 windows=$(stat_of a data_threads busy_poll_windows)
 [ "$windows" -gt 0 ] || { ctl a stats >&2; fail "A's data thread did not busy-poll with busy-poll = 5ms"; }
 [ "$(stat_of b data_threads busy_poll_polls)" -eq 0 ] || fail "B's data thread busy-polled with busy-poll off"
-pass "busy-poll = 5ms reloaded on A: its data thread polled in $windows windows; B's (off) did not"
+line=$(wc -l <"$WORK/a-1.log")
+sed -i '/^busy-poll = 5ms$/d' "$WORK/a.conf"   # the steps after run as shipped
+kill -HUP "${PID[a]}"
+wait_for_after 10 "$WORK/a-1.log" "$line" "reload" || fail "A did not log its second reload"
+[ "$(stat_of a busy_poll window_us)" = 0 ] || fail "busy-poll still on after A's second reload"
+pass "busy-poll = 5ms reloaded on A: its data thread polled in $windows windows; B's (off) did not; off again"
 
 # 3. B restarts while A pings it.
 in_ns a ping -i 0.05 -c 400 -W 1 198.18.0.2 >"$WORK/ping-restart.log" 2>&1 &

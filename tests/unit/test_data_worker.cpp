@@ -394,7 +394,7 @@ TEST(DataWorker, BusyPollsForTheWindowAfterADatagramThenSleeps) {
     EXPECT_EQ(c.at("busy_poll_windows"), 0u);  // off by default: it slept
     EXPECT_EQ(c.at("busy_poll_polls"), 0u);
 
-    w.set_busy_poll(50ms);
+    w.set_busy_poll(300ms);
     q.put(udp4({198, 18, 0, 2}));
     ASSERT_TRUE(sent(2));
     // Nothing more comes, and it polls on: an empty poll, one window. (Only
@@ -402,10 +402,12 @@ TEST(DataWorker, BusyPollsForTheWindowAfterADatagramThenSleeps) {
     // slice, and the window ends there, yielded_away.)
     ASSERT_TRUE(wait_for([&] { return counters_of(w).at("busy_poll_empty_polls") >= 1; }));
     EXPECT_EQ(counters_of(w).at("busy_poll_windows"), 1u);
-    // Past the window it sleeps: the polls stop.
-    std::this_thread::sleep_for(100ms);
+    // Past the window it sleeps: the polls stop. (Margins of hundreds of
+    // milliseconds: a loaded machine or ThreadSanitizer may hold the worker
+    // between its check and its count.)
+    std::this_thread::sleep_for(600ms);
     const auto polls = counters_of(w).at("busy_poll_polls");
-    std::this_thread::sleep_for(50ms);
+    std::this_thread::sleep_for(200ms);
     EXPECT_EQ(counters_of(w).at("busy_poll_polls"), polls);
 
     // Turned off in a window: it sleeps at once.
@@ -414,9 +416,9 @@ TEST(DataWorker, BusyPollsForTheWindowAfterADatagramThenSleeps) {
     ASSERT_TRUE(sent(3));
     ASSERT_TRUE(wait_for([&] { return counters_of(w).at("busy_poll_windows") == 2; }));
     w.set_busy_poll(0s);
-    std::this_thread::sleep_for(20ms);
+    std::this_thread::sleep_for(200ms);
     const auto off = counters_of(w).at("busy_poll_polls");
-    std::this_thread::sleep_for(50ms);
+    std::this_thread::sleep_for(200ms);
     EXPECT_EQ(counters_of(w).at("busy_poll_polls"), off);
     w.stop();
     c = counters_of(w);

@@ -288,6 +288,36 @@ TEST(EventLoop, BusyPollOffByDefaultAndWhenSetToZero) {
     EXPECT_EQ(turns, 1);  // slept until the timer
 }
 
+// The window is measured from the last traffic with the window in force
+// now: shortened or set to zero (from another thread, on reload), it ends
+// the current one at once; set again, it counts from that traffic.
+TEST(BusyPoller, TheWindowInForceCountsFromTheLastTraffic) {
+    const Clock::time_point t0 = Clock::time_point{} + 1h;
+    BusyPoller b;
+    b.keep_polling(t0);  // off: nothing
+    EXPECT_FALSE(b.polling(t0));
+    EXPECT_EQ(b.counters().windows, 0u);
+    b.set_window(100ms);
+    EXPECT_FALSE(b.polling(t0 + 1ms));  // no traffic since it was set
+    b.keep_polling(t0 + 10ms);
+    EXPECT_EQ(b.counters().windows, 1u);
+    EXPECT_TRUE(b.polling(t0 + 109ms));
+    EXPECT_FALSE(b.polling(t0 + 110ms));
+    b.keep_polling(t0 + 50ms);  // within the window: the same one, longer
+    EXPECT_EQ(b.counters().windows, 1u);
+    EXPECT_TRUE(b.polling(t0 + 149ms));
+    b.set_window(20ms);  // shorter: ends at the last traffic + 20 ms
+    EXPECT_TRUE(b.polling(t0 + 69ms));
+    EXPECT_FALSE(b.polling(t0 + 70ms));
+    b.set_window(0ms);
+    EXPECT_FALSE(b.polling(t0 + 51ms));
+    b.set_window(100ms);  // on again before the old end: counts from the last traffic
+    EXPECT_TRUE(b.polling(t0 + 149ms));
+    EXPECT_FALSE(b.polling(t0 + 150ms));
+    b.keep_polling(t0 + 200ms);  // after the end: a new window
+    EXPECT_EQ(b.counters().windows, 2u);
+}
+
 // A yield's verdict: quick up to kYieldedAway; beyond it, contended when
 // other tasks ran for at least half of it or when that is unknown, else the
 // host preempted the vCPU.
