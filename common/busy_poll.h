@@ -89,11 +89,12 @@ public:
     static YieldVerdict judge_yield(Clock::duration took, std::optional<Clock::duration> waited);
 
     // Polls without sleeping for `window` after each keep_polling(); zero
-    // (the default) turns busy polling off. Any thread; the polling thread's
-    // next polling() measures the window in force from the last traffic (a
-    // shorter or zero window ends the current one at once).
+    // (the default) turns busy polling off. Any thread. A change ends the
+    // current window at once (the polling thread's next polling() says
+    // no); the new window opens with the next traffic.
     void set_window(Clock::duration window) {
         window_ns_.store(std::max<std::int64_t>(std::chrono::nanoseconds(window).count(), 0), std::memory_order_relaxed);
+        generation_.fetch_add(1, std::memory_order_relaxed);
     }
     Clock::duration window() const { return std::chrono::nanoseconds(window_ns_.load(std::memory_order_relaxed)); }
     bool enabled() const { return window_ns_.load(std::memory_order_relaxed) != 0; }
@@ -106,13 +107,13 @@ public:
             bump(counters_.windows);
             contention_.restart(now);
         }
-        last_traffic_ = now;
+        window_generation_ = generation_.load(std::memory_order_relaxed);
+        until_ = now + window();
         ended_ = false;
     }
     // Whether the next wait is a zero-timeout poll.
     bool polling(Clock::time_point now) const {
-        const std::int64_t w = window_ns_.load(std::memory_order_relaxed);
-        return w != 0 && !ended_ && now < last_traffic_ + std::chrono::nanoseconds(w);
+        return !ended_ && now < until_ && window_generation_ == generation_.load(std::memory_order_relaxed) && enabled();
     }
     // Once, on the polling thread before it polls: the schedstat of that
     // thread (thread-self is resolved at open). Without it every slow
@@ -144,8 +145,12 @@ private:
     std::optional<Clock::duration> run_delay() const;  // this thread's; nullopt: unknown
 
     std::atomic<std::int64_t> window_ns_{0};
-    Clock::time_point last_traffic_{};  // the last keep_polling()
-    bool ended_ = false;                // others held the CPU: no polling until the next traffic
+    std::atomic<std::uint64_t> generation_{0};  // set_window() calls
+    // The polling thread's: the current window, opened under generation
+    // window_generation_, until `until_` or until others held the CPU.
+    std::uint64_t window_generation_ = 0;
+    Clock::time_point until_{};
+    bool ended_ = false;
     alignas(std::atomic_ref<std::uint64_t>::required_alignment) BusyPollCounters counters_;
     ContentionMeter contention_;
     UniqueFd schedstat_;  // /proc/thread-self/schedstat of the polling thread, or none

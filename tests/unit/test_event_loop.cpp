@@ -288,10 +288,10 @@ TEST(EventLoop, BusyPollOffByDefaultAndWhenSetToZero) {
     EXPECT_EQ(turns, 1);  // slept until the timer
 }
 
-// The window is measured from the last traffic with the window in force
-// now: shortened or set to zero (from another thread, on reload), it ends
-// the current one at once; set again, it counts from that traffic.
-TEST(BusyPoller, TheWindowInForceCountsFromTheLastTraffic) {
+// A window lasts from the last traffic for the window in force then; a
+// change of the window (from another thread, on reload) ends the current
+// one at once, and the next traffic opens a window of the new length.
+TEST(BusyPoller, AChangedWindowEndsTheCurrentOne) {
     const Clock::time_point t0 = Clock::time_point{} + 1h;
     BusyPoller b;
     b.keep_polling(t0);  // off: nothing
@@ -306,16 +306,20 @@ TEST(BusyPoller, TheWindowInForceCountsFromTheLastTraffic) {
     b.keep_polling(t0 + 50ms);  // within the window: the same one, longer
     EXPECT_EQ(b.counters().windows, 1u);
     EXPECT_TRUE(b.polling(t0 + 149ms));
-    b.set_window(20ms);  // shorter: ends at the last traffic + 20 ms
-    EXPECT_TRUE(b.polling(t0 + 69ms));
-    EXPECT_FALSE(b.polling(t0 + 70ms));
-    b.set_window(0ms);
+    b.set_window(20ms);  // changed: ended at once
     EXPECT_FALSE(b.polling(t0 + 51ms));
-    b.set_window(100ms);  // on again before the old end: counts from the last traffic
-    EXPECT_TRUE(b.polling(t0 + 149ms));
-    EXPECT_FALSE(b.polling(t0 + 150ms));
-    b.keep_polling(t0 + 200ms);  // after the end: a new window
+    b.keep_polling(t0 + 60ms);  // a new window of 20 ms
     EXPECT_EQ(b.counters().windows, 2u);
+    EXPECT_TRUE(b.polling(t0 + 79ms));
+    EXPECT_FALSE(b.polling(t0 + 80ms));
+    b.keep_polling(t0 + 70ms);
+    b.set_window(0ms);  // off
+    EXPECT_FALSE(b.polling(t0 + 71ms));
+    b.set_window(100ms);  // on again before the old end: still no polling until traffic
+    EXPECT_FALSE(b.polling(t0 + 72ms));
+    b.keep_polling(t0 + 200ms);
+    EXPECT_EQ(b.counters().windows, 3u);
+    EXPECT_TRUE(b.polling(t0 + 299ms));
 }
 
 // A yield's verdict: quick up to kYieldedAway; beyond it, contended when
