@@ -45,8 +45,9 @@
 #                 The yardstick of issue 24's latency targets
 #   base-2044     the ipoibd-2044 row with the ipoibd, ibfabricd and ipoibctl
 #   base-4092     of BASE_BIN (another build: old against new in one run);
-#   base-connected-65520  (the same for connected-65520)
-#                 added to ROWS beside each ipoibd and connected row when BASE_BIN is set,
+#   base-connected-65520  (the same for connected-65520,
+#   base-threads2-4092    and threads2-4092)
+#                 added to ROWS beside each ipoibd, threads2 and connected row when BASE_BIN is set,
 #                 after it in odd rounds and before it in even ones (the
 #                 first of two back-to-back rows measured a slower busy-poll
 #                 RTT, whichever build it was)
@@ -65,7 +66,10 @@
 # instance as shipped, PAGE_ROUNDS (12) single pings after a quiet spell,
 # the pages of both ends' own memory (program, heap, stacks, anonymous
 # maps; not shared libraries) referenced by the one ping (clear_refs, then
-# smaps), the median round. PAGE_ROUNDS=0 skips it.
+# smaps), the median round. PAGE_ROUNDS=0 skips it. The threads2 rows ping
+# an address of B whose flow the data threads carry (a flow's TUN queue is
+# a hash of its addresses; B has 8 to choose from), and the report says how
+# many of the pings' datagrams each end's threads sent.
 #
 # Then per row, one row at a time, from A to B (as shipped, busy polling off):
 #   TCP    iperf3, STREAMS streams (1), T seconds; Gbit/s received; retransmits
@@ -128,7 +132,7 @@ if [ -n "$BASE_BIN" ]; then
   # Each base row right after its ipoibd row, so both see the same load.
   ROWS=$(for r in $ROWS; do
            echo "$r"
-           case $r in ipoibd-*) echo "base-${r#ipoibd-}" ;; connected-*) echo "base-$r" ;; esac
+           case $r in ipoibd-*) echo "base-${r#ipoibd-}" ;; connected-*|threads2-*) echo "base-$r" ;; esac
          done | xargs)
 fi
 REPEAT=${REPEAT:-3}      # rounds over ROWS, interleaved; the table shows medians
@@ -357,6 +361,7 @@ write_ipoibd_config() {  # FILE GUID CIDR MTU SOCKET BUSY_POLL FABRIC [extra lin
     echo "[fabric]"; echo "transport = soft"; echo "address = $7"; echo "port-guid = $2"
     [ -z "${ROW_KEY:-}" ] || echo "key-file = $ROW_KEY"
     echo "[interface]"; echo "address = $3"; echo "mtu = $4"
+    local extra; for extra in ${ROW_MORE_ADDRS:-}; do echo "address = $extra"; done
     [ -z "${ROW_CONNECTED:-}" ] || echo "connected-mode = yes"
     [ -z "${ROW_TAP:-}" ] || echo "mode = tap"
     echo "[daemon]"; echo "control-socket = $5"; echo "log-level = warning"; echo "busy-poll = $6"
@@ -420,7 +425,14 @@ up_ipoibd() {  # up_ipoibd NAME MTU BIN KEY K BP
   UP_WRAPS+=("$FAB_WRAP"); UP_PIDS+=("$FAB_PID")
   local sa=$RUN/$k.a.sock sb=$RUN/$k.b.sock
   write_ipoibd_config "$RUN/$name-a.conf" $GUID_A "$net.1/24" "$mtu" "$sa" "$bp" "$fabric"
-  write_ipoibd_config "$RUN/$name-b.conf" $GUID_B "$net.2/24" "$mtu" "$sb" "$bp" "$fabric"
+  # Data threads in the RTT test: more addresses on B, for a destination
+  # whose flow hashes to the threads' queues (rtt_thread_path).
+  local more="" i
+  if [ "${ROW_THREADS:-1}" -gt 1 ] && [ "$k" != 0 ]; then
+    for i in 3 4 5 6 7 8 9; do more="$more $net.$i/24"; done
+  fi
+  UP_CANDS="$net.2 $(sed 's|/24||g' <<<"$more")"
+  ROW_MORE_ADDRS=$more write_ipoibd_config "$RUN/$name-b.conf" $GUID_B "$net.2/24" "$mtu" "$sb" "$bp" "$fabric"
   cp "$RUN/$name-a.conf" "$RUN/$name-b.conf" "$RAW/"
   bg "$name.ipoibd-a" $NSA "$bin/ipoibd" -i "$dev" -c "$RUN/$name-a.conf" --log-target stderr; local wa=$LASTPID
   bg "$name.ipoibd-b" $NSB "$bin/ipoibd" -i "$dev" -c "$RUN/$name-b.conf" --log-target stderr; local wb=$LASTPID
@@ -508,8 +520,9 @@ up() {
     veth)            up_veth ;;
     ipoibd-*)        ROW_THREADS=1 up_ipoibd "$name" "${row#ipoibd-}" "$BIN" "" "$k" "$bp" ;;
     threads2-*)      ROW_THREADS=2 up_ipoibd "$name" "${row#threads2-}" "$BIN" "" "$k" "$bp" ;;
-    base-connected-*) ROW_CONNECTED=1 up_ipoibd "$name" "${row#base-connected-}" "$BASE_BIN" "" "$k" "$bp" ;;
-    base-*)          up_ipoibd "$name" "${row#base-}" "$BASE_BIN" "" "$k" "$bp" ;;
+    base-connected-*) ROW_THREADS=1 ROW_CONNECTED=1 up_ipoibd "$name" "${row#base-connected-}" "$BASE_BIN" "" "$k" "$bp" ;;
+    base-threads2-*) ROW_THREADS=2 up_ipoibd "$name" "${row#base-threads2-}" "$BASE_BIN" "" "$k" "$bp" ;;
+    base-*)          ROW_THREADS=1 up_ipoibd "$name" "${row#base-}" "$BASE_BIN" "" "$k" "$bp" ;;
     key-*)           ROW_THREADS=1 up_ipoibd "$name" "${row#key-}" "$BIN" key "$k" "$bp" ;;
     connected-*)     ROW_THREADS=1 ROW_CONNECTED=1 up_ipoibd "$name" "${row#connected-}" "$BIN" "" "$k" "$bp" ;;
     tap-*)           ROW_THREADS=1 ROW_TAP=1 up_ipoibd "$name" "${row#tap-}" "$BIN" "" "$k" "$bp" ;;
@@ -543,7 +556,7 @@ run_row() {
 # of RTT_PINGS pings per instance; $RES/rtt.tsv: round, instance, RTT (ms)
 # of every echo; $RES/rtt-lost.tsv: round, instance, pings unanswered.
 rtt_test() {
-  local names=() addrs=() ends=() wraps=() k=0 row bp name i rep order
+  local names=() addrs=() ends=() socks=() wraps=() k=0 row bp name i rep order
   # Every instance lives through all rounds (each ping batch, its gap and
   # the start of ping, twice as many instances as rows at most).
   local LIFE
@@ -554,9 +567,11 @@ rtt_test() {
       k=$((k + 1))
       name=$row; [ "$bp" = 0 ] || name=$row+bp
       TAG=.rtt
+      UP_SOCK_A="" UP_SOCK_B=""
       if up "$row" "$k" "$bp" && wait_up "$UP_ADDR"; then
+        case $row in *threads2-*) rtt_thread_path "$name" ;; esac
         names+=("$name"); addrs+=("$UP_ADDR")
-        ends+=("$UP_ENDS")
+        ends+=("$UP_ENDS"); socks+=("${UP_SOCK_A:-} ${UP_SOCK_B:-}")
         log "rtt: $name up ($UP_ADDR)"
       else
         log "rtt: $name did not come up; left out"
@@ -579,9 +594,42 @@ rtt_test() {
     done
     [ $((rep % 10)) = 0 ] && log "rtt: round $rep of $RTT_ROUNDS"
   done
+  # Which path the pings of a data-thread instance took: the kernel hashes a
+  # flow to a queue (the addresses decide), the loop's or a thread's.
+  : >"$RES/rtt-threads.tsv"
+  local sa sb
+  for i in "${!names[@]}"; do
+    case ${names[$i]} in *threads2-*) ;; *) continue ;; esac
+    read -r sa sb <<<"${socks[$i]}"
+    [ -n "$sa" ] && [ -n "$sb" ] || continue
+    printf '%s\t%s\t%s\t%s\n' "${names[$i]}" "$(stat_field $NSA "$sa" data_threads fast_path)" \
+      "$(stat_field $NSB "$sb" data_threads fast_path)" $((RTT_ROUNDS * RTT_PINGS)) >>"$RES/rtt-threads.tsv"
+  done
+  UP_SOCK_A="" UP_SOCK_B=""
   [ "$PAGE_ROUNDS" = 0 ] || rtt_pages
   for i in "${wraps[@]:-}"; do [ -n "$i" ] && stop_pid "$i"; done
   rtt_analyse
+}
+
+# rtt_thread_path NAME (in rtt_test, after a threads2 instance came up):
+# the kernel hashes a flow to a TUN queue by its addresses, so a ping takes
+# a data thread's path or the event loop's, whole, by the luck of the
+# instance's addresses. Pings each of B's addresses (UP_CANDS) and sets
+# UP_ADDR to the first whose echoes A's data threads carried, so that
+# every threads2 instance (new build and base) measures the threads' path.
+rtt_thread_path() {
+  local cand f0 f1
+  [ -n "${UP_SOCK_A:-}" ] || return 0
+  for cand in $UP_CANDS; do
+    f0=$(stat_field $NSA "$UP_SOCK_A" data_threads fast_path)
+    ip netns exec $NSA timeout 10 ping -n -c 5 -i 0.05 -W 1 "$cand" >/dev/null 2>&1
+    f1=$(stat_field $NSA "$UP_SOCK_A" data_threads fast_path)
+    if [ $((f1 - f0)) -ge 3 ]; then
+      UP_ADDR=$cand
+      return 0
+    fi
+  done
+  log "rtt: $1: no address of B whose pings the data threads carry; its pings take the event loop's path"
 }
 
 # pages_referenced PID: 4 KiB pages of PID's own memory referenced since
@@ -672,6 +720,7 @@ for m in ("2044", "4092"):
 add("connected-65520", "ipoibd-4092")
 add("connected-65520", "base-connected-65520")
 add("threads2-4092", "ipoibd-4092")
+add("threads2-4092", "base-threads2-4092")
 add("floor-4092", "openvpn-4092")
 if "floor-4092+bp" in names and "openvpn-4092" in names: pairs.append(("floor-4092+bp", "openvpn-4092"))
 rng = random.Random(1)
@@ -826,6 +875,11 @@ report() {
       echo "RTT, ratios of the medians (lower is better) with a 95% interval (bootstrap over rounds), and of the p99s:"
       awk -F'\t' '{ printf "  %-20s / %-16s p50 %.2fx [%.2f, %.2f]   p99 %.2fx\n", $1, $2, $3, $4, $5, $6 }' "$RES/rtt-ratios.tsv"
     fi
+    if [ -s "$RES/rtt-threads.tsv" ]; then
+      echo
+      echo "data threads in the RTT test: datagrams each end's threads sent (the pings, and 5 probes per address tried; none: the pings took the event loop's path):"
+      awk -F'\t' '{ printf "  %-20s A %6d   B %6d   of %d pings\n", $1, $2, $3, $4 }' "$RES/rtt-threads.tsv"
+    fi
     if [ -s "$RES/rtt-pages.tsv" ]; then
       echo
       echo "pages per echo: 4 KiB pages of each end's own memory referenced by one ping after a quiet spell (its program; heap, stacks and anonymous maps; shared libraries left out), the median of $PAGE_ROUNDS:"
@@ -856,8 +910,8 @@ report() {
         "$(ratio "$(field_of tap-$m 11)" "$(field_of ipoibd-$m 11)")"
     done
     local me base
-    for me in ipoibd-2044 ipoibd-4092 connected-65520; do
-      base=base-${me#ipoibd-}; [ "${me%%-*}" = connected ] && base=base-$me
+    for me in ipoibd-2044 ipoibd-4092 threads2-4092 connected-65520; do
+      base=base-${me#ipoibd-}; [ "${me%%-*}" = ipoibd ] || base=base-$me
       [ -n "$(field_of "$base" 1)" ] && [ -n "$(field_of "$me" 1)" ] || continue
       printf '  %-15s / %-15s TCP %-7s UDP pps %-7s CPU/GB %s\n' \
         "$me" "$base" \
@@ -955,7 +1009,7 @@ for rep in $(seq "$REPEAT"); do
   order=$ROWS
   if [ -n "$BASE_BIN" ] && [ $((rep % 2)) = 0 ]; then
     # base-X before ipoibd-X in even rounds.
-    order=$(echo "$ROWS" | tr ' ' '\n' | awk '/^(ipoibd|connected)-/ { held = $0; next } { print } /^base-/ && held { print held; held = "" }' | xargs)
+    order=$(echo "$ROWS" | tr ' ' '\n' | awk '/^(ipoibd|connected|threads2)-/ { held = $0; next } { print } /^base-/ && held { print held; held = "" }' | xargs)
   fi
   for row in $order; do
     log "== $row (run $rep of $REPEAT)"
