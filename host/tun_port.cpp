@@ -160,15 +160,31 @@ std::size_t flow_queue(bytes p, bool offload, std::size_t queues) {
     return static_cast<std::size_t>((h ^ (h >> 32)) % queues);
 }
 
+std::size_t write_queue(bytes p, bool offload, std::size_t queues) {
+    if (queues <= 1) return 0;
+    bytes ip = p;
+    if (offload) ip = ip.size() >= VirtioNetHeader::size ? ip.subspan(VirtioNetHeader::size) : bytes{};
+    if (ip.size() >= 20 && (ip[0] >> 4) == 4) {
+        const std::size_t l4 = static_cast<std::size_t>(ip[0] & 0x0F) * 4;
+        const bool first_fragment = (load_be16(ip.data() + 6) & 0x1FFF) == 0;
+        if (ip[9] == 1 && first_fragment && l4 >= 20 && ip.size() > l4 && ip[l4] == 8) return 0;  // echo request
+    } else if (ip.size() > 40 && (ip[0] >> 4) == 6) {
+        if (ip[6] == 58 && ip[40] == 128) return 0;  // echo request (no extension headers before it)
+    }
+    return flow_queue(p, offload, queues);
+}
+
 void TunPort::write_now(bytes data) {
     // With several queues, a flow's packets are written on the queue its
     // datagrams should be read from: the kernel's flow table (a multi-queue
     // TUN with no steering program) sends a flow out on the queue that last
     // wrote it, so a flow whose packets all came in on the first queue
-    // would leave only there and never reach a data thread.
+    // would leave only there and never reach a data thread. Packets the
+    // host answers as they are written stay on the loop's queue
+    // (write_queue()).
     int fd = device_.fd.get();
     if (!queue_fds_.empty() && queues_on_)
-        if (const std::size_t q = flow_queue(data, device_.offload, queue_fds_.size() + 1); q > 0)
+        if (const std::size_t q = write_queue(data, device_.offload, queue_fds_.size() + 1); q > 0)
             fd = queue_fds_[q - 1].get();
     if (::write(fd, data.data(), data.size()) < 0) {
         ++counters_.tx_errors;

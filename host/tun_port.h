@@ -113,5 +113,13 @@ protected:
 // TCP/UDP ports, taken symmetrically so both directions agree); `offload`:
 // a virtio_net_hdr comes first. 0 for what it cannot parse.
 std::size_t flow_queue(bytes packet, bool offload, std::size_t queues);
+// The queue TunPort writes a packet from the fabric on: its flow's, but for
+// a packet the host answers while it is being written (an ICMP or ICMPv6
+// echo request), which stays on the first queue, the event loop's. The
+// host's answer then leaves on that queue too (the flow table follows the
+// last write), where the loop reads it in the same pass; on a data
+// thread's queue it would wake the thread for one packet, which costs a
+// ping a wake-up per echo (docs/performance.md).
+std::size_t write_queue(bytes packet, bool offload, std::size_t queues);
 
 }  // namespace ipoibd::host

@@ -81,6 +81,50 @@ TEST(FlowQueue, BothDirectionsOfAFlowPickTheSameQueueAndFlowsSpread) {
     EXPECT_EQ(host::flow_queue(Bytes{0x00}, false, 4), 0u);
 }
 
+// write_queue(): a flow's queue, but the loop's (0) for an echo request,
+// which the host answers as it is written.
+TEST(FlowQueue, EchoRequestsAreWrittenOnTheLoopsQueue) {
+    // Sources whose flows the hash alone puts on queue 1 of 2.
+    std::vector<Bytes> other;
+    for (std::uint8_t h = 2; h < 40 && other.size() < 3; ++h) {
+        Bytes echo = udp4({198, 18, 0, 1}, 0, 0, 8, 1);
+        echo[15] = h;
+        echo[20] = 8;  // echo request
+        if (host::flow_queue(echo, false, 2) == 1) other.push_back(echo);
+    }
+    ASSERT_EQ(other.size(), 3u);
+    for (Bytes e : other) {
+        EXPECT_EQ(host::write_queue(e, false, 2), 0u);
+        e[20] = 0;  // an echo reply: the host does not answer it
+        EXPECT_EQ(host::write_queue(e, false, 2), 1u);
+        e[20] = 8;
+        e[6] = 0x00, e[7] = 0x10;  // a later fragment: no ICMP header in it
+        EXPECT_EQ(host::write_queue(e, false, 2), host::flow_queue(e, false, 2));
+        e[7] = 0x00;
+        Bytes with_header(host::VirtioNetHeader::size, 0);  // the offload header first
+        with_header.insert(with_header.end(), e.begin(), e.end());
+        EXPECT_EQ(host::write_queue(with_header, true, 2), 0u);
+        EXPECT_EQ(host::write_queue(e, false, 1), 0u);
+    }
+    // IPv6: an echo request (type 128) whatever the hash; UDP by its flow.
+    Bytes v6(40 + 8, 0);
+    v6[0] = 0x60, v6[5] = 8, v6[6] = 58, v6[7] = 64;
+    v6[8] = 0x20, v6[9] = 0x01, v6[10] = 0x0d, v6[11] = 0xb8, v6[23] = 1;
+    v6[24] = 0x20, v6[25] = 0x01, v6[26] = 0x0d, v6[27] = 0xb8;
+    std::size_t echo_other = 0;
+    for (std::uint8_t h = 2; h < 40; ++h) {
+        v6[39] = h;
+        v6[40] = 128;
+        echo_other += host::flow_queue(v6, false, 2) == 1;
+        EXPECT_EQ(host::write_queue(v6, false, 2), 0u);
+        v6[40] = 129;  // an echo reply
+        EXPECT_EQ(host::write_queue(v6, false, 2), host::flow_queue(v6, false, 2));
+    }
+    EXPECT_GT(echo_other, 0u);
+    const Bytes udp = udp4({198, 18, 0, 2}, 1000, 2000);
+    EXPECT_EQ(host::write_queue(udp, false, 4), host::flow_queue(udp, false, 4));
+}
+
 TEST(MissQueue, BoundedCountedAndReadableWhileItemsWait) {
     MissQueue q;
     ASSERT_GE(q.fd(), 0);
