@@ -508,28 +508,47 @@ ReplyQueues replies_by_queue(ChildChecks& c, host::TunPort& port, host::HostQueu
     return r;
 }
 
+// A multi-queue TUN `name` with a second queue, up with 198.18.`third`.1/24
+// (in the child's own namespace); port null when that failed (checked).
+struct TwoQueueTun {
+    std::unique_ptr<NetlinkSocket> nl;
+    std::unique_ptr<host::TunPort> port;
+    std::unique_ptr<host::HostQueue> other;
+};
+
+TwoQueueTun two_queue_tun(ChildChecks& c, const std::string& name, std::uint8_t third) {
+    TwoQueueTun t;
+    auto nl = NetlinkSocket::open();
+    if (!NS_OK(c, nl)) return t;
+    t.nl = std::make_unique<NetlinkSocket>(std::move(*nl));
+    auto port = host::TunPort::open(name, *t.nl, true);
+    if (!c.expect(static_cast<bool>(port), __LINE__, "TunPort::open: " + (port ? std::string() : port.error()))) return t;
+    auto other = (*port)->open_queue();
+    if (!c.expect(static_cast<bool>(other), __LINE__, "open_queue: " + (other ? std::string() : other.error())))
+        return t;
+    host::TunPort& p = **port;
+    NS_CHECK(c, p.add_address(IpPrefix{.address = IpAddress::v4({198, 18, third, 1}), .length = 24}));
+    NS_CHECK(c, p.set_carrier(true));
+    NS_CHECK(c, p.set_up(true));
+    t.other = std::move(*other);
+    t.port = std::move(*port);
+    return t;
+}
+
 TEST(NetlinkKernel, MultiQueueTunRepliesLeaveOnTheQueueThatWroteTheFlow) {
     run_in_own_netns([](ChildChecks& c) {
-        auto nl = NetlinkSocket::open();
-        if (!NS_OK(c, nl)) return;
-        auto port = host::TunPort::open("mqtest0", *nl, true);
-        if (!c.expect(static_cast<bool>(port), __LINE__, "TunPort::open: " + (port ? std::string() : port.error())))
-            return;
-        auto other = (*port)->open_queue();
-        if (!c.expect(static_cast<bool>(other), __LINE__, "open_queue: " + (other ? std::string() : other.error())))
-            return;
-        host::TunPort& p = **port;
-        NS_CHECK(c, p.add_address(IpPrefix{.address = IpAddress::v4({198, 18, 8, 1}), .length = 24}));
-        NS_CHECK(c, p.set_carrier(true));
-        NS_CHECK(c, p.set_up(true));
+        TwoQueueTun t = two_queue_tun(c, "mqtest0", 8);
+        if (!t.port) return;
+        host::TunPort& p = *t.port;
+        host::HostQueue* const other = t.other.get();
         const int sock = bound_udp_socket(c, 0xC6120801, 5300);  // 198.18.8.1
 
-        const ReplyQueues off = replies_by_queue(c, p, **other, sock, 41000, false);
+        const ReplyQueues off = replies_by_queue(c, p, *other, sock, 41000, false);
         NS_CHECK(c, off.lost == 0);
         NS_CHECK(c, off.on_port == 16);       // every write, and so every reply, on the port's queue
         NS_CHECK(c, off.expected_other > 0);  // among them flows that would have gone to the other
 
-        const ReplyQueues on = replies_by_queue(c, p, **other, sock, 42000, true);
+        const ReplyQueues on = replies_by_queue(c, p, *other, sock, 42000, true);
         NS_CHECK(c, on.lost == 0);
         NS_CHECK(c, on.on_expected == 16);
         NS_CHECK(c, on.expected_other > 0 && on.on_other == on.expected_other);
@@ -546,18 +565,10 @@ TEST(NetlinkKernel, MultiQueueTunRepliesLeaveOnTheQueueThatWroteTheFlow) {
 // first after the kernel forgot it, 3 s unused) leaves by the hash.
 TEST(NetlinkKernel, MultiQueueTunEchoRepliesLeaveOnThePortsQueue) {
     run_in_own_netns([](ChildChecks& c) {
-        auto nl = NetlinkSocket::open();
-        if (!NS_OK(c, nl)) return;
-        auto port = host::TunPort::open("mqtest1", *nl, true);
-        if (!c.expect(static_cast<bool>(port), __LINE__, "TunPort::open: " + (port ? std::string() : port.error())))
-            return;
-        auto other = (*port)->open_queue();
-        if (!c.expect(static_cast<bool>(other), __LINE__, "open_queue: " + (other ? std::string() : other.error())))
-            return;
-        host::TunPort& p = **port;
-        NS_CHECK(c, p.add_address(IpPrefix{.address = IpAddress::v4({198, 18, 9, 1}), .length = 24}));
-        NS_CHECK(c, p.set_carrier(true));
-        NS_CHECK(c, p.set_up(true));
+        TwoQueueTun t = two_queue_tun(c, "mqtest1", 9);
+        if (!t.port) return;
+        host::TunPort& p = *t.port;
+        host::HostQueue* const other = t.other.get();
         p.use_queues(true);
         std::size_t hashed_other = 0, on_port = 0, on_other = 0;
         for (int i = 0; i < 32; ++i) {
@@ -580,7 +591,7 @@ TEST(NetlinkKernel, MultiQueueTunEchoRepliesLeaveOnThePortsQueue) {
             p.write(e);
             p.flush();
             pollfd q[2] = {{.fd = p.fd(), .events = POLLIN, .revents = 0},
-                           {.fd = (*other)->fd(), .events = POLLIN, .revents = 0}};
+                           {.fd = other->fd(), .events = POLLIN, .revents = 0}};
             if (!NS_CHECK(c, ::poll(q, 2, 500) > 0)) return;
             const auto is_echo_reply = [&](bytes d) {
                 return d.size() >= 28 && d[0] == 0x45 && d[9] == 1 && d[20] == 0 && d[19] == h;
@@ -598,7 +609,7 @@ TEST(NetlinkKernel, MultiQueueTunEchoRepliesLeaveOnThePortsQueue) {
             }
             if (q[1].revents & POLLIN) {
                 std::size_t got = 0;
-                (*other)->read_batch(1, [&](bytes d, const std::optional<IpAddress>&) { got += is_echo_reply(d); });
+                other->read_batch(1, [&](bytes d, const std::optional<IpAddress>&) { got += is_echo_reply(d); });
                 if (seq == 2) on_other += got;
             }
         }
