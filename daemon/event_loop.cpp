@@ -1,8 +1,6 @@
 #include "daemon/event_loop.h"
 
-#include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
@@ -10,7 +8,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <climits>
 #include <string>
 

@@ -39,11 +39,6 @@ Packet with_df(Packet p) {
     return p;
 }
 
-
-std::uint64_t counter(const TestNode& n, const std::string& section, const std::string& name) {
-    return n.counter(section, name);
-}
-
 class ConnectedNodes : public ::testing::TestWithParam<FabricKind> {
 protected:
     void SetUp() override {
@@ -117,7 +112,7 @@ TEST_P(ConnectedNodes, ConnectedPeersTalkOverRcConnectionsUpTo65520) {
     const std::string stats = a_->node->answer("stats");
     EXPECT_NE(stats.find("\"connected\":{"), std::string::npos) << stats;
     EXPECT_NE(stats.find("\"rc_messages_sent\":"), std::string::npos) << stats;
-    EXPECT_GE(counter(*a_, "cm", "cm_established"), 1u) << stats;
+    EXPECT_GE(a_->counter("cm", "cm_established"), 1u) << stats;
 }
 
 TEST_P(ConnectedNodes, DatagramPeersGetUdAndTooBigIsAnsweredWithIcmp) {
