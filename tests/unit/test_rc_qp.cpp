@@ -692,12 +692,124 @@ TEST_F(RcPair, ALostReadResponseMeansTheReadAgain) {
     EXPECT_EQ(b.counters().duplicate_reads, 1u);
 }
 
+// Packets for A (QPN 0x100) as B would send them.
+RcPacket nak_at(std::uint32_t psn) {
+    return {.opcode = op::rc_acknowledge, .dest_qp = 0x100, .psn = psn,
+            .aeth = Aeth{static_cast<std::uint8_t>(Aeth::kSyndromeNak | nak::psn_sequence_error), 0}};
+}
+RcPacket ack_at(std::uint32_t psn) {
+    return {.opcode = op::rc_acknowledge, .dest_qp = 0x100, .psn = psn,
+            .aeth = Aeth{static_cast<std::uint8_t>(Aeth::kSyndromeAck | kNoCredits), 0}};
+}
+RcPacket read_response(std::uint8_t opcode, std::uint32_t psn, Bytes payload) {
+    RcPacket r{.opcode = opcode, .dest_qp = 0x100, .psn = psn, .payload = std::move(payload)};
+    if (opcode != op::rc_rdma_read_response_middle) r.aeth = Aeth{static_cast<std::uint8_t>(Aeth::kSyndromeAck | kNoCredits), 0};
+    return r;
+}
+
+// One retry at a time (9.7.6.1.1): a NAK and a read gap that come while a
+// retry is on its way cost no count; with one retry, the second would
+// have been retry exceeded.
+TEST_F(RcPair, NaksAndReadGapsWhileARetryIsOnItsWayStartNoOther) {
+    connect(0, 0, {.retry_count = 1});
+    a.receive(ack_at(0xFFFFFF), now);  // no end-to-end credits: send freely
+    Bytes into(512, 0);
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .opcode = WrOpcode::rdma_read, .remote_va = 0x1000, .rkey = 7, .read_into = into}));
+    ASSERT_TRUE(a.post_send({.wr_id = 2, .payload = message(10, 1)}));
+    std::vector<RcPacket> out;
+    a.output(out, now);
+    ASSERT_EQ(out.size(), 2u);  // the READ (PSNs 0 and 1) and the SEND (2)
+    // B took the READ and lost the SEND: a NAK for PSN 2, the one retry.
+    a.receive(nak_at(2), now);
+    EXPECT_EQ(a.counters().retransmitted, 2u);
+    // Then what was on its way before the retry: the READ's second
+    // response without its first (a gap), and the NAK again (duplicated).
+    a.receive(read_response(op::rc_rdma_read_response_last, 1, message(256, 9)), now);
+    a.receive(nak_at(2), now);
+    EXPECT_EQ(a.counters().retries_folded, 2u);
+    EXPECT_EQ(a.state(), QpState::rts);
+    out.clear();
+    a.output(out, now);
+    EXPECT_EQ(out.size(), 2u) << "the retry's packets, once";
+    // The retry's answers.
+    a.receive(read_response(op::rc_rdma_read_response_first, 0, message(256, 3)), now);
+    a.receive(read_response(op::rc_rdma_read_response_last, 1, message(256, 9)), now);
+    a.receive(ack_at(2), now);
+    const auto done = a.poll();
+    ASSERT_EQ(done.size(), 2u);
+    EXPECT_EQ(done[0].status, Status::success);
+    EXPECT_EQ(done[1].status, Status::success);
+    EXPECT_EQ(a.state(), QpState::rts);
+}
+
+// A timeout counts whatever is on its way.
+TEST_F(RcPair, ATimeoutWhileARetryIsOnItsWayCounts) {
+    connect(0, 0, {.timeout = 10, .retry_count = 1});
+    a.receive(ack_at(0xFFFFFF), now);
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .payload = message(10, 1)}));
+    std::vector<RcPacket> out;
+    a.output(out, now);
+    a.receive(nak_at(0), now);  // the retry
+    out.clear();
+    a.output(out, now);
+    ASSERT_EQ(out.size(), 1u);
+    a.tick(now + 1s);
+    const auto done = a.poll();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].status, Status::retry_exceeded);
+    EXPECT_EQ(a.counters().retries_folded, 0u);
+}
+
+// Packets behind a READ that waits for its responses: the responder's
+// ACKs and NAKs for them are progress (each retry counts against the
+// packets it was for), and once the READ completes they complete too.
+TEST_F(RcPair, AcknowledgementsBehindAWaitingReadAreProgress) {
+    connect(0, 0, {.retry_count = 1});
+    a.receive(ack_at(0xFFFFFF), now);
+    Bytes into(100, 0);
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .opcode = WrOpcode::rdma_read, .remote_va = 0x1000, .rkey = 7, .read_into = into}));
+    for (std::uint64_t wr = 2; wr <= 4; ++wr) ASSERT_TRUE(a.post_send({.wr_id = wr, .payload = message(10, 1)}));
+    std::vector<RcPacket> out;
+    a.output(out, now);
+    ASSERT_EQ(out.size(), 4u);  // READ 0, SENDs 1, 2, 3
+    a.receive(nak_at(2), now);  // B has 0 and 1: the one retry
+    out.clear();
+    a.output(out, now);
+    a.receive(nak_at(3), now);  // B has 2 now, lost 3: newer, a retry again
+    EXPECT_EQ(a.state(), QpState::rts);
+    EXPECT_EQ(a.counters().retries_folded, 0u);
+    // The READ's response: it completes, and so do the SENDs B acknowledged.
+    a.receive(read_response(op::rc_rdma_read_response_only, 0, message(100, 5)), now);
+    auto done = a.poll();
+    ASSERT_EQ(done.size(), 3u);
+    for (std::size_t i = 0; i < 3; ++i) {
+        EXPECT_EQ(done[i].wr_id, i + 1);
+        EXPECT_EQ(done[i].status, Status::success);
+    }
+    EXPECT_EQ(into, message(100, 5));
+    a.receive(ack_at(3), now);
+    done = a.poll();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].wr_id, 4u);
+}
+
 // SEND, WRITE with immediate and READ mixed over a lossy wire, several seeds:
 // every message exactly once, in order, intact.
-struct RcMixed : RcPair, ::testing::WithParamInterface<std::uint64_t> {};
+struct RcMixed : RcPair, ::testing::WithParamInterface<std::uint64_t> {
+    void mixed_over_lossy_wire(RtsAttributes rts);
+};
 
-TEST_P(RcMixed, MixedOperationsOverALossyWire) {
-    connect(0xFFFF00, 0xFFFE00);
+TEST_P(RcMixed, MixedOperationsOverALossyWire) { mixed_over_lossy_wire({}); }
+
+// The same with three retries: one NAK or read gap after another while a
+// retry is on its way, or packets acknowledged behind a READ that waits for
+// its responses, took a retry each; a third of these seeds ran out.
+struct RcMixedFewRetries : RcMixed {};
+TEST_P(RcMixedFewRetries, MixedOperationsOverALossyWire) { mixed_over_lossy_wire({.retry_count = 3}); }
+INSTANTIATE_TEST_SUITE_P(Seeds, RcMixedFewRetries, ::testing::Range<std::uint64_t>(100, 160));
+
+void RcMixed::mixed_over_lossy_wire(RtsAttributes rts) {
+    connect(0xFFFF00, 0xFFFE00, rts);
     ab = {.loss = 0.05, .dup = 0.01, .reorder = 0.03};
     ba = {.loss = 0.05, .dup = 0.01, .reorder = 0.03};
     ab.random.seed(GetParam());

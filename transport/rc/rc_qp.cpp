@@ -181,6 +181,7 @@ void visit(const RcCounters& c, CounterSink& out) {
     out.counter("rc_access_errors", c.access_errors);
     out.counter("rc_duplicate_reads", c.duplicate_reads);
     out.counter("rc_read_gaps", c.read_gaps);
+    out.counter("rc_retries_folded", c.retries_folded);
     out.counter("rc_messages_sent", c.messages_sent);
     out.counter("rc_messages_received", c.messages_received);
 }
@@ -225,9 +226,9 @@ expected<void, std::string> RcQp::to_rts(const RtsAttributes& a) {
     } else {
         rts_ = a;
         npsn_ = a.sq_psn;
+        acked_psn_ = psn_add(npsn_, -1);
     }
-    retries_left_ = rts_.retry_count;
-    rnr_retries_left_ = rts_.rnr_retry;
+    progress();
     state_ = QpState::rts;
     return {};
 }
@@ -521,7 +522,7 @@ void RcQp::tick(Clock::time_point now) {
     ++counters_.timeouts;
     ack_deadline_.reset();
     if (unacked_.empty()) return;
-    retry();
+    retry(RetryCause::timeout);
 }
 
 std::optional<Clock::time_point> RcQp::next_deadline() const {
@@ -562,12 +563,8 @@ void RcQp::requester(const RcPacket& p) {
         return;
     }
     if (type == Aeth::kSyndromeAck) {
-        const std::size_t before = unacked_.size();
+        acknowledged(p.psn);
         acknowledge_up_to(p.psn);
-        if (unacked_.size() != before) {  // C9-142: reloaded when something completes
-            retries_left_ = rts_.retry_count;
-            rnr_retries_left_ = rts_.rnr_retry;
-        }
         // An ACK for a PSN past a READ whose responses are missing: they
         // were lost (responses come in order); the READ goes again, once.
         if (!unacked_.empty()) {
@@ -575,19 +572,15 @@ void RcQp::requester(const RcPacket& p) {
             if (o.read_packets > 0 && psn_diff(p.psn, psn_add(o.packet.psn, o.read_packets - 1)) > 0 && !o.read_resent) {
                 o.read_resent = true;
                 ++counters_.read_gaps;
-                retry();
+                retry(RetryCause::read_gap);
             }
         }
         return;
     }
     // A NAK acknowledges what came before its PSN (9.7.5.1.2); forward
     // progress gives the retry counters back, as an ACK does.
-    const std::size_t before = unacked_.size();
+    acknowledged(psn_add(p.psn, -1));
     acknowledge_up_to(psn_add(p.psn, -1));
-    if (unacked_.size() != before) {
-        retries_left_ = rts_.retry_count;
-        rnr_retries_left_ = rts_.rnr_retry;
-    }
     if (type == Aeth::kSyndromeRnrNak) {
         ++counters_.rnr_naks_received;
         if (rts_.rnr_retry != 7) {
@@ -604,7 +597,7 @@ void RcQp::requester(const RcPacket& p) {
     }
     ++counters_.naks_received;
     switch (a.syndrome & 0x1F) {
-        case nak::psn_sequence_error: retry(); return;
+        case nak::psn_sequence_error: retry(RetryCause::nak); return;
         case nak::invalid_request: complete_error(Status::remote_invalid_request); return;
         case nak::remote_access_error: complete_error(Status::remote_access_error); return;
         case nak::remote_operational_error: complete_error(Status::remote_operational_error); return;
@@ -646,7 +639,7 @@ void RcQp::read_response(const RcPacket& p) {
         if (o.read_packets > 0 && o.read_resent) return;
         if (o.read_packets > 0) o.read_resent = true;
         ++counters_.read_gaps;
-        retry();
+        retry(RetryCause::read_gap);
         return;
     }
     if (k < o.read_received) return;  // a duplicate response
@@ -664,7 +657,8 @@ void RcQp::read_response(const RcPacket& p) {
     std::copy(p.payload.begin(), p.payload.end(), o.read_into.begin() + static_cast<std::ptrdiff_t>(offset));
     ++o.read_received;
     o.read_resent = false;
-    retries_left_ = rts_.retry_count;
+    acknowledged(p.psn);
+    progress();
     if (!last) return;
     completions_.push_back({.wr_id = o.wr_id, .status = Status::success,
                             .byte_len = static_cast<std::uint32_t>(o.read_into.size())});
@@ -672,16 +666,36 @@ void RcQp::read_response(const RcPacket& p) {
     if (reads_outstanding_ > 0) --reads_outstanding_;
     unacked_.pop_front();
     if (next_to_send_ > 0) --next_to_send_;
+    // What the responder acknowledged behind this READ while it waited
+    // completes now.
+    acknowledge_up_to(acked_psn_);
+}
+
+void RcQp::acknowledged(std::uint32_t psn) {
+    if (psn_diff(psn, acked_psn_) <= 0) return;
+    acked_psn_ = psn;
+    progress();
+}
+
+void RcQp::progress() {
+    retries_left_ = rts_.retry_count;
+    rnr_retries_left_ = rts_.rnr_retry;
+    retry_under_way_ = false;
 }
 
 // One retry (9.7.6.1.2): from the oldest unacknowledged request, while the
 // retry count lasts; then retry exceeded.
-void RcQp::retry() {
+void RcQp::retry(RetryCause cause) {
+    if (retry_under_way_ && cause != RetryCause::timeout) {
+        ++counters_.retries_folded;
+        return;
+    }
     if (retries_left_ == 0) {
         complete_error(Status::retry_exceeded);
         return;
     }
     --retries_left_;
+    retry_under_way_ = true;
     retransmit_from_oldest();
 }
 
