@@ -707,8 +707,8 @@ RcPacket read_response(std::uint8_t opcode, std::uint32_t psn, Bytes payload) {
     return r;
 }
 
-// One retry at a time (9.7.6.1.1): a NAK and a read gap that come while a
-// retry is on its way cost no count; with one retry, the second would
+// A NAK and a read gap that come while a retry a NAK started is on its way
+// send nothing again and cost no count; with one retry, the second would
 // have been retry exceeded.
 TEST_F(RcPair, NaksAndReadGapsWhileARetryIsOnItsWayStartNoOther) {
     connect(0, 0, {.retry_count = 1});
@@ -758,6 +758,39 @@ TEST_F(RcPair, ATimeoutWhileARetryIsOnItsWayCounts) {
     ASSERT_EQ(done.size(), 1u);
     EXPECT_EQ(done[0].status, Status::retry_exceeded);
     EXPECT_EQ(a.counters().retries_folded, 0u);
+}
+
+// After a timeout's retry a NAK sends again at once, without a count: the
+// responder lost what the timeout sent again (it NAKs a sequence error
+// once), or spoke before it arrived. The same NAK again sends nothing.
+TEST_F(RcPair, ANakAfterATimeoutsRetrySendsAgainWithoutACount) {
+    connect(0, 0, {.timeout = 10, .retry_count = 1});
+    a.receive(ack_at(0xFFFFFF), now);
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .payload = message(10, 1)}));
+    ASSERT_TRUE(a.post_send({.wr_id = 2, .payload = message(10, 2)}));
+    std::vector<RcPacket> out;
+    a.output(out, now);
+    ASSERT_EQ(out.size(), 2u);
+    now += 1s;
+    a.tick(now);  // the one retry
+    out.clear();
+    a.output(out, now);
+    ASSERT_EQ(out.size(), 2u);
+    a.receive(nak_at(0), now);  // B has neither
+    out.clear();
+    a.output(out, now);
+    EXPECT_EQ(out.size(), 2u) << "sent again at once";
+    EXPECT_EQ(a.counters().retries_uncounted, 1u);
+    a.receive(nak_at(0), now);  // the same NAK, duplicated
+    out.clear();
+    a.output(out, now);
+    EXPECT_TRUE(out.empty());
+    EXPECT_EQ(a.counters().retries_folded, 1u);
+    EXPECT_EQ(a.state(), QpState::rts);
+    a.receive(ack_at(1), now);
+    const auto done = a.poll();
+    ASSERT_EQ(done.size(), 2u);
+    EXPECT_EQ(done[1].status, Status::success);
 }
 
 // Packets behind a READ that waits for its responses: the responder's

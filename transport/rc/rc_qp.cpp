@@ -182,6 +182,7 @@ void visit(const RcCounters& c, CounterSink& out) {
     out.counter("rc_duplicate_reads", c.duplicate_reads);
     out.counter("rc_read_gaps", c.read_gaps);
     out.counter("rc_retries_folded", c.retries_folded);
+    out.counter("rc_retries_uncounted", c.retries_uncounted);
     out.counter("rc_messages_sent", c.messages_sent);
     out.counter("rc_messages_received", c.messages_received);
 }
@@ -680,22 +681,34 @@ void RcQp::acknowledged(std::uint32_t psn) {
 void RcQp::progress() {
     retries_left_ = rts_.retry_count;
     rnr_retries_left_ = rts_.rnr_retry;
-    retry_under_way_ = false;
+    retry_under_way_ = RetryUnderWay::none;
 }
 
 // One retry (9.7.6.1.2): from the oldest unacknowledged request, while the
 // retry count lasts; then retry exceeded.
 void RcQp::retry(RetryCause cause) {
-    if (retry_under_way_ && cause != RetryCause::timeout) {
-        ++counters_.retries_folded;
-        return;
+    if (cause != RetryCause::timeout) {
+        // A NAK or gap while a retry that one started is on its way: it
+        // answers this one too.
+        if (retry_under_way_ == RetryUnderWay::after_response) {
+            ++counters_.retries_folded;
+            return;
+        }
+        // After a timeout's retry: the responder lost what it sent again or
+        // spoke before it arrived; send again, without a count.
+        if (retry_under_way_ == RetryUnderWay::after_timeout) {
+            ++counters_.retries_uncounted;
+            retry_under_way_ = RetryUnderWay::after_response;
+            retransmit_from_oldest();
+            return;
+        }
     }
     if (retries_left_ == 0) {
         complete_error(Status::retry_exceeded);
         return;
     }
     --retries_left_;
-    retry_under_way_ = true;
+    retry_under_way_ = cause == RetryCause::timeout ? RetryUnderWay::after_timeout : RetryUnderWay::after_response;
     retransmit_from_oldest();
 }
 

@@ -30,13 +30,18 @@
 //  - local ACK timeout (4.096 us x 2^timeout; 0: none) with nothing
 //    acknowledged: retransmit from the oldest unacknowledged PSN, at most
 //    retry_count times, then retry_exceeded and ERR;
-//  - one retry at a time: a NAK or a read gap that comes while a retry is
-//    on its way (no progress since it was sent) starts no other and costs
-//    no count (it was most likely sent before the retry's packets arrived);
-//    a timeout always counts. Progress, which reloads the counts, is a
-//    read response the READ takes or an ACK or NAK newer than any before,
-//    also one for packets behind a READ still missing responses: each
-//    retry counts against the request packets it was for (C9-137, C9-142).
+//  - a retry's count: a timeout always takes one; a NAK or a read gap
+//    takes one when no retry is on its way (no progress since one was
+//    sent). While a retry a NAK or gap started is on its way, another NAK
+//    or gap sends nothing again: it most likely left the responder before
+//    the retry's packets arrived, and a responder NAKs a sequence error
+//    once (rc_retries_folded). After a timeout's retry, a NAK or gap sends
+//    again without a count: the responder either lost what the timeout
+//    sent again or spoke before it arrived (rc_retries_uncounted).
+//    Progress, which reloads the counts, is a read response the READ
+//    takes or an ACK or NAK newer than any before, also one for packets
+//    behind a READ still missing responses: each retry counts against the
+//    request packets it was for (C9-137, C9-142).
 // Responder (9.7.3-9.7.5):
 //  - a packet with the expected PSN is executed: the opcode sequence
 //    checked (a MIDDLE or LAST needs a FIRST before it, a FIRST or ONLY
@@ -256,7 +261,8 @@ struct RcCounters {
     std::uint64_t access_errors = 0;     // NAKed remote access error (R_Key, range, rights)
     std::uint64_t duplicate_reads = 0;   // READ requests executed again
     std::uint64_t read_gaps = 0;         // read responses missing: the READ sent again
-    std::uint64_t retries_folded = 0;    // a NAK or read gap while a retry was on its way: no second retry (9.7.6.1.1)
+    std::uint64_t retries_folded = 0;    // a NAK or read gap while a retry one started was on its way: nothing sent again
+    std::uint64_t retries_uncounted = 0;  // a NAK or read gap after a timeout's retry: sent again without a count
     std::uint64_t read_resources_exhausted = 0;  // a new READ over max_dest_rd_atomic: NAKed (C9-86)
     std::uint64_t messages_sent = 0;
     std::uint64_t messages_received = 0;
@@ -344,9 +350,8 @@ private:
     void send_ack(std::uint8_t syndrome, std::uint32_t psn);
     void acknowledge_up_to(std::uint32_t psn);  // inclusive
     void retransmit_from_oldest();
-    // What sends the oldest request again. A timeout always does (while the
-    // retry count lasts); a NAK or a read gap only when no retry is on its
-    // way: the packets it sent again answer those too.
+    // What sends the oldest request again, and what it counts (see the
+    // requester rules above).
     enum class RetryCause : std::uint8_t { timeout, nak, read_gap };
     void retry(RetryCause cause);
     // The responder acknowledged up to `psn` (an ACK's PSN, a NAK's less
@@ -379,7 +384,9 @@ private:
     unsigned retries_left_ = 0;
     unsigned rnr_retries_left_ = 0;
     std::uint32_t acked_psn_ = 0;  // the newest PSN the responder acknowledged
-    bool retry_under_way_ = false;  // sent again, no progress since
+    // Sent again, no progress since: after a timeout, or after a NAK or a
+    // gap in a READ's responses.
+    enum class RetryUnderWay : std::uint8_t { none, after_timeout, after_response } retry_under_way_ = RetryUnderWay::none;
     std::size_t since_ack_req_ = 0;
     // End-to-end credits, requester side (9.7.7.2.4-5): unknown until the
     // first ACK, then credits (limited by LSN = MSN + credits + the
