@@ -795,7 +795,7 @@ TEST_F(RcPair, ANakAfterATimeoutsRetrySendsAgainWithoutACount) {
 
 // Packets behind a READ that waits for its responses: the responder's
 // ACKs and NAKs for them are progress (each retry counts against the
-// packets it was for), and once the READ completes they complete too.
+// packets it was for).
 TEST_F(RcPair, AcknowledgementsBehindAWaitingReadAreProgress) {
     connect(0, 0, {.retry_count = 1});
     a.receive(ack_at(0xFFFFFF), now);
@@ -811,7 +811,27 @@ TEST_F(RcPair, AcknowledgementsBehindAWaitingReadAreProgress) {
     a.receive(nak_at(3), now);  // B has 2 now, lost 3: newer, a retry again
     EXPECT_EQ(a.state(), QpState::rts);
     EXPECT_EQ(a.counters().retries_folded, 0u);
-    // The READ's response: it completes, and so do the SENDs B acknowledged.
+    a.receive(read_response(op::rc_rdma_read_response_only, 0, message(100, 5)), now);
+    a.receive(ack_at(3), now);
+    const auto done = a.poll();
+    ASSERT_EQ(done.size(), 4u);
+    for (const auto& c : done) EXPECT_EQ(c.status, Status::success);
+}
+
+// Packets behind a READ that waits for its responses: what the responder
+// acknowledged of them completes with the READ, without another ACK.
+TEST_F(RcPair, PacketsAcknowledgedBehindAWaitingReadCompleteWithIt) {
+    connect();
+    a.receive(ack_at(0xFFFFFF), now);
+    Bytes into(100, 0);
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .opcode = WrOpcode::rdma_read, .remote_va = 0x1000, .rkey = 7, .read_into = into}));
+    for (std::uint64_t wr = 2; wr <= 4; ++wr) ASSERT_TRUE(a.post_send({.wr_id = wr, .payload = message(10, 1)}));
+    std::vector<RcPacket> out;
+    a.output(out, now);
+    ASSERT_EQ(out.size(), 4u);  // READ 0, SENDs 1, 2, 3
+    a.receive(ack_at(2), now);  // B has 0 to 2; the READ's response was lost: a retry
+    EXPECT_EQ(a.counters().read_gaps, 1u);
+    EXPECT_TRUE(a.poll().empty());
     a.receive(read_response(op::rc_rdma_read_response_only, 0, message(100, 5)), now);
     auto done = a.poll();
     ASSERT_EQ(done.size(), 3u);
@@ -824,6 +844,79 @@ TEST_F(RcPair, AcknowledgementsBehindAWaitingReadAreProgress) {
     done = a.poll();
     ASSERT_EQ(done.size(), 1u);
     EXPECT_EQ(done[0].wr_id, 4u);
+}
+
+// While a retry a read gap started is on its way, a NAK about a packet first
+// sent after it is news: sent again at once.
+TEST_F(RcPair, ANakAboutAPacketFirstSentAfterARetryIsNews) {
+    connect(0, 0, {.timeout = 10});
+    a.receive(ack_at(0xFFFFFF), now);
+    Bytes into(100, 0);
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .opcode = WrOpcode::rdma_read, .remote_va = 0x1000, .rkey = 7, .read_into = into}));
+    ASSERT_TRUE(a.post_send({.wr_id = 2, .payload = message(10, 1)}));
+    std::vector<RcPacket> out;
+    a.output(out, now);
+    ASSERT_EQ(out.size(), 2u);  // READ 0, SEND 1
+    a.receive(ack_at(1), now);  // the READ's response lost: a retry
+    ASSERT_TRUE(a.post_send({.wr_id = 3, .payload = message(10, 2)}));  // PSN 2
+    ASSERT_TRUE(a.post_send({.wr_id = 4, .payload = message(10, 3)}));  // PSN 3
+    out.clear();
+    a.output(out, now);
+    ASSERT_EQ(out.size(), 4u);  // READ and SEND 1 again, 2 and 3 new
+    // The READ's response lost again, and PSN 2: B NAKs it.
+    a.receive(nak_at(2), now);
+    out.clear();
+    a.output(out, now);
+    EXPECT_EQ(out.size(), 4u) << "sent again at once, not after a timeout";
+    EXPECT_EQ(a.counters().retries_folded, 0u);
+}
+
+// A response acknowledges what came before its READ: a SEND cleared so is
+// progress, and a gap in the READ's responses after it is a retry at once.
+TEST_F(RcPair, AReadResponsesImpliedAcknowledgementIsProgress) {
+    connect(0, 0, {.timeout = 10});
+    a.receive(ack_at(0xFFFFFF), now);
+    Bytes into(512, 0);
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .payload = message(10, 1)}));  // PSN 0
+    ASSERT_TRUE(a.post_send({.wr_id = 2, .opcode = WrOpcode::rdma_read, .remote_va = 0x1000, .rkey = 7, .read_into = into}));  // 1, 2
+    std::vector<RcPacket> out;
+    a.output(out, now);
+    ASSERT_EQ(out.size(), 2u);
+    a.receive(nak_at(0), now);  // the SEND lost: a retry
+    out.clear();
+    a.output(out, now);
+    ASSERT_EQ(out.size(), 2u);
+    // The SEND's ACK and the READ's first response lost; its last arrives.
+    a.receive(read_response(op::rc_rdma_read_response_last, 2, message(256, 9)), now);
+    const auto done = a.poll();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].wr_id, 1u);
+    out.clear();
+    a.output(out, now);
+    EXPECT_EQ(out.size(), 1u) << "the READ again at once";
+    EXPECT_EQ(a.counters().retries_folded, 0u);
+}
+
+// A READ whose responses never come runs out of retries, though the
+// responder acknowledges a SEND posted behind it after every timeout.
+TEST_F(RcPair, AReadWhoseResponsesNeverComeRunsOutThoughAcksComeBehindIt) {
+    connect(0, 0, {.timeout = 10, .retry_count = 3});
+    Bytes readable = message(4096, 3);
+    const MemoryRegion rr = memory_b.register_region(readable, access::remote_read);
+    for (std::uint64_t i = 0; i < 64; ++i) ASSERT_TRUE(b.post_recv({.wr_id = 1000 + i, .capacity = 100}));
+    run();  // credits
+    ba.drop_if = [](const RcPacket& p) { return p.opcode >= op::rc_rdma_read_response_first && p.opcode <= op::rc_rdma_read_response_only; };
+    Bytes into(256, 0);
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .opcode = WrOpcode::rdma_read, .remote_va = rr.va, .rkey = rr.rkey, .read_into = into}));
+    for (std::uint64_t wr = 2; wr < 40 && a.state() == QpState::rts; ++wr) {
+        ASSERT_TRUE(a.post_send({.wr_id = wr, .payload = message(10, 1)}));
+        run(5ms);  // about one timeout
+    }
+    run();
+    ASSERT_FALSE(done_a.empty());
+    EXPECT_EQ(done_a[0].wr_id, 1u);
+    EXPECT_EQ(done_a[0].status, Status::retry_exceeded);
+    EXPECT_LE(a.counters().timeouts, 4u) << "the retry count and one";
 }
 
 // SEND, WRITE with immediate and READ mixed over a lossy wire, several seeds:

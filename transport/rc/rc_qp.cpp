@@ -230,6 +230,7 @@ expected<void, std::string> RcQp::to_rts(const RtsAttributes& a) {
         acked_psn_ = psn_add(npsn_, -1);
     }
     progress();
+    head_timeouts_left_ = rts_.retry_count;
     state_ = QpState::rts;
     return {};
 }
@@ -523,7 +524,14 @@ void RcQp::tick(Clock::time_point now) {
     ++counters_.timeouts;
     ack_deadline_.reset();
     if (unacked_.empty()) return;
-    retry(RetryCause::timeout);
+    // C9-142: timeouts count against the request at the head; what the
+    // responder acknowledges behind a READ does not give them back.
+    if (head_timeouts_left_ == 0) {
+        complete_error(Status::retry_exceeded);
+        return;
+    }
+    --head_timeouts_left_;
+    retry(RetryCause::timeout, unacked_.front().packet.psn);
 }
 
 std::optional<Clock::time_point> RcQp::next_deadline() const {
@@ -573,7 +581,7 @@ void RcQp::requester(const RcPacket& p) {
             if (o.read_packets > 0 && psn_diff(p.psn, psn_add(o.packet.psn, o.read_packets - 1)) > 0 && !o.read_resent) {
                 o.read_resent = true;
                 ++counters_.read_gaps;
-                retry(RetryCause::read_gap);
+                retry(RetryCause::read_gap, o.packet.psn);
             }
         }
         return;
@@ -598,7 +606,7 @@ void RcQp::requester(const RcPacket& p) {
     }
     ++counters_.naks_received;
     switch (a.syndrome & 0x1F) {
-        case nak::psn_sequence_error: retry(RetryCause::nak); return;
+        case nak::psn_sequence_error: retry(RetryCause::nak, p.psn); return;
         case nak::invalid_request: complete_error(Status::remote_invalid_request); return;
         case nak::remote_access_error: complete_error(Status::remote_access_error); return;
         case nak::remote_operational_error: complete_error(Status::remote_operational_error); return;
@@ -616,6 +624,7 @@ void RcQp::acknowledge_up_to(std::uint32_t psn) {
         }
         unacked_.pop_front();
         if (next_to_send_ > 0) --next_to_send_;
+        head_timeouts_left_ = rts_.retry_count;
     }
 }
 
@@ -630,6 +639,7 @@ void RcQp::read_response(const RcPacket& p) {
         return;
     }
     // A response acknowledges everything before its READ (9.7.5.1.1).
+    acknowledged(psn_add(it->packet.psn, -1));
     acknowledge_up_to(psn_add(it->packet.psn, -1));
     Outstanding& o = unacked_.front();
     const auto k = static_cast<std::uint32_t>(psn_diff(p.psn, o.packet.psn));
@@ -640,7 +650,7 @@ void RcQp::read_response(const RcPacket& p) {
         if (o.read_packets > 0 && o.read_resent) return;
         if (o.read_packets > 0) o.read_resent = true;
         ++counters_.read_gaps;
-        retry(RetryCause::read_gap);
+        retry(RetryCause::read_gap, o.packet.psn);
         return;
     }
     if (k < o.read_received) return;  // a duplicate response
@@ -660,6 +670,7 @@ void RcQp::read_response(const RcPacket& p) {
     o.read_resent = false;
     acknowledged(p.psn);
     progress();
+    head_timeouts_left_ = rts_.retry_count;
     if (!last) return;
     completions_.push_back({.wr_id = o.wr_id, .status = Status::success,
                             .byte_len = static_cast<std::uint32_t>(o.read_into.size())});
@@ -686,11 +697,12 @@ void RcQp::progress() {
 
 // One retry (9.7.6.1.2): from the oldest unacknowledged request, while the
 // retry count lasts; then retry exceeded.
-void RcQp::retry(RetryCause cause) {
+void RcQp::retry(RetryCause cause, std::uint32_t psn) {
     if (cause != RetryCause::timeout) {
-        // A NAK or gap while a retry that one started is on its way: it
-        // answers this one too.
-        if (retry_under_way_ == RetryUnderWay::after_response) {
+        // A NAK or gap about packets sent before a retry a NAK or gap
+        // started, while that is on its way: the retry answers it too.
+        // About a packet first sent after it: news.
+        if (retry_under_way_ == RetryUnderWay::after_response && psn_diff(psn, retry_end_) < 0) {
             ++counters_.retries_folded;
             return;
         }
@@ -713,6 +725,7 @@ void RcQp::retry(RetryCause cause) {
 }
 
 void RcQp::retransmit_from_oldest() {
+    retry_end_ = npsn_;
     counters_.retransmitted += next_to_send_;
     next_to_send_ = 0;
     ack_deadline_.reset();

@@ -32,16 +32,21 @@
 //    retry_count times, then retry_exceeded and ERR;
 //  - a retry's count: a timeout always takes one; a NAK or a read gap
 //    takes one when no retry is on its way (no progress since one was
-//    sent). While a retry a NAK or gap started is on its way, another NAK
-//    or gap sends nothing again: it most likely left the responder before
-//    the retry's packets arrived, and a responder NAKs a sequence error
-//    once (rc_retries_folded). After a timeout's retry, a NAK or gap sends
-//    again without a count: the responder either lost what the timeout
-//    sent again or spoke before it arrived (rc_retries_uncounted).
-//    Progress, which reloads the counts, is a read response the READ
-//    takes or an ACK or NAK newer than any before, also one for packets
-//    behind a READ still missing responses: each retry counts against the
-//    request packets it was for (C9-137, C9-142).
+//    sent). While a retry a NAK or gap started is on its way, a NAK or gap
+//    about packets sent before it sends nothing again: it most likely left
+//    the responder before the retry's packets arrived, and a responder
+//    NAKs a sequence error once (rc_retries_folded); one about a packet
+//    first sent after it is news. After a timeout's retry, a NAK or gap
+//    sends again without a count: the responder either lost what the
+//    timeout sent again or spoke before it arrived (rc_retries_uncounted).
+//    Progress, which reloads the count, is a read response the READ takes
+//    or an ACK or NAK newer than any before (a response's implied ACK
+//    included), also one for packets behind a READ still missing
+//    responses: each retry counts against the request packets it was for
+//    (C9-137, C9-142). Timeouts also count against the request at the
+//    head alone, reloaded only when it is cleared or takes a response, so
+//    a READ whose responses never come runs out however the packets
+//    behind it fare.
 // Responder (9.7.3-9.7.5):
 //  - a packet with the expected PSN is executed: the opcode sequence
 //    checked (a MIDDLE or LAST needs a FIRST before it, a FIRST or ONLY
@@ -261,7 +266,7 @@ struct RcCounters {
     std::uint64_t access_errors = 0;     // NAKed remote access error (R_Key, range, rights)
     std::uint64_t duplicate_reads = 0;   // READ requests executed again
     std::uint64_t read_gaps = 0;         // read responses missing: the READ sent again
-    std::uint64_t retries_folded = 0;    // a NAK or read gap while a retry one started was on its way: nothing sent again
+    std::uint64_t retries_folded = 0;    // a NAK or read gap about packets sent before a retry one started, while it was on its way: nothing sent again
     std::uint64_t retries_uncounted = 0;  // a NAK or read gap after a timeout's retry: sent again without a count
     std::uint64_t read_resources_exhausted = 0;  // a new READ over max_dest_rd_atomic: NAKed (C9-86)
     std::uint64_t messages_sent = 0;
@@ -353,7 +358,8 @@ private:
     // What sends the oldest request again, and what it counts (see the
     // requester rules above).
     enum class RetryCause : std::uint8_t { timeout, nak, read_gap };
-    void retry(RetryCause cause);
+    // `psn`: the PSN the NAK names, the READ with the gap, the head.
+    void retry(RetryCause cause, std::uint32_t psn);
     // The responder acknowledged up to `psn` (an ACK's PSN, a NAK's less
     // one): forward progress when it is newer than any before, even while
     // a READ before it waits for its responses (C9-137, C9-142: a retry
@@ -384,6 +390,8 @@ private:
     unsigned retries_left_ = 0;
     unsigned rnr_retries_left_ = 0;
     std::uint32_t acked_psn_ = 0;  // the newest PSN the responder acknowledged
+    std::uint32_t retry_end_ = 0;  // npsn_ when packets were last sent again
+    unsigned head_timeouts_left_ = 0;  // timeouts the request at the head may still take
     // Sent again, no progress since: after a timeout, or after a NAK or a
     // gap in a READ's responses.
     enum class RetryUnderWay : std::uint8_t { none, after_timeout, after_response } retry_under_way_ = RetryUnderWay::none;
