@@ -793,18 +793,25 @@ TEST_F(RcPair, ANakAfterATimeoutsRetrySendsAgainWithoutACount) {
     EXPECT_EQ(done[1].status, Status::success);
 }
 
+// A (no end-to-end credits) sends a READ of `into` (PSN 0) and three
+// SENDs (PSNs 1, 2, 3), wr_ids 1 to 4.
+void read_then_three_sends(RcQp& a, Clock::time_point now, std::span<std::uint8_t> into) {
+    a.receive(ack_at(0xFFFFFF), now);
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .opcode = WrOpcode::rdma_read, .remote_va = 0x1000, .rkey = 7, .read_into = into}));
+    for (std::uint64_t wr = 2; wr <= 4; ++wr) ASSERT_TRUE(a.post_send({.wr_id = wr, .payload = RcPair::message(10, 1)}));
+    std::vector<RcPacket> out;
+    a.output(out, now);
+    ASSERT_EQ(out.size(), 4u);
+}
+
 // Packets behind a READ that waits for its responses: the responder's
 // ACKs and NAKs for them are progress (each retry counts against the
 // packets it was for).
 TEST_F(RcPair, AcknowledgementsBehindAWaitingReadAreProgress) {
     connect(0, 0, {.retry_count = 1});
-    a.receive(ack_at(0xFFFFFF), now);
     Bytes into(100, 0);
-    ASSERT_TRUE(a.post_send({.wr_id = 1, .opcode = WrOpcode::rdma_read, .remote_va = 0x1000, .rkey = 7, .read_into = into}));
-    for (std::uint64_t wr = 2; wr <= 4; ++wr) ASSERT_TRUE(a.post_send({.wr_id = wr, .payload = message(10, 1)}));
+    read_then_three_sends(a, now, into);
     std::vector<RcPacket> out;
-    a.output(out, now);
-    ASSERT_EQ(out.size(), 4u);  // READ 0, SENDs 1, 2, 3
     a.receive(nak_at(2), now);  // B has 0 and 1: the one retry
     out.clear();
     a.output(out, now);
@@ -822,13 +829,9 @@ TEST_F(RcPair, AcknowledgementsBehindAWaitingReadAreProgress) {
 // acknowledged of them completes with the READ, without another ACK.
 TEST_F(RcPair, PacketsAcknowledgedBehindAWaitingReadCompleteWithIt) {
     connect();
-    a.receive(ack_at(0xFFFFFF), now);
     Bytes into(100, 0);
-    ASSERT_TRUE(a.post_send({.wr_id = 1, .opcode = WrOpcode::rdma_read, .remote_va = 0x1000, .rkey = 7, .read_into = into}));
-    for (std::uint64_t wr = 2; wr <= 4; ++wr) ASSERT_TRUE(a.post_send({.wr_id = wr, .payload = message(10, 1)}));
+    read_then_three_sends(a, now, into);
     std::vector<RcPacket> out;
-    a.output(out, now);
-    ASSERT_EQ(out.size(), 4u);  // READ 0, SENDs 1, 2, 3
     a.receive(ack_at(2), now);  // B has 0 to 2; the READ's response was lost: a retry
     EXPECT_EQ(a.counters().read_gaps, 1u);
     EXPECT_TRUE(a.poll().empty());

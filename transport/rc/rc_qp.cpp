@@ -668,7 +668,6 @@ void RcQp::read_response(const RcPacket& p) {
     std::copy(p.payload.begin(), p.payload.end(), o.read_into.begin() + static_cast<std::ptrdiff_t>(offset));
     ++o.read_received;
     o.read_resent = false;
-    acknowledged(p.psn);
     progress();
     head_timeouts_left_ = rts_.retry_count;
     if (!last) return;
