@@ -55,6 +55,29 @@ void MacTable::forget_source(const Entry& e) {
     if (it != by_source_.end() && by_gid_.count(e.hw.gid) && it->second == by_gid_.at(e.hw.gid)) by_source_.erase(it);
 }
 
+void MacTable::add_lid(std::uint16_t lid, const MacAddress& mac) {
+    if (lid == 0) return;
+    AtLid& at = by_lid_[lid];
+    if (at.entries++ == 0) at.mac = mac;
+}
+
+void MacTable::drop_lid(std::uint16_t lid, const MacAddress& mac) {
+    auto it = by_lid_.find(lid);
+    if (lid == 0 || it == by_lid_.end()) return;
+    if (--it->second.entries == 0) {
+        by_lid_.erase(it);
+        return;
+    }
+    if (it->second.mac != mac) return;
+    // The MAC it kept is going: another entry at the LID (a scan, only when
+    // endpoints share a port's LID).
+    for (const auto& [m, e] : by_mac_)
+        if (e.lid == lid && m != mac) {
+            it->second.mac = m;
+            return;
+        }
+}
+
 std::optional<MacAddress> MacTable::learn(const HwAddress& hw, std::uint16_t lid, Clock::time_point now) {
     if (auto g = by_gid_.find(hw.gid); g != by_gid_.end()) {
         Entry& e = by_mac_.at(g->second);
@@ -62,7 +85,11 @@ std::optional<MacAddress> MacTable::learn(const HwAddress& hw, std::uint16_t lid
             if (!e.hw.same_endpoint(hw)) ++counters_.address_changed;
             forget_source(e);
             e.hw = hw;
-            if (lid != 0) e.lid = lid;
+            if (lid != 0 && lid != e.lid) {
+                drop_lid(e.lid, g->second);
+                e.lid = lid;
+                add_lid(lid, g->second);
+            }
             if (e.lid != 0) by_source_[source_key(e.lid, e.hw.qpn)] = g->second;
         }
         e.used = now;
@@ -86,6 +113,7 @@ std::optional<MacAddress> MacTable::learn(const HwAddress& hw, std::uint16_t lid
     by_mac_.emplace(mac, Entry{.hw = hw, .lid = lid, .used = now});
     by_gid_.emplace(hw.gid, mac);
     if (lid != 0) by_source_[source_key(lid, hw.qpn)] = mac;
+    add_lid(lid, mac);
     ++counters_.added;
     return mac;
 }
@@ -98,9 +126,9 @@ std::optional<HwAddress> MacTable::find(const MacAddress& mac, Clock::time_point
 }
 
 std::optional<MacAddress> MacTable::mac_of_source(std::uint16_t slid, std::uint32_t qpn) const {
-    auto it = by_source_.find(source_key(slid, qpn));
-    if (it == by_source_.end()) return std::nullopt;
-    return it->second;
+    if (auto it = by_source_.find(source_key(slid, qpn)); it != by_source_.end()) return it->second;
+    if (auto at = by_lid_.find(slid); at != by_lid_.end() && at->second.entries == 1) return at->second.mac;
+    return std::nullopt;
 }
 
 std::optional<MacAddress> MacTable::mac_of(const ib::Gid& gid) const {
@@ -118,7 +146,10 @@ void MacTable::prune(const std::function<bool(const ib::Gid&)>& referenced, Cloc
         }
         forget_source(e);
         by_gid_.erase(e.hw.gid);
+        const std::uint16_t lid = e.lid;
+        const MacAddress mac = it->first;
         it = by_mac_.erase(it);
+        drop_lid(lid, mac);
         ++counters_.removed;
     }
 }
@@ -130,7 +161,10 @@ bool MacTable::make_room(Clock::time_point now) {
     if (oldest == by_mac_.end() || now - oldest->second.used < config_.idle) return false;
     forget_source(oldest->second);
     by_gid_.erase(oldest->second.hw.gid);
+    const std::uint16_t lid = oldest->second.lid;
+    const MacAddress mac = oldest->first;
     by_mac_.erase(oldest);
+    drop_lid(lid, mac);
     ++counters_.removed;
     return true;
 }
@@ -140,6 +174,7 @@ void MacTable::clear() {
     by_mac_.clear();
     by_gid_.clear();
     by_source_.clear();
+    by_lid_.clear();
 }
 
 std::vector<MacEntryView> MacTable::entries() const {

@@ -78,7 +78,11 @@ public:
     std::optional<MacAddress> learn(const HwAddress& hw, std::uint16_t lid, Clock::time_point now);
     // The 20-byte address a MAC stands for (marks the entry used).
     std::optional<HwAddress> find(const MacAddress& mac, Clock::time_point now);
-    // The MAC of the endpoint at (LID, QPN), if one is known.
+    // The MAC of the endpoint at (LID, QPN), if one is known; else of the
+    // one endpoint known at that LID, if there is exactly one: a sender on
+    // an HCA with data threads sends from QPs other than the one its ARP/ND
+    // names (docs/ipoib-engine.md, "Data threads"), and a restarted peer
+    // sends from a new QPN before its next ARP/ND; both are the same host.
     std::optional<MacAddress> mac_of_source(std::uint16_t slid, std::uint32_t qpn) const;
     std::optional<MacAddress> mac_of(const ib::Gid& gid) const;
 
@@ -110,11 +114,19 @@ private:
     }
     void forget_source(const Entry& e);
     bool make_room(Clock::time_point now);
+    // Entries at a LID: counted, with the MAC of one of them.
+    void add_lid(std::uint16_t lid, const MacAddress& mac);
+    void drop_lid(std::uint16_t lid, const MacAddress& mac);
 
     Config config_;
     std::unordered_map<MacAddress, Entry, MacHash> by_mac_;
     std::unordered_map<ib::Gid, MacAddress, GidHash> by_gid_;
     std::unordered_map<std::uint64_t, MacAddress> by_source_;
+    struct AtLid {
+        unsigned entries = 0;
+        MacAddress mac{};  // one of them
+    };
+    std::unordered_map<std::uint16_t, AtLid> by_lid_;
     MacTableCounters counters_;
 };
 

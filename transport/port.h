@@ -235,7 +235,9 @@ struct SendAs {
 // sender), which the owner takes from the QP (its QPN changes when the QP
 // is made again), but they leave from the queue's own send ring (soft
 // port: on a dup() of the port's socket), with no completions: what could
-// not be sent is counted. Unicast only (the port's thread keeps multicast
+// not be sent is counted. On an HCA the source QPN is the queue's own
+// QP's (an HCA sends as the QP a request is posted on); Q_Key and P_Key
+// are still those of the QP it sends as. Unicast only (the port's thread keeps multicast
 // and its group state). Destroy it on the port's thread once its thread
 // has stopped using it.
 class UdSendQueue {
@@ -326,7 +328,9 @@ public:
     virtual void visit_counters(CounterSink& out) const;
 
     // A send queue for another thread (UdSendQueue); not_supported where
-    // the backend has none (verbs, memory).
+    // the backend has none (memory). Verbs: a send-only UD QP of the
+    // queue's own, so its packets carry that QP's number as their source
+    // QPN (transport/verbs/verbs_send_queue.h).
     virtual expected<std::unique_ptr<UdSendQueue>, Error> create_send_queue();
 
     // The reliable service (rc/rc_port.h). An RC QP with the P_Key at

@@ -14,6 +14,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 
@@ -67,6 +68,7 @@ struct Qp {
     std::uint16_t dlid = 0;
     unsigned access = 0;
     std::uint32_t qkey = 0;
+    std::uint16_t pkey_index = 0;  // UD: set at INIT
     std::uint32_t max_send = 0, max_recv = 0;
     std::uint32_t sends_in_flight = 0;
     std::deque<RecvEntry> rq;
@@ -97,6 +99,15 @@ World& world() {
     static World w;
     return w;
 }
+
+// Every entry point holds it: a daemon's data threads post sends on their
+// own QPs while its loop uses the port's (libibverbs is thread-safe).
+// Recursive: entry points call one another (ibv_reg_mr, modify_rc).
+std::recursive_mutex& world_mutex() {
+    static std::recursive_mutex m;
+    return m;
+}
+using Guard = std::lock_guard<std::recursive_mutex>;
 
 void violation(std::string what) { world().stats.violations.push_back(std::move(what)); }
 
@@ -163,6 +174,14 @@ void receive_one(Qp& dst, const Qp& src, const Ah& ah, const ibv_send_wr& wr, co
         ++w.stats.dropped_qkey;
         return;
     }
+    // IBA 10.9.3: the packet's P_Key (the sender's, at its QP's index) must
+    // match the receiver's: same partition, not both limited members.
+    const std::uint16_t sp = w.config.pkeys[src.pkey_index], dp = w.config.pkeys[dst.pkey_index];
+    if ((sp & 0x7FFF) == 0 || (sp & 0x7FFF) != (dp & 0x7FFF) || ((sp & dp) & 0x8000) == 0) {
+        ++w.stats.dropped_pkey;
+        return;
+    }
+    w.stats.last_pkey = sp;
     if (dst.rq.empty()) {
         ++w.stats.dropped_no_receive;
         return;
@@ -237,6 +256,7 @@ void deliver(const Qp& src, const Ah& ah, const ibv_send_wr& wr, const std::vect
 // --- the ibv_context ops the inline verbs call through ---
 
 int fake_poll_cq(ibv_cq* cq_ptr, int num_entries, ibv_wc* wc) {
+    const Guard guard(world_mutex());
     Cq* cq = find_in(world().cqs, cq_ptr);
     if (cq == nullptr) return -1;
     int n = 0;
@@ -251,6 +271,7 @@ int fake_poll_cq(ibv_cq* cq_ptr, int num_entries, ibv_wc* wc) {
 }
 
 int fake_req_notify_cq(ibv_cq* cq_ptr, int) {
+    const Guard guard(world_mutex());
     Cq* cq = find_in(world().cqs, cq_ptr);
     if (cq == nullptr) return EINVAL;
     cq->armed = true;
@@ -420,6 +441,7 @@ int fake_post_send_rc(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
 }
 
 int fake_post_send(ibv_qp* qp_ptr, ibv_send_wr* wr, ibv_send_wr** bad) {
+    const Guard guard(world_mutex());
     World& w = world();
     Qp* qp = find_in(w.qps, qp_ptr);
     if (qp == nullptr) return EINVAL;
@@ -462,6 +484,7 @@ int fake_post_send(ibv_qp* qp_ptr, ibv_send_wr* wr, ibv_send_wr** bad) {
 }
 
 int fake_post_recv(ibv_qp* qp_ptr, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+    const Guard guard(world_mutex());
     Qp* qp = find_in(world().qps, qp_ptr);
     if (qp == nullptr) return EINVAL;
     for (; wr != nullptr; wr = wr->next) {
@@ -503,6 +526,7 @@ bool is_port_event(ibv_event_type t) {
 }  // namespace
 
 void reset(const Config& config) {
+    const Guard guard(world_mutex());
     World& w = world();
     const Stats& s = w.stats;
     if (s.live_contexts || s.live_pds || s.live_channels || s.live_cqs || s.live_qps || s.live_mrs || s.live_ahs ||
@@ -526,6 +550,7 @@ Config& config() { return world().config; }
 const Stats& stats() { return world().stats; }
 
 void raise_async_event(ibv_event_type type, std::uint8_t port) {
+    const Guard guard(world_mutex());
     for (auto& [ptr, c] : world().contexts) {
         ibv_async_event e{};
         e.event_type = type;
@@ -546,6 +571,7 @@ using namespace fake_verbs;
 extern "C" {
 
 ibv_device**(ibv_get_device_list)(int* num_devices) {
+    const Guard guard(world_mutex());
     World& w = world();
     if (!w.config.kernel_support) {
         if (num_devices != nullptr) *num_devices = 0;
@@ -561,6 +587,7 @@ ibv_device**(ibv_get_device_list)(int* num_devices) {
 }
 
 void ibv_free_device_list(ibv_device** list) {
+    const Guard guard(world_mutex());
     delete[] list;
     --world().stats.live_device_lists;
 }
@@ -568,6 +595,7 @@ void ibv_free_device_list(ibv_device** list) {
 const char* ibv_get_device_name(ibv_device* device) { return device->name; }
 
 ibv_context* ibv_open_device(ibv_device* device) {
+    const Guard guard(world_mutex());
     auto c = std::make_unique<Context>();
     c->ctx.device = device;
     c->ctx.ops.poll_cq = fake_poll_cq;
@@ -585,6 +613,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
 }
 
 int ibv_close_device(ibv_context* context) {
+    const Guard guard(world_mutex());
     World& w = world();
     for (auto& [p, pd] : w.pds)
         if (pd->context == context) return violation("ibv_close_device with a PD alive"), EBUSY;
@@ -599,6 +628,7 @@ int ibv_close_device(ibv_context* context) {
 }
 
 int ibv_query_device(ibv_context*, ibv_device_attr* attr) {
+    const Guard guard(world_mutex());
     const Config& c = world().config;
     *attr = ibv_device_attr{};
     std::uint8_t guid[8];
@@ -617,6 +647,7 @@ int ibv_query_device(ibv_context*, ibv_device_attr* attr) {
 
 // Parenthesised: verbs.h makes ibv_query_port and ibv_reg_mr function-like macros.
 int(ibv_query_port)(ibv_context*, std::uint8_t port_num, _compat_ibv_port_attr* compat) {
+    const Guard guard(world_mutex());
     const Config& c = world().config;
     if (port_num == 0 || port_num > c.ports) return EINVAL;
     auto* a = reinterpret_cast<ibv_port_attr*>(compat);
@@ -634,6 +665,7 @@ int(ibv_query_port)(ibv_context*, std::uint8_t port_num, _compat_ibv_port_attr* 
 }
 
 int ibv_query_gid(ibv_context*, std::uint8_t, int index, ibv_gid* gid) {
+    const Guard guard(world_mutex());
     if (index != 0) {
         errno = EINVAL;
         return -1;
@@ -644,6 +676,7 @@ int ibv_query_gid(ibv_context*, std::uint8_t, int index, ibv_gid* gid) {
 }
 
 int ibv_query_pkey(ibv_context*, std::uint8_t, int index, __be16* pkey) {
+    const Guard guard(world_mutex());
     const auto& table = world().config.pkeys;
     if (index < 0 || static_cast<std::size_t>(index) >= table.size()) {
         errno = EINVAL;
@@ -656,6 +689,7 @@ int ibv_query_pkey(ibv_context*, std::uint8_t, int index, __be16* pkey) {
 }
 
 ibv_pd* ibv_alloc_pd(ibv_context* context) {
+    const Guard guard(world_mutex());
     auto pd = std::make_unique<ibv_pd>();
     pd->context = context;
     ibv_pd* ptr = pd.get();
@@ -665,6 +699,7 @@ ibv_pd* ibv_alloc_pd(ibv_context* context) {
 }
 
 int ibv_dealloc_pd(ibv_pd* pd) {
+    const Guard guard(world_mutex());
     World& w = world();
     for (auto& [p, mr] : w.mrs)
         if (mr->mr.pd == pd) return violation("ibv_dealloc_pd with an MR alive"), EBUSY;
@@ -678,6 +713,7 @@ int ibv_dealloc_pd(ibv_pd* pd) {
 }
 
 ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
+    const Guard guard(world_mutex());
     auto ch = std::make_unique<Channel>();
     if (::pipe2(ch->pipe, O_CLOEXEC) != 0) return nullptr;
     ch->ch.context = context;
@@ -689,6 +725,7 @@ ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
 }
 
 int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
+    const Guard guard(world_mutex());
     World& w = world();
     for (auto& [p, cq] : w.cqs)
         if (cq->cq.channel == channel) return violation("ibv_destroy_comp_channel with a CQ alive"), EBUSY;
@@ -701,6 +738,7 @@ int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
 }
 
 ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel, int) {
+    const Guard guard(world_mutex());
     if (cqe < 1 || cqe > 65535) {
         errno = EINVAL;
         return nullptr;
@@ -717,6 +755,7 @@ ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_
 }
 
 int ibv_destroy_cq(ibv_cq* cq_ptr) {
+    const Guard guard(world_mutex());
     World& w = world();
     for (auto& [p, qp] : w.qps)
         if (qp->qp.send_cq == cq_ptr || qp->qp.recv_cq == cq_ptr) return violation("ibv_destroy_cq with a QP alive"), EBUSY;
@@ -739,6 +778,7 @@ int ibv_destroy_cq(ibv_cq* cq_ptr) {
 }
 
 int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
+    const Guard guard(world_mutex());
     World& w = world();
     Channel* ch = &get(w.channels, channel);
     if (!consume_fd(ch->pipe[0])) return -1;
@@ -752,11 +792,13 @@ int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) 
 }
 
 void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
+    const Guard guard(world_mutex());
     get(world().cqs, cq).acked += nevents;
     world().stats.cq_events_acked += nevents;
 }
 
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
+    const Guard guard(world_mutex());
     World& w = world();
     if ((init->qp_type != IBV_QPT_UD && init->qp_type != IBV_QPT_RC) || init->cap.max_send_wr == 0 || init->cap.max_recv_wr == 0 ||
         init->cap.max_send_wr > 16384 || init->cap.max_recv_wr > 16384 || !find_in(w.cqs, init->send_cq) ||
@@ -789,6 +831,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
 // RTS (STATE|SQ_PSN|TIMEOUT|RETRY_CNT|RNR_RETRY|MAX_QP_RD_ATOMIC), as
 // ibv_rc_pingpong does; any state -> ERR (STATE).
 int modify_rc(Qp* qp, const ibv_qp_attr* attr, int mask) {
+    const Guard guard(world_mutex());
     World& w = world();
     if (attr->qp_state == IBV_QPS_ERR && mask == IBV_QP_STATE) {
         rc_to_error(*qp);
@@ -831,6 +874,7 @@ int modify_rc(Qp* qp, const ibv_qp_attr* attr, int mask) {
 }
 
 int ibv_modify_qp(ibv_qp* qp_ptr, ibv_qp_attr* attr, int mask) {
+    const Guard guard(world_mutex());
     World& w = world();
     Qp* qp = &get(w.qps, qp_ptr);
     if (qp->qp.qp_type == IBV_QPT_RC) return modify_rc(qp, attr, mask);
@@ -842,6 +886,7 @@ int ibv_modify_qp(ibv_qp* qp_ptr, ibv_qp_attr* attr, int mask) {
                 return EINVAL;
             if (attr->qkey & 0x80000000u) return EPERM;  // controlled Q_Key, no CAP_NET_RAW
             qp->qkey = attr->qkey;
+            qp->pkey_index = attr->pkey_index;
             break;
         case IBV_QPS_INIT:
             if (attr->qp_state != IBV_QPS_RTR || mask != IBV_QP_STATE) return EINVAL;
@@ -856,6 +901,7 @@ int ibv_modify_qp(ibv_qp* qp_ptr, ibv_qp_attr* attr, int mask) {
 }
 
 int ibv_destroy_qp(ibv_qp* qp_ptr) {
+    const Guard guard(world_mutex());
     World& w = world();
     Qp* qp = &get(w.qps, qp_ptr);
     w.stats.attachments_left_at_destroy += static_cast<int>(qp->mcast.size());
@@ -875,6 +921,7 @@ int ibv_destroy_qp(ibv_qp* qp_ptr) {
 }
 
 ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, std::size_t length, std::uint64_t, unsigned int access) {
+    const Guard guard(world_mutex());
     World& w = world();
     // Verbs: remote write needs local write.
     if ((access & IBV_ACCESS_REMOTE_WRITE) && !(access & IBV_ACCESS_LOCAL_WRITE)) {
@@ -896,10 +943,12 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, std::size_t length, std::uint64
 }
 
 ibv_mr*(ibv_reg_mr)(ibv_pd* pd, void* addr, std::size_t length, int access) {
+    const Guard guard(world_mutex());
     return ibv_reg_mr_iova2(pd, addr, length, reinterpret_cast<std::uintptr_t>(addr), static_cast<unsigned>(access));
 }
 
 int ibv_dereg_mr(ibv_mr* mr) {
+    const Guard guard(world_mutex());
     World& w = world();
     for (auto& [p, qp] : w.qps)
         for (const RecvEntry& r : qp->rq)
@@ -910,6 +959,7 @@ int ibv_dereg_mr(ibv_mr* mr) {
 }
 
 ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
+    const Guard guard(world_mutex());
     World& w = world();
     if (attr->dlid >= 0xC000 && attr->dlid != 0xFFFF && !attr->is_global) {
         errno = EINVAL;
@@ -927,6 +977,7 @@ ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
 }
 
 int ibv_destroy_ah(ibv_ah* ah_ptr) {
+    const Guard guard(world_mutex());
     World& w = world();
     if (get(w.ahs, ah_ptr).in_flight > 0) violation("ibv_destroy_ah with a send in flight");
     w.ahs.erase(ah_ptr);
@@ -935,6 +986,7 @@ int ibv_destroy_ah(ibv_ah* ah_ptr) {
 }
 
 int ibv_attach_mcast(ibv_qp* qp_ptr, const ibv_gid* gid, std::uint16_t lid) {
+    const Guard guard(world_mutex());
     Qp* qp = &get(world().qps, qp_ptr);
     MgidKey key;
     std::memcpy(key.first.data(), gid->raw, 16);
@@ -944,6 +996,7 @@ int ibv_attach_mcast(ibv_qp* qp_ptr, const ibv_gid* gid, std::uint16_t lid) {
 }
 
 int ibv_detach_mcast(ibv_qp* qp_ptr, const ibv_gid* gid, std::uint16_t lid) {
+    const Guard guard(world_mutex());
     Qp* qp = &get(world().qps, qp_ptr);
     MgidKey key;
     std::memcpy(key.first.data(), gid->raw, 16);
@@ -952,6 +1005,7 @@ int ibv_detach_mcast(ibv_qp* qp_ptr, const ibv_gid* gid, std::uint16_t lid) {
 }
 
 int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
+    const Guard guard(world_mutex());
     World& w = world();
     Context* c = &get(w.contexts, context);
     if (!consume_fd(c->async_pipe[0])) return -1;
@@ -961,6 +1015,9 @@ int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
     return 0;
 }
 
-void ibv_ack_async_event(ibv_async_event*) { ++world().stats.async_events_acked; }
+void ibv_ack_async_event(ibv_async_event*) {
+    const Guard guard(world_mutex());
+    ++world().stats.async_events_acked;
+}
 
 }  // extern "C"

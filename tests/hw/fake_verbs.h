@@ -19,11 +19,13 @@
 //     retry exceeded" (this model's retries run out at once), an error
 //     completion moves the QP to ERR and flushes what follows
 //   - a send to the port's own LID reaches the QP named by remote_qpn if its
-//     Q_Key matches; a send to a multicast LID with a GRH reaches every QP
+//     Q_Key matches and the two QPs' P_Keys (config.pkeys at their INIT
+//     index) are of one partition, not both limited; a send to a multicast LID with a GRH reaches every QP
 //     attached to (MGID, MLID), the sender included; the receive buffer gets
 //     the 40-byte GRH slot (filled when the send had a GRH) then the payload
 //   - every sge must lie inside a registered MR with that lkey
 //   - CQ events go through a pipe like the kernel's completion channel
+//   - every entry point takes one lock: QPs may be used from several threads
 // and it records every breach of verbs' lifetime rules (destroying a PD
 // with objects on it, a CQ with unacked events, an AH with a send in
 // flight, a CQ overrun, ...) as a violation the tests check is empty.
@@ -59,7 +61,8 @@ struct Stats {
     int qps_created = 0, ahs_created = 0;
     std::uint64_t cq_events_got = 0, cq_events_acked = 0;
     std::uint64_t async_events_got = 0, async_events_acked = 0;
-    int dropped_no_receive = 0, dropped_qkey = 0, dropped_no_target = 0;
+    int dropped_no_receive = 0, dropped_qkey = 0, dropped_no_target = 0, dropped_pkey = 0;
+    std::uint16_t last_pkey = 0;  // the P_Key of the last UD packet delivered
     int attachments_left_at_destroy = 0;
     int rc_retry_exceeded = 0, rc_rnr = 0;  // RC sends with no peer, with no receive posted
     std::vector<std::string> violations;

@@ -50,6 +50,13 @@ struct NodeOnFakeHca : ::testing::Test {
         return true;
     }
 
+    // Whether the interface's neighbour table has `ip` resolved.
+    static bool knows(const iface::Interface& i, const char* ip) {
+        for (const auto& e : i.engine().neighbours().entries())
+            if (e.ip == ipoib::test::ip(ip) && e.hw) return true;
+        return false;
+    }
+
     std::unique_ptr<daemon::EventLoop> loop;
     daemon::Logger log;
     daemon::Notifier notify;
@@ -99,7 +106,6 @@ TEST_F(NodeOnFakeHca, JoinsThroughUmadAndCarriesTrafficThroughVerbs) {
     EXPECT_EQ(fake_umad::stats().open_ports, 0);
 }
 
-#ifdef IPOIBD_TEST_RDMACM
 // A UD QP of the test's on the fake device: the "peer" whose ARP teaches
 // the node its address (flag 0x80, this QP's QPN, the port's GID).
 struct PeerUdQp {
@@ -147,6 +153,7 @@ struct PeerUdQp {
         ibv_destroy_ah(ah);
         ibv_destroy_qp(qp);
         ibv_dereg_mr(mr);
+        if (rx_mr != nullptr) ibv_dereg_mr(rx_mr);
         ibv_destroy_cq(cq);
         ibv_dealloc_pd(pd);
         ibv_close_device(ctx);
@@ -167,8 +174,102 @@ struct PeerUdQp {
         ibv_send_wr* bad = nullptr;
         ASSERT_EQ(ibv_post_send(qp, &wr, &bad), 0);
     }
+    // An ARP request from `hw` at `ip` for 198.18.0.1, sent to the node's
+    // UD QP: it teaches the node that `ip` is at `hw`.
+    void announce(const ipoib::HwAddress& hw, const Ipv4Address& ip, std::uint32_t to_qpn, std::uint32_t qkey) {
+        std::vector<std::uint8_t> frame(4 + ipoib::ArpPacket::size);
+        ipoib::EncapHeader{.type = static_cast<std::uint16_t>(ipoib::EtherType::arp), .reserved = 0}.write_to(frame.data());
+        ASSERT_TRUE(ipoib::encode_arp(ipoib::make_arp_request(hw, ip, {198, 18, 0, 1}), std::span(frame).subspan(4)));
+        send(to_qpn, qkey, frame);
+    }
+    // A receive for what the node sends it: `rx`, 40-byte GRH slot first.
+    std::vector<std::uint8_t> rx = std::vector<std::uint8_t>(40 + 4096);
+    ibv_mr* rx_mr = nullptr;
+    void post_receive() {
+        if (rx_mr == nullptr) rx_mr = (ibv_reg_mr)(pd, rx.data(), rx.size(), IBV_ACCESS_LOCAL_WRITE);
+        ibv_sge sge{.addr = reinterpret_cast<std::uintptr_t>(rx.data()),
+                    .length = static_cast<std::uint32_t>(rx.size()),
+                    .lkey = rx_mr->lkey};
+        ibv_recv_wr wr{};
+        wr.wr_id = 7;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        ibv_recv_wr* bad = nullptr;
+        ASSERT_EQ(ibv_post_recv(qp, &wr, &bad), 0);
+    }
+    // The next receive completion, if one came (send completions skipped).
+    std::optional<ibv_wc> received() {
+        ibv_wc wc{};
+        while (ibv_poll_cq(cq, 1, &wc) == 1)
+            if (wc.opcode == IBV_WC_RECV) return wc;
+        return std::nullopt;
+    }
 };
 
+// Data threads on an HCA ([daemon] data-threads = 2): the thread's send
+// queue is a UD QP of its own (verbs_send_queue.h). A flow the host hashes
+// to the thread's queue reaches the peer from that QP, whose number is not
+// the interface's: the peer sees another source QPN, as the docs say.
+TEST_F(NodeOnFakeHca, ADataThreadSendsFromAQpOfItsOwn) {
+    config.daemon.data_threads = 2;
+    {
+        daemon::Node node(config, "ib0.conf", "ib0", log, notify, *loop);
+        ASSERT_TRUE(node.open_fabric().has_value());
+        auto owned = std::make_unique<host::FakeHostPort>("ib0");
+        host::FakeHostPort& host = *owned;
+        host.set_queues(2);
+        ASSERT_TRUE(node.add_interface(std::move(owned)).has_value());
+        node.start();
+        const iface::Interface& i = *node.interfaces().front();
+        ASSERT_TRUE(run_until([&] { return i.engine().link().up; }));
+        ASSERT_EQ(i.data_threads(), 2u) << "the verbs port gives a send queue";
+        ASSERT_EQ(host.queues_open(), 1u);
+
+        // The peer, taught to the node by its ARP.
+        const std::uint32_t qkey = i.engine().link().params.qkey;
+        {
+            PeerUdQp peer(qkey);
+            for (int k = 0; k < 4; ++k) peer.post_receive();
+            const ib::Gid gid = node.port().attributes().gid();
+            fake_umad::sa().add_port(gid, fake_verbs::config().lid);
+            const ipoib::HwAddress peer_hw{.flags = 0, .qpn = peer.qp->qp_num, .gid = gid};
+            peer.announce(peer_hw, {198, 18, 0, 9}, i.engine().link().qpn, qkey);
+            ASSERT_TRUE(run_until([&] { return knows(i, "198.18.0.9"); }));
+
+            // Injected on the thread's queue until one arrives from another
+            // QPN than the interface's (the first may be handed back to the
+            // loop, which sends it from the interface's QP).
+            std::optional<ibv_wc> from_thread;
+            std::size_t arrived = 0;
+            std::uint16_t seq = 0;
+            auto next_inject = Clock::now();
+            ASSERT_TRUE(run_until([&] {
+                if (Clock::now() >= next_inject) {
+                    host.inject_queue(1, ipoib::test::icmp_echo_v4("198.18.0.1", "198.18.0.9", ++seq));
+                    next_inject = Clock::now() + 50ms;
+                }
+                while (auto wc = peer.received()) {
+                    ++arrived;
+                    peer.post_receive();
+                    EXPECT_EQ(wc->status, IBV_WC_SUCCESS);
+                    EXPECT_EQ(peer.rx[40], 0x08) << "IPv4 EtherType";
+                    if (wc->src_qp != i.engine().link().qpn) from_thread = wc;
+                }
+                return from_thread.has_value();
+            })) << arrived << " arrived; " << node.answer("stats");
+            EXPECT_NE(from_thread->src_qp, 0u);
+            const std::string stats = node.answer("stats");
+            EXPECT_EQ(stats.find("\"fast_path\":0,"), std::string::npos) << stats;
+            node.stop("the test");
+            EXPECT_TRUE(run_until([&] { return i.sa_idle(); }, 2s));
+        }
+    }
+    EXPECT_TRUE(fake_verbs::stats().violations.empty())
+        << testing::PrintToString(fake_verbs::stats().violations);
+    EXPECT_EQ(fake_verbs::stats().live_qps, 0);
+}
+
+#ifdef IPOIBD_TEST_RDMACM
 // Connected mode on an HCA (issue 21): the kernel's ib_cm holds class
 // 0x07, so the node connects through librdmacm (the fake, fake_rdmacm.h)
 // and accepts nothing: MTU 65520, no flag 0x80 in its address; a packet
@@ -207,16 +308,8 @@ TEST_F(NodeOnFakeHca, ConnectedModeConnectsThroughLibrdmacm) {
             fake_rdmacm::add_peer(p);
             fake_umad::sa().add_port(gid, fake_verbs::config().lid);  // the SA's PathRecord for it
             const ipoib::HwAddress peer_hw{.flags = ipoib::HwAddress::kFlagConnectedRc, .qpn = p.ud_qpn, .gid = gid};
-            std::vector<std::uint8_t> frame(4 + ipoib::ArpPacket::size);
-            ipoib::EncapHeader{.type = static_cast<std::uint16_t>(ipoib::EtherType::arp), .reserved = 0}.write_to(frame.data());
-            ASSERT_TRUE(ipoib::encode_arp(ipoib::make_arp_request(peer_hw, {198, 18, 0, 9}, {198, 18, 0, 1}),
-                                          std::span(frame).subspan(4)));
-            peer.send(i.engine().link().qpn, qkey, frame);
-            ASSERT_TRUE(run_until([&] {
-                for (const auto& e : i.engine().neighbours().entries())
-                    if (e.ip == ipoib::test::ip("198.18.0.9") && e.hw) return true;
-                return false;
-            }));
+            peer.announce(peer_hw, {198, 18, 0, 9}, i.engine().link().qpn, qkey);
+            ASSERT_TRUE(run_until([&] { return knows(i, "198.18.0.9"); }));
 
             // 20,000 bytes: more than UD carries, so only RC gets it there.
             const auto packet = ipoib::test::icmp_echo_v4("198.18.0.1", "198.18.0.9", 1, 20000);
@@ -250,9 +343,7 @@ TEST_F(NodeOnFakeHca, ConnectedModeConnectsThroughLibrdmacm) {
             fake_rdmacm::Peer nobody = p;
             nobody.ud_qpn = 0x00ABCD;  // no such ServiceID registered
             const ipoib::HwAddress other{.flags = ipoib::HwAddress::kFlagConnectedRc, .qpn = nobody.ud_qpn, .gid = gid};
-            ASSERT_TRUE(ipoib::encode_arp(ipoib::make_arp_request(other, {198, 18, 0, 10}, {198, 18, 0, 1}),
-                                          std::span(frame).subspan(4)));
-            peer.send(i.engine().link().qpn, qkey, frame);
+            peer.announce(other, {198, 18, 0, 10}, i.engine().link().qpn, qkey);
             next_inject = Clock::now();
             ASSERT_TRUE(run_until([&] {
                 if (Clock::now() >= next_inject) {

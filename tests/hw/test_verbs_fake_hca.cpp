@@ -416,6 +416,154 @@ TEST_F(FakeHca, TeardownInAnyOrder) {
     EXPECT_EQ(fake_verbs::stats().live_contexts, 0);
 }
 
+// --- send queues for data threads (verbs_send_queue.h) ----------------------
+
+class FakeHcaSendQueue : public FakeHca {
+protected:
+    void TearDown() override {
+        queue_.reset();
+        FakeHca::TearDown();
+    }
+    void make(std::uint16_t receiver_pkey_index = 0) {
+        open();
+        receiver_ = &qp(16, 64, receiver_pkey_index);
+        post_receives(*receiver_, 64);
+        auto q = port_->create_send_queue();
+        ASSERT_TRUE(q) << q.error().message();
+        queue_ = std::move(*q);
+    }
+    SendAs as() const { return SendAs{receiver_->qpn(), kQKey, receiver_->pkey()}; }
+    std::vector<Completion> received() {
+        std::vector<Completion> got;
+        for (const Completion& c : drain(*receiver_, 64))
+            if (c.kind == CompletionKind::receive) got.push_back(c);
+        return got;
+    }
+
+    UdQp* receiver_ = nullptr;
+    std::unique_ptr<UdSendQueue> queue_;
+};
+
+// A data thread's packets leave from a send-only QP of the queue's own: the
+// payload arrives whole with the Q_Key and P_Key of the QP it sends as,
+// from a source QPN of its own (an HCA cannot send as another QP).
+TEST_F(FakeHcaSendQueue, SendsAsTheQpItIsToldWithASourceQpnOfItsOwn) {
+    make();
+    const auto payload = pattern(1500, 7);
+    const SendRequest req = to_self(*receiver_, payload);
+    ASSERT_EQ(queue_->send(as(), std::array{req, req}), 2u);
+    queue_->flush();
+    const auto got = received();
+    ASSERT_EQ(got.size(), 2u);
+    for (const Completion& c : got) {
+        EXPECT_EQ(c.status, CompletionStatus::success);
+        EXPECT_EQ(c.byte_len, kGrhSlotSize + payload.size());
+        EXPECT_NE(c.src_qp, receiver_->qpn());
+        EXPECT_NE(c.src_qp, 0u);
+        EXPECT_EQ(c.src_qp, got.front().src_qp) << "one QP for the queue";
+    }
+    EXPECT_TRUE(std::equal(payload.begin(), payload.end(), buffers_[0].begin() + kGrhSlotSize));
+    EXPECT_EQ(fake_verbs::stats().last_pkey, 0xFFFF);
+    EXPECT_EQ(queue_->counters().packets.load(), 2u);
+    EXPECT_EQ(queue_->counters().bytes.load(), 2 * payload.size());
+    EXPECT_EQ(queue_->counters().refused.load() + queue_->counters().dropped.load(), 0u);
+    EXPECT_EQ(fake_verbs::stats().qps_created, 2) << "the receiver's and the queue's";
+    // A controlled Q_Key in a request is the sending-as QP's.
+    SendRequest controlled = req;
+    controlled.remote_qkey = 0x80000000u | 0x1234;
+    ASSERT_EQ(queue_->send(as(), std::array{controlled}), 1u);
+    EXPECT_EQ(received().size(), 1u);
+    EXPECT_EQ(fake_verbs::stats().dropped_qkey, 0);
+}
+
+// The P_Key is the sending-as QP's: the queue's QP sits on the index that
+// holds it. When the QP it sends as changes (made again on another P_Key),
+// so does the queue's QP; the old one's slots come back.
+TEST_F(FakeHcaSendQueue, FollowsThePkeyAndTheQpItSendsAs) {
+    make(1);  // the receiver on 0x8001
+    const auto payload = pattern(64, 1);
+    const SendRequest req = to_self(*receiver_, payload);
+    ASSERT_EQ(queue_->send(as(), std::array{req}), 1u);
+    ASSERT_EQ(received().size(), 1u);
+    EXPECT_EQ(fake_verbs::stats().last_pkey, 0x8001);
+    EXPECT_EQ(fake_verbs::stats().dropped_pkey, 0);
+    const int created = fake_verbs::stats().qps_created;
+
+    // The same QP: no new one. Another QP on another P_Key (0xFFFF): a
+    // new QP on that index, whose packets the 0x8001 receiver does not
+    // take (another partition).
+    ASSERT_EQ(queue_->send(as(), std::array{req}), 1u);
+    EXPECT_EQ(fake_verbs::stats().qps_created, created);
+    ASSERT_EQ(received().size(), 1u);
+    SendAs other = as();
+    other.pkey = 0xFFFF;
+    other.qpn += 1;
+    ASSERT_EQ(queue_->send(other, std::array{req}), 1u);
+    EXPECT_EQ(fake_verbs::stats().qps_created, created + 1);
+    EXPECT_EQ(received().size(), 0u);
+    EXPECT_EQ(fake_verbs::stats().dropped_pkey, 1) << "0xFFFF is not the receiver's partition";
+
+    // A P_Key the table does not hold: refused, and not tried again until
+    // the QP it sends as changes.
+    SendAs absent = as();
+    absent.pkey = 0x8042;
+    absent.qpn += 2;
+    EXPECT_EQ(queue_->send(absent, std::array{req, req}), 0u);
+    EXPECT_EQ(queue_->counters().refused.load(), 2u);
+    EXPECT_EQ(queue_->send(absent, std::array{req}), 0u);
+    EXPECT_EQ(queue_->counters().refused.load(), 3u);
+    EXPECT_EQ(fake_verbs::stats().qps_created, created + 1);
+    ASSERT_EQ(queue_->send(as(), std::array{req}), 1u);
+    EXPECT_EQ(received().size(), 1u);
+}
+
+// What the port's QP refuses, a queue refuses too (counted): a port that is
+// not ACTIVE, a payload over the active MTU, multicast. More than its depth
+// in flight: the rest dropped (counted) until completions are reaped.
+TEST_F(FakeHcaSendQueue, RefusesAndDropsWithACount) {
+    make();
+    const auto payload = pattern(64, 2);
+    const SendRequest req = to_self(*receiver_, payload);
+    const auto big = pattern(2049, 3);  // active MTU 2048
+    SendRequest multicast = req;
+    multicast.ah = AddressHandle{0xC001, 0, 0, GrhAttributes{}};
+    multicast.remote_qpn = ib::kQpnMulticast;
+    EXPECT_EQ(queue_->send(as(), std::array{to_self(*receiver_, big), multicast}), 0u);
+    EXPECT_EQ(queue_->counters().refused.load(), 2u);
+
+    fake_verbs::config().state = IBV_PORT_DOWN;
+    fake_verbs::raise_async_event(IBV_EVENT_PORT_ERR, 1);
+    port_->process();
+    EXPECT_EQ(queue_->send(as(), std::array{req}), 0u);
+    EXPECT_EQ(queue_->counters().refused.load(), 3u);
+    fake_verbs::config().state = IBV_PORT_ACTIVE;
+    fake_verbs::raise_async_event(IBV_EVENT_PORT_ACTIVE, 1);
+    port_->process();
+    std::array<PortEvent, 4> events;
+    (void)port_->poll_events(events);
+
+    // 300 in one call: the ring holds 256, the rest are dropped; the next
+    // send reaps the completions and has room again. The receiver holds 64.
+    const std::vector<SendRequest> many(300, req);
+    EXPECT_EQ(queue_->send(as(), many), 256u);
+    EXPECT_EQ(queue_->counters().dropped.load(), 44u);
+    EXPECT_EQ(queue_->send(as(), many), 256u);
+    EXPECT_EQ(queue_->counters().packets.load(), 512u);
+    EXPECT_EQ(fake_verbs::stats().ahs_created, 1) << "one AH for one destination";
+    EXPECT_EQ(received().size(), 64u);
+}
+
+// Destroyed with sends in flight and their completions never reaped: the
+// QP goes before the AHs those sends hold (the fake checks the order).
+TEST_F(FakeHcaSendQueue, TeardownWithSendsInFlight) {
+    make();
+    const auto payload = pattern(64, 4);
+    ASSERT_EQ(queue_->send(as(), std::vector(8, to_self(*receiver_, payload))), 8u);
+    port_.reset();
+    queue_.reset();
+    EXPECT_TRUE(fake_verbs::stats().violations.empty()) << fake_verbs::stats().violations.front();
+}
+
 // --- RC (verbs_rc.h) --------------------------------------------------------
 
 class FakeHcaRc : public FakeHca {

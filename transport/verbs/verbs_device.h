@@ -12,6 +12,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -69,7 +70,10 @@ using AhPtr = std::shared_ptr<ibv_ah>;
 // used AH is recreated when next needed.
 inline constexpr std::size_t kAddressHandleCacheSize = 1024;
 
-// What a port and its QPs share. One thread uses it (port.h threading rule).
+// What a port and its QPs share. One thread uses it (port.h threading
+// rule), but for what a send queue (verbs_send_queue.h), on another
+// thread, reads: the immutable fields (names, limits, max_mtu, context,
+// PD) and the atomic state and active_mtu. It keeps its own AH cache.
 struct DeviceState {
     std::string device_name;  // "mlx5_0"
     std::uint8_t port_num = 1;
@@ -87,8 +91,9 @@ struct DeviceState {
 
     // The data path's view of the port, refreshed on every port event and
     // every attributes() query: sends need ACTIVE and fit the active MTU.
-    PortState state = PortState::down;
-    ib::Mtu active_mtu = ib::Mtu::mtu256;
+    // Atomic: the data threads' send queues (verbs_send_queue.h) read them.
+    std::atomic<PortState> state{PortState::down};
+    std::atomic<ib::Mtu> active_mtu{ib::Mtu::mtu256};
 
     // QPNs handed out on this port, so a QPN the HCA reuses is never handed
     // out twice (port.h: QPNs are not reused while the port lives).

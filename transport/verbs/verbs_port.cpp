@@ -26,6 +26,7 @@
 #include "transport/verbs/verbs_device.h"
 #include "transport/verbs/verbs_qp.h"
 #include "transport/verbs/verbs_rc.h"
+#include "transport/verbs/verbs_send_queue.h"
 
 namespace ipoibd::transport {
 
@@ -91,6 +92,12 @@ public:
     // HCAs, and no hardware run has yet shown that the completion channel
     // alone never leaves a completion unreported.
     bool needs_periodic_process() const override { return true; }
+
+    // A data thread's send queue: a send-only UD QP of its own
+    // (verbs_send_queue.h).
+    expected<std::unique_ptr<UdSendQueue>, Error> create_send_queue() override {
+        return VerbsSendQueue::create(device_);
+    }
 
     // RC (verbs_rc.h): the P_Key index checked against the current table.
     expected<std::unique_ptr<RcQueuePair>, Error> create_rc_qp(std::uint16_t pkey_index) override;

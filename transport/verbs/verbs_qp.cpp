@@ -183,9 +183,29 @@ expected<void, Error> VerbsUdQp::bring_to_rts(ibv_qp* qp) const {
 // ---------------------------------------------------------------------------
 // Sends
 
+void fill_ud_send(ibv_send_wr& wr, ibv_sge& sge, std::uint64_t wr_id, const SendRequest& req, std::uint8_t* slot,
+                  std::uint32_t lkey, ibv_ah* ah, std::uint32_t qp_qkey) {
+    sge.addr = reinterpret_cast<std::uintptr_t>(slot);
+    sge.length = static_cast<std::uint32_t>(req.payload.size());
+    sge.lkey = lkey;
+    wr = ibv_send_wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = req.payload.empty() ? 0 : 1;
+    wr.opcode = req.immediate ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+    if (req.immediate) wr.imm_data = host_to_be32(*req.immediate);
+    unsigned int flags = IBV_SEND_SIGNALED;
+    if (req.solicited) flags |= IBV_SEND_SOLICITED;
+    wr.send_flags = flags;
+    wr.wr.ud.ah = ah;
+    wr.wr.ud.remote_qpn = req.remote_qpn;
+    wr.wr.ud.remote_qkey = effective_qkey(req.remote_qkey, qp_qkey);
+}
+
 std::optional<Error> VerbsUdQp::check_send(const SendRequest& req) const {
     const DeviceState& dev = *device_;
-    if (dev.state != PortState::active) return Error{Errc::port_not_active, "port is " + std::string(to_string(dev.state))};
+    if (const PortState s = dev.state; s != PortState::active)
+        return Error{Errc::port_not_active, "port is " + std::string(to_string(s))};
     const std::uint32_t mtu = ib::mtu_bytes(dev.active_mtu);
     if (req.payload.size() > mtu || req.payload.size() > send_ring_.slot_size())
         return Error{Errc::payload_too_long, std::to_string(req.payload.size()) + " bytes over the MTU of " +
@@ -212,23 +232,9 @@ expected<std::size_t, Error> VerbsUdQp::post_send(std::span<const SendRequest> r
         send_slots_[slot] = SendSlot{req.wr_id, std::move(*ah)};
         if (!req.payload.empty()) std::memcpy(send_ring_.slot(slot), req.payload.data(), req.payload.size());
 
-        ibv_sge& sge = sges_[built];
-        sge.addr = reinterpret_cast<std::uintptr_t>(send_ring_.slot(slot));
-        sge.length = static_cast<std::uint32_t>(req.payload.size());
-        sge.lkey = send_ring_.lkey();
         ibv_send_wr& wr = send_wrs_[built];
-        wr = ibv_send_wr{};
-        wr.wr_id = send_wr_id(slot);
-        wr.sg_list = &sge;
-        wr.num_sge = req.payload.empty() ? 0 : 1;
-        wr.opcode = req.immediate ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
-        if (req.immediate) wr.imm_data = host_to_be32(*req.immediate);
-        unsigned int flags = IBV_SEND_SIGNALED;
-        if (req.solicited) flags |= IBV_SEND_SOLICITED;
-        wr.send_flags = flags;
-        wr.wr.ud.ah = send_slots_[slot].ah.get();
-        wr.wr.ud.remote_qpn = req.remote_qpn;
-        wr.wr.ud.remote_qkey = effective_qkey(req.remote_qkey, config_.qkey);
+        fill_ud_send(wr, sges_[built], send_wr_id(slot), req, send_ring_.slot(slot), send_ring_.lkey(),
+                     send_slots_[slot].ah.get(), config_.qkey);
         if (built > 0) send_wrs_[built - 1].next = &wr;
         ++built;
     }

@@ -56,6 +56,13 @@ private:
     std::size_t slot_size_ = 0;
 };
 
+// The work request for a UD send of `req` whose payload is already in
+// `slot` of a ring registered with `lkey`: signalled, SEND or SEND with
+// immediate, a controlled remote Q_Key replaced by `qp_qkey`. `next` is
+// left null for the caller to link.
+void fill_ud_send(ibv_send_wr& wr, ibv_sge& sge, std::uint64_t wr_id, const SendRequest& req, std::uint8_t* slot,
+                  std::uint32_t lkey, ibv_ah* ah, std::uint32_t qp_qkey);
+
 class VerbsUdQp final : public UdQp {
 public:
     // Creates the CQ, rings and QP and moves the QP through INIT (P_Key
