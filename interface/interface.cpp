@@ -360,8 +360,10 @@ void Interface::publish_forwarding(Clock::time_point now) {
             if (auto r = w->set_enabled(on); !r) events_.host_warning(name(), "data threads: " + r.error());
     }
     const transport::UdQp* qp = link_.qp();
-    const transport::SendAs as = qp ? transport::SendAs{qp->qpn(), qp->qkey(), qp->pkey()} : transport::SendAs{};
-    const std::uint64_t fp = engine_->forwarding_fingerprint() * 31 + as.qpn * 7 + as.qkey + as.pkey;
+    const transport::SendAs as =
+        qp ? transport::SendAs{qp->qpn(), qp->qkey(), qp->pkey(), qp->pkey_index()} : transport::SendAs{};
+    const std::uint64_t fp =
+        engine_->forwarding_fingerprint() * 31 + as.qpn * 7 + as.qkey + as.pkey + (std::uint64_t{as.pkey_index} << 40);
     if (published_ == fp) return;
     auto s = engine_->forwarding_snapshot(now);
     s->as = as;

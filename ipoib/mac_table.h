@@ -83,6 +83,8 @@ public:
     // an HCA with data threads sends from QPs other than the one its ARP/ND
     // names (docs/ipoib-engine.md, "Data threads"), and a restarted peer
     // sends from a new QPN before its next ARP/ND; both are the same host.
+    // ("One known": an endpoint on that port we never heard from gets it
+    // too; the source MAC is a label the host's IP stack ignores.)
     std::optional<MacAddress> mac_of_source(std::uint16_t slid, std::uint32_t qpn) const;
     std::optional<MacAddress> mac_of(const ib::Gid& gid) const;
 

@@ -7,7 +7,8 @@
 #               the libFuzzer targets for a bounded time
 #   build-tsan/ clang, ThreadSanitizer: the tests of the data threads and
 #               their send queues (the only code that runs on several threads),
-#               alone and in whole nodes (in-process: soft fabric, fake HCA)
+#               alone and in whole nodes (in-process, soft fabric), and the
+#               verbs send queue on the fake HCA
 #   build-pkg/  the Debian package, installed, checked and purged
 #               (packaging/test-deb.sh)
 set -euo pipefail
@@ -37,13 +38,13 @@ ctest --test-dir build-san --output-on-failure --timeout 300 -j"$(nproc)"
 
 echo "== build-tsan (clang, ThreadSanitizer: data threads)"
 CC=clang CXX=clang++ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIPOIBD_TSAN=ON "${launcher[@]}"
-cmake --build build-tsan --target data_worker_tests fabric_tests inprocess_tests $(test -f /usr/include/infiniband/umad.h && echo node_fake_hca_tests)
+cmake --build build-tsan --target data_worker_tests fabric_tests inprocess_tests $(test -f /usr/include/infiniband/verbs.h && echo verbs_fake_hca_tests)
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 build-tsan/bin/data_worker_tests
 build-tsan/bin/fabric_tests --gtest_filter='FabricKey/SendQueueTest.*'
 build-tsan/bin/inprocess_tests --gtest_filter='DataThreads.*'
-if [ -f /usr/include/infiniband/umad.h ]; then  # a whole node on the fake HCA (tests/hw)
-  build-tsan/bin/node_fake_hca_tests --gtest_filter='NodeOnFakeHca.ADataThread*'
+if [ -f /usr/include/infiniband/verbs.h ]; then  # the verbs send queue on the fake HCA (tests/hw)
+  build-tsan/bin/verbs_fake_hca_tests --gtest_filter='FakeHcaSendQueue.*'
 fi
 
 echo "== package (build, dpkg -i, verify, lintian, purge)"

@@ -66,6 +66,7 @@ void visit(const SendQueueCounters& c, CounterSink& out) {
     out.counter("direct", c.direct.load(std::memory_order_relaxed));
     out.counter("via_switch", c.via_switch.load(std::memory_order_relaxed));
     out.counter("dropped", c.dropped.load(std::memory_order_relaxed));
+    out.counter("failed", c.failed.load(std::memory_order_relaxed));
 }
 
 expected<std::unique_ptr<RcQueuePair>, Error> Port::create_rc_qp(std::uint16_t) {

@@ -180,6 +180,8 @@ public:
     virtual std::uint32_t qpn() const = 0;
     virtual std::uint32_t qkey() const = 0;
     virtual std::uint16_t pkey() const = 0;
+    // The P_Key table index the QP was made on (UdQpConfig::pkey_index).
+    virtual std::uint16_t pkey_index() const = 0;
 
     // Queues sends in order. Returns how many of `requests` were accepted:
     // all of them, or fewer when the send queue filled (the rest may be
@@ -214,17 +216,20 @@ struct SendQueueCounters {
     std::atomic<std::uint64_t> direct{0};      // soft port: straight to the peer (cut-through)
     std::atomic<std::uint64_t> via_switch{0};  // soft port: through the switch
     std::atomic<std::uint64_t> dropped{0};     // taken, but the socket's ring was full or the kernel refused it
+    std::atomic<std::uint64_t> failed{0};      // verbs: what it sends with (its QP, an AH) could not be made
     void add(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) { c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
 };
-// As "packets", "bytes", "refused", "direct", "via_switch", "dropped".
+// As "packets", "bytes", "refused", "direct", "via_switch", "dropped", "failed".
 void visit(const SendQueueCounters& c, CounterSink& out);
 
 // The UD QP a send queue sends as: its QPN (the packets' source QPN), its
-// Q_Key (for requests with the controlled bit) and its P_Key.
+// Q_Key (for requests with the controlled bit) and its P_Key, with that
+// P_Key's index in the port's table (an HCA's send queue takes the index).
 struct SendAs {
     std::uint32_t qpn = 0;
     std::uint32_t qkey = 0;
     std::uint16_t pkey = 0;
+    std::uint16_t pkey_index = 0;  // where the QP's P_Key is in the port's table
     bool operator==(const SendAs&) const = default;
 };
 

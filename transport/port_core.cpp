@@ -48,6 +48,7 @@ public:
 
     std::uint32_t qpn() const override { return qp_->qpn; }
     std::uint32_t qkey() const override { return qp_->qkey; }
+    std::uint16_t pkey_index() const override { return qp_->pkey_index; }
     std::uint16_t pkey() const override {
         const auto& table = port_.attributes_.pkey_table;
         return qp_->pkey_index < table.size() ? table[qp_->pkey_index] : 0;

@@ -91,6 +91,7 @@ struct World {
     std::map<ibv_mr*, std::unique_ptr<Mr>> mrs;
     std::map<ibv_ah*, std::unique_ptr<Ah>> ahs;
     std::set<std::uint32_t> qpns;
+    std::deque<CqEntry> deferred;  // UD send completions held back (Config::defer_send_completions)
     std::uint32_t next_qpn = 0x100;
     std::uint32_t next_key = 0x1000;
 };
@@ -176,8 +177,8 @@ void receive_one(Qp& dst, const Qp& src, const Ah& ah, const ibv_send_wr& wr, co
     }
     // IBA 10.9.3: the packet's P_Key (the sender's, at its QP's index) must
     // match the receiver's: same partition, not both limited members.
-    const std::uint16_t sp = w.config.pkeys[src.pkey_index], dp = w.config.pkeys[dst.pkey_index];
-    if ((sp & 0x7FFF) == 0 || (sp & 0x7FFF) != (dp & 0x7FFF) || ((sp & dp) & 0x8000) == 0) {
+    const std::uint16_t sp = w.config.pkeys.at(src.pkey_index), dp = w.config.pkeys.at(dst.pkey_index);
+    if ((sp & 0x7FFF) == 0 || (sp & 0x7FFF) != (dp & 0x7FFF) || ((sp | dp) & 0x8000) == 0) {
         ++w.stats.dropped_pkey;
         return;
     }
@@ -449,7 +450,7 @@ int fake_post_send(ibv_qp* qp_ptr, ibv_send_wr* wr, ibv_send_wr** bad) {
     for (; wr != nullptr; wr = wr->next) {
         Ah* ah = find_in(w.ahs, wr->wr.ud.ah);
         int err = 0;
-        if (qp->qp.state != IBV_QPS_RTS) err = EINVAL;
+        if (qp->qp.state != IBV_QPS_RTS && qp->qp.state != IBV_QPS_SQE) err = EINVAL;
         else if (qp->sends_in_flight >= qp->max_send) err = ENOMEM;
         else if ((wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM) || wr->num_sge > 1) err = EINVAL;
         else if (ah == nullptr) err = EINVAL;
@@ -473,12 +474,20 @@ int fake_post_send(ibv_qp* qp_ptr, ibv_send_wr* wr, ibv_send_wr** bad) {
             }
         }
         if (payload.size() > (128u << w.config.active_mtu)) e.wc.status = IBV_WC_LOC_LEN_ERR;
+        if (e.wc.status == IBV_WC_SUCCESS && w.config.ud_send_status != IBV_WC_SUCCESS)
+            e.wc.status = w.config.ud_send_status;
+        // A UD send error moves the QP to SQE; there, sends are flushed.
+        if (qp->qp.state == IBV_QPS_SQE) e.wc.status = IBV_WC_WR_FLUSH_ERR;
+        else if (e.wc.status != IBV_WC_SUCCESS) qp->qp.state = IBV_QPS_SQE;
         if (e.wc.status == IBV_WC_SUCCESS) deliver(*qp, *ah, *wr, payload);
         e.ah = ah;
         e.qp = qp;
         ++ah->in_flight;
         ++qp->sends_in_flight;
-        push_entry(qp->qp.send_cq, e);
+        if (w.config.defer_send_completions)
+            w.deferred.push_back(e);
+        else
+            push_entry(qp->qp.send_cq, e);
     }
     return 0;
 }
@@ -535,6 +544,7 @@ void reset(const Config& config) {
     w.config = config;
     w.stats = Stats{};
     w.qpns.clear();
+    w.deferred.clear();
     w.next_qpn = 0x100;
     w.devices.clear();
     for (int i = 0; i < config.devices; ++i) {
@@ -547,6 +557,16 @@ void reset(const Config& config) {
 }
 
 Config& config() { return world().config; }
+
+void complete_sends() {
+    const Guard guard(world_mutex());
+    World& w = world();
+    while (!w.deferred.empty()) {
+        const CqEntry e = w.deferred.front();
+        w.deferred.pop_front();
+        push_entry(e.qp->qp.send_cq, e);
+    }
+}
 const Stats& stats() { return world().stats; }
 
 void raise_async_event(ibv_event_type type, std::uint8_t port) {
@@ -806,6 +826,11 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
         errno = EINVAL;
         return nullptr;
     }
+    if (w.config.fail_create_qp > 0) {
+        --w.config.fail_create_qp;
+        errno = ENOMEM;
+        return nullptr;
+    }
     auto qp = std::make_unique<Qp>();
     std::uint32_t qpn = w.config.reuse_qpns ? 0x100 : w.next_qpn++;
     while (w.qpns.contains(qpn)) ++qpn;
@@ -905,6 +930,16 @@ int ibv_destroy_qp(ibv_qp* qp_ptr) {
     World& w = world();
     Qp* qp = &get(w.qps, qp_ptr);
     w.stats.attachments_left_at_destroy += static_cast<int>(qp->mcast.size());
+    // Held-back completions of a destroyed QP never come (the HCA cleans
+    // the CQ of them): their AHs are free.
+    for (auto it = w.deferred.begin(); it != w.deferred.end();) {
+        if (it->qp != qp) {
+            ++it;
+            continue;
+        }
+        if (it->ah != nullptr) --it->ah->in_flight;
+        it = w.deferred.erase(it);
+    }
     // Its unpolled completions no longer hold AHs (the QP is gone).
     for (auto& [p, cq] : w.cqs) {
         for (CqEntry& e : cq->entries) {

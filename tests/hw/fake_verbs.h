@@ -53,6 +53,12 @@ struct Config {
     std::uint64_t port_guid = 0x0002C90300001234ULL;
     std::uint64_t node_guid = 0x0002C90300001230ULL;
     bool reuse_qpns = false;  // hand out the lowest free QPN (as some HCAs may)
+    // UD sends: their completions wait for complete_sends(); and a status
+    // other than success for every one (the QP then goes to SQE, where
+    // later sends complete flushed).
+    bool defer_send_completions = false;
+    ibv_wc_status ud_send_status = IBV_WC_SUCCESS;
+    int fail_create_qp = 0;  // this many ibv_create_qp calls fail (ENOMEM)
 };
 
 struct Stats {
@@ -70,6 +76,8 @@ struct Stats {
 
 // Starts afresh with `config`; objects still alive count as violations.
 void reset(const Config& config = Config{});
+// Puts the held-back UD send completions in their CQs.
+void complete_sends();
 Config& config();
 const Stats& stats();
 

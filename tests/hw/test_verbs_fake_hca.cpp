@@ -7,12 +7,16 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "tests/hw/fake_verbs.h"
 #include "transport/verbs/verbs_port.h"
+#include "transport/verbs/verbs_send_queue.h"
 
 namespace ipoibd::transport {
 namespace {
@@ -432,7 +436,7 @@ protected:
         ASSERT_TRUE(q) << q.error().message();
         queue_ = std::move(*q);
     }
-    SendAs as() const { return SendAs{receiver_->qpn(), kQKey, receiver_->pkey()}; }
+    SendAs as() const { return SendAs{receiver_->qpn(), kQKey, receiver_->pkey(), receiver_->pkey_index()}; }
     std::vector<Completion> received() {
         std::vector<Completion> got;
         for (const Completion& c : drain(*receiver_, 64))
@@ -465,8 +469,9 @@ TEST_F(FakeHcaSendQueue, SendsAsTheQpItIsToldWithASourceQpnOfItsOwn) {
     EXPECT_TRUE(std::equal(payload.begin(), payload.end(), buffers_[0].begin() + kGrhSlotSize));
     EXPECT_EQ(fake_verbs::stats().last_pkey, 0xFFFF);
     EXPECT_EQ(queue_->counters().packets.load(), 2u);
-    EXPECT_EQ(queue_->counters().bytes.load(), 2 * payload.size());
-    EXPECT_EQ(queue_->counters().refused.load() + queue_->counters().dropped.load(), 0u);
+    EXPECT_EQ(queue_->counters().bytes.load(), 2 * (8 + 12 + 8 + payload.size() + 4 + 2));  // LRH BTH DETH . ICRC VCRC
+    EXPECT_EQ(queue_->counters().refused.load() + queue_->counters().dropped.load() + queue_->counters().failed.load(),
+              0u);
     EXPECT_EQ(fake_verbs::stats().qps_created, 2) << "the receiver's and the queue's";
     // A controlled Q_Key in a request is the sending-as QP's.
     SendRequest controlled = req;
@@ -497,22 +502,26 @@ TEST_F(FakeHcaSendQueue, FollowsThePkeyAndTheQpItSendsAs) {
     ASSERT_EQ(received().size(), 1u);
     SendAs other = as();
     other.pkey = 0xFFFF;
+    other.pkey_index = 0;
     other.qpn += 1;
     ASSERT_EQ(queue_->send(other, std::array{req}), 1u);
     EXPECT_EQ(fake_verbs::stats().qps_created, created + 1);
     EXPECT_EQ(received().size(), 0u);
     EXPECT_EQ(fake_verbs::stats().dropped_pkey, 1) << "0xFFFF is not the receiver's partition";
 
-    // A P_Key the table does not hold: refused, and not tried again until
-    // the QP it sends as changes.
+    // An index the table does not have: no QP (counted failed), and none
+    // tried again at once.
     SendAs absent = as();
     absent.pkey = 0x8042;
+    absent.pkey_index = 7;
     absent.qpn += 2;
     EXPECT_EQ(queue_->send(absent, std::array{req, req}), 0u);
-    EXPECT_EQ(queue_->counters().refused.load(), 2u);
+    EXPECT_EQ(queue_->counters().failed.load(), 2u);
     EXPECT_EQ(queue_->send(absent, std::array{req}), 0u);
-    EXPECT_EQ(queue_->counters().refused.load(), 3u);
-    EXPECT_EQ(fake_verbs::stats().qps_created, created + 1);
+    EXPECT_EQ(queue_->counters().failed.load(), 3u);
+    EXPECT_EQ(queue_->counters().refused.load(), 0u);
+    EXPECT_EQ(fake_verbs::stats().qps_created, created + 2) << "one attempt (INIT refused the index), not one per send";
+    EXPECT_EQ(fake_verbs::stats().live_qps, 1) << "the receiver's: the failed one is gone";
     ASSERT_EQ(queue_->send(as(), std::array{req}), 1u);
     EXPECT_EQ(received().size(), 1u);
 }
@@ -542,15 +551,125 @@ TEST_F(FakeHcaSendQueue, RefusesAndDropsWithACount) {
     std::array<PortEvent, 4> events;
     (void)port_->poll_events(events);
 
-    // 300 in one call: the ring holds 256, the rest are dropped; the next
-    // send reaps the completions and has room again. The receiver holds 64.
+    // 300 in one call: the ring holds 256, the rest are taken and dropped
+    // (as the soft port's full ring); the next send reaps the completions
+    // and has room again. The receiver holds 64.
     const std::vector<SendRequest> many(300, req);
-    EXPECT_EQ(queue_->send(as(), many), 256u);
+    EXPECT_EQ(queue_->send(as(), many), 300u);
     EXPECT_EQ(queue_->counters().dropped.load(), 44u);
-    EXPECT_EQ(queue_->send(as(), many), 256u);
-    EXPECT_EQ(queue_->counters().packets.load(), 512u);
+    EXPECT_EQ(queue_->send(as(), many), 300u);
+    EXPECT_EQ(queue_->counters().packets.load(), 600u);
+    EXPECT_EQ(queue_->counters().dropped.load(), 88u);
+    // LRH 8, BTH 12, DETH 8, 64 bytes, ICRC 4, VCRC 2.
+    EXPECT_EQ(queue_->counters().bytes.load(), 600u * (8 + 12 + 8 + 64 + 4 + 2));
     EXPECT_EQ(fake_verbs::stats().ahs_created, 1) << "one AH for one destination";
     EXPECT_EQ(received().size(), 64u);
+}
+
+// A send error leaves a UD QP in SQE, where every later send is flushed:
+// the queue makes its QP again and sends go out.
+TEST_F(FakeHcaSendQueue, ASendErrorMakesTheQpAgain) {
+    make();
+    const auto payload = pattern(64, 5);
+    const SendRequest req = to_self(*receiver_, payload);
+    fake_verbs::config().ud_send_status = IBV_WC_LOC_QP_OP_ERR;
+    ASSERT_EQ(queue_->send(as(), std::array{req}), 1u);
+    fake_verbs::config().ud_send_status = IBV_WC_SUCCESS;
+    const int created = fake_verbs::stats().qps_created;
+    ASSERT_EQ(queue_->send(as(), std::array{req}), 1u);
+    EXPECT_EQ(fake_verbs::stats().qps_created, created + 1);
+    EXPECT_EQ(received().size(), 1u);
+    EXPECT_EQ(queue_->counters().dropped.load(), 1u);
+    ASSERT_EQ(queue_->send(as(), std::array{req}), 1u);
+    EXPECT_EQ(received().size(), 1u);
+    EXPECT_EQ(fake_verbs::stats().qps_created, created + 1);
+}
+
+// A QP that could not be made is tried again after kRetryAfter, not at
+// every send.
+TEST_F(FakeHcaSendQueue, AQpThatCouldNotBeMadeIsTriedAgainLater) {
+    make();
+    const auto payload = pattern(64, 6);
+    const SendRequest req = to_self(*receiver_, payload);
+    fake_verbs::config().fail_create_qp = 1;
+    const int created = fake_verbs::stats().qps_created;
+    EXPECT_EQ(queue_->send(as(), std::array{req}), 0u);
+    EXPECT_EQ(queue_->send(as(), std::array{req}), 0u);
+    EXPECT_EQ(queue_->counters().failed.load(), 2u);
+    EXPECT_EQ(fake_verbs::stats().qps_created, created);
+    std::size_t taken = 0;
+    for (int i = 0; i < 100 && taken == 0; ++i) {  // bounded: 2 s
+        std::this_thread::sleep_for(verbs::VerbsSendQueue::kRetryAfter / 5);
+        taken = queue_->send(as(), std::array{req});
+    }
+    EXPECT_EQ(taken, 1u);
+    EXPECT_EQ(fake_verbs::stats().qps_created, created + 1);
+    EXPECT_EQ(received().size(), 1u);
+}
+
+// Made again for another QP with sends outstanding (completions not yet
+// come): the old QP's slots are all free again.
+TEST_F(FakeHcaSendQueue, MakingTheQpAgainFreesItsSlots) {
+    make();
+    fake_verbs::config().defer_send_completions = true;
+    const auto payload = pattern(64, 8);
+    const std::vector<SendRequest> batch(200, to_self(*receiver_, payload));
+    ASSERT_EQ(queue_->send(as(), batch), 200u);
+    SendAs other = as();
+    other.qpn += 1;
+    ASSERT_EQ(queue_->send(other, batch), 200u);
+    EXPECT_EQ(queue_->counters().dropped.load(), 0u) << "the first 200 slots came back with the old QP";
+    fake_verbs::complete_sends();
+    queue_->flush();
+    EXPECT_EQ(received().size(), 64u);  // what the receiver had posted
+}
+
+// The queue on a thread of its own (as a data thread uses it) while the
+// port's thread processes events, takes receives and sees the port go
+// down and up (the state the queue reads): what the queue took arrived or
+// was counted. Run under ThreadSanitizer by scripts/test.sh.
+TEST_F(FakeHcaSendQueue, AThreadSendsWhileThePortsThreadWorks) {
+    make();
+    const auto payload = pattern(200, 9);
+    const SendRequest req = to_self(*receiver_, payload);
+    constexpr int kRounds = 400;
+    std::atomic<std::size_t> taken{0};
+    std::atomic<bool> done{false};
+    std::thread sender([&] {
+        for (int i = 0; i < kRounds; ++i) {
+            taken += queue_->send(as(), std::array{req, req});
+            queue_->flush();
+            if (i % 16 == 0) std::this_thread::yield();
+        }
+        done = true;
+    });
+    std::size_t got = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    for (int turn = 0; !done && std::chrono::steady_clock::now() < deadline; ++turn) {
+        if (turn % 50 == 10) {
+            fake_verbs::config().state = IBV_PORT_DOWN;
+            fake_verbs::raise_async_event(IBV_EVENT_PORT_ERR, 1);
+        } else if (turn % 50 == 20) {
+            fake_verbs::config().state = IBV_PORT_ACTIVE;
+            fake_verbs::raise_async_event(IBV_EVENT_PORT_ACTIVE, 1);
+        }
+        for (const Completion& c : received()) {  // each buffer posted again
+            ++got;
+            const ReceiveBuffer rb{c.wr_id, mutable_bytes(buffers_.at(c.wr_id - 100))};
+            ASSERT_TRUE(receiver_->post_receive(std::span(&rb, 1)));
+        }
+        std::array<PortEvent, 8> events;
+        (void)port_->poll_events(events);
+    }
+    sender.join();
+    got += received().size();
+    queue_->flush();
+    const SendQueueCounters& c = queue_->counters();
+    EXPECT_EQ(taken.load(), c.packets.load());
+    EXPECT_EQ(c.refused.load() + c.packets.load(), 2u * kRounds) << "every request taken or refused";
+    EXPECT_EQ(c.failed.load(), 0u);
+    EXPECT_GT(got, 0u);
+    EXPECT_LE(got, c.packets.load() - c.dropped.load());
 }
 
 // Destroyed with sends in flight and their completions never reaped: the

@@ -2131,7 +2131,7 @@ TEST_P(SendQueueTest, AnotherThreadSendsAsTheQpAndTheAddressStillReceivesEveryth
     auto queue = pa.create_send_queue();
     ASSERT_TRUE(queue) << queue.error().message();
     pa.process();  // publishes what the queue sees
-    const transport::SendAs as{qa->qpn(), qa->qkey(), qa->pkey()};
+    const transport::SendAs as{qa->qpn(), qa->qkey(), qa->pkey(), qa->pkey_index()};
     const std::uint16_t lid_a = pa.attributes().lid, lid_b = pb.attributes().lid;
 
     // 150 from the queue's thread, 100 from the port's QP meanwhile, 100

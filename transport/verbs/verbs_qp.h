@@ -79,6 +79,7 @@ public:
     // The P_Key at the QP's index when it was created. A P_Key table change
     // is a pkey_change PortEvent; the IPoIB layer answers with a new QP.
     std::uint16_t pkey() const override { return pkey_; }
+    std::uint16_t pkey_index() const override { return config_.pkey_index; }
 
     // port.h's contract. Refused up front (error if first, else the batch
     // stops): port not ACTIVE, payload over the active MTU, multicast DLID

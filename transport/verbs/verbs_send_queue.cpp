@@ -1,9 +1,11 @@
 #include "transport/verbs/verbs_send_queue.h"
 
+#include "transport/wire/crc.h"
+#include "transport/wire/headers.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <optional>
 
 namespace ipoibd::transport::verbs {
 
@@ -11,17 +13,13 @@ namespace {
 
 constexpr std::size_t kReapBatch = 32;
 
-// The index of `pkey` (exactly: the value the port's QP reports) in the
-// port's P_Key table, read afresh; nullopt when it is not there.
-std::optional<std::uint16_t> pkey_index_of(const DeviceState& dev, std::uint16_t pkey) {
-    ibv_port_attr pa{};
-    if (ibv_query_port(dev.context.get(), dev.port_num, &pa) != 0) return std::nullopt;
-    for (int i = 0; i < pa.pkey_tbl_len; ++i) {
-        __be16 value{};
-        if (ibv_query_pkey(dev.context.get(), dev.port_num, i, &value) != 0) return std::nullopt;
-        if (be16_to_host(value) == pkey && pkey != 0) return static_cast<std::uint16_t>(i);
-    }
-    return std::nullopt;
+// What a UD packet of `req` weighs on the wire: LRH, GRH if any, BTH,
+// DETH, the payload padded to 4 bytes, ICRC and VCRC (what the soft port
+// counts in `bytes`).
+std::uint64_t wire_size(const SendRequest& req) {
+    const std::size_t payload = (req.payload.size() + 3) / 4 * 4;
+    return ib::Lrh::size + (req.ah.grh ? ib::Grh::size : 0) + ib::Bth::size + ib::Deth::size + payload + ib::kIcrcSize +
+           ib::kVcrcSize;
 }
 
 }  // namespace
@@ -70,6 +68,7 @@ void VerbsSendQueue::release_all() {
 bool VerbsSendQueue::become(const SendAs& as) {
     as_ = as;
     tried_ = true;
+    retry_at_ = Clock::now() + kRetryAfter;  // if it fails
     if (qp_) {
         qp_.reset();
         // The destroyed QP's completions, if the CQ still holds any, are
@@ -79,8 +78,6 @@ bool VerbsSendQueue::become(const SendAs& as) {
         release_all();
     }
     const DeviceState& dev = *device_;
-    const auto index = pkey_index_of(dev, as.pkey);
-    if (!index) return false;
     ibv_qp_init_attr init{};
     init.send_cq = cq_.get();
     init.recv_cq = cq_.get();
@@ -94,7 +91,7 @@ bool VerbsSendQueue::become(const SendAs& as) {
     if (!qp) return false;
     ibv_qp_attr attr{};
     attr.qp_state = IBV_QPS_INIT;
-    attr.pkey_index = *index;
+    attr.pkey_index = as.pkey_index;
     attr.port_num = dev.port_num;
     attr.qkey = as.qkey;
     if (ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) != 0) return false;
@@ -118,8 +115,13 @@ void VerbsSendQueue::reap() {
             if (wc.wr_id >= depth_) continue;
             const auto slot = static_cast<std::uint32_t>(wc.wr_id);
             // Posted (counted in packets) but failed: dropped as well, as
-            // the soft port counts a datagram its socket would not take.
-            if (wc.status != IBV_WC_SUCCESS) counters_.add(counters_.dropped);
+            // the soft port counts a datagram its socket would not take. A
+            // send error leaves a UD QP in SQE (or ERR), where everything
+            // after it is flushed: the next send makes the QP again.
+            if (wc.status != IBV_WC_SUCCESS) {
+                counters_.add(counters_.dropped);
+                if (wc.status != IBV_WC_WR_FLUSH_ERR) tried_ = false;
+            }
             slots_[slot] = Slot{};  // drops the send's AH reference
             free_.push_back(slot);
         }
@@ -146,20 +148,27 @@ bool VerbsSendQueue::acceptable(const SendRequest& req) const {
 
 std::size_t VerbsSendQueue::send(const SendAs& as, std::span<const SendRequest> requests) {
     reap();
-    if (!tried_ || !(as == as_)) (void)become(as);
-    std::size_t built = 0;
+    if (!tried_ || !(as == as_) || (!qp_ && Clock::now() >= retry_at_)) (void)become(as);
+    std::size_t built = 0, taken = 0;
+    std::uint64_t bytes = 0;
     for (const SendRequest& req : requests) {
-        if (!qp_ || !acceptable(req)) {
-            counters_.add(counters_.refused);
+        if (!qp_) {
+            counters_.add(counters_.failed);
             continue;
         }
-        if (free_.empty()) {
-            counters_.add(counters_.dropped);
+        if (!acceptable(req)) {
+            counters_.add(counters_.refused);
             continue;
         }
         auto ah = address_handle(req.ah);
         if (!ah) {
-            counters_.add(counters_.refused);
+            counters_.add(counters_.failed);
+            continue;
+        }
+        ++taken;
+        bytes += wire_size(req);
+        if (free_.empty()) {  // taken, but no room: dropped (the soft port's full ring)
+            counters_.add(counters_.dropped);
             continue;
         }
         const std::uint32_t slot = free_.back();
@@ -171,12 +180,13 @@ std::size_t VerbsSendQueue::send(const SendAs& as, std::span<const SendRequest> 
         if (built > 0) wrs_[built - 1].next = &wr;
         ++built;
     }
-    if (built == 0) return 0;
-    std::size_t posted = built;
+    counters_.add(counters_.packets, taken);
+    counters_.add(counters_.bytes, bytes);
+    if (built == 0) return taken;
     ibv_send_wr* bad = nullptr;
     if (ibv_post_send(qp_.get(), wrs_.data(), &bad) != 0) {
         // Everything before `bad` is posted; the rest is dropped.
-        posted = bad ? static_cast<std::size_t>(bad - wrs_.data()) : 0;
+        const std::size_t posted = bad ? static_cast<std::size_t>(bad - wrs_.data()) : 0;
         for (std::size_t i = posted; i < built; ++i) {
             const auto slot = static_cast<std::uint32_t>(wrs_[i].wr_id);
             slots_[slot] = Slot{};
@@ -184,11 +194,7 @@ std::size_t VerbsSendQueue::send(const SendAs& as, std::span<const SendRequest> 
         }
         counters_.add(counters_.dropped, built - posted);
     }
-    std::uint64_t bytes = 0;
-    for (std::size_t i = 0; i < posted; ++i) bytes += sges_[i].length;
-    counters_.add(counters_.packets, posted);
-    counters_.add(counters_.bytes, bytes);
-    return posted;
+    return taken;
 }
 
 }  // namespace ipoibd::transport::verbs

@@ -5,11 +5,13 @@
 //  1. The port's thread creates it (VerbsPort::create_send_queue): a CQ of
 //     its own (no completion channel: nothing waits for it), a registered
 //     send ring of kDepth slots of the port's largest MTU. No QP yet.
-//  2. The first send() makes the QP, in the port's PD, on the P_Key index
-//     that holds `as.pkey` (looked up afresh with ibv_query_pkey) and with
-//     `as.qkey`, and brings it to RTS. A send as another QP (the port's QP
-//     was made again: a P_Key table change, a new QPN) makes it again: the
-//     old one is destroyed, its slots and AHs released.
+//  2. The first send() makes the QP, in the port's PD, on `as.pkey_index`
+//     (the index of the QP it sends as) with `as.qkey`, and brings it to
+//     RTS. A send as another QP (the port's QP was made again: a P_Key
+//     table change, a new QPN) makes it again: the old one is destroyed,
+//     its slots and AHs released; so does a send error (it leaves a UD QP
+//     in SQE, where every later send would be flushed). A QP that could not
+//     be made is tried again after kRetryAfter, or at once for another `as`.
 //  3. send(): each request checked as the port's QP checks it (port ACTIVE,
 //     payload within the active MTU, unicast only), its AH taken from the
 //     queue's own cache (ibv_create_ah on this thread; the port's cache is
@@ -17,6 +19,8 @@
 //     batch posted with one ibv_post_send(). Every send is signalled; the
 //     completions are reaped at the next send() or flush(), which frees
 //     their slots and AH references. No free slot: dropped and counted.
+//     send() returns how many it took (posted, or dropped for want of a
+//     slot), as the soft port's does.
 //
 // What differs from the port's own QP: the packets' source QPN is this
 // QP's, not `as.qpn` (an HCA sends as the QP it is posted on). Peers do not
@@ -25,14 +29,14 @@
 // leaves from a data thread. The QPN is not entered in the port's list of
 // issued QPNs (that list is the port thread's); the queue receives nothing
 // on it (one receive slot, never posted).
-// Counters (SendQueueCounters): `packets` and `bytes` posted; `refused`:
-// port not ACTIVE, over the MTU, multicast, or what it needs could not be
-// made (the QP, an AH; a QP that could not be made for `as` is tried again
-// only when `as` changes); `dropped`: no free slot, the driver refused the
-// post, or the send completed with an error (then counted in `packets`
-// too, as the soft port counts a datagram its socket would not take).
+// Counters (SendQueueCounters), as the soft port's: `packets` and `bytes`
+// (whole packets, headers and CRCs included) taken; `dropped`: taken but
+// not sent (no free slot, the driver refused the post, the send completed
+// with an error); `refused`: port not ACTIVE, over the MTU, multicast;
+// `failed`: what it sends with could not be made (the QP, an AH).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -46,9 +50,12 @@ namespace ipoibd::transport::verbs {
 
 class VerbsSendQueue final : public UdSendQueue {
 public:
+    using Clock = std::chrono::steady_clock;
     // Slots in the send ring, and the QP's send queue depth (capped at the
     // device's max_qp_wr): what the soft port's second sender holds too.
     static constexpr std::uint32_t kDepth = 256;
+    // How long after a QP could not be made the queue tries again.
+    static constexpr std::chrono::milliseconds kRetryAfter{100};
 
     // On the port's thread.
     static expected<std::unique_ptr<UdSendQueue>, Error> create(std::shared_ptr<DeviceState> device);
@@ -87,7 +94,8 @@ private:
     std::vector<ibv_wc> wcs_;
     LruCache<AddressHandle, AhPtr, AddressHandleHash> ahs_{kAddressHandleCacheSize};
     SendAs as_{};
-    bool tried_ = false;  // become(as_) was called (and qp_ is its outcome)
+    bool tried_ = false;  // become(as_) was called (and qp_ is its outcome); false: make it again
+    Clock::time_point retry_at_{};  // when to try again if qp_ could not be made
     QpPtr qp_;
     SendQueueCounters counters_;
 };
