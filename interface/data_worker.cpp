@@ -188,7 +188,15 @@ void DataWorker::on_datagram(bytes ip_packet, const std::optional<IpAddress>& ne
     req.remote_qpn = e->to.qpn;
     req.remote_qkey = s->as.qkey;
     req.payload = bytes(frame_.data(), ipoib::EncapHeader::size + ip_packet.size());
-    if (send_->send(s->as, std::span<const transport::SendRequest>(&req, 1)) == 1) add(counters_.fast_path);
+    if (send_->send(s->as, std::span<const transport::SendRequest>(&req, 1)) == 1) {
+        add(counters_.fast_path);
+    } else {
+        // The send queue would not take it (counted there: refused, or
+        // failed where an HCA queue could not make its QP or an AH): the
+        // loop's path decides, from the interface's own QP.
+        add(counters_.misses);
+        plane_->misses().push_packet(ip_packet, next_hop);
+    }
     if (s->report_once(*e, now) && plane_->misses().push_touch(e->ip)) add(counters_.touches);
 }
 

@@ -21,7 +21,9 @@
 //    to the loop through the MissQueue, a bounded queue (kMaxItems,
 //    kMaxBytes) whose overflow is counted, and takes the engine's path
 //    there; so do the "touches" that tell the engine a neighbour or path
-//    was used past its quiet time;
+//    was used past its quiet time, and what the worker's send queue would
+//    not take (refused or failed; a full send ring is a drop, as the
+//    loop's);
 //  - in connected mode the workers' queues are detached (set_enabled):
 //    the host then sends every flow to the loop's queue, since traffic to
 //    connected peers goes over RC, which is the loop's.

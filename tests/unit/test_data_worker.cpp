@@ -242,6 +242,11 @@ public:
     };
     std::size_t send(const transport::SendAs& as, std::span<const transport::SendRequest> requests) override {
         std::lock_guard g(lock);
+        if (refuse_next > 0) {  // as a queue that could not make its QP (verbs) or refused them
+            refuse_next -= static_cast<int>(requests.size());
+            counters_.add(counters_.failed, requests.size());
+            return 0;
+        }
         for (const auto& r : requests) sent.push_back({as, r.ah.dlid, r.remote_qpn, Bytes(r.payload.begin(), r.payload.end())});
         counters_.add(counters_.packets, requests.size());
         if (!requests.empty()) has_sent = true;
@@ -263,6 +268,7 @@ public:
     std::vector<Sent> sent;
     std::atomic<int> flushes{0};
     std::atomic<int> refusals{0};
+    std::atomic<int> refuse_next{0};  // requests send() takes none of
     std::atomic<bool> has_sent{false};
 
 private:
@@ -388,6 +394,36 @@ TEST(DataWorker, SendsWhatTheSnapshotCoversAndHandsBackTheRest) {
     EXPECT_EQ(c.at("touches"), 1u);
     EXPECT_EQ(c.at("tx_packets"), 255u);
     EXPECT_TRUE(c.contains("tun_rx_packets"));
+}
+
+// A datagram the send queue would not take (refused, or failed: an HCA
+// queue without its QP) goes back to the loop, which sends it from the
+// interface's QP or drops it with its own reason: none is lost unseen.
+TEST(DataWorker, WhatTheSendQueueWouldNotTakeGoesBackToTheLoop) {
+    auto queue = std::make_unique<FakeQueue>();
+    auto send = std::make_unique<FakeSend>();
+    FakeQueue& q = *queue;
+    FakeSend& s = *send;
+    s.refuse_next = 2;
+    auto plane = std::make_shared<DataPlane>();
+    const auto later = std::chrono::steady_clock::now() + std::chrono::hours(1);
+    plane->publish(snapshot_with(IpAddress::v4({198, 18, 0, 2}), 0x99, 7, later));
+    DataWorker w(std::move(queue), std::move(send), plane, 64);
+    ASSERT_TRUE(w.start());
+    for (int i = 0; i < 3; ++i) q.put(udp4({198, 18, 0, 2}));
+    ASSERT_TRUE(wait_for([&] {
+        std::lock_guard g(s.lock);
+        return s.sent.size() == 1 && plane->misses().passed() == 2;
+    }));
+    w.stop();
+    int back = 0;
+    plane->misses().drain([&](bytes p, const std::optional<IpAddress>&) { back += Bytes(p.begin(), p.end()) == udp4({198, 18, 0, 2}); },
+                          [](const IpAddress&) {});
+    EXPECT_EQ(back, 2);
+    const auto c = counters_of(w);
+    EXPECT_EQ(c.at("fast_path"), 1u);
+    EXPECT_EQ(c.at("misses"), 2u);
+    EXPECT_EQ(c.at("tx_failed"), 2u);
 }
 
 // What the kernel would not take is flushed again when the socket is
