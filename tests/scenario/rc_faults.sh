@@ -52,7 +52,9 @@ rc=0
 ip netns exec "$C" timeout 240 "$BIN/ibrcperf" client --fabric "$FABRIC" --instance rc-client \
   --connect 198.18.105.1:18515 --test mixed --count 100000 --size 12:1800 --mtu 512 --depth 8 \
   --timeout 11 --seed 20 >"$WORK/client.log" 2>&1 || rc=$?
-[ "$rc" -eq 0 ] || fail "the client failed (exit $rc): $(tail -n 20 "$WORK/client.log")"
+# On failure the client's own lines and every counter of its RC engine
+# (a run of timeouts tells a stalled peer from a lost packet).
+[ "$rc" -eq 0 ] || fail "the client failed (exit $rc): $(grep -E '^(client|ibrcperf|connected|retransmitted|rc )' "$WORK/client.log" | tail -n 40)"
 grep -q "^client: every message arrived intact, once, in order" "$WORK/client.log" || fail "the client's verdict is missing"
 grep -q "^server: received [0-9]* of [0-9]* corrupt 0 out_of_order 0" "$WORK/client.log" ||
   fail "the server's account: $(grep '^server:' "$WORK/client.log")"
