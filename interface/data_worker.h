@@ -2,7 +2,7 @@
 // N queues of a multi-queue TUN, the first by the event loop as always, the
 // other N-1 each by a DataWorker on a thread of its own with a send queue
 // of its own (transport/port.h, UdSendQueue: a send ring of its own on the
-// soft port's socket), so that reading the TUN and sending to the fabric, the bulk of
+// soft port's socket, a send-only UD QP on an HCA), so that reading the TUN and sending to the fabric, the bulk of
 // a datagram's cost, run on several cores.
 //
 // Division of labour:
@@ -13,9 +13,10 @@
 //    it (DataPlane::publish);
 //  - a worker reads its queue, and for each datagram (TSO super-packets cut
 //    by the queue) whose next hop the snapshot holds, sends the IPoIB frame
-//    itself as the interface's UD QP (same source QPN: peers see one
-//    sender, so their neighbour entries and our own-multicast filter need
-//    nothing new);
+//    itself as the interface's UD QP (on the soft port with the same
+//    source QPN; on an HCA from a send-only QP of its own, whose number
+//    peers see: docs/ipoib-engine.md, "Data threads", says why nothing
+//    needs it to be the interface's);
 //  - everything else (unresolved next hops, multicast and broadcast, IGMP,
 //    ND and MLD, datagrams too big for UD, connected-mode peers) goes back
 //    to the loop through the MissQueue, a bounded queue (kMaxItems,

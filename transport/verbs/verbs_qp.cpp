@@ -156,12 +156,16 @@ expected<QpPtr, Error> VerbsUdQp::create_qp_with_fresh_qpn() {
 }
 
 expected<void, Error> VerbsUdQp::bring_to_rts(ibv_qp* qp) const {
-    const std::string what = " (QP " + std::to_string(qp->qp_num) + " on " + device_->where() + ")";
+    return bring_ud_to_rts(*device_, qp, config_.pkey_index, config_.qkey);
+}
+
+expected<void, Error> bring_ud_to_rts(const DeviceState& dev, ibv_qp* qp, std::uint16_t pkey_index, std::uint32_t qkey) {
+    const std::string what = " (QP " + std::to_string(qp->qp_num) + " on " + dev.where() + ")";
     ibv_qp_attr attr{};
     attr.qp_state = IBV_QPS_INIT;
-    attr.pkey_index = config_.pkey_index;
-    attr.port_num = device_->port_num;
-    attr.qkey = config_.qkey;
+    attr.pkey_index = pkey_index;
+    attr.port_num = dev.port_num;
+    attr.qkey = qkey;
     // A Q_Key with the high bit set is a controlled one: Linux lets only
     // CAP_NET_RAW set it on a QP, so EPERM here means "not privileged".
     if (int rc = ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY); rc != 0)

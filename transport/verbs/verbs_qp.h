@@ -56,6 +56,10 @@ private:
     std::size_t slot_size_ = 0;
 };
 
+// A UD QP through INIT (P_Key index, the device's port, Q_Key), RTR and
+// RTS; each failure names the transition and the QP.
+expected<void, Error> bring_ud_to_rts(const DeviceState& dev, ibv_qp* qp, std::uint16_t pkey_index, std::uint32_t qkey);
+
 // The work request for a UD send of `req` whose payload is already in
 // `slot` of a ring registered with `lkey`: signalled, SEND or SEND with
 // immediate, a controlled remote Q_Key replaced by `qp_qkey`. `next` is

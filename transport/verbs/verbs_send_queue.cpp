@@ -60,7 +60,7 @@ VerbsSendQueue::~VerbsSendQueue() {
 void VerbsSendQueue::release_all() {
     free_.clear();
     for (std::uint32_t i = depth_; i-- > 0;) {  // popped from the back: slot 0 first
-        slots_[i] = Slot{};
+        slots_[i].reset();
         free_.push_back(i);
     }
 }
@@ -88,20 +88,7 @@ bool VerbsSendQueue::become(const SendAs& as) {
     init.qp_type = IBV_QPT_UD;
     init.sq_sig_all = 1;
     QpPtr qp(ibv_create_qp(dev.pd.get(), &init));
-    if (!qp) return false;
-    ibv_qp_attr attr{};
-    attr.qp_state = IBV_QPS_INIT;
-    attr.pkey_index = as.pkey_index;
-    attr.port_num = dev.port_num;
-    attr.qkey = as.qkey;
-    if (ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) != 0) return false;
-    attr = ibv_qp_attr{};
-    attr.qp_state = IBV_QPS_RTR;
-    if (ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE) != 0) return false;
-    attr = ibv_qp_attr{};
-    attr.qp_state = IBV_QPS_RTS;
-    attr.sq_psn = 0;
-    if (ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE | IBV_QP_SQ_PSN) != 0) return false;
+    if (!qp || !bring_ud_to_rts(dev, qp.get(), as.pkey_index, as.qkey)) return false;
     qp_ = std::move(qp);
     return true;
 }
@@ -122,7 +109,7 @@ void VerbsSendQueue::reap() {
                 counters_.add(counters_.dropped);
                 if (wc.status != IBV_WC_WR_FLUSH_ERR) tried_ = false;
             }
-            slots_[slot] = Slot{};  // drops the send's AH reference
+            slots_[slot].reset();  // drops the send's AH reference
             free_.push_back(slot);
         }
         if (static_cast<std::size_t>(got) < wcs_.size()) return;
@@ -173,10 +160,10 @@ std::size_t VerbsSendQueue::send(const SendAs& as, std::span<const SendRequest> 
         }
         const std::uint32_t slot = free_.back();
         free_.pop_back();
-        slots_[slot] = Slot{std::move(*ah)};
+        slots_[slot] = std::move(*ah);
         if (!req.payload.empty()) std::memcpy(ring_.slot(slot), req.payload.data(), req.payload.size());
         ibv_send_wr& wr = wrs_[built];
-        fill_ud_send(wr, sges_[built], slot, req, ring_.slot(slot), ring_.lkey(), slots_[slot].ah.get(), as.qkey);
+        fill_ud_send(wr, sges_[built], slot, req, ring_.slot(slot), ring_.lkey(), slots_[slot].get(), as.qkey);
         if (built > 0) wrs_[built - 1].next = &wr;
         ++built;
     }
@@ -189,7 +176,7 @@ std::size_t VerbsSendQueue::send(const SendAs& as, std::span<const SendRequest> 
         const std::size_t posted = bad ? static_cast<std::size_t>(bad - wrs_.data()) : 0;
         for (std::size_t i = posted; i < built; ++i) {
             const auto slot = static_cast<std::uint32_t>(wrs_[i].wr_id);
-            slots_[slot] = Slot{};
+            slots_[slot].reset();
             free_.push_back(slot);
         }
         counters_.add(counters_.dropped, built - posted);

@@ -68,10 +68,6 @@ public:
     const SendQueueCounters& counters() const override { return counters_; }
 
 private:
-    struct Slot {
-        AhPtr ah;  // held until the send's completion is reaped
-    };
-
     explicit VerbsSendQueue(std::shared_ptr<DeviceState> device) : device_(std::move(device)) {}
     expected<void, Error> init();
     // Makes the QP for `as` (destroying the one before); false when it
@@ -87,7 +83,7 @@ private:
     std::uint32_t depth_ = 0;
     CqPtr cq_;
     RegisteredRing ring_;
-    std::vector<Slot> slots_;
+    std::vector<AhPtr> slots_;  // by slot: the AH its send uses, held until the completion is reaped
     std::vector<std::uint32_t> free_;
     std::vector<ibv_send_wr> wrs_;
     std::vector<ibv_sge> sges_;
