@@ -1232,8 +1232,9 @@ namespace {
 // the retry count (7) never runs out. A million messages over 50 seeds of
 // this (20,000 each; late packets up to 3 ms in 40, 12 ms in 10) did not
 // run out once, where scenario rc_faults under ASan did in one CI run on
-// this machine of 2026-11-27: what ran out there was not the engine on a
-// slow wire, but a stall longer than the eight timeouts (67 ms).
+// this machine of 2026-11-27: that points at a stall longer than eight
+// timeouts (67 ms), or at the soft port around the engine, not at its
+// retry rules.
 struct RcSlowWire : RcPair, ::testing::WithParamInterface<std::uint64_t> {};
 
 TEST_P(RcSlowWire, EightOutstandingMixedOverASlowLossyWire) {
