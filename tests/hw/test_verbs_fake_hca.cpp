@@ -173,6 +173,25 @@ TEST_F(FakeHca, QpConfigIsChecked) {
     EXPECT_EQ(limited.qkey(), kQKey);
 }
 
+// The SM flips our partition's membership at the QP's index (full to
+// limited): the engine keeps the QP (the index holds its partition still),
+// and the P_Key it reports, which the data threads send as, follows once the
+// port is queried, as the engine does on the pkey_change.
+TEST_F(FakeHca, AQpReportsTheP_KeyItsIndexHoldsNow) {
+    open();
+    UdQp& q = qp(16, 16, 1);
+    ASSERT_EQ(q.pkey(), 0x8001);
+    fake_verbs::config().pkeys[1] = 0x0001;
+    fake_verbs::raise_async_event(IBV_EVENT_PKEY_CHANGE, 1);
+    port_->process();
+    std::array<PortEvent, 2> events;
+    ASSERT_EQ(port_->poll_events(events), 1u);
+    ASSERT_EQ(events[0], PortEvent::pkey_change);
+    ASSERT_EQ(port_->attributes().pkey_table[1], 0x0001);
+    EXPECT_EQ(q.pkey(), 0x0001) << "the limited key, not the full one it was made with";
+    EXPECT_EQ(q.pkey_index(), 1);
+}
+
 TEST_F(FakeHca, QpnsAreNotReusedWhileThePortLives) {
     fake_verbs::reset(fake_verbs::Config{.reuse_qpns = true});
     open();

@@ -18,6 +18,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "common/unique_fd.h"
 #include "transport/port.h"
@@ -94,6 +95,10 @@ struct DeviceState {
     // Atomic: the data threads' send queues (verbs_send_queue.h) read them.
     std::atomic<PortState> state{PortState::down};
     std::atomic<ib::Mtu> active_mtu{ib::Mtu::mtu256};
+    // The P_Key table as last queried (every attributes() query, so every
+    // pkey_change the engine handles): what a UD QP reports as its P_Key.
+    // The event loop's only.
+    std::vector<std::uint16_t> pkey_table;
 
     // QPNs handed out on this port, so a QPN the HCA reuses is never handed
     // out twice (port.h: QPNs are not reused while the port lives).

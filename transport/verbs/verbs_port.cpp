@@ -175,6 +175,7 @@ expected<PortAttributes, Error> VerbsPort::query() const {
 
     dev.state = a.state;
     dev.active_mtu = a.active_mtu;
+    dev.pkey_table = a.pkey_table;
     return a;
 }
 
@@ -206,7 +207,7 @@ expected<std::unique_ptr<UdQp>, Error> VerbsPort::create_ud_qp(const UdQpConfig&
     if (config.pkey_index >= table.size() || table[config.pkey_index] == 0)
         return unexpected(Error{Errc::bad_pkey_index, "P_Key index " + std::to_string(config.pkey_index) + " is empty in a " +
                                                           std::to_string(table.size()) + "-entry table"});
-    return VerbsUdQp::create(device_, config, table[config.pkey_index]);
+    return VerbsUdQp::create(device_, config);
 }
 
 expected<std::unique_ptr<RcQueuePair>, Error> VerbsPort::create_rc_qp(std::uint16_t pkey_index) {

@@ -56,15 +56,19 @@ expected<RegisteredRing, Error> RegisteredRing::create(ibv_pd* pd, std::uint32_t
     return ring;
 }
 
+std::uint16_t VerbsUdQp::pkey() const {
+    const auto& table = device_->pkey_table;
+    return config_.pkey_index < table.size() ? table[config_.pkey_index] : 0;
+}
+
 // ---------------------------------------------------------------------------
 // Creation and teardown
 
-VerbsUdQp::VerbsUdQp(std::shared_ptr<DeviceState> device, const UdQpConfig& config, std::uint16_t pkey)
-    : device_(std::move(device)), config_(config), pkey_(pkey) {}
+VerbsUdQp::VerbsUdQp(std::shared_ptr<DeviceState> device, const UdQpConfig& config)
+    : device_(std::move(device)), config_(config) {}
 
-expected<std::unique_ptr<UdQp>, Error> VerbsUdQp::create(std::shared_ptr<DeviceState> device, const UdQpConfig& config,
-                                                         std::uint16_t pkey) {
-    std::unique_ptr<VerbsUdQp> qp(new VerbsUdQp(std::move(device), config, pkey));
+expected<std::unique_ptr<UdQp>, Error> VerbsUdQp::create(std::shared_ptr<DeviceState> device, const UdQpConfig& config) {
+    std::unique_ptr<VerbsUdQp> qp(new VerbsUdQp(std::move(device), config));
     if (auto ok = qp->init(); !ok) return unexpected(ok.error());
     return std::unique_ptr<UdQp>(std::move(qp));
 }

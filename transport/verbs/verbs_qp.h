@@ -70,19 +70,20 @@ void fill_ud_send(ibv_send_wr& wr, ibv_sge& sge, std::uint64_t wr_id, const Send
 class VerbsUdQp final : public UdQp {
 public:
     // Creates the CQ, rings and QP and moves the QP through INIT (P_Key
-    // index, port, Q_Key) -> RTR -> RTS. `pkey` is the P_Key at
-    // config.pkey_index, checked by the caller.
-    static expected<std::unique_ptr<UdQp>, Error> create(std::shared_ptr<DeviceState> device, const UdQpConfig& config,
-                                                         std::uint16_t pkey);
+    // index, port, Q_Key) -> RTR -> RTS. The caller checked that
+    // config.pkey_index holds a P_Key.
+    static expected<std::unique_ptr<UdQp>, Error> create(std::shared_ptr<DeviceState> device, const UdQpConfig& config);
     ~VerbsUdQp() override;
     VerbsUdQp(const VerbsUdQp&) = delete;
     VerbsUdQp& operator=(const VerbsUdQp&) = delete;
 
     std::uint32_t qpn() const override { return qp_->qp_num; }
     std::uint32_t qkey() const override { return config_.qkey; }
-    // The P_Key at the QP's index when it was created. A P_Key table change
-    // is a pkey_change PortEvent; the IPoIB layer answers with a new QP.
-    std::uint16_t pkey() const override { return pkey_; }
+    // The P_Key at the QP's index in the table as last queried (the HCA
+    // sends with whatever the index holds now): a change that leaves the
+    // index alone, a membership flip say, keeps the QP (ipoib/engine.cpp)
+    // and shows here once the engine has queried the port for it.
+    std::uint16_t pkey() const override;
     std::uint16_t pkey_index() const override { return config_.pkey_index; }
 
     // port.h's contract. Refused up front (error if first, else the batch
@@ -117,7 +118,7 @@ private:
         mutable_bytes buffer;
     };
 
-    VerbsUdQp(std::shared_ptr<DeviceState> device, const UdQpConfig& config, std::uint16_t pkey);
+    VerbsUdQp(std::shared_ptr<DeviceState> device, const UdQpConfig& config);
     expected<void, Error> init();
     expected<QpPtr, Error> create_qp_with_fresh_qpn();
     expected<void, Error> bring_to_rts(ibv_qp* qp) const;
@@ -128,7 +129,6 @@ private:
     // Declared in creation order; destroyed in reverse (see verbs_device.h).
     std::shared_ptr<DeviceState> device_;
     UdQpConfig config_;
-    std::uint16_t pkey_;
     CqPtr cq_;
     RegisteredRing send_ring_;
     RegisteredRing receive_ring_;
