@@ -55,16 +55,20 @@ struct RcPair : ::testing::Test {
         rts.sq_psn = psn_b;
         ASSERT_TRUE(b.to_rts(rts));
     }
+    // What each side sends now, after the wire's faults.
+    void output(std::deque<RcPacket>& to_b, std::deque<RcPacket>& to_a) {
+        std::vector<RcPacket> out_a, out_b;
+        a.output(out_a, now);
+        b.output(out_b, now);
+        ab.carry(out_a, to_b);
+        ba.carry(out_b, to_a);
+    }
     // Moves packets and time until nothing is left to do (or `limit`).
     void run(Clock::duration limit = 60s) {
         const auto end = now + limit;
         for (int guard = 0; guard < 1'000'000 && now < end; ++guard) {
-            std::vector<RcPacket> out_a, out_b;
-            a.output(out_a, now);
-            b.output(out_b, now);
             std::deque<RcPacket> to_b, to_a;
-            ab.carry(out_a, to_b);
-            ba.carry(out_b, to_a);
+            output(to_b, to_a);
             const bool moved = !to_a.empty() || !to_b.empty();
             for (const RcPacket& p : to_b) b.receive(p, now);
             for (const RcPacket& p : to_a) a.receive(p, now);
@@ -1285,12 +1289,8 @@ TEST_P(RcSlowWire, EightOutstandingMixedOverASlowLossyWire) {
             }
             ASSERT_TRUE(a.post_send(std::move(wr)));
         }
-        std::vector<RcPacket> out_a, out_b;
-        a.output(out_a, now);
-        b.output(out_b, now);
         std::deque<RcPacket> to_b, to_a;
-        ab.carry(out_a, to_b);
-        ba.carry(out_b, to_a);
+        output(to_b, to_a);
         for (RcPacket& p : to_b) flight.push_back({now + delay(), true, std::move(p)});
         for (RcPacket& p : to_a) flight.push_back({now + delay(), false, std::move(p)});
         std::stable_sort(flight.begin(), flight.end(), [](const InFlight& x, const InFlight& y) { return x.at < y.at; });
