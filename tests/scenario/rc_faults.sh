@@ -15,14 +15,19 @@
 #     after its retries, and the client says so and exits 1 (no crash, no
 #     hang), while the fabric keeps serving.
 #
-# The local ACK timeout is 8 ms (--timeout 11): at 1 ms, under the
+# The local ACK timeout is 17 ms (--timeout 12): at 1 ms, under the
 # sanitizers, round trips outgrew the timer, spurious timeouts (7,300 of
 # them) fed go-back-N retransmissions to a slowed responder until eight
 # expired in a row and the retry count ran out, as a real HCA with a timeout
 # below its path's round trip would. At 4 ms a CI run on 96e25fa ran out
 # too, mostly because the engine then took a retry for every NAK and read
-# gap that crossed a retry on its way (fixed in 34f9520); 8 ms leaves the
-# retries 67 ms of a stalled peer or fabric on a loaded machine.
+# gap that crossed a retry on its way (fixed in 34f9520). At 8 ms one run of
+# 71bb6a5 under ASan ran out on this machine (1 of some 20): eight timeouts
+# are 67 ms, and a peer or the fabric stalled that long on a loaded 2-CPU
+# machine while the client ran, since the engine alone, under this load on
+# a wire whose packets come up to 12 ms late, never ran out in a million
+# messages (RcSlowWire in test_rc_qp.cpp). 17 ms gives such a stall 134 ms,
+# for some 9 s more of this run under ASan (1,400 timeouts).
 #
 # scenario/rc_faults.sh BIN_DIR
 set -euo pipefail
@@ -51,7 +56,7 @@ SERVER=${PIDS[-1]}
 rc=0
 ip netns exec "$C" timeout 240 "$BIN/ibrcperf" client --fabric "$FABRIC" --instance rc-client \
   --connect 198.18.105.1:18515 --test mixed --count 100000 --size 12:1800 --mtu 512 --depth 8 \
-  --timeout 11 --seed 20 >"$WORK/client.log" 2>&1 || rc=$?
+  --timeout 12 --seed 20 >"$WORK/client.log" 2>&1 || rc=$?
 # On failure the client's own lines and every counter of its RC engine
 # (a run of timeouts tells a stalled peer from a lost packet).
 [ "$rc" -eq 0 ] || fail "the client failed (exit $rc): $(grep -E '^(client|ibrcperf|connected|retransmitted|rc )' "$WORK/client.log" | tail -n 40)"
