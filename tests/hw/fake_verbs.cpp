@@ -567,7 +567,10 @@ void complete_sends() {
         push_entry(e.qp->qp.send_cq, e);
     }
 }
-const Stats& stats() { return world().stats; }
+Stats stats() {
+    const Guard guard(world_mutex());
+    return world().stats;
+}
 
 void raise_async_event(ibv_event_type type, std::uint8_t port) {
     const Guard guard(world_mutex());

@@ -78,8 +78,13 @@ struct Stats {
 void reset(const Config& config = Config{});
 // Puts the held-back UD send completions in their CQs.
 void complete_sends();
+// The configuration in force, to change between calls: it is read and
+// written without the library's lock, so only while no other thread is in
+// the library.
 Config& config();
-const Stats& stats();
+// A copy of the counters, taken under the lock (a data thread may be
+// sending meanwhile).
+Stats stats();
 
 // Queues an asynchronous event on every open context (port events name
 // `port`), as the kernel does for an SM or link change.
