@@ -467,6 +467,19 @@ protected:
     std::unique_ptr<UdSendQueue> queue_;
 };
 
+// `bytes` counts whole packets as the soft port does: an immediate's ImmDt
+// header and the payload's padding too.
+TEST_F(FakeHcaSendQueue, CountsTheBytesOfWholePackets) {
+    make();
+    const auto payload = pattern(13, 3);
+    SendRequest req = to_self(*receiver_, payload);
+    req.immediate = 0xC0DE;
+    ASSERT_EQ(queue_->send(as(), std::array{req}), 1u);
+    queue_->flush();
+    EXPECT_EQ(received().size(), 1u);
+    EXPECT_EQ(queue_->counters().bytes.load(), 8u + 12 + 8 + 4 + 16 + 4 + 2);  // LRH BTH DETH ImmDt, 13 padded, ICRC VCRC
+}
+
 // A data thread's packets leave from a send-only QP of the queue's own: the
 // payload arrives whole with the Q_Key and P_Key of the QP it sends as,
 // from a source QPN of its own (an HCA cannot send as another QP).

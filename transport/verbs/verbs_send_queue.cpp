@@ -1,7 +1,7 @@
 #include "transport/verbs/verbs_send_queue.h"
 
-#include "transport/wire/crc.h"
-#include "transport/wire/headers.h"
+#include "transport/wire/opcodes.h"
+#include "transport/wire/packet.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -13,13 +13,15 @@ namespace {
 
 constexpr std::size_t kReapBatch = 32;
 
-// What a UD packet of `req` weighs on the wire: LRH, GRH if any, BTH,
-// DETH, the payload padded to 4 bytes, ICRC and VCRC (what the soft port
-// counts in `bytes`).
+// What a UD packet of `req` weighs on the wire (what the soft port counts
+// in `bytes`): the size of the packet it would build, headers, padding and
+// CRCs included.
 std::uint64_t wire_size(const SendRequest& req) {
-    const std::size_t payload = (req.payload.size() + 3) / 4 * 4;
-    return ib::Lrh::size + (req.ah.grh ? ib::Grh::size : 0) + ib::Bth::size + ib::Deth::size + payload + ib::kIcrcSize +
-           ib::kVcrcSize;
+    ib::PacketSpec spec;
+    if (req.ah.grh) spec.grh.emplace();
+    spec.bth.opcode = req.immediate ? ib::op::ud_send_only_imm : ib::op::ud_send_only;
+    spec.payload = req.payload;
+    return ib::packet_size(spec);
 }
 
 }  // namespace
