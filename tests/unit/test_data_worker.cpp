@@ -305,16 +305,22 @@ std::map<std::string, std::uint64_t> counters_of(const DataWorker& w) {
     return c.v;
 }
 
-TEST(DataWorker, SendsWhatTheSnapshotCoversAndHandsBackTheRest) {
-    auto queue = std::make_unique<FakeQueue>();
-    auto send = std::make_unique<FakeSend>();
-    FakeQueue& q = *queue;
-    FakeSend& s = *send;
-    auto plane = std::make_shared<DataPlane>();
+// A worker on a fake TUN queue and send queue, with a snapshot that covers
+// `peer` (QPN 0x99, LID 7) for the next hour; a test sets its fakes up, then
+// starts it.
+struct DataWorkerOnFakes : ::testing::Test {
+    std::unique_ptr<FakeQueue> queue_ = std::make_unique<FakeQueue>();
+    std::unique_ptr<FakeSend> send_ = std::make_unique<FakeSend>();
+    FakeQueue& q = *queue_;
+    FakeSend& s = *send_;
     const IpAddress peer = IpAddress::v4({198, 18, 0, 2});
-    const auto later = std::chrono::steady_clock::now() + std::chrono::hours(1);
-    plane->publish(snapshot_with(peer, 0x99, 7, later));
-    DataWorker w(std::move(queue), std::move(send), plane, 64);
+    const std::chrono::steady_clock::time_point later = std::chrono::steady_clock::now() + std::chrono::hours(1);
+    std::shared_ptr<DataPlane> plane = std::make_shared<DataPlane>();
+    DataWorker w{std::move(queue_), std::move(send_), plane, 64};
+    DataWorkerOnFakes() { plane->publish(snapshot_with(peer, 0x99, 7, later)); }
+};
+
+TEST_F(DataWorkerOnFakes, SendsWhatTheSnapshotCoversAndHandsBackTheRest) {
     ASSERT_TRUE(w.start());
 
     q.put(udp4({198, 18, 0, 2}));
@@ -399,16 +405,8 @@ TEST(DataWorker, SendsWhatTheSnapshotCoversAndHandsBackTheRest) {
 // A datagram the send queue would not take (refused, or failed: an HCA
 // queue without its QP) goes back to the loop, which sends it from the
 // interface's QP or drops it with its own reason: none is lost unseen.
-TEST(DataWorker, WhatTheSendQueueWouldNotTakeGoesBackToTheLoop) {
-    auto queue = std::make_unique<FakeQueue>();
-    auto send = std::make_unique<FakeSend>();
-    FakeQueue& q = *queue;
-    FakeSend& s = *send;
+TEST_F(DataWorkerOnFakes, WhatTheSendQueueWouldNotTakeGoesBackToTheLoop) {
     s.refuse_next = 2;
-    auto plane = std::make_shared<DataPlane>();
-    const auto later = std::chrono::steady_clock::now() + std::chrono::hours(1);
-    plane->publish(snapshot_with(IpAddress::v4({198, 18, 0, 2}), 0x99, 7, later));
-    DataWorker w(std::move(queue), std::move(send), plane, 64);
     ASSERT_TRUE(w.start());
     for (int i = 0; i < 3; ++i) q.put(udp4({198, 18, 0, 2}));
     ASSERT_TRUE(wait_for([&] {
@@ -428,16 +426,8 @@ TEST(DataWorker, WhatTheSendQueueWouldNotTakeGoesBackToTheLoop) {
 
 // What the kernel would not take is flushed again when the socket is
 // writable, with no new datagram to wake the worker.
-TEST(DataWorker, SendsTheKernelRefusedLeaveWhenItHasRoom) {
-    auto queue = std::make_unique<FakeQueue>();
-    auto send = std::make_unique<FakeSend>();
-    FakeQueue& q = *queue;
-    FakeSend& s = *send;
+TEST_F(DataWorkerOnFakes, SendsTheKernelRefusedLeaveWhenItHasRoom) {
     s.refusals = 3;
-    auto plane = std::make_shared<DataPlane>();
-    const IpAddress peer = IpAddress::v4({198, 18, 0, 2});
-    plane->publish(snapshot_with(peer, 0x99, 7, std::chrono::steady_clock::now() + std::chrono::hours(1)));
-    DataWorker w(std::move(queue), std::move(send), plane, 64);
     ASSERT_TRUE(w.start());
     q.put(udp4({198, 18, 0, 2}));
     ASSERT_TRUE(wait_for([&] { return s.refusals.load() == 0; }));
@@ -450,15 +440,8 @@ TEST(DataWorker, SendsTheKernelRefusedLeaveWhenItHasRoom) {
 // Busy polling ([daemon] busy-poll): off, a worker sleeps between
 // datagrams; on, it polls without sleeping for the window after each read,
 // then sleeps again. Set from another thread while the worker runs.
-TEST(DataWorker, BusyPollsForTheWindowAfterADatagramThenSleeps) {
+TEST_F(DataWorkerOnFakes, BusyPollsForTheWindowAfterADatagramThenSleeps) {
     using namespace std::chrono_literals;
-    auto queue = std::make_unique<FakeQueue>();
-    auto send = std::make_unique<FakeSend>();
-    FakeQueue& q = *queue;
-    FakeSend& s = *send;
-    auto plane = std::make_shared<DataPlane>();
-    plane->publish(snapshot_with(IpAddress::v4({198, 18, 0, 2}), 0x99, 7, std::chrono::steady_clock::now() + 1h));
-    DataWorker w(std::move(queue), std::move(send), plane, 64);
     ASSERT_TRUE(w.start());
     const auto sent = [&](std::size_t n) {
         return wait_for([&] {
