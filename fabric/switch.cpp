@@ -65,6 +65,19 @@ void Switch::on_datagram(const SocketAddress& from, bytes datagram, Clock::time_
     }
     ++ports_[*port].rx_iba_packets;
     ports_[*port].rx_bytes += datagram.size();
+    if (lrh->vl != ib::kVl15) {
+        // Only SMPs before the SM made the port ACTIVE, and only the LIDs
+        // the SM gave it (header comment, 5).
+        if (!ports_[*port].active) {
+            count(SwitchDrop::port_not_active);
+            return;
+        }
+        const auto source = lft_.find(lrh->slid);
+        if (source == lft_.end() || source->second != *port) {
+            count(SwitchDrop::slid_not_port);
+            return;
+        }
+    }
     if (lrh->dlid == lid() || lrh->dlid == ib::kLidPermissive) {
         to_management(datagram, *port);
         return;
@@ -241,15 +254,17 @@ std::optional<std::uint16_t> packet_pkey(bytes datagram, const ib::Lrh& lrh) {
 
 }  // namespace
 
-bool Switch::pkey_allowed(std::uint8_t port, std::uint16_t pkey) const {
-    // The P_Key's low 15 bits must be in the port's table. The membership
-    // bit is not the switch's business: a limited member's own packets
-    // carry its limited key, and whether two limited members may talk is
-    // decided by the receiving CA port (IBA 10.9.3).
+bool Switch::pkey_allowed(std::uint8_t port, std::uint16_t pkey, bool inbound) const {
+    // The P_Key's low 15 bits must be in the port's table (IBA 10.9.2).
+    // Whether two limited members may talk is decided by the receiving CA
+    // port (IBA 10.9.3), which trusts the membership bit of the packet: an
+    // HCA takes it from the table its SM set, a soft port could write any.
+    // So inbound, the bit may not claim more than the table gives.
     const std::uint16_t key = pkey & 0x7FFF;
     if (key == 0) return false;  // the invalid P_Key
+    const bool claims_full = (pkey & 0x8000) != 0;
     for (std::uint16_t entry : sma_ports_[port].p_keys)
-        if ((entry & 0x7FFF) == key) return true;
+        if ((entry & 0x7FFF) == key && (!inbound || !claims_full || (entry & 0x8000))) return true;
     return false;
 }
 
@@ -261,7 +276,7 @@ void Switch::forward(bytes datagram, const ib::Lrh& lrh, std::uint8_t in_port, C
     const bool partitioned = lrh.vl != ib::kVl15 && (lrh.lnh == ib::Lnh::iba_local || lrh.lnh == ib::Lnh::iba_global);
     if (partitioned && in_port != 0 && enforcing(in_port, true)) {
         pkey = packet_pkey(datagram, lrh);
-        if (!pkey || !pkey_allowed(in_port, *pkey)) {
+        if (!pkey || !pkey_allowed(in_port, *pkey, true)) {
             ++ports_[in_port].rx_pkey_drops;
             if (sma_ports_[in_port].info.p_key_violations < 0xFFFF) ++sma_ports_[in_port].info.p_key_violations;
             count(SwitchDrop::pkey_inbound);
@@ -269,9 +284,13 @@ void Switch::forward(bytes datagram, const ib::Lrh& lrh, std::uint8_t in_port, C
         }
     }
     auto egress_allowed = [&](std::uint8_t out) {
+        if (lrh.vl != ib::kVl15 && port_up(out) && !ports_[out].active) {  // header comment, 5
+            count(SwitchDrop::port_not_active);
+            return false;
+        }
         if (!partitioned || !enforcing(out, false)) return true;
         if (!pkey) pkey = packet_pkey(datagram, lrh);
-        if (pkey && pkey_allowed(out, *pkey)) return true;
+        if (pkey && pkey_allowed(out, *pkey, false)) return true;
         ++ports_[out].tx_pkey_drops;
         count(SwitchDrop::pkey_outbound);
         return false;
@@ -308,6 +327,31 @@ void Switch::forward(bytes datagram, const ib::Lrh& lrh, std::uint8_t in_port, C
     if (hints_allowed() && now != Clock::time_point{}) maybe_send_hint(in_port, it->second, lrh.dlid, now);
 }
 
+std::optional<std::vector<std::uint16_t>> Switch::cut_through_keys(std::uint8_t in_port, std::uint8_t out_port) const {
+    const bool in = enforcing(in_port, true), out = enforcing(out_port, false);
+    if (!in && !out) return std::nullopt;
+    std::vector<std::uint16_t> keys;
+    auto add = [&](std::uint16_t key) {
+        if ((key & 0x7FFF) == 0) return;
+        for (std::uint16_t& k : keys)
+            if ((k & 0x7FFF) == (key & 0x7FFF)) {
+                k |= key & 0x8000;
+                return;
+            }
+        keys.push_back(key);
+    };
+    if (in) {
+        // What the ingress port may send, with its membership, that the
+        // egress port (when it enforces) lets out.
+        for (std::uint16_t key : sma_ports_[in_port].p_keys)
+            if (!out || pkey_allowed(out_port, key, false)) add(key);
+    } else {
+        // Any membership: the switch would not look at the bit.
+        for (std::uint16_t key : sma_ports_[out_port].p_keys) add(static_cast<std::uint16_t>(key | 0x8000));
+    }
+    return keys;
+}
+
 void Switch::maybe_send_hint(std::uint8_t in_port, std::uint8_t out_port, std::uint16_t dlid, Clock::time_point now) {
     if (in_port == out_port || !port_up(in_port) || !port_up(out_port)) return;
     auto& last = hints_sent_[{in_port, dlid}];
@@ -320,6 +364,14 @@ void Switch::answer_route_request(std::uint8_t in_port, std::uint8_t out_port, s
                                   std::uint64_t nonce, Clock::time_point now) {
     if (in_port == out_port || !port_up(in_port) || !port_up(out_port)) {
         count(SwitchDrop::bad_route_request);
+        return;
+    }
+    // A direct path skips this switch's checks: only between ACTIVE ports
+    // that share a partition, and the permit says what the destination may
+    // take (header comment, 5).
+    const auto keys = cut_through_keys(in_port, out_port);
+    if (!ports_[in_port].active || !ports_[out_port].active || (keys && keys->empty())) {
+        count(SwitchDrop::route_refused);
         return;
     }
     hints_sent_[{in_port, dlid}] = now;
@@ -515,10 +567,13 @@ const char* to_string(SwitchDrop d) {
         case SwitchDrop::sma_dropped: return "sma_dropped";
         case SwitchDrop::pkey_inbound: return "pkey_inbound";
         case SwitchDrop::pkey_outbound: return "pkey_outbound";
+        case SwitchDrop::port_not_active: return "port_not_active";
+        case SwitchDrop::slid_not_port: return "slid_not_port";
         case SwitchDrop::management_malformed: return "management_malformed";
         case SwitchDrop::management_no_agent: return "management_no_agent";
         case SwitchDrop::dr_discarded: return "dr_discarded";
         case SwitchDrop::bad_route_request: return "bad_route_request";
+        case SwitchDrop::route_refused: return "route_refused";
         case SwitchDrop::admission_rate: return "admission_rate";
         case SwitchDrop::admission_pending: return "admission_pending";
         case SwitchDrop::count_: break;

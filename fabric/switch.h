@@ -19,6 +19,15 @@
 //    MFT: the forwarding tables are programmed only through it); SMInfo,
 //    traps, responses and QP1 go to the local agents (SM, SA) through
 //    ManagementSink.
+// 5. Only the fabric manages a port: a real HCA sends with the LID and the
+//    P_Keys its SM gave it, a soft port could write anything. So every
+//    packet but an SMP (VL15) passes only from and to ports the SM made
+//    ACTIVE, with an SLID the forwarding table routes to its ingress port,
+//    and, where partition enforcement is on, with a P_Key of the ingress
+//    port's table claiming no more than the membership the table gives
+//    (a limited member cannot write the full bit). Cut-through routes
+//    (route_hint.h) are granted only between ACTIVE ports, and the permit
+//    names the LIDs and P_Keys the destination may take from the requester.
 // Every drop is counted by SwitchDrop.
 //
 // Admission of new ports, per source host (IP address, any UDP port): at
@@ -63,11 +72,14 @@ enum class SwitchDrop : std::uint8_t {
     sma_dropped,         // an SMP request the switch's SMA does not answer (a response, a TrapRepress, bad M_Key)
     management_no_agent,   // nobody on port 0 serves that QP
     dr_discarded,        // the directed-route hop rules refused it
-    bad_route_request,   // a cut-through route request that is malformed, for no route, or refused
+    bad_route_request,   // a cut-through route request that is malformed or for no route
+    route_refused,       // a route request between ports not both ACTIVE, or that share no partition
     admission_rate,      // a new port from a host over its admission rate
     admission_pending,   // a new port from a host with max_pending_per_host ports not yet ACTIVE
     pkey_inbound,        // partition enforcement: the ingress port's P_KeyTable lacks the packet's P_Key
     pkey_outbound,       // partition enforcement: an egress port's P_KeyTable lacks it (that copy dropped)
+    port_not_active,     // a packet other than an SMP from or to a port the SM has not made ACTIVE
+    slid_not_port,       // a packet other than an SMP whose SLID the forwarding table does not route to its ingress port
     count_
 };
 inline constexpr std::size_t kSwitchDropCount = static_cast<std::size_t>(SwitchDrop::count_);
@@ -249,8 +261,9 @@ private:
     std::uint16_t set_port_info(std::uint8_t port, const ib::PortInfo& requested);
     void send_sma_reply(ib::Smp reply, const ib::Packet& request);
     // Partition enforcement (IBA 10.9.2): may a packet with this P_Key pass
-    // `port` (its P_KeyTable, as the SM set it)?
-    bool pkey_allowed(std::uint8_t port, std::uint16_t pkey) const;
+    // `port` (its P_KeyTable, as the SM set it)? Inbound, the packet may
+    // not claim full membership where the table gives a limited one.
+    bool pkey_allowed(std::uint8_t port, std::uint16_t pkey, bool inbound) const;
     bool enforcing(std::uint8_t port, bool inbound) const {
         const ib::PortInfo& pi = sma_ports_[port].info;
         return inbound ? pi.partition_enforcement_inbound : pi.partition_enforcement_outbound;
@@ -267,6 +280,10 @@ private:
     void on_link_packet(const SocketAddress& from, bytes datagram, Clock::time_point now);
     // `now` unset: a management packet (no cut-through hint).
     void forward(bytes datagram, const ib::Lrh& lrh, std::uint8_t in_port, Clock::time_point now = {});
+    // The P_Keys (with the ingress port's membership) a packet from
+    // `in_port` to `out_port` may carry past this switch's partition
+    // enforcement; nullopt: any (neither port enforces).
+    std::optional<std::vector<std::uint16_t>> cut_through_keys(std::uint8_t in_port, std::uint8_t out_port) const;
     void maybe_send_hint(std::uint8_t in_port, std::uint8_t out_port, std::uint16_t dlid, Clock::time_point now);
     void send_hint(std::uint8_t in_port, std::uint8_t out_port, std::uint16_t dlid, std::uint64_t nonce);
     void forget_hints(std::uint8_t port);

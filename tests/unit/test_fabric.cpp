@@ -363,6 +363,150 @@ TEST_F(FabricTest, TheSwitchEnforcesPartitionsOnItsPorts) {
     EXPECT_EQ(sm->ports().at(3).phase, SmPortPhase::active);
 }
 
+// A UD packet as a port would write it, any field the test likes.
+Wire ud_packet(std::uint16_t slid, std::uint16_t dlid, std::uint16_t pkey, std::uint32_t qpn, std::uint32_t qkey) {
+    Wire payload(16, 0x5A);
+    ib::PacketSpec spec;
+    spec.lrh.dlid = dlid;
+    spec.lrh.slid = slid;
+    spec.bth.opcode = ib::op::ud_send_only;
+    spec.bth.pkey = pkey;
+    spec.bth.dest_qp = qpn;
+    spec.ext.deth = {qkey, 0x49};
+    spec.payload = payload;
+    Wire wire(ib::packet_size(spec));
+    EXPECT_TRUE(ib::build_packet(spec, wire));
+    return wire;
+}
+
+// Only the fabric manages a port: a port the SM has not made ACTIVE (here
+// one that ignores SMPs) sends and receives nothing but SMPs, and an ACTIVE
+// port sends only with the LID the SM gave it.
+TEST_F(FabricTest, OnlyActivePortsWithTheirOwnLidsPassData) {
+    ASSERT_NO_FATAL_FAILURE(start_storage_partitions());
+    Ca a(net, 1, 0xA1), b(net, 2, 0xB2);
+    plug(a);
+    plug(b);
+    Ca x(net, 4, 0xEE);
+    x.answers = false;
+    plug(x);
+    advance(std::chrono::milliseconds(200));
+    ASSERT_NE(sm->ports().at(3).phase, SmPortPhase::active);
+    const std::uint16_t lid_a = a.port.core().attributes().lid, lid_b = b.port.core().attributes().lid;
+    auto qa = *a.port.core().create_ud_qp({.qkey = 7, .pkey_index = 1});  // 0x8001
+    Wire buf(transport::kGrhSlotSize + 64);
+    const transport::ReceiveBuffer rb[] = {{1, buf}, {2, buf}};
+    qa->post_receive(rb);
+    const auto drops = [&](SwitchDrop d) { return sw->counters().dropped_for(d); };
+    // X, in INIT, with a made-up LID and a P_Key it does not hold.
+    net.up.emplace_back(x.address, ud_packet(0x55, lid_a, 0x8001, qa->qpn(), 7));
+    run();
+    EXPECT_EQ(drops(SwitchDrop::port_not_active), 1u);
+    // B, ACTIVE, writing A's LID as its source (to A itself, and to B's own QP).
+    net.up.emplace_back(b.address, ud_packet(lid_a, lid_a, 0xFFFF, qa->qpn(), 7));
+    net.up.emplace_back(b.address, ud_packet(lid_a, lid_b, 0xFFFF, 0x48, 7));
+    run();
+    EXPECT_EQ(drops(SwitchDrop::slid_not_port), 2u);
+    transport::Completion wc[2];
+    EXPECT_EQ(qa->poll(wc), 0u);
+    // The real thing passes: A's own LID, a key it holds.
+    std::uint64_t forwarded = sw->counters().forwarded;
+    net.up.emplace_back(a.address, ud_packet(lid_a, lid_b, 0x8001, 0x48, 7));
+    run();
+    EXPECT_EQ(sw->counters().forwarded, forwarded + 1);
+    // Nor does X receive data: of a group's copies, X's stops at its switch
+    // port (SMPs still reach it: the SM keeps asking).
+    sw->set_multicast_ports(0xC010, {1, 2, 3});
+    forwarded = sw->counters().forwarded;
+    net.up.emplace_back(a.address, ud_packet(lid_a, 0xC010, 0xFFFF, 0xFFFFFF, 7));
+    run();
+    EXPECT_EQ(sw->counters().forwarded, forwarded + 2);
+    EXPECT_EQ(drops(SwitchDrop::port_not_active), 2u);
+}
+
+// A real HCA writes the membership bit its table gives; a soft port could
+// write any. B and C are limited members of 0x8001: B claiming full
+// membership would pass C's port (one side full, IBA 10.9.3), so the switch
+// refuses it where B's table says limited.
+TEST_F(FabricTest, ALimitedMemberCannotClaimFullMembership) {
+    auto parts = parse_partitions(
+        "Default=0x7fff, ipoib : ALL=full;\nstorage=0x8001 : 0xA1=full, 0xB2=limited, 0xC3=limited;", "p.conf");
+    ASSERT_TRUE(parts.has_value());
+    sm_config.partitions = *parts;
+    start_fabric();
+    Ca a(net, 1, 0xA1), b(net, 2, 0xB2), c(net, 3, 0xC3);
+    plug(a);
+    plug(b);
+    plug(c);
+    ASSERT_EQ(c.port.core().attributes().pkey_table.at(1), 0x0001);
+    auto qc = *c.port.core().create_ud_qp({.qkey = 7, .pkey_index = 1});
+    Wire buf(transport::kGrhSlotSize + 64);
+    const transport::ReceiveBuffer rb[] = {{1, buf}};
+    qc->post_receive(rb);
+    const std::uint16_t lid_b = b.port.core().attributes().lid, lid_c = c.port.core().attributes().lid;
+    ASSERT_TRUE(b.port.core().transmit_raw(ud_packet(lid_b, lid_c, 0x8001, qc->qpn(), 7)));
+    run();
+    transport::Completion wc[2];
+    EXPECT_EQ(qc->poll(wc), 0u) << "limited B reached limited C by claiming full membership";
+    EXPECT_EQ(sw->counters().dropped_for(SwitchDrop::pkey_inbound), 1u);
+    // With its own limited key, B's packet passes the switch, and C's port
+    // refuses it (both limited).
+    const std::uint64_t forwarded = sw->counters().forwarded;
+    ASSERT_TRUE(b.port.core().transmit_raw(ud_packet(lid_b, lid_c, 0x0001, qc->qpn(), 7)));
+    run();
+    EXPECT_EQ(sw->counters().forwarded, forwarded + 1);
+    EXPECT_EQ(qc->poll(wc), 0u);
+    // A, a full member, reaches C.
+    ASSERT_TRUE(a.port.core().transmit_raw(ud_packet(a.port.core().attributes().lid, lid_c, 0x8001, qc->qpn(), 7)));
+    run();
+    EXPECT_EQ(qc->poll(wc), 1u);
+}
+
+// The SA takes a request's SLID for the requester: B, writing A's LID,
+// must not leave A's own broadcast group for it.
+TEST_F(FabricTest, APortCannotActForAnotherInTheSa) {
+    SaServer sa(SaServerConfig{}, *sw,
+                [this] { return FabricManagement::sa_ports(*sm, 0xFE80000000000000ULL, sm_config.partitions); });
+    FabricManagement m(*sw, *sm, sa);
+    sw->set_management(&m);
+    Ca a(net, 1, 0xA1), b(net, 2, 0xB2);
+    plug(a);
+    plug(b);
+    sa.refresh_forwarding();
+    const std::uint16_t lid_a = a.port.core().attributes().lid;
+    const ib::Gid bcast = *parse_gid("ff12:401b:ffff::ffff:ffff");
+    ib::Gid gid_a{};
+    store_be64(gid_a.data(), 0xFE80000000000000ULL);
+    store_be64(gid_a.data() + 8, 0xA1);
+    auto sa_packet = [&](std::uint16_t slid, std::uint8_t method) {
+        sa::McMemberQuery q;
+        q.set_mgid(bcast).set_port_gid(gid_a).set_join_state(sa::join_state::full_member);
+        auto mad = q.request(method, 0x77);
+        EXPECT_TRUE(mad.has_value());
+        std::vector<std::uint8_t> payload(sa::kSaMadSize);
+        mad->write_to(payload.data());
+        ib::PacketSpec spec;
+        spec.lrh.dlid = sw->lid();
+        spec.lrh.slid = slid;
+        spec.bth.opcode = ib::op::ud_send_only;
+        spec.bth.pkey = 0xFFFF;
+        spec.bth.dest_qp = ib::kQp1;
+        spec.ext.deth = {ib::kGsiQKey, ib::kQp1};
+        spec.payload = payload;
+        Wire wire(ib::packet_size(spec));
+        EXPECT_TRUE(ib::build_packet(spec, wire));
+        return wire;
+    };
+    net.up.emplace_back(a.address, sa_packet(lid_a, ib::method::set));  // A joins
+    run();
+    ASSERT_TRUE(sa.groups().at(bcast).members.contains(0xA1));
+    net.up.emplace_back(b.address, sa_packet(lid_a, ib::method::del));  // B, as A
+    run();
+    EXPECT_TRUE(sa.groups().at(bcast).members.contains(0xA1)) << "B removed A's membership by writing A's SLID";
+    EXPECT_EQ(sw->counters().dropped_for(SwitchDrop::slid_not_port), 1u);
+    sw->set_management(sm.get());
+}
+
 TEST_F(FabricTest, NewPartitionsReachActivePortsWithoutAReregister) {
     Ca a(net, 1, 0xA1), c(net, 3, 0xC3);
     plug(a);
@@ -968,6 +1112,41 @@ TEST_F(FabricTest, RouteRequestRenewsTheHintWithoutData) {
     sw->on_datagram(a.address, req, now);
     EXPECT_EQ(hints_to(net, a.address), 0u);
     EXPECT_EQ(sw->counters().dropped_for(SwitchDrop::bad_route_request), before + 1);
+}
+
+// A direct path skips the switch's checks, so the switch grants one only
+// between ACTIVE ports that share a partition (and the permit says what the
+// destination may take from the requester).
+TEST_F(FabricTest, RouteRequestsAreRefusedBetweenPortsThatShareNoPartition) {
+    auto parts = parse_partitions("Default=0x7fff : 0xA1=full;\nother=0x8002 : 0xC3=full, 0xB2=full;", "p.conf");
+    ASSERT_TRUE(parts.has_value());
+    sm_config.partitions = *parts;
+    start_fabric();
+    Ca a(net, 1, 0xA1), b(net, 2, 0xB2), c(net, 3, 0xC3);
+    plug(a);
+    plug(b);
+    plug(c);
+    Ca x(net, 4, 0xEE);
+    x.answers = false;  // stays in INIT
+    plug(x);
+    const std::uint16_t lid_a = a.port.core().attributes().lid, lid_b = b.port.core().attributes().lid;
+    const auto permits_for = [&](const SocketAddress& from, std::uint16_t dlid) {
+        transport::SoftControlBuffer req;
+        transport::encode_route_request({.dlid = dlid, .nonce = 9}, req);
+        net.down.clear();
+        sw->on_datagram(from, req, now);
+        std::size_t n = 0;
+        for (const auto& [to, d] : net.down)
+            if (const auto p = transport::decode_peer_permit(d); p && p->peer == from) ++n;
+        return n;
+    };
+    const auto refused = [&] { return sw->counters().dropped_for(SwitchDrop::route_refused); };
+    EXPECT_EQ(permits_for(c.address, lid_a), 0u) << "A and C share no partition";
+    EXPECT_EQ(refused(), 1u);
+    EXPECT_EQ(permits_for(x.address, lid_a), 0u) << "X is not ACTIVE";
+    EXPECT_EQ(refused(), 2u);
+    EXPECT_EQ(permits_for(c.address, lid_b), 1u) << "B and C share 0x8002";
+    EXPECT_EQ(refused(), 2u);
 }
 
 // Switching a route to direct keeps its order (route_hint.h, the marker):
