@@ -177,7 +177,9 @@ std::optional<transport::PmaPortCounters> Switch::pma_counters(std::uint8_t port
 }
 
 void Switch::set_port_active(std::uint8_t port, bool active) {
-    if (port_up(port)) ports_[port].active = active;
+    if (!port_up(port)) return;
+    if (ports_[port].active && !active) reset_cut_through(port);
+    ports_[port].active = active;
 }
 
 void Switch::tick(Clock::time_point now) {
@@ -194,10 +196,14 @@ void Switch::tick(Clock::time_point now) {
 }
 
 void Switch::unplug(std::uint8_t port) {
+    reset_cut_through(port);
     ports_[port] = PortSlot{};
     sma_ports_[port].info.port_state = ib::port_state::down;
+    // The next port here starts from the table a port has out of reset,
+    // not the last one's partitions.
+    sma_ports_[port].p_keys.assign(kPartitionCap, 0);
+    sma_ports_[port].p_keys[0] = ib::kPKeyDefault;
     port_state_change_ = true;
-    forget_hints(port);
     link_events_.push_back({port, false});
 }
 
@@ -374,18 +380,92 @@ void Switch::answer_route_request(std::uint8_t in_port, std::uint8_t out_port, s
         count(SwitchDrop::route_refused);
         return;
     }
+    const auto lids = lids_of(in_port);
+    if (!lids) {
+        count(SwitchDrop::route_refused);
+        return;
+    }
     hints_sent_[{in_port, dlid}] = now;
     // The destination first: the permit must be there before the first
-    // direct packet (both leave in this order on one socket).
+    // direct packet (both leave in this order on one socket). One permit
+    // holds four P_Keys; more go in more, the first replacing what the
+    // destination held for the requester.
     transport::PeerPermit permit;
     permit.ttl_ms = static_cast<std::uint16_t>(std::min<std::int64_t>(2 * config_.hint_ttl.count(), 60'000));
     permit.peer = ports_[in_port].peer;
-    transport::SoftControlBuffer buf;
-    if (transport::encode_peer_permit(permit, buf)) {
+    permit.lid = lids->first;
+    permit.lmc = lids->second;
+    permit.any_pkey = !keys;
+    std::size_t next = 0;
+    do {
+        permit.pkeys.fill(0);
+        for (std::size_t i = 0; keys && i < permit.pkeys.size() && next < keys->size(); ++i) permit.pkeys[i] = (*keys)[next++];
+        transport::SoftControlBuffer buf;
+        if (!transport::encode_peer_permit(permit, buf)) return;
         output_.send(ports_[out_port].peer, buf);
         ++counters_.permits;
-    }
+        permit.first = false;
+    } while (keys && next < keys->size());
     send_hint(in_port, out_port, dlid, nonce);
+}
+
+std::optional<std::pair<std::uint16_t, std::uint8_t>> Switch::lids_of(std::uint8_t port) const {
+    // The LIDs the forwarding table routes to the port: one aligned block
+    // of 2^LMC (IBA 7.11.1), as an SM assigns them.
+    std::uint16_t base = 0;
+    std::size_t n = 0;
+    for (const auto& [lid, p] : lft_)
+        if (p == port) {
+            if (n == 0) base = lid;
+            ++n;
+        }
+    if (n == 0) return std::nullopt;
+    std::uint8_t lmc = 0;
+    while (lmc < 7 && (std::size_t{1} << lmc) < n) ++lmc;
+    // A block that is not whole and aligned: the base LID alone.
+    if ((std::size_t{1} << lmc) != n || (base & ((1u << lmc) - 1)) != 0) lmc = 0;
+    for (std::uint16_t lid = base; lid < base + (1u << lmc); ++lid) {
+        const auto it = lft_.find(lid);
+        if (it == lft_.end() || it->second != port) return std::pair{base, std::uint8_t{0}};
+    }
+    return std::pair{base, lmc};
+}
+
+// What the switch told about a port (its routes and permits) no longer
+// holds: its state or partitions change, or it goes. Every route it was
+// hinted and every route to it is withdrawn, and so are the permits for
+// those routes, so that the packets pass the switch again and the next
+// route request is answered by what holds now.
+void Switch::reset_cut_through(std::uint8_t port) {
+    for (auto it = hints_sent_.begin(); it != hints_sent_.end();) {
+        const auto [in_port, dlid] = it->first;
+        const auto route = lft_.find(dlid);
+        const std::uint8_t out_port = route == lft_.end() ? 0 : route->second;
+        if (in_port != port && out_port != port) {
+            ++it;
+            continue;
+        }
+        if (port_up(in_port)) {
+            transport::RouteHint withdrawal;
+            withdrawal.dlid = dlid;
+            withdrawal.peer = ports_[in_port].peer;  // not used by a withdrawal; any valid address
+            transport::SoftControlBuffer buf;
+            if (transport::encode_route_hint(withdrawal, buf)) {
+                output_.send(ports_[in_port].peer, buf);
+                ++counters_.route_withdrawals;
+            }
+            if (port_up(out_port)) {
+                transport::PeerPermit none;
+                none.peer = ports_[in_port].peer;
+                none.first = false;
+                if (transport::encode_peer_permit(none, buf)) {
+                    output_.send(ports_[out_port].peer, buf);
+                    ++counters_.permit_withdrawals;
+                }
+            }
+        }
+        it = hints_sent_.erase(it);
+    }
 }
 
 void Switch::send_hint(std::uint8_t in_port, std::uint8_t out_port, std::uint16_t dlid, std::uint64_t nonce) {
@@ -398,10 +478,6 @@ void Switch::send_hint(std::uint8_t in_port, std::uint8_t out_port, std::uint16_
     if (!transport::encode_route_hint(hint, buf)) return;
     output_.send(ports_[in_port].peer, buf);
     ++counters_.route_hints;
-}
-
-void Switch::forget_hints(std::uint8_t port) {
-    std::erase_if(hints_sent_, [port](const auto& kv) { return kv.first.first == port; });
 }
 
 void Switch::to_management(bytes datagram, std::uint8_t in_port) {
@@ -547,6 +623,7 @@ void visit(const SwitchCounters& c, CounterSink& out) {
     out.counter("sma_responses", c.sma_responses);
     out.counter("sma_error_responses", c.sma_error_responses);
     out.counter("permits", c.permits);
+    out.counter("permit_withdrawals", c.permit_withdrawals);
     out.counter("to_management", c.to_management);
     out.counter("link_packets_in", c.link_packets_in);
     out.counter("link_packets_out", c.link_packets_out);

@@ -95,6 +95,7 @@ struct SwitchCounters {
     std::uint64_t link_packets_in = 0;
     std::uint64_t link_packets_out = 0;
     std::uint64_t permits = 0;          // cut-through permits sent to destination ports
+    std::uint64_t permit_withdrawals = 0;  // permits taken back: the requester's state or partitions changed
     std::uint64_t ports_reclaimed = 0;  // ports not ACTIVE unplugged to make room for a newcomer
     std::uint64_t sma_responses = 0;    // GetResps of the switch's SMA
     std::uint64_t sma_error_responses = 0;  // of those, with a non-zero status
@@ -286,7 +287,9 @@ private:
     std::optional<std::vector<std::uint16_t>> cut_through_keys(std::uint8_t in_port, std::uint8_t out_port) const;
     void maybe_send_hint(std::uint8_t in_port, std::uint8_t out_port, std::uint16_t dlid, Clock::time_point now);
     void send_hint(std::uint8_t in_port, std::uint8_t out_port, std::uint16_t dlid, std::uint64_t nonce);
-    void forget_hints(std::uint8_t port);
+    // The LIDs the forwarding table routes to `port`: base LID and LMC.
+    std::optional<std::pair<std::uint16_t, std::uint8_t>> lids_of(std::uint8_t port) const;
+    void reset_cut_through(std::uint8_t port);
     void withdraw_hints(std::uint16_t lid);
     // Last hint sent to (ingress port, DLID).
     std::map<std::pair<std::uint8_t, std::uint16_t>, Clock::time_point> hints_sent_;

@@ -241,6 +241,8 @@ std::uint16_t Switch::sma_set(const ib::Smp& request, ib::SmpData& data, std::ui
             const std::uint32_t port = mod >> 16, block = mod & 0xFFFF;
             if (port > config_.num_ports || block != 0) return ib::mad_status::invalid_attr_or_modifier;
             const auto b = ib::PKeyTableBlock::read_from(request.data.data());
+            if (port != 0 && !std::equal(b.p_keys.begin(), b.p_keys.begin() + b.entries, sma_ports_[port].p_keys.begin()))
+                reset_cut_through(static_cast<std::uint8_t>(port));  // the permits name P_Keys
             std::copy_n(b.p_keys.begin(), b.entries, sma_ports_[port].p_keys.begin());
             return reply_with(b, data);
         }
@@ -324,6 +326,9 @@ std::uint16_t Switch::set_port_info(std::uint8_t port, const ib::PortInfo& reque
     if (requested.operational_vls > pi.vl_cap) return ib::mad_status::invalid_attr_or_modifier;
     if (requested.neighbor_mtu != 0) pi.neighbor_mtu = requested.neighbor_mtu;
     if (requested.operational_vls != 0) pi.operational_vls = requested.operational_vls;
+    if (pi.partition_enforcement_inbound != requested.partition_enforcement_inbound ||
+        pi.partition_enforcement_outbound != requested.partition_enforcement_outbound)
+        reset_cut_through(port);  // the permits say whether P_Keys are checked
     pi.partition_enforcement_inbound = requested.partition_enforcement_inbound;
     pi.partition_enforcement_outbound = requested.partition_enforcement_outbound;
     if (next != now) {

@@ -119,7 +119,7 @@ int foreign(const Args& a) {
     SoftControlBuffer ctl;
     encode_route_hint({.dlid = dlid, .ttl_ms = 60000, .peer = me, .nonce = 0}, ctl);
     forged.emplace_back(ctl.begin(), ctl.end());
-    encode_peer_permit({.ttl_ms = 60000, .peer = me}, ctl);
+    encode_peer_permit({.ttl_ms = 60000, .peer = me, .lid = dlid, .any_pkey = true}, ctl);
     forged.emplace_back(ctl.begin(), ctl.end());
     Wire link(ib::LinkPacket::size);
     ib::LinkPacket{}.write_to(link.data());

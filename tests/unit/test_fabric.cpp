@@ -1063,24 +1063,65 @@ TEST(RouteHint, NonceRoundTrips) {
 }
 
 TEST(RouteHint, PermitsRoundTripAndRefuseWhatIsNotOne) {
-    transport::PeerPermit p{.ttl_ms = 4000, .peer = *parse_socket_address("[2001:db8::7]:4711")};
+    transport::PeerPermit p{.ttl_ms = 4000, .peer = *parse_socket_address("[2001:db8::7]:4711"), .lid = 0x0040,
+                            .lmc = 2, .first = true, .any_pkey = false, .pkeys = {0xFFFF, 0x0001, 0, 0}};
     transport::SoftControlBuffer buf;
     ASSERT_TRUE(transport::encode_peer_permit(p, buf));
-    const auto back = transport::decode_peer_permit(buf);
+    EXPECT_EQ(buf[4], 3);  // version 3: a permit names LIDs and P_Keys
+    EXPECT_EQ(buf[11], 0x42);
+    EXPECT_EQ(load_be16(buf.data() + 30), 0xFFFF);
+    auto back = transport::decode_peer_permit(buf);
     ASSERT_TRUE(back);
     EXPECT_EQ(back->ttl_ms, 4000);
     EXPECT_EQ(back->peer, p.peer);
+    EXPECT_EQ(back->lid, 0x0040);
+    EXPECT_EQ(back->lmc, 2);
+    EXPECT_TRUE(back->first);
+    EXPECT_FALSE(back->any_pkey);
+    EXPECT_EQ(back->pkeys, p.pkeys);
     EXPECT_FALSE(transport::decode_route_hint(buf));
     EXPECT_FALSE(transport::decode_route_request(buf));
+    // Any P_Key, a later one of a set, and a withdrawal (TTL 0, the peer alone).
+    ASSERT_TRUE(transport::encode_peer_permit({.ttl_ms = 10, .peer = p.peer, .lid = 9, .first = false, .any_pkey = true}, buf));
+    back = transport::decode_peer_permit(buf);
+    ASSERT_TRUE(back);
+    EXPECT_TRUE(back->any_pkey);
+    EXPECT_FALSE(back->first);
+    ASSERT_TRUE(transport::encode_peer_permit({.ttl_ms = 0, .peer = p.peer, .first = false}, buf));
+    back = transport::decode_peer_permit(buf);
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back->ttl_ms, 0);
+    EXPECT_EQ(back->peer, p.peer);
+    // Refused: what grants nothing or to no LID, or is not version 3.
+    const std::vector<std::pair<const char*, transport::PeerPermit>> bad_permits = {
+        {"no P_Key", {.ttl_ms = 10, .peer = p.peer, .lid = 9}},
+        {"only invalid P_Keys", {.ttl_ms = 10, .peer = p.peer, .lid = 9, .pkeys = {0x8000, 0, 0, 0}}},
+        {"any P_Key and some", {.ttl_ms = 10, .peer = p.peer, .lid = 9, .any_pkey = true, .pkeys = {0xFFFF, 0, 0, 0}}},
+        {"no LID", {.ttl_ms = 10, .peer = p.peer, .lid = 0, .any_pkey = true}},
+        {"a multicast LID", {.ttl_ms = 10, .peer = p.peer, .lid = 0xC001, .any_pkey = true}},
+        {"a base LID not aligned to its LMC", {.ttl_ms = 10, .peer = p.peer, .lid = 0x41, .lmc = 1, .any_pkey = true}},
+        {"a withdrawal naming a LID", {.ttl_ms = 0, .peer = p.peer, .lid = 9, .first = false}},
+        {"a withdrawal naming P_Keys", {.ttl_ms = 0, .peer = p.peer, .first = false, .pkeys = {0xFFFF, 0, 0, 0}}},
+        {"a withdrawal with flags", {.ttl_ms = 0, .peer = p.peer, .first = true}},
+    };
+    for (const auto& [what, permit] : bad_permits) {
+        ASSERT_TRUE(transport::encode_peer_permit(permit, buf)) << what;
+        EXPECT_FALSE(transport::decode_peer_permit(buf)) << what;
+    }
+    ASSERT_TRUE(transport::encode_peer_permit(p, buf));
     auto bad = buf;
-    store_be16(bad.data() + 8, 0);  // no lifetime
+    bad[11] |= 0x08;  // a flag no version gives
     EXPECT_FALSE(transport::decode_peer_permit(bad));
     bad = buf;
-    store_be64(bad.data() + 30, 5);  // a permit carries no nonce
+    bad[4] = 2;  // the version before permits named LIDs and P_Keys
     EXPECT_FALSE(transport::decode_peer_permit(bad));
-    bad = buf;
-    store_be16(bad.data() + 6, 2);  // nor a DLID
-    EXPECT_FALSE(transport::decode_peer_permit(bad));
+    // What a P_Key of a permit allows: the same partition, no fuller membership.
+    EXPECT_TRUE(transport::permit_allows_pkey(0xFFFF, 0xFFFF));
+    EXPECT_TRUE(transport::permit_allows_pkey(0xFFFF, 0x7FFF));
+    EXPECT_TRUE(transport::permit_allows_pkey(0x0001, 0x0001));
+    EXPECT_FALSE(transport::permit_allows_pkey(0x0001, 0x8001));
+    EXPECT_FALSE(transport::permit_allows_pkey(0x8001, 0x8002));
+    EXPECT_FALSE(transport::permit_allows_pkey(0x8000, 0x8000));
 }
 
 TEST_F(FabricTest, RouteRequestRenewsTheHintWithoutData) {
@@ -1102,6 +1143,12 @@ TEST_F(FabricTest, RouteRequestRenewsTheHintWithoutData) {
     ASSERT_TRUE(permit);
     EXPECT_EQ(permit->peer, a.address);
     EXPECT_EQ(permit->ttl_ms, 4000);
+    // What B may take from A: A's LID, the P_Keys they share.
+    EXPECT_EQ(permit->lid, a.port.core().attributes().lid);
+    EXPECT_EQ(permit->lmc, 0);
+    EXPECT_TRUE(permit->first);
+    EXPECT_FALSE(permit->any_pkey);
+    EXPECT_EQ(permit->pkeys, (std::array<std::uint16_t, 4>{0xFFFF, 0, 0, 0}));
     EXPECT_EQ(net.down[1].first, a.address);
     EXPECT_EQ(transport::decode_route_hint(net.down[1].second)->nonce, 9u);
     EXPECT_EQ(sw->counters().permits, 1u);
@@ -1147,6 +1194,59 @@ TEST_F(FabricTest, RouteRequestsAreRefusedBetweenPortsThatShareNoPartition) {
     EXPECT_EQ(refused(), 2u);
     EXPECT_EQ(permits_for(c.address, lid_b), 1u) << "B and C share 0x8002";
     EXPECT_EQ(refused(), 2u);
+}
+
+// The permits name the P_Keys the two ports share, with the requester's
+// membership; more than four take more permits, the first replacing. When
+// the requester's partitions change, the switch takes its routes and
+// permits back, and the next request gets what holds then.
+TEST_F(FabricTest, PermitsNameTheSharedPartitionsAndAreWithdrawnWhenTheyChange) {
+    auto parts = parse_partitions(
+        "Default=0x7fff : ALL=full;\np1=0x0011 : 0xA1=limited, 0xB2=full;\np2=0x0012 : ALL=full;\n"
+        "p3=0x0013 : ALL=full;\np4=0x0014 : ALL=full;\np5=0x0015 : 0xA1=full;\n",
+        "p.conf");
+    ASSERT_TRUE(parts.has_value());
+    sm_config.partitions = *parts;
+    start_fabric();
+    Ca a(net, 1, 0xA1), b(net, 2, 0xB2);
+    plug(a);
+    plug(b);
+    const std::uint16_t lid_b = b.port.core().attributes().lid;
+    const auto request = [&] {
+        transport::SoftControlBuffer req;
+        transport::encode_route_request({.dlid = lid_b, .nonce = 9}, req);
+        net.down.clear();
+        sw->on_datagram(a.address, req, now);
+        std::vector<transport::PeerPermit> permits;
+        for (const auto& [to, d] : net.down)
+            if (const auto p = transport::decode_peer_permit(d); p && to == b.address) permits.push_back(*p);
+        return permits;
+    };
+    auto permits = request();
+    ASSERT_EQ(permits.size(), 2u);
+    EXPECT_TRUE(permits[0].first);
+    EXPECT_FALSE(permits[1].first);
+    std::vector<std::uint16_t> keys;
+    for (const auto& p : permits)
+        for (std::uint16_t k : p.pkeys)
+            if (k) keys.push_back(k);
+    std::sort(keys.begin(), keys.end());
+    // A's limited 0x0011, full 0x8012..0x8014 and 0xFFFF; not 0x8015 (B lacks it).
+    EXPECT_EQ(keys, (std::vector<std::uint16_t>{0x0011, 0x8012, 0x8013, 0x8014, 0xFFFF}));
+    // A leaves p2 (the SM gives it new P_Keys): B is told to forget A's
+    // permit, and A its route, before the SM's Set is answered.
+    parts = parse_partitions(
+        "Default=0x7fff : ALL=full;\np1=0x0011 : 0xA1=limited, 0xB2=full;\np2=0x0012 : 0xB2=full;\n", "p.conf");
+    ASSERT_TRUE(parts.has_value());
+    net.down.clear();
+    sm->set_partitions(*parts);
+    advance(std::chrono::milliseconds(100));
+    EXPECT_GE(sw->counters().permit_withdrawals, 1u);
+    permits = request();
+    ASSERT_EQ(permits.size(), 1u);
+    keys.assign(permits[0].pkeys.begin(), permits[0].pkeys.end());
+    std::sort(keys.begin(), keys.end());
+    EXPECT_EQ(keys, (std::vector<std::uint16_t>{0, 0, 0x0011, 0xFFFF}));
 }
 
 // Switching a route to direct keeps its order (route_hint.h, the marker):
@@ -1425,7 +1525,7 @@ TEST(SoftPortTrust, ForgedSmpsAndDataFromAForeignAddressChangeNothingAndAreCount
     transport::SoftControlBuffer ctl;
     transport::encode_route_hint({.dlid = lid_a, .ttl_ms = 60000, .peer = forger.address, .nonce = 0}, ctl);
     forger.send(Wire(ctl.begin(), ctl.end()), n.b->local_address());
-    transport::encode_peer_permit({.ttl_ms = 60000, .peer = forger.address}, ctl);
+    transport::encode_peer_permit({.ttl_ms = 60000, .peer = forger.address, .lid = lid_a, .any_pkey = true}, ctl);
     forger.send(Wire(ctl.begin(), ctl.end()), n.b->local_address());
     forger.send(link_packet(), n.b->local_address());
     ASSERT_TRUE(n.pump_until([&] { return n.b->trust_counters().foreign == 5; }));
@@ -1458,6 +1558,50 @@ TEST(SoftPortTrust, ForgedSmpsAndDataFromAForeignAddressChangeNothingAndAreCount
     EXPECT_EQ(n.cut().via_switch_tx, via + 1) << "an SMP leaves through the switch";
     EXPECT_EQ(n.cut().direct_tx, direct);
     EXPECT_EQ(forger.pending(), 0u);
+}
+
+// A peer the switch named may send straight to a port, but only what the
+// switch would have passed: with its own LID and a P_Key the two share.
+TEST(SoftPortTrust, APermittedPeerSendsOnlyWithItsOwnLidAndASharedPartition) {
+    MarkerNet n;
+    open_marker_net(n);
+    if (HasFatalFailure()) return;
+    n.repost = true;
+    std::vector<std::string> logged;
+    n.b->set_drop_log([&](std::string_view reason, const std::string& m) { logged.push_back(std::string(reason) + ": " + m); });
+    const std::uint16_t lid_a = n.a->attributes().lid, lid_b = n.b->attributes().lid;
+    n.send(0);
+    ASSERT_TRUE(n.pump_until([&] { return n.received.size() == 1 && n.cut().hints >= 1; }));
+    n.send(1);
+    ASSERT_TRUE(n.pump_until([&] { return n.received.size() == 2; }));
+    ASSERT_EQ(n.b->cut_through_counters().direct_rx, 1u);
+    const auto direct = [&](std::uint16_t slid, std::uint16_t pkey, std::uint8_t seq) {
+        const std::array<std::uint8_t, 4> data{seq, 0x5A, 0x5A, 0x5A};
+        ib::PacketSpec spec;
+        spec.lrh.dlid = lid_b;
+        spec.lrh.slid = slid;
+        spec.bth.opcode = ib::op::ud_send_only;
+        spec.bth.pkey = pkey;
+        spec.bth.dest_qp = n.qb->qpn();
+        spec.ext.deth = {7, n.qa->qpn()};
+        spec.payload = data;
+        Wire w(ib::packet_size(spec));
+        ASSERT_TRUE(ib::build_packet(spec, w));
+        const std::uint64_t sent = n.cut().direct_tx;
+        ASSERT_TRUE(n.a->send_raw(w));
+        ASSERT_EQ(n.cut().direct_tx, sent + 1) << "not sent straight to B";
+    };
+    direct(static_cast<std::uint16_t>(lid_b + 7), ib::kPKeyDefault, 10);  // another port's LID
+    direct(lid_a, 0x8005, 11);  // a partition neither is in
+    direct(lid_a, 0x7FFF, 12);  // limited in the default partition: A may
+    ASSERT_TRUE(n.pump_until([&] { return n.received.size() == 3; }));
+    for (int i = 0; i < 10; ++i) n.pump(true);
+    EXPECT_EQ(n.received, (std::vector<int>{0, 1, 12}));
+    EXPECT_EQ(n.b->trust_counters().peer_slid, 1u);
+    EXPECT_EQ(n.b->trust_counters().peer_pkey, 1u);
+    ASSERT_EQ(logged.size(), 2u);
+    EXPECT_NE(logged[0].find("peer_slid: dropped a packet from " + n.a->local_address().to_string()), std::string::npos)
+        << logged[0];
 }
 
 // What a raw socket can do: a route hint with the fabric's source address.

@@ -25,8 +25,12 @@ void write_common(std::uint8_t type, std::uint16_t dlid, std::uint64_t nonce, So
 
 bool valid_header(bytes d, std::uint8_t type) {
     return d.size() == RouteHint::size && is_soft_control(d) && d[4] == RouteHint::kVersion && d[5] == type &&
-           d[11] == 0;
+           (d[11] == 0 || type == RouteHint::kTypePermit);
 }
+
+constexpr std::uint8_t kPermitLmcMask = 0x07;
+constexpr std::uint8_t kPermitFirst = 0x40;
+constexpr std::uint8_t kPermitAnyPKey = 0x80;
 
 bool write_address(const SocketAddress& peer, SoftControlBuffer& out) {
     store_be16(out.data() + 12, peer.port());
@@ -109,20 +113,41 @@ std::optional<RouteRequest> decode_route_request(bytes d) {
 }
 
 bool encode_peer_permit(const PeerPermit& permit, SoftControlBuffer& out) {
-    write_common(RouteHint::kTypePermit, 0, 0, out);
+    write_common(RouteHint::kTypePermit, permit.lid, 0, out);
     store_be16(out.data() + 8, permit.ttl_ms);
+    out[11] = static_cast<std::uint8_t>((permit.lmc & kPermitLmcMask) | (permit.first ? kPermitFirst : 0) |
+                                        (permit.any_pkey ? kPermitAnyPKey : 0));
+    for (std::size_t i = 0; i < PeerPermit::kPKeys; ++i) store_be16(out.data() + kNonceOffset + 2 * i, permit.pkeys[i]);
     return write_address(permit.peer, out);
 }
 
 std::optional<PeerPermit> decode_peer_permit(bytes d) {
-    if (!valid_header(d, RouteHint::kTypePermit) || load_be16(d.data() + 6) != 0 ||
-        load_be64(d.data() + kNonceOffset) != 0)
-        return std::nullopt;
+    if (!valid_header(d, RouteHint::kTypePermit)) return std::nullopt;
+    const std::uint8_t flags = d[11];
+    if (flags & ~(kPermitLmcMask | kPermitFirst | kPermitAnyPKey)) return std::nullopt;
     PeerPermit p;
     p.ttl_ms = load_be16(d.data() + 8);
+    p.lid = load_be16(d.data() + 6);
+    p.lmc = flags & kPermitLmcMask;
+    p.first = (flags & kPermitFirst) != 0;
+    p.any_pkey = (flags & kPermitAnyPKey) != 0;
+    bool some_pkey = false;
+    for (std::size_t i = 0; i < PeerPermit::kPKeys; ++i) {
+        p.pkeys[i] = load_be16(d.data() + kNonceOffset + 2 * i);
+        some_pkey = some_pkey || (p.pkeys[i] & 0x7FFF) != 0;
+    }
     const auto peer = read_address(d);
-    if (!peer || p.ttl_ms == 0) return std::nullopt;
+    if (!peer) return std::nullopt;
     p.peer = *peer;
+    if (p.ttl_ms == 0) {  // a withdrawal names the peer alone
+        if (p.lid != 0 || flags != 0 || some_pkey) return std::nullopt;
+        return p;
+    }
+    const auto span = static_cast<std::uint16_t>((1u << p.lmc) - 1);
+    if (!ib::is_unicast_lid(p.lid) || (p.lid & span) != 0 || !ib::is_unicast_lid(static_cast<std::uint16_t>(p.lid | span)))
+        return std::nullopt;
+    // Any P_Key, or some: never both, never none.
+    if (p.any_pkey == some_pkey) return std::nullopt;
     return p;
 }
 

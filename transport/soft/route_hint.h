@@ -36,16 +36,32 @@
 // Multicast, SMPs and SA MADs always go through the switch. A switch that
 // captures (ibfabricd --pcap) sends no hints, so the capture sees all.
 //
+// A permit says what the peer may send: packets with an SLID of its LIDs
+// and, where the switch enforces partitions, a P_Key the switch would have
+// let pass between the two ports (the peer's membership bit included: a
+// packet may not claim more). A direct packet is checked against it as the
+// switch would have checked it (docs/soft-fabric.md). A port in more
+// partitions than one permit holds gets several, back to back: the first
+// replaces what the peer was permitted, the others add P_Keys. A permit of
+// TTL 0 withdraws the peer's (the switch saw it go, or its partitions
+// change; the next route request gets a new one).
+//
 // Wire format (38 bytes; not an IBA packet: no LRH starts with 'I', LVer 9):
 //   0-3   magic "IBSF"
-//   4     version (2)          5     type (1 hint, 2 request, 3 permit)
-//   6-7   DLID (permit: 0)     8-9   TTL in milliseconds (request: 0;
-//                                    hint: 0 with nonce 0 withdraws)
-//   10    address family (4, 6; request: 0)     11  reserved, 0
+//   4     version (3)          5     type (1 hint, 2 request, 3 permit)
+//   6-7   DLID (permit: the peer's base LID, 0 to withdraw)
+//   8-9   TTL in milliseconds (request: 0; hint: 0 with nonce 0 withdraws;
+//         permit: 0 withdraws)
+//   10    address family (4, 6; request: 0)
+//   11    0; permit: bits 0-2 the peer's LMC, bit 6 the first of a set,
+//         bit 7 any P_Key (no partition enforcement), others 0
 //   12-13 UDP port             14-29 address (IPv4 in 14-17, rest zero)
 //         (hint: where DLID listens; permit: who may send)
 //   30-37 nonce (request: the port's; hint: the request's echoed, 0 when
-//         unsolicited; permit: 0)
+//         unsolicited); permit: four P_Keys, 0 where none
+// Version 3 (the permit's LIDs and P_Keys) refuses version 2 and back: a
+// port and a switch of different versions take no routes (everything
+// passes the switch).
 #pragma once
 
 #include <array>
@@ -61,7 +77,7 @@ namespace ipoibd::transport {
 struct RouteHint {
     static constexpr std::size_t size = 38;
     static constexpr std::array<std::uint8_t, 4> kMagic{'I', 'B', 'S', 'F'};
-    static constexpr std::uint8_t kVersion = 2;
+    static constexpr std::uint8_t kVersion = 3;
     static constexpr std::uint8_t kTypeUnicast = 1;
     static constexpr std::uint8_t kTypeRequest = 2;
     static constexpr std::uint8_t kTypePermit = 3;
@@ -77,10 +93,17 @@ struct RouteRequest {
     std::uint64_t nonce = 0;
 };
 
-// The switch to a port: `peer` may send it unicast for ttl_ms.
+// The switch to a port: `peer` may send it unicast for ttl_ms, with an
+// SLID in lid..lid + 2^lmc - 1 and one of `pkeys` (or any P_Key).
 struct PeerPermit {
-    std::uint16_t ttl_ms = 0;
+    static constexpr std::size_t kPKeys = 4;
+    std::uint16_t ttl_ms = 0;  // 0: withdraws what `peer` was permitted
     SocketAddress peer;
+    std::uint16_t lid = 0;     // base LID (its low lmc bits 0); 0 in a withdrawal
+    std::uint8_t lmc = 0;
+    bool first = true;         // replaces what `peer` was permitted; false: adds its P_Keys
+    bool any_pkey = false;     // no partition enforcement between the two ports
+    std::array<std::uint16_t, kPKeys> pkeys{};  // membership bit included; 0: none
 };
 
 using SoftControlBuffer = std::array<std::uint8_t, RouteHint::size>;
@@ -97,7 +120,16 @@ bool encode_route_hint(const RouteHint& hint, SoftControlBuffer& out);
 void encode_route_request(const RouteRequest& request, SoftControlBuffer& out);
 // A valid route request (a non-zero nonce), else nullopt.
 std::optional<RouteRequest> decode_route_request(bytes datagram);
+// false for a peer that is neither IPv4 nor IPv6.
 bool encode_peer_permit(const PeerPermit& permit, SoftControlBuffer& out);
+// nullopt: not a permit, or one that grants nothing or grants it to no LID
+// (a withdrawal names nothing but the peer).
 std::optional<PeerPermit> decode_peer_permit(bytes datagram);
+// Whether `pkey` (of a packet) is one `permitted` (of a permit) allows:
+// the same partition, and no fuller membership.
+constexpr bool permit_allows_pkey(std::uint16_t permitted, std::uint16_t pkey) {
+    return (permitted & 0x7FFF) != 0 && (permitted & 0x7FFF) == (pkey & 0x7FFF) &&
+           ((pkey & 0x8000) == 0 || (permitted & 0x8000) != 0);
+}
 
 }  // namespace ipoibd::transport

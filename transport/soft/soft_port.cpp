@@ -148,6 +148,8 @@ void visit(const SoftTrustCounters& c, CounterSink& out) {
     out.counter("peer_control_dropped", c.peer_not_data);
     out.counter("control_malformed", c.control_malformed);
     out.counter("permits_full", c.permits_full);
+    out.counter("peer_slid_dropped", c.peer_slid);
+    out.counter("peer_pkey_dropped", c.peer_pkey);
 }
 
 void visit(const SoftCutThroughCounters& c, CounterSink& out) {
@@ -156,6 +158,7 @@ void visit(const SoftCutThroughCounters& c, CounterSink& out) {
     out.counter("route_hints_refused", c.hints_refused);
     out.counter("route_withdrawals", c.withdrawals);
     out.counter("route_permits", c.permits);
+    out.counter("route_permit_withdrawals", c.permit_withdrawals);
     out.counter("direct_tx", c.direct_tx);
     out.counter("direct_rx", c.direct_rx);
     out.counter("via_switch_tx", c.via_switch_tx);
@@ -319,34 +322,75 @@ void SoftPort::on_route_hint(const RouteHint& hint) {
 }
 
 void SoftPort::on_permit(const PeerPermit& permit) {
-    ++cut_.permits;
-    const auto expires = now_ + std::chrono::milliseconds(permit.ttl_ms);
-    for (Permit& p : permits_)
-        if (p.peer == permit.peer) {
-            p.expires = std::max(p.expires, expires);
-            return;
-        }
-    std::erase_if(permits_, [this](const Permit& p) { return p.expires <= now_; });
-    last_permit_ = 0;
-    if (permits_.size() >= kMaxPermits) {
-        ++trust_.permits_full;
+    if (permit.ttl_ms == 0) {  // withdrawn
+        ++cut_.permit_withdrawals;
+        std::erase_if(permits_, [&](const Permit& p) { return p.peer == permit.peer; });
+        last_permit_ = 0;
         return;
     }
-    permits_.push_back(Permit{permit.peer, expires});
+    ++cut_.permits;
+    const auto expires = now_ + std::chrono::milliseconds(permit.ttl_ms);
+    Permit* current = nullptr;
+    for (Permit& p : permits_)
+        if (p.peer == permit.peer) current = &p;
+    if (!current) {
+        std::erase_if(permits_, [this](const Permit& p) { return p.expires <= now_; });
+        last_permit_ = 0;
+        if (permits_.size() >= kMaxPermits) {
+            ++trust_.permits_full;
+            return;
+        }
+        current = &permits_.emplace_back(Permit{.peer = permit.peer});
+    } else if (!permit.first) {
+        // More P_Keys of the permit just taken (the switch sends them back
+        // to back); the LIDs and lifetime are the first one's.
+        for (std::uint16_t key : permit.pkeys) {
+            if ((key & 0x7FFF) == 0 || current->pkey_count >= current->pkeys.size()) continue;
+            current->pkeys[current->pkey_count++] = key;
+        }
+        return;
+    }
+    current->expires = expires;
+    current->lid = permit.lid;
+    current->lmc = permit.lmc;
+    current->any_pkey = permit.any_pkey;
+    current->pkey_count = 0;
+    for (std::uint16_t key : permit.pkeys)
+        if ((key & 0x7FFF) != 0) current->pkeys[current->pkey_count++] = key;
 }
 
-bool SoftPort::permitted(const SocketAddress& from) {
+const SoftPort::Permit* SoftPort::permitted(const SocketAddress& from) {
     if (last_permit_ < permits_.size() && permits_[last_permit_].peer == from)
-        return permits_[last_permit_].expires > now_;
+        return permits_[last_permit_].expires > now_ ? &permits_[last_permit_] : nullptr;
     for (std::size_t i = 0; i < permits_.size(); ++i)
         if (permits_[i].peer == from) {
             last_permit_ = i;
-            return permits_[i].expires > now_;
+            return permits_[i].expires > now_ ? &permits_[i] : nullptr;
         }
+    return nullptr;
+}
+
+bool SoftPort::within_permit(const Permit& permit, bytes d, const SocketAddress& from) {
+    // The LRH's SLID, and the BTH's P_Key behind the GRH when LNH says so.
+    if (d.size() < ib::Lrh::size) return true;
+    const std::size_t bth = ib::Lrh::size + ((d[1] & 3) == static_cast<std::uint8_t>(ib::Lnh::iba_global) ? ib::Grh::size : 0);
+    if (d.size() < bth + 4) return true;
+    const std::uint16_t slid = load_be16(d.data() + 6);
+    if ((slid >> permit.lmc) != (permit.lid >> permit.lmc)) {
+        ++trust_.peer_slid;
+        refuse("peer_slid", from, "a packet", "a peer the fabric named, writing an SLID not of its LIDs");
+        return false;
+    }
+    if (permit.any_pkey) return true;
+    const std::uint16_t pkey = load_be16(d.data() + bth + 2);
+    for (std::uint8_t i = 0; i < permit.pkey_count; ++i)
+        if (permit_allows_pkey(permit.pkeys[i], pkey)) return true;
+    ++trust_.peer_pkey;
+    refuse("peer_pkey", from, "a packet", "a peer the fabric named, with a P_Key the switch would not have passed");
     return false;
 }
 
-void SoftPort::refuse(std::string_view reason, const SocketAddress& from, const char* what) {
+void SoftPort::refuse(std::string_view reason, const SocketAddress& from, const char* what, const char* why) {
     // A flood must not cost a formatted line per datagram: at most
     // kRefusalsLogged a second reach the owner's (rate-limited) log; the
     // counters count them all.
@@ -356,6 +400,10 @@ void SoftPort::refuse(std::string_view reason, const SocketAddress& from, const 
         refusals_logged_ = 0;
     }
     if (refusals_logged_++ >= kRefusalsLogged) return;
+    if (why) {
+        drop_log_(reason, std::string("dropped ") + what + " from " + from.to_string() + ", " + why);
+        return;
+    }
     drop_log_(reason, std::string("dropped ") + what + " from " + from.to_string() + ", not the fabric (" +
                           config_.fabric.to_string() + ") nor a peer it named");
 }
@@ -407,7 +455,8 @@ void SoftPort::on_datagram(bytes datagram, const SocketAddress& from) {
         // Only unicast IBA packets come straight from peers, and only from
         // those the switch named (PortCore refuses SMPs and multicast).
         const bool control = datagram.size() == ib::LinkPacket::size || is_soft_control(datagram);
-        if (!link_up_ || !permitted(from)) {
+        const Permit* permit = link_up_ ? permitted(from) : nullptr;
+        if (!permit) {
             ++trust_.foreign;
             refuse("foreign_source", from, control ? "a control datagram" : "a packet");
             return;
@@ -417,6 +466,7 @@ void SoftPort::on_datagram(bytes datagram, const SocketAddress& from) {
             refuse("peer_control", from, "a link packet or route control datagram");
             return;
         }
+        if (!within_permit(*permit, datagram, from)) return;
         ++cut_.direct_rx;
         port_.core().receive(datagram, false);
         return;

@@ -74,6 +74,7 @@ struct SoftCutThroughCounters {
     std::uint64_t hints_refused = 0;  // a nonce we did not ask with (forged or stale): ignored
     std::uint64_t withdrawals = 0;    // routes the switch took back (the LID moved or went)
     std::uint64_t permits = 0;        // the switch named a peer that may send to us
+    std::uint64_t permit_withdrawals = 0;  // the switch took a peer's permit back
     std::uint64_t direct_tx = 0;      // unicast packets sent straight to a peer
     std::uint64_t direct_rx = 0;      // packets received from a peer, not the switch
     std::uint64_t via_switch_tx = 0;  // packets sent to the switch
@@ -93,6 +94,8 @@ struct SoftTrustCounters {
     std::uint64_t peer_not_data = 0;    // a link packet or control datagram from a peer, not the fabric
     std::uint64_t control_malformed = 0;  // from the fabric, magic "IBSF" but no valid hint or permit
     std::uint64_t permits_full = 0;     // a permit that did not fit (kMaxPermits current ones)
+    std::uint64_t peer_slid = 0;        // a permitted peer's packet with an SLID not of the peer's LIDs
+    std::uint64_t peer_pkey = 0;        // a permitted peer's packet with a P_Key the switch would not have passed
 };
 // As "foreign_dropped", ...
 void visit(const SoftTrustCounters& c, CounterSink& out);
@@ -216,8 +219,15 @@ private:
     void on_control(bytes datagram);
     void on_route_hint(const RouteHint& hint);
     void on_permit(const PeerPermit& permit);
-    bool permitted(const SocketAddress& from);
-    void refuse(std::string_view reason, const SocketAddress& from, const char* what);
+    struct Permit;
+    // The current permit of `from`, or null.
+    const Permit* permitted(const SocketAddress& from);
+    // Whether a packet straight from a peer carries what its permit
+    // allows (an SLID of its LIDs, a P_Key it may use); counts and logs
+    // when not. A packet too short to tell is PortCore's to refuse.
+    bool within_permit(const Permit& permit, bytes datagram, const SocketAddress& from);
+    // `why`: what was wrong with the source; null: neither the fabric nor a peer it named.
+    void refuse(std::string_view reason, const SocketAddress& from, const char* what, const char* why = nullptr);
     // A route request with a fresh nonce (kept in *nonce); false: not queued.
     bool send_request(std::uint16_t dlid, std::uint64_t* nonce);
     // Sends the held packets for `dlid` (all DLIDs when 0) to `to`, in order.
@@ -259,9 +269,15 @@ private:
         std::vector<std::uint8_t> packet;
     };
     std::vector<Held> held_;  // in the order sent; at most kMaxHeld
+    static constexpr std::size_t kMaxPermitPKeys = 32;  // a P_KeyTable block: as many as a switch port holds
     struct Permit {
         SocketAddress peer;
         std::chrono::steady_clock::time_point expires{};
+        std::uint16_t lid = 0;  // base LID
+        std::uint8_t lmc = 0;
+        bool any_pkey = false;
+        std::uint8_t pkey_count = 0;
+        std::array<std::uint16_t, kMaxPermitPKeys> pkeys{};
     };
     static constexpr std::size_t kMaxPermits = 256;  // a switch has at most 254 ports
     std::vector<Permit> permits_;
