@@ -96,7 +96,7 @@ void SubnetManager::resend(SmPort& port) {
     port.deadline = now_ + config_.smp_timeout;
 }
 
-bool SubnetManager::on_smp(const ib::Smp& smp, std::uint8_t /*in_port*/, std::uint16_t slid) {
+bool SubnetManager::on_smp(const ib::Smp& smp, std::uint8_t in_port, std::uint16_t slid) {
     if (smp.method == ib::method::trap) {
         on_trap(smp);
         return true;
@@ -110,8 +110,11 @@ bool SubnetManager::on_smp(const ib::Smp& smp, std::uint8_t /*in_port*/, std::ui
         }
         return true;
     }
+    // A response comes back in where its request went out: another port
+    // answering (its TIDs are easy to guess) would speak for that port,
+    // down to the GUID the SM files it under.
     for (auto& [sp, port] : ports_) {
-        if (port.tid != smp.transaction_id || port.phase == SmPortPhase::failed) continue;
+        if (port.tid != smp.transaction_id || port.phase == SmPortPhase::failed || sp != in_port) continue;
         in_flight_.erase(port.tid);
         port.tid = 0;
         ++counters_.responses;

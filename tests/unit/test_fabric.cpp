@@ -507,6 +507,41 @@ TEST_F(FabricTest, APortCannotActForAnotherInTheSa) {
     sw->set_management(sm.get());
 }
 
+// The SM's TIDs are easy to guess: a response is taken only from the port
+// its request went out of, or one port could answer for another (here A
+// answering the NodeInfo Get of a slow port X with A's own GUID, which
+// would make the SM drop A as moved).
+TEST_F(FabricTest, TheSmTakesAResponseOnlyFromThePortItAsked) {
+    Ca a(net, 1, 0xA1);
+    plug(a);
+    Ca x(net, 2, 0xEE);
+    x.answers = false;  // its NodeInfo Get stays outstanding
+    plug(x);
+    const auto& sp = sm->ports().at(2);
+    ASSERT_NE(sp.tid, 0u);
+    ASSERT_EQ(sp.phase, SmPortPhase::node_info);
+    ib::Smp smp;
+    smp.mgmt_class = ib::mgmt_class::subn_lid_routed;
+    smp.method = ib::method::get_resp;
+    smp.attribute_id = ib::smp_attr::node_info;
+    smp.transaction_id = sp.tid;
+    ib::NodeInfo ni;
+    ni.node_type = ib::node_type::channel_adapter;
+    ni.num_ports = 1;
+    ni.node_guid = ni.port_guid = 0xA1;
+    ni.local_port_num = 1;
+    (void)ib::put_attribute(ni, smp.data);
+    std::array<std::uint8_t, ib::kMadSize> mad{};
+    smp.write_to(mad.data());
+    const auto unexpected = sm->counters().unexpected_responses;
+    net.up.emplace_back(a.address, test::forged_packet(a.port.core().attributes().lid, sw->lid(), ib::kQp0, 0, mad));
+    run();
+    EXPECT_EQ(sm->counters().unexpected_responses, unexpected + 1);
+    ASSERT_EQ(sm->ports().count(1), 1u);
+    EXPECT_EQ(sm->ports().at(1).phase, SmPortPhase::active) << "A dropped for a NodeInfo another port was asked for";
+    EXPECT_EQ(sm->ports().at(2).phase, SmPortPhase::node_info);
+}
+
 TEST_F(FabricTest, NewPartitionsReachActivePortsWithoutAReregister) {
     Ca a(net, 1, 0xA1), c(net, 3, 0xC3);
     plug(a);
