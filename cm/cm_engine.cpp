@@ -83,6 +83,13 @@ CmEngine::Conn* CmEngine::by_remote(std::uint32_t remote_id, std::uint64_t remot
     return nullptr;
 }
 
+// Any connection whose peer named itself so (in its REQ or REP).
+CmEngine::Conn* CmEngine::by_peer(std::uint32_t remote_id, std::uint64_t remote_ca_guid) {
+    for (auto& [id, c] : conns_)
+        if (c.remote_known && c.remote_id == remote_id && c.remote_ca_guid == remote_ca_guid) return &c;
+    return nullptr;
+}
+
 void CmEngine::send(const Address& to, const Message& m, std::uint64_t tid) {
     if (output_.size() >= config_.max_output) {
         ++counters_.output_dropped;
@@ -317,6 +324,7 @@ void CmEngine::on_req(const Req& m, std::uint64_t tid, const Address& from, Cloc
     if (ib::is_unicast_lid(m.primary.local_lid)) c.peer.lid = m.primary.local_lid;
     c.remote_id = m.local_comm_id;
     c.remote_ca_guid = m.local_ca_guid;
+    c.remote_known = true;
     c.remote_qpn = m.local_qpn;
     c.req_tid = tid;
     c.peer_response = cm_timeout(m.local_cm_response_timeout);
@@ -337,6 +345,7 @@ void CmEngine::on_rep(const Rep& m, std::uint64_t, const Address&, Clock::time_p
         c->remote_id = m.local_comm_id;
         c->remote_qpn = m.local_qpn;
         c->remote_ca_guid = m.local_ca_guid;
+        c->remote_known = true;
         c->state = State::rep_rcvd;
         c->timer = false;
         c->last.reset();
@@ -364,8 +373,19 @@ void CmEngine::on_rtu(const Rtu& m) {
     event({.kind = EventKind::established, .id = c->id, .peer = c->peer});
 }
 
+// The connection a REJ ends, as ib_cm's cm_acquire_rejected_id. A REJ
+// "timeout" comes from a side that gave up waiting, perhaps before it learnt
+// our comm ID (a REQ whose REP never reached it: Remote Comm ID 0): matched
+// by its sender's comm ID and the CA GUID in its ARI (IBA 12.6.7), failing
+// that as any REJ, by our comm ID.
+CmEngine::Conn* CmEngine::rejected(const Rej& m) {
+    if (m.reason == rej::timeout)
+        if (Conn* c = by_peer(m.local_comm_id, load_be64(m.ari.data()))) return c;
+    return find(m.remote_comm_id);
+}
+
 void CmEngine::on_rej(const Rej& m, Clock::time_point now) {
-    Conn* c = find(m.remote_comm_id);
+    Conn* c = rejected(m);
     if (!c || c->state == State::timewait) {
         ++counters_.unmatched;
         return;

@@ -28,6 +28,9 @@
 //    REP again once there is one, else dropped; a REQ from a (CA GUID,
 //    QPN) that has a live connection is stale: REJ 10 to it and a DREQ on
 //    the old one; a ServiceID nobody listens on: REJ 8; no room: REJ 3;
+//  - a REJ "timeout" is matched by its sender's comm ID and the CA GUID in
+//    its ARI (the sender may have given up before it learnt ours: a REQ
+//    whose REP never reached it names Remote Comm ID 0);
 //  - a duplicate REP in ESTABLISHED gets the RTU again; a DREQ whose
 //    remote QPN is not the connection's local QPN is dropped; a DREQ for no
 //    connection still gets a DREP; a LAP gets an APR "unsupported" (no
@@ -192,6 +195,7 @@ private:
         Address peer;
         std::uint32_t remote_id = 0;
         std::uint64_t remote_ca_guid = 0;
+        bool remote_known = false;         // the two above: from the REQ (passive) or the REP (active)
         std::uint32_t local_qpn = 0;
         std::uint32_t remote_qpn = 0;
         std::uint64_t req_tid = 0;
@@ -211,6 +215,8 @@ private:
     ConnectionId new_id();
     Conn* find(ConnectionId id);
     Conn* by_remote(std::uint32_t remote_id, std::uint64_t remote_ca_guid);
+    Conn* by_peer(std::uint32_t remote_id, std::uint64_t remote_ca_guid);
+    Conn* rejected(const Rej& m);
     void arm(Conn& c, Clock::duration after, unsigned retries, Clock::time_point now);
     void enter_timewait(Conn& c, Clock::time_point now);
     void on_req(const Req& m, std::uint64_t tid, const Address& from, Clock::time_point now);

@@ -62,7 +62,7 @@ struct ConnectedCounters {
     std::uint64_t connects = 0;            // REQs we started
     std::uint64_t connected = 0;           // ... that reached RTS (REP, RTU)
     std::uint64_t accepted = 0;            // REQs we answered with a REP
-    std::uint64_t rejected_by_peer = 0;    // REJs for our REQs
+    std::uint64_t rejected_by_peer = 0;    // REJs: of our REQs, or of our REPs (the peer gave up first)
     std::uint64_t timed_out = 0;           // our REQs unanswered
     std::uint64_t connect_errors = 0;      // no QP, the CM refused, the REP unusable
     std::uint64_t rejected_no_room = 0;    // REQs refused: connections or receive buffers (REJ 1)

@@ -203,6 +203,43 @@ TEST_F(Pair, ALostRepIsSentAgainAndADuplicateReqGetsTheSameRep) {
     EXPECT_EQ(b.state(ev_b[0].id), State::established);
 }
 
+TEST_F(Pair, ARejTimeoutFromAReqsSenderEndsTheConnectionItsRepNeverReached) {
+    b.listen(kService);
+    carry = [](const Message& m, bool) { return m.index() != 3; };  // every REP lost
+    auto id = a.connect(params(), now);
+    ASSERT_TRUE(id);
+    run();
+    ASSERT_EQ(kinds(ev_b), std::vector{EventKind::req_received});
+    const ConnectionId bid = ev_b[0].id;
+    ASSERT_TRUE(b.accept(bid, {.local_qpn = 0x202}, now));
+    run();
+    // Someone else's REJ "timeout" with A's comm ID: another CA GUID, no match.
+    Rej forged{.local_comm_id = *id, .message_rejected = MessageKind::req, .reject_info_length = 8,
+               .reason = rej::timeout};
+    store_be64(forged.ari.data(), 0x0002C90300000C0CULL);
+    b.receive(encode(forged, 1), at_a, now);
+    EXPECT_EQ(b.state(bid), State::rep_sent);
+    EXPECT_EQ(b.counters().unmatched, 1u);
+    // A gives up before any REP came: REJ "timeout", Remote Comm ID 0 (it
+    // never learnt B's), A's CA GUID as ARI. B matches it by A's comm ID and
+    // that GUID (IBA 12.6.7, ib_cm's cm_acquire_rejected_id).
+    ASSERT_TRUE(a.disconnect(*id, now));
+    run();
+    const Rej& r = std::get<Rej>(seen.back());
+    ASSERT_EQ(r.reason, rej::timeout);
+    EXPECT_EQ(r.remote_comm_id, 0u);
+    ASSERT_EQ(kinds(ev_b), (std::vector{EventKind::req_received, EventKind::rejected}));
+    EXPECT_EQ(ev_b.back().id, bid);
+    EXPECT_EQ(ev_b.back().reason, rej::timeout);
+    EXPECT_EQ(b.state(bid), State::timewait);
+    EXPECT_EQ(b.counters().unmatched, 1u);
+    // No REP is sent again: B waits for no RTU.
+    run(true);
+    EXPECT_EQ(count("REP"), 1u);
+    EXPECT_EQ(b.counters().retransmitted, 0u);
+    EXPECT_EQ(b.connections(), 0u);
+}
+
 TEST_F(Pair, AnMraStretchesTheWait) {
     b.listen(kService);
     auto id = a.connect(params(), now);
