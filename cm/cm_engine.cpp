@@ -373,15 +373,25 @@ void CmEngine::on_rtu(const Rtu& m) {
     event({.kind = EventKind::established, .id = c->id, .peer = c->peer});
 }
 
+// Whether an MRA or REJ naming `c` by our comm ID comes from its peer: its
+// own comm ID must be the one the peer gave us (REQ or REP), once we have
+// it; before that (a REJ or MRA of our REQ) ours alone, as ib_cm's
+// cm_acquire_id(ours, 0). Not the sender's LID: with LMC or a GRH route it
+// need not be the one we address, and ib_cm does not check it either.
+bool CmEngine::from_peer(const Conn& c, std::uint32_t sender_comm_id) {
+    return !c.remote_known || c.remote_id == sender_comm_id;
+}
+
 // The connection a REJ ends, as ib_cm's cm_acquire_rejected_id. A REJ
 // "timeout" comes from a side that gave up waiting, perhaps before it learnt
 // our comm ID (a REQ whose REP never reached it: Remote Comm ID 0): matched
 // by its sender's comm ID and the CA GUID in its ARI (IBA 12.6.7), failing
-// that as any REJ, by our comm ID.
+// that as any REJ: by our comm ID and the sender's.
 CmEngine::Conn* CmEngine::rejected(const Rej& m) {
     if (m.reason == rej::timeout)
         if (Conn* c = by_peer(m.local_comm_id, load_be64(m.ari.data()))) return c;
-    return find(m.remote_comm_id);
+    Conn* c = find(m.remote_comm_id);
+    return c && from_peer(*c, m.local_comm_id) ? c : nullptr;
 }
 
 void CmEngine::on_rej(const Rej& m, Clock::time_point now) {
@@ -401,6 +411,7 @@ void CmEngine::on_rej(const Rej& m, Clock::time_point now) {
 
 void CmEngine::on_mra(const Mra& m, Clock::time_point now) {
     Conn* c = find(m.remote_comm_id);
+    if (c && !from_peer(*c, m.local_comm_id)) c = nullptr;
     const bool for_req = c && c->state == State::req_sent && m.message_mraed == MessageKind::req;
     const bool for_rep = c && c->state == State::rep_sent && m.message_mraed == MessageKind::rep;
     if (!for_req && !for_rep) {

@@ -28,9 +28,11 @@
 //    REP again once there is one, else dropped; a REQ from a (CA GUID,
 //    QPN) that has a live connection is stale: REJ 10 to it and a DREQ on
 //    the old one; a ServiceID nobody listens on: REJ 8; no room: REJ 3;
-//  - a REJ "timeout" is matched by its sender's comm ID and the CA GUID in
-//    its ARI (the sender may have given up before it learnt ours: a REQ
-//    whose REP never reached it names Remote Comm ID 0);
+//  - a REJ or MRA is matched by both comm IDs once the peer's is known (a
+//    REJ or MRA of our REQ before the REP: by ours alone); a REJ "timeout"
+//    by its sender's comm ID and the CA GUID in its ARI (the sender may have
+//    given up before it learnt ours: a REQ whose REP never reached it names
+//    Remote Comm ID 0);
 //  - a duplicate REP in ESTABLISHED gets the RTU again; a DREQ whose
 //    remote QPN is not the connection's local QPN is dropped; a DREQ for no
 //    connection still gets a DREP; a LAP gets an APR "unsupported" (no
@@ -216,6 +218,7 @@ private:
     Conn* find(ConnectionId id);
     Conn* by_remote(std::uint32_t remote_id, std::uint64_t remote_ca_guid);
     Conn* by_peer(std::uint32_t remote_id, std::uint64_t remote_ca_guid);
+    static bool from_peer(const Conn& c, std::uint32_t sender_comm_id);
     Conn* rejected(const Rej& m);
     void arm(Conn& c, Clock::duration after, unsigned retries, Clock::time_point now);
     void enter_timewait(Conn& c, Clock::time_point now);

@@ -257,6 +257,50 @@ TEST_F(Pair, AnMraStretchesTheWait) {
     EXPECT_EQ(a.state(*id), State::req_sent);
 }
 
+TEST_F(Pair, ARejOrMraIsMatchedByBothCommIdsOnceThePeerHasNamedItsOwn) {
+    b.listen(kService);
+    auto id = a.connect(params(), now);
+    ASSERT_TRUE(id);
+    run();
+    const ConnectionId bid = ev_b[0].id;
+    ASSERT_TRUE(b.accept(bid, {.local_qpn = 0x202}, now));
+    run();
+    ASSERT_EQ(b.state(bid), State::rep_sent);
+    // An MRA for B's REP naming B's comm ID but not A's: the wait stays.
+    const auto before = b.next_deadline();
+    b.receive(encode(Mra{.local_comm_id = *id ^ 1, .remote_comm_id = bid, .message_mraed = MessageKind::rep,
+                         .service_timeout = 24},
+                     1),
+              at_a, now);
+    EXPECT_EQ(b.next_deadline(), before);
+    EXPECT_EQ(b.counters().unmatched, 1u);
+    b.receive(encode(Mra{.local_comm_id = *id, .remote_comm_id = bid, .message_mraed = MessageKind::rep,
+                         .service_timeout = 24},
+                     1),
+              at_a, now);
+    EXPECT_EQ(b.next_deadline(), now + cm_timeout(24) + 2 * cm_timeout(16));
+    ASSERT_TRUE(a.establish(*id, now));
+    run();
+    ASSERT_EQ(a.state(*id), State::established);
+    // REJs naming A's comm ID but not B's (another sender's, or a forgery):
+    // the connection stays.
+    for (const MessageKind what : {MessageKind::other, MessageKind::rep, MessageKind::req})
+        a.receive(encode(Rej{.local_comm_id = bid ^ 1, .remote_comm_id = *id, .message_rejected = what,
+                             .reason = rej::consumer_reject},
+                         2),
+                  Address{.lid = 9}, now);
+    EXPECT_EQ(a.state(*id), State::established);
+    EXPECT_EQ(a.counters().unmatched, 3u);
+    EXPECT_TRUE(ev_a.size() == 1 && a.take_events().empty());
+    // B's own REJ names both.
+    a.receive(encode(Rej{.local_comm_id = bid, .remote_comm_id = *id, .message_rejected = MessageKind::other,
+                         .reason = rej::consumer_reject},
+                     3),
+              at_b, now);
+    EXPECT_EQ(a.state(*id), State::timewait);
+    ASSERT_EQ(a.take_events().size(), 1u);
+}
+
 TEST_F(Pair, AReqFromAQpWithALiveConnectionIsStale) {
     const auto [ida, idb] = connect_pair();
     // A restarts without tearing down: the same CA GUID and QPN, a new comm ID.
