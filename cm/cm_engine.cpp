@@ -90,13 +90,17 @@ CmEngine::Conn* CmEngine::by_peer(std::uint32_t remote_id, std::uint64_t remote_
     return nullptr;
 }
 
-void CmEngine::send(const Address& to, const Message& m, std::uint64_t tid) {
+bool CmEngine::push(Outgoing o) {
     if (output_.size() >= config_.max_output) {
         ++counters_.output_dropped;
-        return;
+        return false;
     }
-    output_.push_back({to, encode(m, tid)});
-    ++counters_.sent[m.index()];
+    output_.push_back(std::move(o));
+    return true;
+}
+
+void CmEngine::send(const Address& to, const Message& m, std::uint64_t tid) {
+    if (push({to, encode(m, tid)})) ++counters_.sent[m.index()];
 }
 
 void CmEngine::event(Event e) {
@@ -278,10 +282,7 @@ void CmEngine::on_req(const Req& m, std::uint64_t tid, const Address& from, Cloc
     // A retransmitted REQ: the REP again once there is one.
     if (Conn* dup = by_remote(m.local_comm_id, m.local_ca_guid)) {
         ++counters_.duplicate_reqs;
-        if (dup->state == State::rep_sent && dup->last) {
-            if (output_.size() < config_.max_output) output_.push_back(*dup->last);
-            ++counters_.sent[Message(Rep{}).index()];
-        }
+        if (dup->state == State::rep_sent && dup->last && push(*dup->last)) ++counters_.sent[Message(Rep{}).index()];
         return;
     }
     // A REQ from a QP that still has a live connection here: stale.
@@ -474,12 +475,7 @@ void CmEngine::tick(Clock::time_point now) {
         }
         if (c.retries_left > 0 && c.last) {
             --c.retries_left;
-            if (output_.size() < config_.max_output) {
-                output_.push_back(*c.last);
-                ++counters_.retransmitted;
-            } else {
-                ++counters_.output_dropped;
-            }
+            if (push(*c.last)) ++counters_.retransmitted;
             c.deadline = now + c.retry_after;
             continue;
         }

@@ -212,6 +212,8 @@ private:
         unsigned peer_retries = 0;
     };
 
+    // Into the bounded output; false (counted in output_dropped) when full.
+    bool push(Outgoing o);
     void send(const Address& to, const Message& m, std::uint64_t tid);
     void event(Event e);
     ConnectionId new_id();

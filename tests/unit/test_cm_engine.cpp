@@ -240,6 +240,27 @@ TEST_F(Pair, ARejTimeoutFromAReqsSenderEndsTheConnectionItsRepNeverReached) {
     EXPECT_EQ(b.connections(), 0u);
 }
 
+TEST_F(Pair, TheRepForADuplicateReqIsCountedAsDroppedWhenTheOutputIsFull) {
+    CmEngine full({.local_ca_guid = kGuidB, .max_output = 1}, 3);
+    full.listen(kService);
+    ASSERT_TRUE(a.connect(params(), now));
+    const auto req = a.take_output();
+    ASSERT_EQ(req.size(), 1u);
+    full.receive(req[0].mad, at_a, now);
+    const auto ev = full.take_events();
+    ASSERT_EQ(ev.size(), 1u);
+    ASSERT_TRUE(full.accept(ev[0].id, {.local_qpn = 0x202}, now));  // the output holds its one MAD
+    full.receive(req[0].mad, at_a, now);  // a duplicate: its REP finds no room
+    EXPECT_EQ(full.counters().duplicate_reqs, 1u);
+    EXPECT_EQ(full.take_output().size(), 1u);
+    EXPECT_EQ(full.counters().sent[Message(Rep{}).index()], 1u);
+    EXPECT_EQ(full.counters().output_dropped, 1u);
+    full.receive(req[0].mad, at_a, now);  // room now: the REP again
+    EXPECT_EQ(full.take_output().size(), 1u);
+    EXPECT_EQ(full.counters().sent[Message(Rep{}).index()], 2u);
+    EXPECT_EQ(full.counters().output_dropped, 1u);
+}
+
 TEST_F(Pair, AnMraStretchesTheWait) {
     b.listen(kService);
     auto id = a.connect(params(), now);
