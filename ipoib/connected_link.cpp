@@ -47,6 +47,7 @@ void visit(const ConnectedCounters& c, CounterSink& out) {
     out.counter("rejected_no_room", c.rejected_no_room);
     out.counter("rejected_bad_req", c.rejected_bad_req);
     out.counter("disconnected_by_peer", c.disconnected_by_peer);
+    out.counter("ended_by_cm", c.ended_by_cm);
     out.counter("reaped_idle", c.reaped_idle);
     out.counter("rc_errors", c.rc_errors);
     out.counter("tx_messages", c.tx_messages);
@@ -455,7 +456,14 @@ void ConnectedLink::cm_event(const cm::Event& e, Clock::time_point now) {
             ++counters_.disconnected_by_peer;
             erase(k);
             return;
-        case cm::EventKind::timewait_exit: by_cm_.erase(it); return;
+        case cm::EventKind::timewait_exit:
+            // Still ours: the CM ended the connection by itself (a stale REQ
+            // from the peer's QP makes it DREQ the old one), and the end of
+            // TimeWait is all it tells us. The QP and its buffers go as at a
+            // DREQ.
+            ++counters_.ended_by_cm;
+            erase(k);
+            return;
         case cm::EventKind::req_received: return;
     }
 }

@@ -30,6 +30,9 @@
 //     posted again.
 //  3. Idle for 4 x Config::idle, a DREQ or an error: torn down, its
 //     buffers back in the pool.
+// Either side: a connection the CM ends by itself (a stale REQ from the
+// peer's QP: its DREQ on the old connection) goes at its TimeWait's end,
+// the one event the CM sends about it.
 // Small frames go over UD while nothing of ours is on RC for the peer
 // (Config::datagram_when_idle).
 // Everything is bounded (connections, queued frames, posted sends and
@@ -68,6 +71,7 @@ struct ConnectedCounters {
     std::uint64_t rejected_no_room = 0;    // REQs refused: connections or receive buffers (REJ 1)
     std::uint64_t rejected_bad_req = 0;    // REQs refused: not RC, another P_Key, not our GID
     std::uint64_t disconnected_by_peer = 0;  // DREQs
+    std::uint64_t ended_by_cm = 0;         // connections the CM ended by itself (a stale REQ from the peer's QP: its DREQ)
     std::uint64_t reaped_idle = 0;
     std::uint64_t rc_errors = 0;           // connections an RC error took down (retries, RNR, remote errors)
     std::uint64_t tx_messages = 0;

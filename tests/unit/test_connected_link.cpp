@@ -373,6 +373,37 @@ TEST_F(ConnectedLinkTest, PeersRequestsAreAcceptedUntilThePoolRunsOutAndBadOnesR
     EXPECT_EQ(link_->counters().disconnected_by_peer, 1u);
 }
 
+TEST_F(ConnectedLinkTest, AConnectionTheCmEndedByItselfGoesAtItsTimewaitExit) {
+    // One of ours and two of the peer's.
+    ASSERT_EQ(link_->send(peer(), path(), frame(100), now_).outcome, Outcome::queued);
+    answer_rep();
+    const cm::ConnectionId ours = cm_.next - 1;
+    const ib::Gid our_gid = a_->attributes().gid(), their_gid = b_->attributes().gid();
+    const std::uint16_t lid = b_->attributes().lid;
+    for (const cm::ConnectionId id : {1u, 2u})
+        link_->cm_event(cm::Event{.kind = cm::EventKind::req_received, .id = id, .peer = {.lid = lid},
+                                  .req = passive_req(0x500 + id, our_gid, their_gid, lid)},
+                        now_);
+    ASSERT_EQ(link_->connections(), 3u);
+    ASSERT_EQ(link_->buffers_in_use(), 8u);
+    // The peer's second ends as usual: DREQ, then TimeWait's end.
+    link_->cm_event(cm::Event{.kind = cm::EventKind::disconnect_requested, .id = 2}, now_);
+    link_->cm_event(cm::Event{.kind = cm::EventKind::timewait_exit, .id = 2}, now_ + 1s);
+    EXPECT_EQ(link_->counters().disconnected_by_peer, 1u);
+    // The CM ends the other two by itself (a stale REQ from the peer's QP:
+    // its DREQ, the DREP, TimeWait); all their owner hears is the end of
+    // TimeWait. Their QPs and buffers go then.
+    link_->cm_event(cm::Event{.kind = cm::EventKind::timewait_exit, .id = 1}, now_ + 1s);
+    link_->cm_event(cm::Event{.kind = cm::EventKind::timewait_exit, .id = ours}, now_ + 1s);
+    EXPECT_EQ(link_->connections(), 0u);
+    EXPECT_EQ(link_->buffers_in_use(), 0u);
+    EXPECT_EQ(link_->counters().ended_by_cm, 2u);
+    EXPECT_TRUE(cm_.disconnects.empty()) << "the CM has ended them already";
+    // Our next frame to the peer asks for a new connection at once.
+    EXPECT_EQ(link_->send(peer(), path(), frame(100), now_ + 1s).outcome, Outcome::queued);
+    EXPECT_EQ(cm_.connects.size(), 2u);
+}
+
 TEST_F(ConnectedLinkTest, IdleConnectionsAreClosedOursSoonerThanPeers) {
     ASSERT_EQ(link_->send(peer(), path(), frame(100), now_).outcome, Outcome::queued);
     answer_rep();
