@@ -494,7 +494,9 @@ std::size_t ConnectedLink::poll(const ReceiveCallback& on_receive, Clock::time_p
                 ++counters_.rx_messages;
                 c->last_used = now;
                 const std::uint16_t slid = c->peer_lid;
-                const std::uint32_t src_qp = c->remote_qpn;
+                // Named as over UD (PacketSource: LID and UD QPN, TAP mode's
+                // sender MAC), not by the QPN of the peer's RC QP.
+                const std::uint32_t src_qp = c->peer.qpn;
                 if (c->state == ConnState::up && c->qp->post_recv({.wr_id = c->next_wr++, .capacity = kConnectedReceiveSize}))
                     ++c->posted;
                 on_receive(ReceivedDatagram{.payload = wc.data, .src_qp = src_qp, .slid = slid});

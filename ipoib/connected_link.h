@@ -26,8 +26,9 @@
 //     of Config::receive_buffers, else REJ 1 "no QP").
 //  2. An RC QP with Config::ring receives of 65524 bytes posted, at RTS
 //     before the REP leaves (the kernel sends right after its RTS);
-//     received frames go to the engine like UD datagrams; each receive is
-//     posted again.
+//     received frames go to the engine like UD datagrams, from the peer's
+//     LID and UD QPN (its REQ's private data); each receive is posted
+//     again.
 //  3. Idle for 4 x Config::idle, a DREQ or an error: torn down, its
 //     buffers back in the pool.
 // Either side: a connection the CM ends by itself (a stale REQ from the

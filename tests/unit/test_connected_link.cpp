@@ -373,6 +373,37 @@ TEST_F(ConnectedLinkTest, PeersRequestsAreAcceptedUntilThePoolRunsOutAndBadOnesR
     EXPECT_EQ(link_->counters().disconnected_by_peer, 1u);
 }
 
+TEST_F(ConnectedLinkTest, AFrameFromAPeersConnectionNamesItsSenderByLidAndUdQpn) {
+    // The peer's RC QP, and its REQ naming it (UD QPN kPeerUdQpn in the private data).
+    auto qp = b_->create_rc_qp(0);
+    ASSERT_TRUE(qp);
+    peer_qp_ = std::move(*qp);
+    const std::uint16_t lid = b_->attributes().lid;
+    const cm::Req req = passive_req(peer_qp_->qpn(), a_->attributes().gid(), b_->attributes().gid(), lid);
+    link_->cm_event(cm::Event{.kind = cm::EventKind::req_received, .id = 1, .peer = {.lid = lid}, .req = req}, now_);
+    ASSERT_EQ(cm_.accepts.size(), 1u);
+    const cm::AcceptParams& rep = cm_.accepts.front().second;
+    transport::rc::RtrAttributes rtr;
+    rtr.dest_qpn = rep.local_qpn;
+    rtr.pmtu = 2048;
+    rtr.rq_psn = req.starting_psn;
+    transport::rc::RtsAttributes rts;
+    rts.sq_psn = rep.starting_psn;
+    ASSERT_TRUE(peer_qp_->connect(a_->attributes().lid, rtr, rts));
+    ASSERT_NE(peer_qp_->qpn(), kPeerUdQpn);
+    ASSERT_TRUE(peer_qp_->post_send({.wr_id = 1, .payload = frame(100)}));
+    std::vector<std::pair<std::uint16_t, std::uint32_t>> from;
+    for (int i = 0; i < 10; ++i) {
+        fabric_.run();
+        link_->poll([&](const ReceivedDatagram& d) { from.emplace_back(d.slid, d.src_qp); }, now_);
+        (void)peer_qp_->poll();
+    }
+    // PacketSource is LID and UD QPN (TAP mode's sender MAC is looked up by
+    // them), not the QPN of the peer's RC QP.
+    ASSERT_EQ(from.size(), 1u);
+    EXPECT_EQ(from[0], std::make_pair(lid, kPeerUdQpn));
+}
+
 TEST_F(ConnectedLinkTest, AConnectionTheCmEndedByItselfGoesAtItsTimewaitExit) {
     // One of ours and two of the peer's.
     ASSERT_EQ(link_->send(peer(), path(), frame(100), now_).outcome, Outcome::queued);
