@@ -92,7 +92,7 @@ struct InterfaceSection {
     InterfaceMode mode = InterfaceMode::tun;
     unsigned mtu = 0;  // 0: the broadcast group's IB MTU - 4 (connected mode: 65520)
     bool connected_mode = false;  // RFC 4755 (the kernel's sysfs `mode`: datagram or connected)
-    std::chrono::milliseconds connected_idle{60'000};  // an unused connection of ours is closed after this
+    std::chrono::milliseconds connected_idle{60'000};  // an unused connection of ours is closed after this, a stuck one taken down
     bool connected_datagram_when_idle = true;  // small packets over UD while their connection is idle
     std::vector<IpPrefix> addresses;
     std::vector<Route> routes;

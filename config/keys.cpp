@@ -184,7 +184,7 @@ const KeySpec kKeys[] = {
      .set = [](DaemonConfig& c, std::string_view v) { return store(c.interface.connected_mode, parse_yes_no(v)); },
      .get = [](const DaemonConfig& c) { return one(format_yes_no(c.interface.connected_mode)); }},
     {.section = "interface", .name = "connected-idle", .value_name = "DURATION",
-     .help = "connected mode: a connection of ours unused this long is closed (a peer's after 4 times as long)",
+     .help = "connected mode: a connection of ours unused this long is closed (a peer's after 4 times as long), one whose messages make no progress this long taken down",
      .set = [](DaemonConfig& c, std::string_view v) { return store(c.interface.connected_idle, parse_duration_between(v, 1s, 24h)); },
      .get = [](const DaemonConfig& c) { return one(format_duration(c.interface.connected_idle)); }},
     {.section = "interface", .name = "connected-datagram-when-idle", .value_name = "yes|no",

@@ -50,6 +50,7 @@ void visit(const ConnectedCounters& c, CounterSink& out) {
     out.counter("ended_by_cm", c.ended_by_cm);
     out.counter("reaped_idle", c.reaped_idle);
     out.counter("rc_errors", c.rc_errors);
+    out.counter("send_stalled", c.send_stalled);
     out.counter("tx_messages", c.tx_messages);
     out.counter("rx_messages", c.rx_messages);
     out.counter("tx_queued", c.tx_queued);
@@ -333,6 +334,7 @@ ConnectedSend ConnectedLink::post(Conn& c, bytes frame, Clock::time_point now) {
         ++counters_.drop_refused;
         return {.outcome = Outcome::dropped};
     }
+    if (c.outstanding == 0) c.send_progress = now;
     ++c.outstanding;
     ++counters_.tx_messages;
     c.last_used = now;
@@ -502,6 +504,7 @@ std::size_t ConnectedLink::poll(const ReceiveCallback& on_receive, Clock::time_p
                 on_receive(ReceivedDatagram{.payload = wc.data, .src_qp = src_qp, .slid = slid});
             } else {
                 if (c->outstanding) --c->outstanding;
+                c->send_progress = now;
                 if (wc.status != transport::rc::Status::success && wc.status != transport::rc::Status::flushed) {
                     ++counters_.tx_errors;
                     broken.emplace_back(k, std::string("send: ") + transport::rc::to_string(wc.status));
@@ -524,13 +527,17 @@ std::size_t ConnectedLink::poll(const ReceiveCallback& on_receive, Clock::time_p
 }
 
 void ConnectedLink::tick(Clock::time_point now) {
-    std::vector<Key> expired, idle;
+    std::vector<Key> expired, idle, stalled;
     for (const auto& [k, c] : conns_) {
         if (c.state == ConnState::failed) {
             if (now >= c.failed_until) expired.push_back(k);
         } else if (c.state == ConnState::up) {
             const auto limit = c.active ? config_.idle : 4 * config_.idle;
-            if (now - c.last_used >= limit && c.outstanding == 0) idle.push_back(k);
+            if (c.outstanding == 0) {
+                if (now - c.last_used >= limit) idle.push_back(k);
+            } else if (now - c.send_progress >= config_.idle) {
+                stalled.push_back(k);
+            }
         }
     }
     for (Key k : expired) erase(k);
@@ -539,6 +546,20 @@ void ConnectedLink::tick(Clock::time_point now) {
         ++counters_.reaped_idle;
         if (c->cm_id) (void)cm_.disconnect(*c->cm_id, now);
         erase(k);
+    }
+    // SENDs outstanding and none completed for the idle time: the peer
+    // RNR-NAKs them forever (our RNR retry 7; the RC ends anything else
+    // within its retries). Without this the connection would hold its
+    // send_depth frames, drop every later one and keep small ones off UD.
+    for (Key k : stalled) {
+        Conn* c = find(k);
+        ++counters_.send_stalled;
+        if (c->cm_id) (void)cm_.disconnect(*c->cm_id, now);
+        tear_down(k,
+                  "no SEND completed for " +
+                      std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - c->send_progress).count()) +
+                      " s (" + std::to_string(c->outstanding) + " outstanding)",
+                  now, true);
     }
 }
 
@@ -549,7 +570,9 @@ std::optional<Clock::time_point> ConnectedLink::next_deadline() const {
     };
     for (const auto& [k, c] : conns_) {
         if (c.state == ConnState::failed) consider(c.failed_until);
-        else if (c.state == ConnState::up) consider(c.last_used + (c.active ? config_.idle : 4 * config_.idle));
+        else if (c.state == ConnState::up && c.outstanding == 0)
+            consider(c.last_used + (c.active ? config_.idle : 4 * config_.idle));
+        else if (c.state == ConnState::up) consider(c.send_progress + config_.idle);
     }
     return next;
 }

@@ -16,8 +16,10 @@
 //     the peer's receive size are refused (too_big: the engine answers
 //     with ICMP).
 //  3. A REJ, a REQ timeout, a send error (retries exhausted, the peer gone),
-//     a DREQ: the connection is torn down; for Config::retry_after frames to
-//     that peer go over UD (when they fit), then a new REQ is tried.
+//     SENDs outstanding with none completed for Config::idle (a peer that
+//     RNR-NAKs forever), a DREQ: the connection is torn down; for
+//     Config::retry_after frames to that peer go over UD (when they fit),
+//     then a new REQ is tried.
 //  4. Idle for Config::idle: a DREQ, and the QP goes.
 // Passive (cm_event(req_received) for our ServiceID):
 //  1. Checked: RC, our P_Key, our GID as the primary remote GID (else REJ 12
@@ -75,6 +77,7 @@ struct ConnectedCounters {
     std::uint64_t ended_by_cm = 0;         // connections the CM ended by itself (a stale REQ from the peer's QP: its DREQ)
     std::uint64_t reaped_idle = 0;
     std::uint64_t rc_errors = 0;           // connections an RC error took down (retries, RNR, remote errors)
+    std::uint64_t send_stalled = 0;        // connections taken down: SENDs outstanding, none completed for Config::idle
     std::uint64_t tx_messages = 0;
     std::uint64_t rx_messages = 0;
     std::uint64_t tx_queued = 0;           // frames that waited for a connection
@@ -108,6 +111,11 @@ public:
         std::size_t ring = 64;              // receives each passive connection holds
         std::size_t queue = 16;             // frames waiting per connecting peer
         std::size_t send_depth = 128;       // SENDs outstanding per connection
+        // Ours closed after this long unused, a peer's after 4x. Also the
+        // bound on a connection of ours whose SENDs make no progress: one
+        // outstanding and none completed for this long is taken down (the
+        // RC ends a healthy SEND within its retries, some 2 s, but our RNR
+        // retry 7 waits forever on a peer that posts no receives).
         std::chrono::milliseconds idle{60'000};
         std::chrono::milliseconds retry_after{1'000};
         // Our REQs' RC parameters. The kernel asks for 0 and 0 and loses a
@@ -185,6 +193,9 @@ private:
         std::uint8_t path_mtu = 0;  // IBA code
         std::deque<std::vector<std::uint8_t>> queue;
         std::size_t outstanding = 0;
+        // The last send completion, or the post that found none outstanding:
+        // the bound on a connection that makes no progress (tick()).
+        Clock::time_point send_progress{};
         std::size_t posted = 0;  // passive: receives posted
         Clock::time_point last_used{};
         Clock::time_point failed_until{};

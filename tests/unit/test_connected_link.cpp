@@ -89,13 +89,13 @@ protected:
     }
     // The peer's side of a connection: an RC QP on port b with receives,
     // connected to the QP our REQ named; then the REP as the CM reports it.
-    void answer_rep(std::uint32_t receive_size = kConnectedReceiveSize) {
+    void answer_rep(std::uint32_t receive_size = kConnectedReceiveSize, std::uint64_t receives = 8) {
         ASSERT_FALSE(cm_.connects.empty());
         const cm::ConnectParams& req = cm_.connects.back();
         auto qp = b_->create_rc_qp(0);
         ASSERT_TRUE(qp);
         peer_qp_ = std::move(*qp);
-        for (std::uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(peer_qp_->post_recv({.wr_id = i, .capacity = 70000}));
+        for (std::uint64_t i = 0; i < receives; ++i) ASSERT_TRUE(peer_qp_->post_recv({.wr_id = i, .capacity = 70000}));
         transport::rc::RtrAttributes rtr;
         rtr.dest_qpn = req.local_qpn;
         rtr.pmtu = 2048;
@@ -402,6 +402,67 @@ TEST_F(ConnectedLinkTest, AFrameFromAPeersConnectionNamesItsSenderByLidAndUdQpn)
     // them), not the QPN of the peer's RC QP.
     ASSERT_EQ(from.size(), 1u);
     EXPECT_EQ(from[0], std::make_pair(lid, kPeerUdQpn));
+}
+
+// A peer that accepts and then posts no receives answers every SEND with an
+// RNR NAK, and our RNR retry count (7, which a Linux peer echoes) retries
+// forever: without a bound nothing would complete, fail or be reaped.
+TEST_F(ConnectedLinkTest, AConnectionWhoseSendsMakeNoProgressForTheIdleTimeIsTornDown) {
+    config_.send_depth = 2;
+    link_ = std::make_unique<ConnectedLink>(
+        *a_, cm_, config_,
+        [this](EngineEventKind k, std::string m, std::vector<std::pair<std::string, std::string>>) {
+            events_.emplace_back(k, std::move(m));
+        },
+        7);
+    ASSERT_TRUE(link_->open(kOurUdQpn, 0xFFFF, now_));
+    auto turn = [&] {  // the fabric and both sides, RC timers as at `now_`, as in real time
+        for (int i = 0; i < 4; ++i) {
+            a_->core().service_rc(std::chrono::steady_clock::now() + (now_ - t0_));
+            fabric_.run();
+            link_->poll([](const ReceivedDatagram&) {}, now_);
+            (void)peer_qp_->poll();
+        }
+    };
+    ASSERT_EQ(link_->send(peer(), path(), frame(3000, 1), now_).outcome, Outcome::queued);
+    answer_rep(kConnectedReceiveSize, 0);  // the waiting frame leaves: RNR NAK
+    turn();
+    // Progress (a completion) starts the bound again: the peer posts one
+    // receive late, the retry gets through.
+    now_ = t0_ + config_.idle - 1s;
+    ASSERT_TRUE(peer_qp_->post_recv({.wr_id = 1, .capacity = 70000}));
+    turn();
+    link_->tick(now_);
+    ASSERT_EQ(link_->connection_to(peer())->state, ConnState::up);
+    const Clock::time_point progress = now_;
+    // Then nothing: two SENDs outstanding (send_depth), the rest dropped, small frames too.
+    ASSERT_EQ(link_->send(peer(), path(), frame(3000, 2), now_).outcome, Outcome::sent);
+    now_ += 1s;
+    ASSERT_EQ(link_->send(peer(), path(), frame(3000, 3), now_).outcome, Outcome::sent);
+    turn();
+    EXPECT_EQ(link_->send(peer(), path(), frame(100, 4), now_, true).outcome, Outcome::dropped);
+    EXPECT_EQ(link_->counters().drop_send_full, 1u);
+    ASSERT_TRUE(link_->next_deadline());
+    EXPECT_EQ(*link_->next_deadline(), progress + config_.idle);
+    now_ = progress + config_.idle - 1ms;
+    turn();
+    link_->tick(now_);
+    EXPECT_EQ(link_->connection_to(peer())->state, ConnState::up);
+    // No completion for the idle time with SENDs outstanding: torn down as
+    // an RC error would (DREQ, logged, UD for retry_after, then a new REQ).
+    now_ = progress + config_.idle;
+    link_->tick(now_);
+    EXPECT_EQ(link_->counters().send_stalled, 1u);
+    EXPECT_EQ(link_->connection_to(peer())->state, ConnState::failed);
+    EXPECT_EQ(cm_.disconnects, std::vector<cm::ConnectionId>{cm_.next - 1});
+    ASSERT_EQ(events_.size(), 1u);
+    EXPECT_EQ(events_[0].first, EngineEventKind::connection_failed);
+    EXPECT_NE(events_[0].second.find("no SEND completed"), std::string::npos) << events_[0].second;
+    EXPECT_EQ(link_->send(peer(), path(), frame(100, 5), now_, true).outcome, Outcome::use_datagram);
+    now_ += config_.retry_after;
+    EXPECT_EQ(link_->send(peer(), path(), frame(3000, 6), now_).outcome, Outcome::queued);
+    EXPECT_EQ(cm_.connects.size(), 2u);
+    EXPECT_EQ(link_->counters().tx_messages, 3u);
 }
 
 TEST_F(ConnectedLinkTest, AConnectionTheCmEndedByItselfGoesAtItsTimewaitExit) {
