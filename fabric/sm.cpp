@@ -147,15 +147,35 @@ void SubnetManager::on_response(SmPort& port, const ib::Smp& smp) {
             port.local_port_num = ni.local_port_num;
             last_guid_at_[port.switch_port] = port.port_guid;
             if (config_.m_key.mode == MKeyPolicy::Mode::derived) port.m_key = m_key_for(port.port_guid);
-            // A GUID is in one place at a time: the same port plugged in
-            // again (a soft port's process restarted before its old link
-            // timed out) replaces the old attachment at once, so that the
-            // SA's paths and the LID (kept by GUID) follow it.
+            // A GUID is in one place at a time. Where it is ACTIVE on
+            // another switch port whose link is up, that port keeps it: this
+            // one is a second port claiming it (cloned machines sharing a
+            // machine-id, or a port that lies), refused and tried again at
+            // every sweep, so it takes over once the first goes (a soft
+            // port's process restarted: its old link times out). Otherwise
+            // the GUID moved here, and the old attachment goes at once so
+            // that the SA's paths and the LID (kept by GUID) follow it; an
+            // old port whose link is still up is looked for again at the
+            // sweeps (it may answer as itself).
             {
                 std::vector<std::uint8_t> stale;
-                for (const auto& [sp, other] : ports_)
-                    if (sp != port.switch_port && other.port_guid == port.port_guid) stale.push_back(sp);
-                for (std::uint8_t sp : stale) lose(sp, "its GUID reappeared on another switch port");
+                for (const auto& [sp, other] : ports_) {
+                    if (sp == port.switch_port || other.port_guid != port.port_guid) continue;
+                    if (other.phase == SmPortPhase::active && switch_.port_up(sp)) {
+                        ++counters_.duplicate_guids;
+                        if (!port.duplicate_logged)
+                            log("SM: port " + std::to_string(port.switch_port) + " claims GUID " + hex(port.port_guid, 16) +
+                                ", ACTIVE on port " + std::to_string(sp) +
+                                "; refused while that port is up (ports must have their own GUIDs)");
+                        port.duplicate_logged = true;
+                        port.phase = SmPortPhase::failed;
+                        return;
+                    }
+                    stale.push_back(sp);
+                }
+                port.duplicate_logged = false;
+                for (std::uint8_t sp : stale)
+                    lose(sp, "its GUID reappeared on another switch port", /*keep=*/switch_.port_up(sp));
             }
             port.phase = SmPortPhase::node_description;
             send(port, ib::method::get, ib::smp_attr::node_description, 0, {});
@@ -594,6 +614,7 @@ void visit(const SmCounters& c, CounterSink& out) {
     out.counter("switch_smps", c.switch_smps);
     out.counter("switch_smp_errors", c.switch_smp_errors);
     out.counter("requests_refused", c.requests_refused);
+    out.counter("duplicate_guids", c.duplicate_guids);
 }
 
 const char* to_string(SmPortPhase p) {

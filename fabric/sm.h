@@ -113,6 +113,7 @@ struct SmPort {
     bool sweeping = false;  // the SMP in flight is a sweep check
     bool pkeys_stale = false;    // ACTIVE, and the partitions changed its P_Keys: set them at the next tick
     bool setting_pkeys = false;  // the SMP in flight is that Set P_KeyTable
+    bool duplicate_logged = false;  // its GUID is ACTIVE on another switch port, and the log said so
 };
 
 struct SmCounters {
@@ -130,6 +131,7 @@ struct SmCounters {
     std::uint64_t switch_smps = 0;       // SMPs to this switch's own SMA (its tables, its ports' states)
     std::uint64_t switch_smp_errors = 0; // of those, unanswered or answered with an error status
     std::uint64_t requests_refused = 0;  // other requests to this SM: no agent for them
+    std::uint64_t duplicate_guids = 0;   // discoveries of a GUID already ACTIVE on another port with its link up
 };
 // As "smps_sent", "m_key_traps", ...
 void visit(const SmCounters& c, CounterSink& out);

@@ -542,6 +542,34 @@ TEST_F(FabricTest, TheSmTakesAResponseOnlyFromThePortItAsked) {
     EXPECT_EQ(sm->ports().at(2).phase, SmPortPhase::node_info);
 }
 
+// A second port claiming the GUID of an ACTIVE port whose link is up (a
+// cloned machine-id, or a port that lies) is refused, and the first keeps
+// its LID and route; once the first goes, the GUID has moved and the second
+// takes over with its LID.
+TEST_F(FabricTest, ASecondPortWithAnActivePortsGuidWaitsUntilTheFirstGoes) {
+    Ca a(net, 1, 0xA1), b(net, 2, 0xB2);
+    plug(a);
+    plug(b);
+    const std::uint16_t lid_a = a.port.core().attributes().lid;
+    Ca twin(net, 9, 0xA1);
+    plug(twin);
+    advance(std::chrono::milliseconds(1200));  // sweeps try the twin again
+    EXPECT_GE(sm->counters().duplicate_guids, 2u);
+    EXPECT_EQ(sw->unicast_route(lid_a), std::optional<std::uint8_t>(1));
+    EXPECT_EQ(sm->ports().at(1).phase, SmPortPhase::active);
+    EXPECT_EQ(sm->ports().at(3).phase, SmPortPhase::failed);
+    EXPECT_NE(twin.port.core().attributes().state, PortState::active);
+    // A goes silent: its link times out, and the twin is the GUID's port now.
+    a.alive = false;
+    a.answers = false;
+    advance(std::chrono::milliseconds(2500));
+    EXPECT_EQ(sm->ports().count(1), 0u);
+    ASSERT_EQ(sm->ports().count(3), 1u);
+    EXPECT_EQ(sm->ports().at(3).phase, SmPortPhase::active);
+    EXPECT_EQ(twin.port.core().attributes().lid, lid_a);
+    EXPECT_EQ(sw->unicast_route(lid_a), std::optional<std::uint8_t>(3));
+}
+
 TEST_F(FabricTest, NewPartitionsReachActivePortsWithoutAReregister) {
     Ca a(net, 1, 0xA1), c(net, 3, 0xC3);
     plug(a);
