@@ -140,12 +140,20 @@ void SaServer::create_predefined_groups() {
 }
 
 std::uint16_t SaServer::allocate_mlid() const {
-    for (std::uint32_t mlid = ib::kLidMulticastFirst; mlid <= ib::kLidMulticastLast; ++mlid) {
-        const bool used = std::any_of(groups_.begin(), groups_.end(),
-                                      [&](const auto& kv) { return kv.second.params.mlid == mlid; });
-        if (!used) return static_cast<std::uint16_t>(mlid);
-    }
+    // One pass over the groups, one over the MLIDs (not one over the groups
+    // per MLID: creating the n-th group would cost n^2).
+    std::vector<bool> used(std::size_t{ib::kLidMulticastLast} - ib::kLidMulticastFirst + 1);
+    for (const auto& [mgid, g] : groups_)
+        if (g.params.mlid >= ib::kLidMulticastFirst && g.params.mlid <= ib::kLidMulticastLast)
+            used[g.params.mlid - ib::kLidMulticastFirst] = true;
+    for (std::size_t i = 0; i < used.size(); ++i)
+        if (!used[i]) return static_cast<std::uint16_t>(ib::kLidMulticastFirst + i);
     return 0;
+}
+
+std::size_t SaServer::memberships_of(std::uint64_t guid) const {
+    return static_cast<std::size_t>(
+        std::count_if(groups_.begin(), groups_.end(), [&](const auto& kv) { return kv.second.members.contains(guid); }));
 }
 
 std::optional<SaPort> SaServer::port_by_lid(std::uint16_t lid) const {
@@ -235,7 +243,7 @@ std::vector<sa::SaMad> SaServer::handle(const sa::SaMad& request, std::uint16_t 
         if (method != ib::method::get && method != ib::method::get_table)
             return reply(ib::mad_status::method_attr_not_supported);
         const auto rec = sa::get_record<sa::InformInfoRecord>(request);
-        return respond_records(resp, method, query_subscriptions(rec, mask), to);
+        return respond_records(resp, method, query_subscriptions(rec, mask, *requester), to);
     }
     if (request.header.attribute_id == sa::sa_attr::class_port_info) {
         if (method != ib::method::get) return reply(ib::mad_status::method_attr_not_supported);
@@ -350,6 +358,12 @@ std::uint16_t SaServer::join(const sa::McMemberRecord& req, std::uint64_t mask, 
     const bool proxy = member.guid != requester.guid;
     if (proxy && !shares_partition(member, requester)) return sa::sa_status::err_req_invalid;
     auto it = groups_.find(req.mgid);
+    // One port's share of the groups (and so of the MLIDs).
+    if ((it == groups_.end() || !it->second.members.contains(member.guid)) &&
+        memberships_of(member.guid) >= config_.max_groups_per_port) {
+        ++counters_.joins_over_limit;
+        return sa::sa_status::err_no_resources;
+    }
     if (it == groups_.end()) {
         McGroup created;
         const std::uint16_t status = create_group(req, mask, member, created);
@@ -813,11 +827,21 @@ void SaServer::port_gone(std::uint64_t guid, Clock::time_point now) {
 
 // Subscriptions as InformInfoRecords, selected by SubscriberGID and Enum.
 // Enum numbers a subscriber's subscriptions in the order they were made.
-std::vector<sa::InformInfoRecord> SaServer::query_subscriptions(const sa::InformInfoRecord& req, std::uint64_t mask) const {
+// Shown, as the topology records, only to requesters that share a
+// partition with the subscriber.
+std::vector<sa::InformInfoRecord> SaServer::query_subscriptions(const sa::InformInfoRecord& req, std::uint64_t mask,
+                                                                const SaPort& requester) const {
     namespace ic = sa::inform_info_record_comp;
     std::vector<sa::InformInfoRecord> out;
     std::map<std::uint64_t, std::uint16_t> next_enum;
     for (const Subscription& sub : subscriptions_) {
+        if (sub.guid != requester.guid) {
+            const SaPort* subscriber = port_by_guid(sub.guid);
+            if (!subscriber || !shares_partition(*subscriber, requester)) {
+                ++next_enum[sub.guid];
+                continue;
+            }
+        }
         sa::InformInfoRecord r;
         store_be64(r.subscriber_gid.data(), config_.subnet_prefix);
         store_be64(r.subscriber_gid.data() + 8, sub.guid);
@@ -838,7 +862,14 @@ std::uint16_t SaServer::inform(const sa::InformInfo& info, const SaPort& request
     const Subscription sub{requester.guid, qpn, info.trap_number_device_id};
     const auto same = [&](const Subscription& s) { return s.guid == sub.guid && s.trap == sub.trap && s.qpn == sub.qpn; };
     if (info.subscribe == 1) {
-        if (std::none_of(subscriptions_.begin(), subscriptions_.end(), same)) subscriptions_.push_back(sub);
+        if (std::any_of(subscriptions_.begin(), subscriptions_.end(), same)) return kOk;
+        const auto held = std::count_if(subscriptions_.begin(), subscriptions_.end(),
+                                        [&](const Subscription& s) { return s.guid == sub.guid; });
+        if (static_cast<std::size_t>(held) >= config_.max_subscriptions_per_port) {
+            ++counters_.subscriptions_over_limit;
+            return sa::sa_status::err_no_resources;
+        }
+        subscriptions_.push_back(sub);
         return kOk;
     }
     const auto before = subscriptions_.size();
@@ -938,6 +969,8 @@ void visit(const SaCounters& c, CounterSink& out) {
     out.counter("reports_dropped", c.reports_dropped);
     out.counter("rmpp_transfers", c.rmpp_transfers);
     out.counter("rmpp_aborted", c.rmpp_aborted);
+    out.counter("joins_over_limit", c.joins_over_limit);
+    out.counter("subscriptions_over_limit", c.subscriptions_over_limit);
 }
 
 }  // namespace ipoibd::fabric

@@ -79,6 +79,11 @@ struct SaServerConfig {
     std::chrono::milliseconds rmpp_timeout{1000};  // resend an unacknowledged window
     unsigned rmpp_retries = 3;
     std::size_t max_transfers = 256;
+    // One port's share (refused with ERR_NO_RESOURCES and counted): the
+    // groups it is a member of (so the groups it can create, and MLIDs it
+    // can take: 16,384 in all), and its InformInfo subscriptions.
+    std::size_t max_groups_per_port = 1024;
+    std::size_t max_subscriptions_per_port = 64;
 };
 
 // An unsolicited MAD for a port: a Report to a subscriber.
@@ -114,6 +119,8 @@ struct SaCounters {
     std::uint64_t reports_dropped = 0;   // no ReportResp after every retry, or too many pending
     std::uint64_t rmpp_transfers = 0;    // multi-segment GetTableResps started
     std::uint64_t rmpp_aborted = 0;      // stopped by the requester, or unacknowledged after retries
+    std::uint64_t joins_over_limit = 0;  // joins refused: the port is in max_groups_per_port groups
+    std::uint64_t subscriptions_over_limit = 0;  // InformInfo refused: max_subscriptions_per_port
 };
 // As "requests", "sm_key_refused", ...
 void visit(const SaCounters& c, CounterSink& out);
@@ -191,7 +198,9 @@ private:
     void create_predefined_groups();
     void update_forwarding(const McGroup& g);
     std::uint16_t inform(const sa::InformInfo& info, const SaPort& requester, std::uint32_t qpn);
-    std::vector<sa::InformInfoRecord> query_subscriptions(const sa::InformInfoRecord& req, std::uint64_t mask) const;
+    std::vector<sa::InformInfoRecord> query_subscriptions(const sa::InformInfoRecord& req, std::uint64_t mask,
+                                                          const SaPort& requester) const;
+    std::size_t memberships_of(std::uint64_t guid) const;  // groups the port is a member of
     void report(std::uint16_t trap, const ib::Gid& gid, std::uint16_t pkey_or_zero, std::optional<SaPort> about,
                 Clock::time_point now);
     void send_report(std::size_t index, Clock::time_point now);

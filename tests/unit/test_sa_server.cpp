@@ -527,6 +527,67 @@ TEST_F(SaTrapTest, SubscriptionsAreListedAsInformInfoRecords) {
     EXPECT_EQ((*a_records)[0].inform_info.trap_number_device_id, sa::kInformAllTraps);
 }
 
+// Subscriptions are listed only to ports that share a partition with the
+// subscriber (as the topology records): C (0x8001 only) sees its own alone.
+TEST_F(SaTrapTest, SubscriptionsAreListedWithinAPartition) {
+    subscribe(3, sa::trap_number::gid_in_service);  // B, 0xFFFF
+    subscribe(4, sa::trap_number::gid_in_service);  // C, 0x8001
+    const auto listed = [&](std::uint16_t lid) {
+        auto all = sa::make_sa_request(ib::method::get_table, 90, sa::InformInfoRecord{});
+        auto whole = sa::reassemble(sa.handle(*all, lid, 1, now));
+        EXPECT_TRUE(whole.has_value());
+        std::vector<ib::Gid> gids;
+        if (auto records = sa::unpack_records<sa::InformInfoRecord>(whole->payload, whole->header.attribute_offset))
+            for (const auto& r : *records) gids.push_back(r.subscriber_gid);
+        return gids;
+    };
+    EXPECT_EQ(listed(4), std::vector<ib::Gid>{gid_of(0xC)});
+    EXPECT_EQ(listed(2), std::vector<ib::Gid>{gid_of(0xB)});
+}
+
+// One port's share: its subscriptions and its groups are bounded (refused
+// with ERR_NO_RESOURCES and counted); other ports still have theirs.
+TEST(SaServerLimits, OnePortsSubscriptionsAndGroupsAreBounded) {
+    NullOutput out;
+    Switch sw{Switch::Config{}, out};
+    std::vector<SaPort> ports = {
+        {.lid = 2, .guid = 0xA, .gid = gid_of(0xA), .mtu = 4, .rate = 7, .pkeys = {0xFFFF}, .switch_port = 1},
+        {.lid = 3, .guid = 0xB, .gid = gid_of(0xB), .mtu = 5, .rate = 7, .pkeys = {0xFFFF}, .switch_port = 2},
+    };
+    SaServer sa{SaServerConfig{.max_groups_per_port = 4, .max_subscriptions_per_port = 3}, sw, [&] { return ports; }};
+    const auto now = Clock::time_point{} + std::chrono::hours(1);
+    const auto subscribe = [&](std::uint16_t lid, std::uint16_t trap) {
+        auto req = sa::make_sa_request(ib::method::set, 77, sa::generic_trap_subscription(trap, true));
+        return sa.handle(*req, lid, 0x48, now).at(0).header.status;
+    };
+    for (const int trap : {64, 65, 66}) EXPECT_EQ(subscribe(2, static_cast<std::uint16_t>(trap)), 0);
+    EXPECT_EQ(subscribe(2, 64), 0);  // again: already held
+    EXPECT_EQ(subscribe(2, 67), sa::sa_status::err_no_resources);
+    EXPECT_EQ(subscribe(3, 67), 0);
+    EXPECT_EQ(sa.counters().subscriptions_over_limit, 1u);
+    EXPECT_EQ(sa.subscriptions().size(), 4u);
+
+    const auto join = [&](std::uint16_t lid, std::uint64_t guid, std::uint32_t n) {
+        ib::Gid mgid = *parse_gid("ff15:1234::");
+        store_be32(mgid.data() + 12, n);
+        McMemberQuery q;
+        q.set_mgid(mgid).set_port_gid(gid_of(guid)).set_join_state(sa::join_state::full_member)
+            .set_q_key(0x1234).set_tclass(0).set_p_key(0xFFFF).set_flow_label(0).set_sl(0);
+        auto req = q.request(ib::method::set, 0x1234);
+        return sa.handle(*req, lid).at(0).header.status;
+    };
+    // Four groups of its own, no more.
+    std::set<std::uint16_t> mlids;
+    for (std::uint32_t n = 1; n <= 4; ++n) EXPECT_EQ(join(2, 0xA, n), 0) << n;
+    EXPECT_EQ(join(2, 0xA, 5), sa::sa_status::err_no_resources);
+    EXPECT_EQ(join(2, 0xA, 1), 0);  // a group it is in: joined again
+    EXPECT_EQ(join(3, 0xB, 5), 0);  // B creates what A could not
+    EXPECT_EQ(join(3, 0xB, 1), 0);  // and joins A's
+    EXPECT_EQ(sa.counters().joins_over_limit, 1u);
+    for (const auto& [mgid, g] : sa.groups()) mlids.insert(g.params.mlid);
+    EXPECT_EQ(mlids.size(), sa.groups().size()) << "every group its own MLID";
+}
+
 TEST_F(SaTrapTest, UnsubscribeStopsReports) {
     subscribe(3, sa::trap_number::gid_in_service);
     subscribe(3, sa::trap_number::gid_in_service, 0x48, false);
