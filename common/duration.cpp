@@ -12,18 +12,22 @@ expected<std::chrono::milliseconds, std::string> parse_duration(std::string_view
     if (ec != std::errc() || ptr == begin)
         return unexpected("'" + std::string(text) + "' is not a duration (e.g. 250ms, 1s, 2m)");
     const std::string_view unit(ptr, static_cast<std::size_t>(end - ptr));
-    std::uint64_t ms;
+    std::uint64_t per = 0;  // milliseconds per unit
     if (unit == "ms")
-        ms = value;
+        per = 1;
     else if (unit.empty() || unit == "s")
-        ms = value * 1000;
+        per = 1000;
     else if (unit == "m" || unit == "min")
-        ms = value * 60'000;
+        per = 60'000;
     else if (unit == "h")
-        ms = value * 3'600'000;
+        per = 3'600'000;
     else
         return unexpected("unknown unit '" + std::string(unit) + "' in '" + std::string(text) + "' (ms, s, m, h)");
-    if (ms > 365ULL * 24 * 3'600'000) return unexpected("'" + std::string(text) + "' is longer than a year");
+    // Compared before multiplying: a product past 2^64 would wrap to a
+    // small, valid-looking duration.
+    constexpr std::uint64_t kYear = 365ULL * 24 * 3'600'000;
+    if (value > kYear / per) return unexpected("'" + std::string(text) + "' is longer than a year");
+    const std::uint64_t ms = value * per;
     return std::chrono::milliseconds(ms);
 }
 

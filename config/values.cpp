@@ -201,8 +201,10 @@ bool is_wildcard(const SocketAddress& address) {
 expected<std::string, Reason> parse_interface_name(std::string_view text) {
     if (text.empty() || text.size() > 15) return unexpected(Reason("must be 1 to 15 characters long"));
     if (text == "." || text == "..") return unexpected(Reason("cannot be '.' or '..'"));
-    if (std::any_of(text.begin(), text.end(), [](char c) { return c == '/' || c == ':' || is_space(c); }))
-        return unexpected(Reason("cannot contain '/', ':' or white space"));
+    // '%' too: the kernel takes "ib%d" for a pattern and names the device
+    // otherwise, so the daemon would never find it by its configured name.
+    if (std::any_of(text.begin(), text.end(), [](char c) { return c == '/' || c == ':' || c == '%' || is_space(c); }))
+        return unexpected(Reason("cannot contain '/', ':', '%' or white space"));
     return std::string(text);
 }
 

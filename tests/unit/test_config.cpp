@@ -172,7 +172,10 @@ const BadFile kBadFiles[] = {
     {"name_too_long", "[interface]\nname = ib0.verylongname\n",
      "FILE:2: [interface] name = ib0.verylongname: must be 1 to 15 characters long"},
     {"name_with_slash", "[interface]\nname = ib/0\n",
-     "FILE:2: [interface] name = ib/0: cannot contain '/', ':' or white space"},
+     "FILE:2: [interface] name = ib/0: cannot contain '/', ':', '%' or white space"},
+    // The kernel would take it for a pattern and name the device otherwise.
+    {"name_with_percent", "[interface]\nname = ib%d\n",
+     "FILE:2: [interface] name = ib%d: cannot contain '/', ':', '%' or white space"},
     {"name_dot_dot", "[interface]\nname = ..\n", "FILE:2: [interface] name = ..: cannot be '.' or '..'"},
     {"mode_unknown", "[interface]\nmode = tunnel\n", "FILE:2: [interface] mode = tunnel: must be tun or tap"},
     {"child_without_pkey", "[child ib0.8001]\naddress = 198.18.1.1/24\n",
@@ -250,6 +253,11 @@ const BadFile kBadFiles[] = {
      "FILE:2: [multicast] max-groups = 0: must be between 16 and 65536"},
 
     // [neighbour]
+    // 2^61 + 30 seconds: times 1000 wraps to 30 s.
+    {"duration_wraps", "[neighbour]\nreachable-time = 2305843009213693982s\n",
+     "FILE:2: [neighbour] reachable-time = 2305843009213693982s: '2305843009213693982s' is longer than a year"},
+    {"duration_hours_wrap", "[daemon]\nbusy-poll = 5124095576030432h\n",
+     "FILE:2: [daemon] busy-poll = 5124095576030432h: '5124095576030432h' is longer than a year"},
     {"duration_not_a_duration", "[neighbour]\nreachable-time = soon\n",
      "FILE:2: [neighbour] reachable-time = soon: 'soon' is not a duration (e.g. 250ms, 1s, 2m)"},
     {"duration_unknown_unit", "[neighbour]\ngc-stale-time = 2d\n",
@@ -486,7 +494,7 @@ TEST(ConfigDefaults, BindTakesAnAddressOrAny) {
 TEST(ConfigDefaults, BadInstanceIsRefused) {
     auto c = parse_config("", "f", "a/b");
     ASSERT_FALSE(c.has_value());
-    EXPECT_EQ(c.error().message, "instance 'a/b': an instance name cannot contain '/', ':' or white space");
+    EXPECT_EQ(c.error().message, "instance 'a/b': an instance name cannot contain '/', ':', '%' or white space");
 }
 
 // ---------------------------------------------------------------------------
@@ -565,7 +573,7 @@ const BadCommandLine kBadCommandLines[] = {
      "command line: --daemon.capture=/tmp/a#b: ipoibd.conf could not hold this value ('#', a line break, or "
      "white space at an end)"},
     {"instance_with_slash", {"-i", "../etc"},
-     "command line: -i ../etc: an instance name cannot contain '/', ':' or white space"},
+     "command line: -i ../etc: an instance name cannot contain '/', ':', '%' or white space"},
     {"instance_twice", {"-i", "ib0", "ib1"}, "command line: ib1: the instance is given twice"},
     {"two_instances", {"ib0", "ib1"}, "command line: one instance name at most (options start with -)"},
     {"config_twice", {"--config=/b"}, "command line: --config=/b: --config is given twice"},
