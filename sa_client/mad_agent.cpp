@@ -62,12 +62,20 @@ void MadAgent::remember(std::uint64_t k, MadClient& client) {
         ++counters_.requests_forgotten;
     }
     // Entries whose requests were answered leave stale order records: drop
-    // them from the front so the queue stays as bounded as the table.
+    // them from the front; and where a live one at the front holds them
+    // back (a request never answered, an RMPP transfer's), sweep the whole
+    // queue once it is twice the table's bound, so it stays bounded (each
+    // sweep leaves at most the table's size, so it costs O(1) a send).
     while (!outstanding_order_.empty()) {
         auto e = outstanding_.find(outstanding_order_.front().first);
         if (e != outstanding_.end() && e->second.generation == outstanding_order_.front().second) break;
         outstanding_order_.pop_front();
     }
+    if (outstanding_order_.size() > 2 * kMaxOutstanding)
+        std::erase_if(outstanding_order_, [this](const auto& record) {
+            const auto e = outstanding_.find(record.first);
+            return e == outstanding_.end() || e->second.generation != record.second;
+        });
 }
 
 expected<void, MadTransportError> MadAgent::send(MadClient& client, const SaMad& mad) {

@@ -88,6 +88,9 @@ public:
     std::size_t receive(std::size_t max = 64);
     // Requests whose responses the agent still waits for.
     std::size_t outstanding() const { return outstanding_.size(); }
+    // Records of the order requests were sent in (stale ones included): at
+    // most twice kMaxOutstanding.
+    std::size_t order_records() const { return outstanding_order_.size(); }
 
     MadTransport& path() { return *path_; }
     const MadTransport& path() const { return *path_; }

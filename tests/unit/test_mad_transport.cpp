@@ -337,6 +337,29 @@ TEST_F(MadAgentTest, AnsweredRequestsLeaveTheTable) {
     EXPECT_EQ(agent.counters().unmatched_response, 1u);
 }
 
+// One request never answered (a join that timed out, given up by its
+// client) must not hold back the order records of every answered one after
+// it: they stay bounded as the table is.
+TEST_F(MadAgentTest, AnUnansweredRequestHoldsBackNoRecordsOfAnsweredOnes) {
+    ASSERT_TRUE(agent.send(a, get_request(1)).has_value());
+    fabric.run();
+    sa.drop_requests();
+    for (std::uint64_t t = 2; t <= 3 * MadAgent::kMaxOutstanding; ++t) {
+        ASSERT_TRUE(agent.send(a, get_request(t)).has_value());
+        round_trip();
+    }
+    EXPECT_EQ(a.got.size(), 3 * MadAgent::kMaxOutstanding - 1);
+    EXPECT_EQ(agent.outstanding(), 1u);
+    EXPECT_LE(agent.order_records(), 2 * MadAgent::kMaxOutstanding);
+    // The first is still waited for, and still answered.
+    SaMad late = get_request(1);
+    late.header.method = ib::method::get_resp;
+    from_sa(late);
+    agent.receive();
+    EXPECT_EQ(agent.outstanding(), 0u);
+    EXPECT_EQ(a.got.back().header.transaction_id, 1u);
+}
+
 TEST_F(MadAgentTest, UnansweredRequestsAreBoundedOldestFirst) {
     // The fake SA stays silent: requests pile up, the oldest are forgotten.
     for (std::uint64_t t = 1; t <= MadAgent::kMaxOutstanding + 10; ++t) {
