@@ -87,6 +87,7 @@ void McastManager::join(const ib::Gid& mgid, Group& g) {
         on_join_answer(mgid, state, unexpected(sa::SaFailure::malformed_response));
         return;
     }
+    g.maybe_state = static_cast<std::uint8_t>(g.maybe_state | state);
     g.request = sa_.submit(
         *mad, [this, mgid, state](const expected<sa::SaResult, sa::SaFailure>& r) { on_join_answer(mgid, state, r); },
         now_);
@@ -106,6 +107,8 @@ void McastManager::on_join_answer(const ib::Gid& mgid, std::uint8_t join_state,
     std::uint16_t status = 0;
     std::optional<sa::McMemberRecord> rec;
     if (result) {
+        // Answered: the SA holds the state (success) or not (an error).
+        g.maybe_state = static_cast<std::uint8_t>(g.maybe_state & ~join_state);
         status = result->status();
         if (status == 0) {
             rec = sa::get_record<sa::McMemberRecord>(result->header);
@@ -201,13 +204,22 @@ void McastManager::leave(const ib::Gid& mgid, Group& g) {
         sink_.detach(mgid, g.mlid);
         g.attached = false;
     }
-    if (g.join_state != 0) {
+    // What the SA may hold: the states it granted, and those of a join it
+    // may have taken without our hearing (in flight, or timed out). A
+    // Delete of a state it does not hold is refused, and harmless; not
+    // sending it would leave the port a member for good (IBA 15.4: until a
+    // Delete or the port goes).
+    const auto state = static_cast<std::uint8_t>(g.join_state | g.maybe_state);
+    if (state != 0) {
         sa::McMemberQuery q;
-        q.set_mgid(mgid).set_port_gid(port_gid_).set_join_state(g.join_state);
+        q.set_mgid(mgid).set_port_gid(port_gid_).set_join_state(state);
         if (auto mad = q.request(ib::method::del, 0)) {
             ++counters_.leaves;
             leaving_.push_back(sa_.submit(*mad, [](const expected<sa::SaResult, sa::SaFailure>&) {}, now_));
         }
+    }
+    g.maybe_state = 0;
+    if (g.join_state != 0) {
         g.join_state = 0;
         sink_.group_left(mgid, g.role);
     }

@@ -179,6 +179,9 @@ private:
         unsigned full_refs = 0;
         std::uint16_t mlid = 0;
         std::uint8_t join_state = 0;  // held at the SA
+        // Asked for with no answer yet, or none ever (a join that timed out
+        // may have reached the SA): a leave deletes these too.
+        std::uint8_t maybe_state = 0;
         bool attached = false;
         unsigned failures = 0;
         Clock::time_point retry_at{};
