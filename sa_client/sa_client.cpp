@@ -37,6 +37,7 @@ bool SaClient::Handle::pending() const { return client_ && client_->transactions
 SaClient::SaClient(Config config) : config_(config), next_key_(config.first_key) {}
 
 SaClient::Handle SaClient::submit(SaMad request, SaCallback callback, Clock::time_point now) {
+    last_now_ = now;
     ++counters_.requests;
     if (queued_.size() >= config_.max_queued && in_flight_ >= config_.max_outstanding) {
         ++counters_.queue_full;
@@ -95,12 +96,17 @@ void SaClient::cancel(std::uint32_t key) {
     // Not handed out yet (take_outbound): it never leaves.
     const std::uint64_t tid = it->second.request.header.transaction_id;
     counters_.sent -= std::erase_if(outbound_, [&](const SaMad& m) { return m.header.transaction_id == tid; });
+    const bool was_sent = it->second.sent;
     transactions_.erase(it);
     std::erase(queued_, key);
     ++counters_.cancelled;
+    // Its slot goes to the next queued request now: nothing else might
+    // come to send it (next_deadline() knows only requests sent).
+    if (was_sent) start_queued(last_now_);
 }
 
 void SaClient::on_mad(bytes mad, Clock::time_point now) {
+    last_now_ = now;
     auto decoded = decode_sa_mad(mad);
     if (decoded && decoded->header.method == ib::method::report) {
         SaMad resp = *decoded;
@@ -156,6 +162,7 @@ void SaClient::on_mad(bytes mad, Clock::time_point now) {
 }
 
 void SaClient::tick(Clock::time_point now) {
+    last_now_ = now;
     std::vector<std::uint32_t> expired;
     for (auto& [key, t] : transactions_) {
         if (!t.sent || now < t.deadline) continue;

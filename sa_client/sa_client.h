@@ -146,6 +146,9 @@ private:
     std::map<std::uint32_t, Transaction> transactions_;  // by TID low 32 bits
     std::deque<std::uint32_t> queued_;
     std::size_t in_flight_ = 0;
+    // The time of the last call that had one: a cancel() that frees a slot
+    // sends the next queued request as of then.
+    Clock::time_point last_now_{};
     std::uint32_t next_key_ = 1;
     std::vector<SaMad> outbound_;
     ReportHandler report_handler_;

@@ -134,6 +134,23 @@ TEST_F(SaClientTest, BoundedOutstandingAndQueue) {
     EXPECT_EQ(next[0].header.transaction_id & 0xFFFFFFFF, 3u);
 }
 
+// A request cancelled while in flight gives its slot to the next queued
+// one at once (a child interface's leaves, queued behind path queries that
+// its stop cancels, went nowhere: nothing else would send them).
+TEST_F(SaClientTest, ACancelledRequestsSlotGoesToTheNextQueued) {
+    auto a = client.submit(request(), record(), now);
+    auto b = client.submit(request(), record(), now);
+    auto c = client.submit(request(sa_attr::path_record, ib::method::del), record(), now);  // queued
+    ASSERT_EQ(client.take_outbound().size(), 2u);
+    a.cancel();
+    const auto next = client.take_outbound();
+    ASSERT_EQ(next.size(), 1u);
+    EXPECT_EQ(next[0].header.method, ib::method::del);
+    EXPECT_EQ(client.outstanding(), 2u);
+    ASSERT_TRUE(client.next_deadline().has_value());
+    EXPECT_EQ(*client.next_deadline(), now + 100ms);
+}
+
 TEST_F(SaClientTest, CallbackMaySubmitAgain) {
     SaClient::Handle second;
     auto first = client.submit(request(), [&](const expected<SaResult, SaFailure>&) {
