@@ -40,33 +40,42 @@ std::optional<PathInfo> PathCache::lookup(const ib::Gid& dgid, std::uint32_t qpn
         it = table_.emplace(dgid, Entry{}).first;
         it->second.last_used = now;
         it->second.queue.push_back({qpn, Packet(frame.begin(), frame.end()), flags});
-        start_query(dgid, it->second, now);
+        start_query(dgid, now);  // a refusal drops the frame, counted
         return std::nullopt;
     }
     Entry& e = it->second;
     e.last_used = now;
     switch (e.state) {
-    case PathState::valid:
-        // Revalidate an old path in the background; keep using it meanwhile.
+    case PathState::valid: {
+        // Revalidate an old path in the background; keep using it meanwhile
+        // (also when the refresh fails at once and the entry goes).
+        const std::optional<PathInfo> path = e.path;
         if (now - e.path->resolved_at >= config_.lifetime && !e.query.pending()) {
             ++counters_.refreshed;
-            start_query(dgid, e, now);
+            start_query(dgid, now);
         }
-        return e.path;
+        return path;
+    }
     case PathState::failed:
         if (now < e.failed_until) {
             ++counters_.drop_failed;
             return std::nullopt;
         }
         e.state = PathState::resolving;
-        start_query(dgid, e, now);
+        start_query(dgid, now);
+        // Refused at once (the SaClient's queue full): FAILED again.
+        it = table_.find(dgid);
+        if (it == table_.end() || it->second.state != PathState::resolving) {
+            ++counters_.drop_failed;
+            return std::nullopt;
+        }
         [[fallthrough]];
     case PathState::resolving:
-        if (e.queue.size() >= kMaxQueuedPerPath) {
+        if (it->second.queue.size() >= kMaxQueuedPerPath) {
             ++counters_.drop_queue_full;
             return std::nullopt;
         }
-        e.queue.push_back({qpn, Packet(frame.begin(), frame.end()), flags});
+        it->second.queue.push_back({qpn, Packet(frame.begin(), frame.end()), flags});
         return std::nullopt;
     }
     return std::nullopt;
@@ -81,14 +90,14 @@ std::optional<PathInfo> PathCache::find(const ib::Gid& dgid) const {
 bool PathCache::note_source(const ib::Gid& dgid, std::uint16_t slid, Clock::time_point now) {
     auto it = table_.find(dgid);
     if (it == table_.end() || it->second.state != PathState::valid) return false;
-    Entry& e = it->second;
+    const Entry& e = it->second;
     if (e.path->dlid == slid || e.query.pending()) return false;
     ++counters_.refreshed;
-    start_query(dgid, e, now);
+    start_query(dgid, now);
     return true;
 }
 
-void PathCache::start_query(const ib::Gid& dgid, Entry& e, Clock::time_point now) {
+void PathCache::start_query(const ib::Gid& dgid, Clock::time_point now) {
     sa::PathQuery q;
     q.set_dgid(dgid).set_sgid(sgid_).set_p_key(pkey_).set_numb_path(1).set_reversible(true);
     auto mad = q.request(ib::method::get, 0);
@@ -97,8 +106,11 @@ void PathCache::start_query(const ib::Gid& dgid, Entry& e, Clock::time_point now
         return;
     }
     ++counters_.queries;
-    e.query = sa_.submit(*mad, [this, dgid](const expected<sa::SaResult, sa::SaFailure>& r) { on_answer(dgid, r); },
-                         now);
+    sa::SaClient::Handle query =
+        sa_.submit(*mad, [this, dgid](const expected<sa::SaResult, sa::SaFailure>& r) { on_answer(dgid, r); }, now);
+    // A refused submit has called on_answer() already, which may have
+    // erased the entry: look it up again rather than hold it across.
+    if (auto it = table_.find(dgid); it != table_.end()) it->second.query = std::move(query);
 }
 
 void PathCache::on_answer(const ib::Gid& dgid, const expected<sa::SaResult, sa::SaFailure>& result) {

@@ -11,9 +11,11 @@
 //     DGID, P_Key, NumbPath 1) goes to the SA.
 //  3. The answer calls PathSink::path_ready() with the queued frames, to be
 //     sent in order; a failure (SA error status, timeout after the
-//     SaClient's retries, an unusable record) drops them, counted, and the
-//     entry stays FAILED for failed_hold: frames to it meanwhile are dropped
-//     at once instead of hammering the SA.
+//     SaClient's retries, an unusable record, or the SaClient refusing the
+//     query because its queue is full: then before lookup() returns) drops
+//     them, counted, and the entry stays FAILED for failed_hold: frames to
+//     it meanwhile are dropped at once instead of hammering the SA. A failed
+//     refresh of a VALID path removes the entry (resolved afresh next time).
 //
 // Paths are revalidated, not trusted forever: a path older than `lifetime`
 // is queried again when used (the old one stays in use meanwhile), and
@@ -143,7 +145,12 @@ private:
         Clock::time_point failed_until{};
     };
 
-    void start_query(const ib::Gid& dgid, Entry& e, Clock::time_point now);
+    // Sends a PathRecord Get for the entry of `dgid`. The SaClient calls
+    // back before submit() returns when it refuses the request (its queue
+    // full, sa_client.h): then on_answer() has run, and the entry may be
+    // FAILED or gone (a failed refresh). Callers hold no reference to the
+    // entry across this call; they look it up again.
+    void start_query(const ib::Gid& dgid, Clock::time_point now);
     void on_answer(const ib::Gid& dgid, const expected<sa::SaResult, sa::SaFailure>& result);
     bool make_room();
 

@@ -386,6 +386,96 @@ TEST_F(Pair, ArpFromANewLidRequeriesThePath) {
     EXPECT_EQ(a->engine.paths().counters().refreshed, 1u);
 }
 
+// An IPoIB frame of `type` around `payload`, as it comes off the link.
+Packet link_frame(std::uint16_t type, bytes payload) {
+    Packet f(4 + payload.size());
+    store_be16(f.data(), type);
+    std::copy(payload.begin(), payload.end(), f.begin() + 4);
+    return f;
+}
+
+Packet arp_frame(const ArpPacket& arp) {
+    std::array<std::uint8_t, ArpPacket::size> buf{};
+    EXPECT_TRUE(encode_arp(arp, buf));
+    return link_frame(0x0806, buf);
+}
+
+// Fills `h`'s SA client (the SA silent): ARP requests for `ours` from `n`
+// made-up GIDs, each answered, so each needs a path query of its own.
+// Returns the address of the first requester.
+HwAddress flood_path_queries(World& w, Host& h, const std::string& ours, std::uint32_t n) {
+    w.sa.silent = true;
+    HwAddress first;
+    for (std::uint32_t i = 0; i < n; ++i) {
+        HwAddress from{.flags = 0, .qpn = 0x100 + i, .gid = h.engine.link().hw.gid};
+        from.gid[8] = 0xAB;
+        store_be32(from.gid.data() + 12, i);
+        if (i == 0) first = from;
+        const auto sender = *parse_ipv4("198.18.7." + std::to_string(i % 250 + 1));
+        const Packet f = arp_frame(make_arp_request(from, sender, *parse_ipv4(ours)));
+        h.engine.on_datagram({.payload = f, .src_qp = from.qpn, .slid = 0x99}, w.now);
+    }
+    return first;
+}
+
+// The SaClient refuses a request at once when its queue is full, calling
+// back before submit() returns; a refused refresh of a VALID path drops
+// the entry, which the path cache must not touch afterwards (ASan saw a
+// use after free here).
+TEST_F(Pair, APathRefreshTheSaClientRefusesAtOnceIsSafe) {
+    a->from_host(icmp_echo_v4("198.18.0.1", "198.18.0.2", 1));
+    w.pump();
+    ASSERT_TRUE(a->engine.paths().find(b->engine.link().hw.gid));
+    (void)flood_path_queries(w, *a, "198.18.0.1", 1100);
+    ASSERT_GT(a->engine.sa_client().counters().queue_full, 0u);
+    // B's gratuitous ARP from another LID re-queries its path (note_source).
+    const Packet garp = arp_frame(make_gratuitous_arp(b->engine.link().hw, *parse_ipv4("198.18.0.2")));
+    a->engine.on_datagram({.payload = garp, .src_qp = b->engine.link().qpn, .slid = 77}, w.now);
+    EXPECT_EQ(a->engine.paths().counters().refreshed, 1u);
+    EXPECT_FALSE(a->engine.paths().find(b->engine.link().hw.gid));  // a failed refresh: resolved afresh
+    // A path due for revalidation, used while the queue is full: the frame
+    // still goes on the path held.
+    w.sa.silent = false;
+    w.advance(301s);  // the flood's queries end
+    a->from_host(icmp_echo_v4("198.18.0.1", "198.18.0.2", 2));
+    w.pump();
+    ASSERT_TRUE(a->engine.paths().find(b->engine.link().hw.gid));
+    w.advance(301s);
+    (void)flood_path_queries(w, *a, "198.18.0.1", 1100);
+    b->tun.clear();
+    const Packet ping = icmp_echo_v4("198.18.0.1", "198.18.0.2", 4);
+    a->from_host(ping);
+    w.pump();
+    EXPECT_EQ(a->engine.paths().counters().refreshed, 2u);
+    EXPECT_TRUE(contains(b->tun, ping));
+}
+
+// A FAILED path retried while the SaClient's queue is full fails again at
+// once: the frame that asked is dropped and counted, not left waiting in
+// a FAILED entry.
+TEST_F(Pair, AFrameForAFailedPathTheSaClientRefusesAtOnceIsDropped) {
+    const HwAddress first = flood_path_queries(w, *a, "198.18.0.1", 1100);
+    ASSERT_GT(a->engine.sa_client().counters().queue_full, 0u);
+    // The last requesters' paths were refused: FAILED for failed_hold.
+    HwAddress last = first;
+    store_be32(last.gid.data() + 12, 1099);
+    const auto failed = [&] {
+        for (const PathEntryView& v : a->engine.paths().entries())
+            if (v.dgid == last.gid) return std::optional(v);
+        return std::optional<PathEntryView>();
+    };
+    ASSERT_TRUE(failed());
+    ASSERT_EQ(failed()->state, PathState::failed);
+    w.advance(1100ms);  // past failed_hold; the queries in flight are still being retried
+    ASSERT_GT(a->engine.sa_client().outstanding(), 0u);
+    const std::uint64_t drops = a->engine.paths().counters().drop_failed;
+    const Packet f = arp_frame(make_arp_request(last, *parse_ipv4("198.18.7.100"), *parse_ipv4("198.18.0.1")));
+    a->engine.on_datagram({.payload = f, .src_qp = last.qpn, .slid = 0x99}, w.now);
+    ASSERT_EQ(failed()->state, PathState::failed);
+    EXPECT_EQ(failed()->queued, 0u);
+    EXPECT_EQ(a->engine.paths().counters().drop_failed, drops + 1);
+}
+
 TEST_F(Pair, PortDownTakesTheLinkDownAndPortUpRestoresIt) {
     a->engine.on_port_event(transport::PortEvent::port_down, a->port->attributes(), w.now);
     EXPECT_FALSE(a->engine.link().up);
