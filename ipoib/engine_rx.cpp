@@ -202,11 +202,16 @@ void Engine::on_neighbor_advertisement(const NdMessage& m, std::uint16_t slid) {
         }
         return;
     }
-    if (!m.target_lla) return;
     const auto known = neighbours_.find(target);
     // RFC 4861 7.2.5: an NA for no entry is ignored; without Override it
     // does not replace a different known address.
     if (!known) return;
+    if (!m.target_lla) {
+        // No option (Linux's answer to our unicast NS): the address held
+        // stands; Solicited confirms it.
+        process(neighbours_.advertised(target, std::nullopt, m.solicited, now_));
+        return;
+    }
     if (!m.override_flag && known->hw && !known->hw->same_endpoint(*m.target_lla) && m.solicited) return;
     learn(target, *m.target_lla, m.solicited ? LearnKind::solicited : LearnKind::unsolicited, slid);
 }

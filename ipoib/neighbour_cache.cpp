@@ -156,6 +156,23 @@ NeighbourActions NeighbourCache::learn(const IpAddress& ip, const HwAddress& hw,
     return out;
 }
 
+NeighbourActions NeighbourCache::advertised(const IpAddress& ip, const std::optional<HwAddress>& target_lla,
+                                            bool solicited, Clock::time_point now) {
+    auto it = table_.find(ip);
+    if (it == table_.end()) return {};  // "there is no entry: the advertisement SHOULD be silently discarded"
+    if (target_lla) return learn(ip, *target_lla, solicited ? LearnKind::solicited : LearnKind::unsolicited, now);
+    Entry& e = it->second;
+    // "If the link layer has addresses and no Target Link-Layer Address
+    // option is included, the receiving node SHOULD silently discard the
+    // received advertisement" (INCOMPLETE); an entry with an address keeps
+    // it, and "If the Solicited flag is set, the state of the entry MUST
+    // be set to REACHABLE".
+    if (!e.hw || !solicited) return {};
+    ++counters_.confirmed;
+    enter_reachable(e, now);
+    return {};
+}
+
 void NeighbourCache::draw_reachable_time() {
     double factor = config_.reachable_factor ? config_.reachable_factor() : 1.0;
     if (!std::isfinite(factor)) factor = 1.0;

@@ -206,6 +206,16 @@ public:
     // the state; returns the queued packets as a FlushAction.
     NeighbourActions learn(const IpAddress& ip, const HwAddress& hw, LearnKind kind, Clock::time_point now);
 
+    // A Neighbor Advertisement for `ip` (RFC 4861 7.2.5), `target_lla` its
+    // Target Link-Layer Address option if it had one. No entry: ignored.
+    // With the option: as learn(), solicited or not. Without it the entry's
+    // address stands: an entry with none (INCOMPLETE, FAILED) ignores the
+    // NA; otherwise the Solicited flag confirms it (REACHABLE), and an
+    // unsolicited NA changes nothing. Linux answers a unicast NS (our
+    // PROBE) so: Solicited, no Override, no option.
+    NeighbourActions advertised(const IpAddress& ip, const std::optional<HwAddress>& target_lla, bool solicited,
+                                Clock::time_point now);
+
     // Timers: retransmit solicits, give up, age, probe, collect garbage.
     // Call at next_deadline() or later; calling early is harmless.
     NeighbourActions tick(Clock::time_point now);

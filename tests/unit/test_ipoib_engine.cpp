@@ -400,6 +400,14 @@ Packet arp_frame(const ArpPacket& arp) {
     return link_frame(0x0806, buf);
 }
 
+Packet na_frame(const NeighborAdvertisement& na) {
+    Packet buf(kNsNaPacketMaxSize);
+    const auto n = build_neighbor_advertisement(na, buf);
+    EXPECT_TRUE(n);
+    buf.resize(n ? *n : 0);
+    return link_frame(0x86DD, buf);
+}
+
 // Fills `h`'s SA client (the SA silent): ARP requests for `ours` from `n`
 // made-up GIDs, each answered, so each needs a path query of its own.
 // Returns the address of the first requester.
@@ -474,6 +482,32 @@ TEST_F(Pair, AFrameForAFailedPathTheSaClientRefusesAtOnceIsDropped) {
     ASSERT_EQ(failed()->state, PathState::failed);
     EXPECT_EQ(failed()->queued, 0u);
     EXPECT_EQ(a->engine.paths().counters().drop_failed, drops + 1);
+}
+
+// RFC 4861 7.2.5: a solicited NA without a Target Link-Layer option
+// confirms the address held. Linux answers our unicast NS (PROBE) so
+// (ndisc_recv_ns includes the option only when the NS went to a multicast
+// address); ignoring it took every Linux neighbour PROBE -> FAILED.
+TEST_F(Pair, ASolicitedNaWithoutTargetOptionConfirmsAProbedNeighbour) {
+    a->from_host(icmp_echo_v6("2001:db8::1", "2001:db8::2", 1));
+    w.pump();
+    ASSERT_EQ(a->engine.neighbours().find(ip("2001:db8::2"))->state, NeighbourState::reachable);
+    const HwAddress held = *a->engine.neighbours().find(ip("2001:db8::2"))->hw;
+    b->drop_outgoing = [](const SentFrame&) { return true; };  // B answers nothing itself
+    w.advance(46s);                                             // REACHABLE -> STALE
+    a->from_host(icmp_echo_v6("2001:db8::1", "2001:db8::2", 2));  // STALE -> DELAY
+    w.advance(5500ms);                                          // DELAY -> PROBE
+    ASSERT_EQ(a->engine.neighbours().find(ip("2001:db8::2"))->state, NeighbourState::probe);
+    const Packet na = na_frame({.source = *parse_ipv6("2001:db8::2"), .destination = *parse_ipv6("2001:db8::1"),
+                                .target = *parse_ipv6("2001:db8::2"), .router = false, .solicited = true,
+                                .override_flag = false, .target_lla = std::nullopt});
+    a->engine.on_datagram({.payload = na, .src_qp = b->engine.link().qpn, .slid = b->port->attributes().lid}, w.now);
+    const auto e = a->engine.neighbours().find(ip("2001:db8::2"));
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->state, NeighbourState::reachable);
+    EXPECT_TRUE(e->hw->same_endpoint(held));
+    w.advance(4s);  // past the unicast probes' 3 s
+    EXPECT_EQ(a->engine.neighbours().find(ip("2001:db8::2"))->state, NeighbourState::reachable);
 }
 
 TEST_F(Pair, PortDownTakesTheLinkDownAndPortUpRestoresIt) {

@@ -358,6 +358,33 @@ TEST_F(NeighbourTest, DelayConfirmedBeforeProbeGoesReachable) {
     EXPECT_TRUE(advance(cache.config().delay_first_probe_time).empty());
 }
 
+// RFC 4861 7.2.5 without a Target Link-Layer Address option: the address
+// held stands; Solicited confirms it, an unsolicited NA changes nothing,
+// and an entry without an address ignores the NA.
+TEST_F(NeighbourTest, AnAdvertisementWithoutAnAddressConfirmsTheOneHeldWhenSolicited) {
+    resolve(kPeer6, hw(0x48));
+    advance(31s);  // STALE
+    send(kPeer6);  // DELAY
+    advance(5s);   // PROBE
+    ASSERT_EQ(state(kPeer6), State::probe);
+    EXPECT_TRUE(cache.advertised(kPeer6, std::nullopt, false, now).empty());
+    EXPECT_EQ(state(kPeer6), State::probe);
+    const auto confirmed = cache.counters().confirmed;
+    EXPECT_TRUE(cache.advertised(kPeer6, std::nullopt, true, now).empty());
+    EXPECT_EQ(state(kPeer6), State::reachable);
+    EXPECT_EQ(cache.find(kPeer6)->hw, hw(0x48));
+    EXPECT_EQ(cache.counters().confirmed, confirmed + 1);
+
+    const IpAddress other = IpAddress::v6(*parse_ipv6("fe80::2"));
+    send(other);
+    EXPECT_TRUE(cache.advertised(other, std::nullopt, true, now).empty());
+    EXPECT_EQ(state(other), State::incomplete);
+    EXPECT_EQ(cache.find(other)->queued, 1u);
+    // No entry: nothing is created.
+    EXPECT_TRUE(cache.advertised(IpAddress::v6(*parse_ipv6("fe80::3")), std::nullopt, true, now).empty());
+    EXPECT_FALSE(cache.find(IpAddress::v6(*parse_ipv6("fe80::3"))));
+}
+
 TEST_F(NeighbourTest, PeerRestartWithNewQpnReplacesTheAddress) {
     resolve(kPeer4, hw(0x48));
     // RFC 4391 9.4: the peer restarted and announces itself (gratuitous ARP).
