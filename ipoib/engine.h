@@ -408,6 +408,11 @@ private:
     void on_neighbor_solicitation(const NdMessage& m, std::uint16_t slid);
     void on_neighbor_advertisement(const NdMessage& m, std::uint16_t slid);
     void learn(const IpAddress& ip, const HwAddress& hw, LearnKind kind, std::uint16_t slid);
+    // The neighbour cache took `hw` for `ip` (it held `before`), heard from
+    // `slid`: peer_changed when the endpoint changed, the path re-queried
+    // when it came from another LID, the host told.
+    void heard(const IpAddress& ip, const std::optional<NeighbourEntryView>& before, const HwAddress& hw,
+               std::uint16_t slid);
     bool is_ours(const IpAddress& ip) const;
     void write_tun(bytes packet);
 

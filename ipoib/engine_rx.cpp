@@ -62,6 +62,12 @@ void Engine::write_tun(bytes packet) {
 void Engine::learn(const IpAddress& ip, const HwAddress& hw, LearnKind kind, std::uint16_t slid) {
     const auto before = neighbours_.find(ip);
     NeighbourActions actions = neighbours_.learn(ip, hw, kind, now_);
+    heard(ip, before, hw, slid);
+    process(std::move(actions));
+}
+
+void Engine::heard(const IpAddress& ip, const std::optional<NeighbourEntryView>& before, const HwAddress& hw,
+                   std::uint16_t slid) {
     if (before && before->hw && !before->hw->same_endpoint(hw)) {
         ++counters_.peer_changes;
         emit(EngineEventKind::peer_changed, "neighbour " + to_string(ip) + " changed its link address",
@@ -73,7 +79,6 @@ void Engine::learn(const IpAddress& ip, const HwAddress& hw, LearnKind kind, std
     }
     paths_.note_source(hw.gid, slid, now_);
     if (auto e = neighbours_.find(ip); e && e->hw) io_.neighbour_learned(ip, *e->hw, slid);
-    process(std::move(actions));
 }
 
 void Engine::on_arp(bytes payload, std::uint16_t slid) {
@@ -202,18 +207,16 @@ void Engine::on_neighbor_advertisement(const NdMessage& m, std::uint16_t slid) {
         }
         return;
     }
-    const auto known = neighbours_.find(target);
-    // RFC 4861 7.2.5: an NA for no entry is ignored; without Override it
-    // does not replace a different known address.
-    if (!known) return;
-    if (!m.target_lla) {
-        // No option (Linux's answer to our unicast NS): the address held
-        // stands; Solicited confirms it.
-        process(neighbours_.advertised(target, std::nullopt, m.solicited, now_));
-        return;
-    }
-    if (!m.override_flag && known->hw && !known->hw->same_endpoint(*m.target_lla) && m.solicited) return;
-    learn(target, *m.target_lla, m.solicited ? LearnKind::solicited : LearnKind::unsolicited, slid);
+    // RFC 4861 7.2.5 (NeighbourCache::advertised()): no entry, no update;
+    // without Override a different address is not taken; without the
+    // option (Linux's answer to our unicast NS) Solicited confirms the
+    // address held.
+    const auto before = neighbours_.find(target);
+    NeighbourActions actions = neighbours_.advertised(target, m.target_lla, m.solicited, m.override_flag, now_);
+    const auto after = neighbours_.find(target);
+    if (m.target_lla && after && after->hw && after->hw->same_endpoint(*m.target_lla))
+        heard(target, before, *m.target_lla, slid);
+    process(std::move(actions));
 }
 
 }  // namespace ipoibd::ipoib

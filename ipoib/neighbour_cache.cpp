@@ -157,11 +157,23 @@ NeighbourActions NeighbourCache::learn(const IpAddress& ip, const HwAddress& hw,
 }
 
 NeighbourActions NeighbourCache::advertised(const IpAddress& ip, const std::optional<HwAddress>& target_lla,
-                                            bool solicited, Clock::time_point now) {
+                                            bool solicited, bool override_flag, Clock::time_point now) {
     auto it = table_.find(ip);
     if (it == table_.end()) return {};  // "there is no entry: the advertisement SHOULD be silently discarded"
-    if (target_lla) return learn(ip, *target_lla, solicited ? LearnKind::solicited : LearnKind::unsolicited, now);
     Entry& e = it->second;
+    if (target_lla && !override_flag && e.hw && !e.hw->same_endpoint(*target_lla)) {
+        // "If the Override flag is clear and the supplied link-layer
+        // address differs from that in the cache, then ... If the state of
+        // the entry is REACHABLE, set it to STALE, but do not update the
+        // entry in any other way. ... Otherwise, the received advertisement
+        // should be ignored and MUST NOT update the cache."
+        if (e.state == NeighbourState::reachable) {
+            ++counters_.became_stale;
+            enter_stale(e, now);
+        }
+        return {};
+    }
+    if (target_lla) return learn(ip, *target_lla, solicited ? LearnKind::solicited : LearnKind::unsolicited, now);
     // "If the link layer has addresses and no Target Link-Layer Address
     // option is included, the receiving node SHOULD silently discard the
     // received advertisement" (INCOMPLETE); an entry with an address keeps

@@ -41,8 +41,11 @@
 // 300 s, the RFC asks for "at least every few hours"); it applies to ARP
 // too, as in Linux.
 //
-// Not modelled: upper-layer reachability hints (TCP ACKs), NA without the Override flag
-// (the caller should not pass such an NA for a different address to learn()).
+// Neighbor Advertisements go through advertised(), which applies RFC 4861
+// 7.2.5's Override and Solicited rules; learn() is for ARP and the ND
+// messages that carry no such flags (it always takes the address given).
+//
+// Not modelled: upper-layer reachability hints (TCP ACKs).
 #pragma once
 
 #include <array>
@@ -208,13 +211,16 @@ public:
 
     // A Neighbor Advertisement for `ip` (RFC 4861 7.2.5), `target_lla` its
     // Target Link-Layer Address option if it had one. No entry: ignored.
-    // With the option: as learn(), solicited or not. Without it the entry's
-    // address stands: an entry with none (INCOMPLETE, FAILED) ignores the
-    // NA; otherwise the Solicited flag confirms it (REACHABLE), and an
-    // unsolicited NA changes nothing. Linux answers a unicast NS (our
-    // PROBE) so: Solicited, no Override, no option.
+    // With the option, to an entry with another address and the Override
+    // flag clear: the address is NOT replaced; a REACHABLE entry becomes
+    // STALE, any other is left alone. Otherwise with the option: as
+    // learn(), solicited or not. Without it the entry's address stands: an
+    // entry with none (INCOMPLETE, FAILED) ignores the NA; otherwise the
+    // Solicited flag confirms it (REACHABLE), and an unsolicited NA changes
+    // nothing. Linux answers a unicast NS (our PROBE) so: Solicited, no
+    // Override, no option.
     NeighbourActions advertised(const IpAddress& ip, const std::optional<HwAddress>& target_lla, bool solicited,
-                                Clock::time_point now);
+                                bool override_flag, Clock::time_point now);
 
     // Timers: retransmit solicits, give up, age, probe, collect garbage.
     // Call at next_deadline() or later; calling early is harmless.

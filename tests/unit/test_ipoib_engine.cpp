@@ -510,6 +510,29 @@ TEST_F(Pair, ASolicitedNaWithoutTargetOptionConfirmsAProbedNeighbour) {
     EXPECT_EQ(a->engine.neighbours().find(ip("2001:db8::2"))->state, NeighbourState::reachable);
 }
 
+// RFC 4861 7.2.5: an NA with the Override flag clear does not replace a
+// different cached address (anyone on the fabric could send one); a
+// REACHABLE entry only becomes STALE, to be probed.
+TEST_F(Pair, AnNaWithoutOverrideDoesNotReplaceTheAddress) {
+    a->from_host(icmp_echo_v6("2001:db8::1", "2001:db8::2", 1));
+    w.pump();
+    const HwAddress held = *a->engine.neighbours().find(ip("2001:db8::2"))->hw;
+    HwAddress other = held;
+    other.qpn = 0x123456;
+    for (const bool solicited : {false, true}) {
+        const Packet na = na_frame({.source = *parse_ipv6("2001:db8::2"), .destination = solicited ? *parse_ipv6("2001:db8::1") : kIpv6AllNodes,
+                                    .target = *parse_ipv6("2001:db8::2"), .router = false, .solicited = solicited,
+                                    .override_flag = false, .target_lla = other});
+        a->engine.on_datagram({.payload = na, .src_qp = 0x777, .slid = 0x99}, w.now);
+    }
+    const auto e = a->engine.neighbours().find(ip("2001:db8::2"));
+    EXPECT_TRUE(e->hw->same_endpoint(held));
+    EXPECT_EQ(e->state, NeighbourState::stale);
+    EXPECT_EQ(a->engine.counters().peer_changes, 0u);
+    EXPECT_EQ(a->count_events(EngineEventKind::peer_changed), 0u);
+    EXPECT_EQ(a->engine.paths().counters().refreshed, 0u);  // nor is the path re-queried for it
+}
+
 TEST_F(Pair, PortDownTakesTheLinkDownAndPortUpRestoresIt) {
     a->engine.on_port_event(transport::PortEvent::port_down, a->port->attributes(), w.now);
     EXPECT_FALSE(a->engine.link().up);

@@ -367,22 +367,48 @@ TEST_F(NeighbourTest, AnAdvertisementWithoutAnAddressConfirmsTheOneHeldWhenSolic
     send(kPeer6);  // DELAY
     advance(5s);   // PROBE
     ASSERT_EQ(state(kPeer6), State::probe);
-    EXPECT_TRUE(cache.advertised(kPeer6, std::nullopt, false, now).empty());
+    EXPECT_TRUE(cache.advertised(kPeer6, std::nullopt, false, false, now).empty());
     EXPECT_EQ(state(kPeer6), State::probe);
     const auto confirmed = cache.counters().confirmed;
-    EXPECT_TRUE(cache.advertised(kPeer6, std::nullopt, true, now).empty());
+    EXPECT_TRUE(cache.advertised(kPeer6, std::nullopt, true, false, now).empty());
     EXPECT_EQ(state(kPeer6), State::reachable);
     EXPECT_EQ(cache.find(kPeer6)->hw, hw(0x48));
     EXPECT_EQ(cache.counters().confirmed, confirmed + 1);
 
     const IpAddress other = IpAddress::v6(*parse_ipv6("fe80::2"));
     send(other);
-    EXPECT_TRUE(cache.advertised(other, std::nullopt, true, now).empty());
+    EXPECT_TRUE(cache.advertised(other, std::nullopt, true, false, now).empty());
     EXPECT_EQ(state(other), State::incomplete);
     EXPECT_EQ(cache.find(other)->queued, 1u);
     // No entry: nothing is created.
-    EXPECT_TRUE(cache.advertised(IpAddress::v6(*parse_ipv6("fe80::3")), std::nullopt, true, now).empty());
+    EXPECT_TRUE(cache.advertised(IpAddress::v6(*parse_ipv6("fe80::3")), std::nullopt, true, false, now).empty());
     EXPECT_FALSE(cache.find(IpAddress::v6(*parse_ipv6("fe80::3"))));
+}
+
+// RFC 4861 7.2.5: Override clear and another address: the address is not
+// replaced, solicited or not; a REACHABLE entry only becomes STALE. With
+// Override the address is replaced.
+TEST_F(NeighbourTest, AnAdvertisementWithoutOverrideNeverReplacesTheAddress) {
+    resolve(kPeer6, hw(0x48));
+    EXPECT_TRUE(cache.advertised(kPeer6, hw(0x99), false, false, now).empty());
+    EXPECT_EQ(state(kPeer6), State::stale);
+    EXPECT_EQ(cache.find(kPeer6)->hw, hw(0x48));
+    send(kPeer6);  // DELAY
+    EXPECT_TRUE(cache.advertised(kPeer6, hw(0x99), true, false, now).empty());
+    EXPECT_EQ(state(kPeer6), State::delay);
+    EXPECT_EQ(cache.find(kPeer6)->hw, hw(0x48));
+    EXPECT_EQ(cache.counters().address_changed, 0u);
+    // The same address without Override is taken as usual: confirmed.
+    (void)cache.advertised(kPeer6, hw(0x48), true, false, now);
+    EXPECT_EQ(state(kPeer6), State::reachable);
+    // Solicited, Override clear, another address: REACHABLE -> STALE.
+    (void)cache.advertised(kPeer6, hw(0x99), true, false, now);
+    EXPECT_EQ(state(kPeer6), State::stale);
+    EXPECT_EQ(cache.find(kPeer6)->hw, hw(0x48));
+    // Override set: replaced, STALE when unsolicited.
+    (void)cache.advertised(kPeer6, hw(0x99), false, true, now);
+    EXPECT_EQ(cache.find(kPeer6)->hw, hw(0x99));
+    EXPECT_EQ(cache.counters().address_changed, 1u);
 }
 
 TEST_F(NeighbourTest, PeerRestartWithNewQpnReplacesTheAddress) {
