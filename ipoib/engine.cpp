@@ -26,6 +26,7 @@ void visit(const EngineCounters& c, CounterSink& out) {
     out.counter("arp_requests_rx", c.arp_requests_rx);
     out.counter("arp_replies_rx", c.arp_replies_rx);
     out.counter("ns_rx", c.ns_rx);
+    out.counter("rx_drop_ns_not_ours", c.rx_drop_ns_not_ours);
     out.counter("na_rx", c.na_rx);
     out.counter("tun_packets", c.tun_packets);
     visit_reasons<IpPacketError>(out, "tun_ip_", c.tun_ip_errors, [](IpPacketError r) { return to_string(r); });

@@ -219,6 +219,7 @@ struct EngineCounters {
     std::uint64_t arp_requests_rx = 0;
     std::uint64_t arp_replies_rx = 0;
     std::uint64_t ns_rx = 0;
+    std::uint64_t rx_drop_ns_not_ours = 0;  // NS for an address not (or not yet) ours: discarded, nothing learned
     std::uint64_t na_rx = 0;
     // egress
     std::uint64_t tun_packets = 0;

@@ -178,8 +178,15 @@ void Engine::on_neighbor_solicitation(const NdMessage& m, std::uint16_t slid) {
         }
         return;  // a tentative address answers nothing
     }
+    // RFC 4861 7.2.3: "If the Target Address is not a valid unicast or
+    // anycast address assigned to the receiving interface ..., the
+    // solicitation MUST be silently discarded": its source option is not
+    // learned either (anyone could plant entries for others' addresses).
+    if (!ours || ours->dad != DadState::preferred) {
+        ++counters_.rx_drop_ns_not_ours;
+        return;
+    }
     if (m.source_lla && !dad_probe) learn(IpAddress::v6(m.ip.source), *m.source_lla, LearnKind::unsolicited, slid);
-    if (!ours || ours->dad != DadState::preferred) return;
     const NeighborAdvertisement na = make_solicited_advertisement(m, link_.hw, false);
     auto n = build_neighbor_advertisement(na, scratch_);
     if (!n) return;

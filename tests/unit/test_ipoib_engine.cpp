@@ -408,6 +408,14 @@ Packet na_frame(const NeighborAdvertisement& na) {
     return link_frame(0x86DD, buf);
 }
 
+Packet ns_frame(const NeighborSolicitation& ns) {
+    Packet buf(kNsNaPacketMaxSize);
+    const auto n = build_neighbor_solicitation(ns, buf);
+    EXPECT_TRUE(n);
+    buf.resize(n ? *n : 0);
+    return link_frame(0x86DD, buf);
+}
+
 // Fills `h`'s SA client (the SA silent): ARP requests for `ours` from `n`
 // made-up GIDs, each answered, so each needs a path query of its own.
 // Returns the address of the first requester.
@@ -531,6 +539,27 @@ TEST_F(Pair, AnNaWithoutOverrideDoesNotReplaceTheAddress) {
     EXPECT_EQ(a->engine.counters().peer_changes, 0u);
     EXPECT_EQ(a->count_events(EngineEventKind::peer_changed), 0u);
     EXPECT_EQ(a->engine.paths().counters().refreshed, 0u);  // nor is the path re-queried for it
+}
+
+// RFC 4861 7.2.3: an NS whose target is not ours is silently discarded,
+// counted; its source option neither creates nor replaces an entry.
+TEST_F(Pair, AnNsForAnotherTargetLeavesTheNeighbourCacheAlone) {
+    a->from_host(icmp_echo_v6("2001:db8::1", "2001:db8::2", 1));
+    w.pump();
+    const HwAddress held = *a->engine.neighbours().find(ip("2001:db8::2"))->hw;
+    HwAddress other = held;
+    other.qpn = 0x654321;
+    const std::uint64_t answered = a->engine.counters().na_tx;
+    for (const char* source : {"2001:db8::99", "2001:db8::2"}) {
+        const Packet ns = ns_frame({.source = *parse_ipv6(source), .destination = *parse_ipv6("2001:db8::1"),
+                                    .target = *parse_ipv6("2001:db8::55"), .source_lla = other});
+        a->engine.on_datagram({.payload = ns, .src_qp = 0x777, .slid = 0x99}, w.now);
+    }
+    EXPECT_FALSE(a->engine.neighbours().find(ip("2001:db8::99")).has_value());
+    EXPECT_TRUE(a->engine.neighbours().find(ip("2001:db8::2"))->hw->same_endpoint(held));
+    EXPECT_EQ(a->engine.counters().peer_changes, 0u);
+    EXPECT_EQ(a->engine.counters().rx_drop_ns_not_ours, 2u);
+    EXPECT_EQ(a->engine.counters().na_tx, answered);
 }
 
 TEST_F(Pair, PortDownTakesTheLinkDownAndPortUpRestoresIt) {
