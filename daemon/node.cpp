@@ -54,39 +54,6 @@ constexpr std::chrono::milliseconds kRescheduleHoldoff{50};
 
 LogLevel to_log_level(config::LogLevel l) { return static_cast<LogLevel>(static_cast<std::uint8_t>(l)); }
 
-std::optional<MessageId> message_id_of(ipoib::EngineEventKind k) {
-    using K = ipoib::EngineEventKind;
-    switch (k) {
-    case K::link_up: return msgid::kLinkUp;
-    case K::link_down: return msgid::kLinkDown;
-    case K::broadcast_join_failed:
-    case K::group_join_failed: return msgid::kJoinFailed;
-    case K::group_joined: return msgid::kGroupJoined;
-    case K::group_left: return msgid::kGroupLeft;
-    case K::peer_changed: return msgid::kPeerChanged;
-    case K::connection_failed: return msgid::kConnectionFailed;
-    default: return std::nullopt;
-    }
-}
-
-LogLevel level_of(ipoib::EngineEventKind k) {
-    using K = ipoib::EngineEventKind;
-    switch (k) {
-    case K::peer_changed: return LogLevel::notice;
-    case K::group_joined:
-    case K::group_left: return LogLevel::debug;
-    case K::link_down:
-    case K::broadcast_join_failed:
-    case K::group_join_failed:
-    case K::address_conflict:
-    case K::dad_failed:
-    case K::path_failed:
-    case K::connection_failed: return LogLevel::warning;
-    case K::qp_open_failed: return LogLevel::error;
-    default: return LogLevel::info;
-    }
-}
-
 std::vector<host::HostRoute> host_routes(const std::vector<config::Route>& routes) {
     std::vector<host::HostRoute> out;
     out.reserve(routes.size());
@@ -109,6 +76,7 @@ Node::Node(config::DaemonConfig config, std::string config_file, std::string ins
     drops_log_ = std::make_unique<RateLimitedLog>(log_, LogLevel::debug);
     // Datagrams from outside the fabric: someone is trying something.
     fabric_drops_log_ = std::make_unique<RateLimitedLog>(log_, LogLevel::warning);
+    event_log_ = std::make_unique<EngineEventLog>(log_);
 }
 
 // The loop may outlive the node (tests run several nodes on one loop): no
@@ -669,6 +637,7 @@ void Node::housekeeping() {
     if (capture_) capture_->flush();
     drops_log_->flush(now);
     fabric_drops_log_->flush(now);
+    event_log_->flush(now);
     check_sm_contact(now);
     if (stopping_) {
         const bool idle = std::all_of(interfaces_.begin(), interfaces_.end(), [](const auto& i) { return i->sa_idle(); });
@@ -867,11 +836,7 @@ void Node::link_changed(const std::string& ifname, const ipoib::LinkStatus& s) {
 }
 
 void Node::engine_event(const std::string& ifname, const ipoib::EngineEvent& e) {
-    std::vector<LogField> fields;
-    fields.reserve(e.fields.size() + 1);
-    fields.push_back({field::kIfname, ifname});
-    for (const auto& [k, v] : e.fields) fields.push_back({k, v});
-    log_.log(level_of(e.kind), e.message, fields, message_id_of(e.kind));
+    event_log_->log(ifname, e, Clock::now());
 }
 
 void Node::host_warning(const std::string& ifname, const std::string& message) {

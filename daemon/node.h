@@ -41,6 +41,7 @@
 #include "common/expected.h"
 #include "config/daemon_config.h"
 #include "daemon/control.h"
+#include "daemon/engine_event_log.h"
 #include "daemon/metrics_http.h"
 #include "daemon/event_loop.h"
 #include "daemon/log.h"
@@ -230,6 +231,7 @@ private:
     std::optional<capture::ErfPcapWriter> capture_;
     std::unique_ptr<RateLimitedLog> drops_log_;
     std::unique_ptr<RateLimitedLog> fabric_drops_log_;  // what the port refused for its source (warning)
+    std::unique_ptr<EngineEventLog> event_log_;         // the engines' events, those from the fabric rate-limited
     NodeCounters counters_;
 };
 

@@ -1,0 +1,84 @@
+#include "daemon/engine_event_log.h"
+
+#include <algorithm>
+#include <array>
+#include <string>
+#include <vector>
+
+#include "daemon/journal_fields.h"
+
+namespace ipoibd::daemon {
+
+namespace {
+
+using K = ipoib::EngineEventKind;
+
+constexpr std::array kSetOffByTheFabric{K::peer_changed, K::address_conflict, K::path_failed};
+
+}  // namespace
+
+std::optional<MessageId> message_id_of(ipoib::EngineEventKind k) {
+    switch (k) {
+    case K::link_up: return msgid::kLinkUp;
+    case K::link_down: return msgid::kLinkDown;
+    case K::broadcast_join_failed:
+    case K::group_join_failed: return msgid::kJoinFailed;
+    case K::group_joined: return msgid::kGroupJoined;
+    case K::group_left: return msgid::kGroupLeft;
+    case K::peer_changed: return msgid::kPeerChanged;
+    case K::connection_failed: return msgid::kConnectionFailed;
+    default: return std::nullopt;
+    }
+}
+
+LogLevel level_of(ipoib::EngineEventKind k) {
+    switch (k) {
+    case K::peer_changed: return LogLevel::notice;
+    case K::group_joined:
+    case K::group_left: return LogLevel::debug;
+    case K::link_down:
+    case K::broadcast_join_failed:
+    case K::group_join_failed:
+    case K::address_conflict:
+    case K::dad_failed:
+    case K::path_failed:
+    case K::connection_failed: return LogLevel::warning;
+    case K::qp_open_failed: return LogLevel::error;
+    default: return LogLevel::info;
+    }
+}
+
+bool set_off_by_the_fabric(ipoib::EngineEventKind k) {
+    return std::find(kSetOffByTheFabric.begin(), kSetOffByTheFabric.end(), k) != kSetOffByTheFabric.end();
+}
+
+void EngineEventLog::log(std::string_view ifname, const ipoib::EngineEvent& e, Clock::time_point now) {
+    const LogLevel level = level_of(e.kind);
+    if (!logger_.enabled(level)) return;
+    if (set_off_by_the_fabric(e.kind)) {
+        const auto verdict = limiter_.check(ipoib::to_string(e.kind), now);
+        if (verdict.suppressed > 0) report(verdict.bucket, verdict.suppressed);
+        if (!verdict.allow) return;
+    }
+    std::vector<LogField> fields;
+    fields.reserve(e.fields.size() + 1);
+    fields.push_back({field::kIfname, ifname});
+    for (const auto& [k, v] : e.fields) fields.push_back({k, v});
+    logger_.log(level, e.message, fields, message_id_of(e.kind));
+}
+
+void EngineEventLog::flush(Clock::time_point now) {
+    for (const auto& s : limiter_.expire(now)) report(s.reason, s.suppressed);
+}
+
+void EngineEventLog::report(std::string_view kind, std::uint64_t suppressed) {
+    LogLevel level = LogLevel::warning;
+    for (const K k : kSetOffByTheFabric)
+        if (kind == ipoib::to_string(k)) level = level_of(k);
+    const std::string count = std::to_string(suppressed);
+    const std::string message = "suppressed " + count + " messages (" + std::string(kind) + ")";
+    const LogField fields[] = {{field::kReason, kind}, {field::kSuppressed, count}};
+    logger_.log(level, message, fields);
+}
+
+}  // namespace ipoibd::daemon
