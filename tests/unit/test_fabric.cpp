@@ -98,7 +98,11 @@ struct FabricTest : ::testing::Test {
     // The default partition, and "storage" (0x8001) with GUID 0xA1 a full
     // and 0xB2 a limited member; the fabric started again with them.
     void start_storage_partitions() {
-        auto parts = parse_partitions("Default=0x7fff, ipoib : ALL=full;\nstorage=0x8001 : 0xA1=full, 0xB2=limited;", "p.conf");
+        start_with_partitions("Default=0x7fff, ipoib : ALL=full;\nstorage=0x8001 : 0xA1=full, 0xB2=limited;");
+    }
+    // The fabric started again with the partitions of `text` (partitions.conf syntax).
+    void start_with_partitions(const std::string& text) {
+        auto parts = parse_partitions(text, "p.conf");
         ASSERT_TRUE(parts.has_value());
         sm_config.partitions = *parts;
         start_fabric();
@@ -429,11 +433,8 @@ TEST_F(FabricTest, OnlyActivePortsWithTheirOwnLidsPassData) {
 // membership would pass C's port (one side full, IBA 10.9.3), so the switch
 // refuses it where B's table says limited.
 TEST_F(FabricTest, ALimitedMemberCannotClaimFullMembership) {
-    auto parts = parse_partitions(
-        "Default=0x7fff, ipoib : ALL=full;\nstorage=0x8001 : 0xA1=full, 0xB2=limited, 0xC3=limited;", "p.conf");
-    ASSERT_TRUE(parts.has_value());
-    sm_config.partitions = *parts;
-    start_fabric();
+    ASSERT_NO_FATAL_FAILURE(start_with_partitions(
+        "Default=0x7fff, ipoib : ALL=full;\nstorage=0x8001 : 0xA1=full, 0xB2=limited, 0xC3=limited;"));
     Ca a(net, 1, 0xA1), b(net, 2, 0xB2), c(net, 3, 0xC3);
     plug(a);
     plug(b);
@@ -1228,10 +1229,7 @@ TEST_F(FabricTest, RouteRequestRenewsTheHintWithoutData) {
 // between ACTIVE ports that share a partition (and the permit says what the
 // destination may take from the requester).
 TEST_F(FabricTest, RouteRequestsAreRefusedBetweenPortsThatShareNoPartition) {
-    auto parts = parse_partitions("Default=0x7fff : 0xA1=full;\nother=0x8002 : 0xC3=full, 0xB2=full;", "p.conf");
-    ASSERT_TRUE(parts.has_value());
-    sm_config.partitions = *parts;
-    start_fabric();
+    ASSERT_NO_FATAL_FAILURE(start_with_partitions("Default=0x7fff : 0xA1=full;\nother=0x8002 : 0xC3=full, 0xB2=full;"));
     Ca a(net, 1, 0xA1), b(net, 2, 0xB2), c(net, 3, 0xC3);
     plug(a);
     plug(b);
@@ -1264,13 +1262,9 @@ TEST_F(FabricTest, RouteRequestsAreRefusedBetweenPortsThatShareNoPartition) {
 // the requester's partitions change, the switch takes its routes and
 // permits back, and the next request gets what holds then.
 TEST_F(FabricTest, PermitsNameTheSharedPartitionsAndAreWithdrawnWhenTheyChange) {
-    auto parts = parse_partitions(
+    ASSERT_NO_FATAL_FAILURE(start_with_partitions(
         "Default=0x7fff : ALL=full;\np1=0x0011 : 0xA1=limited, 0xB2=full;\np2=0x0012 : ALL=full;\n"
-        "p3=0x0013 : ALL=full;\np4=0x0014 : ALL=full;\np5=0x0015 : 0xA1=full;\n",
-        "p.conf");
-    ASSERT_TRUE(parts.has_value());
-    sm_config.partitions = *parts;
-    start_fabric();
+        "p3=0x0013 : ALL=full;\np4=0x0014 : ALL=full;\np5=0x0015 : 0xA1=full;\n"));
     Ca a(net, 1, 0xA1), b(net, 2, 0xB2);
     plug(a);
     plug(b);
@@ -1298,7 +1292,7 @@ TEST_F(FabricTest, PermitsNameTheSharedPartitionsAndAreWithdrawnWhenTheyChange) 
     EXPECT_EQ(keys, (std::vector<std::uint16_t>{0x0011, 0x8012, 0x8013, 0x8014, 0xFFFF}));
     // A leaves p2 (the SM gives it new P_Keys): B is told to forget A's
     // permit, and A its route, before the SM's Set is answered.
-    parts = parse_partitions(
+    auto parts = parse_partitions(
         "Default=0x7fff : ALL=full;\np1=0x0011 : 0xA1=limited, 0xB2=full;\np2=0x0012 : 0xB2=full;\n", "p.conf");
     ASSERT_TRUE(parts.has_value());
     net.down.clear();

@@ -400,20 +400,20 @@ Packet arp_frame(const ArpPacket& arp) {
     return link_frame(0x0806, buf);
 }
 
-Packet na_frame(const NeighborAdvertisement& na) {
+// An ND message as the fabric delivers it, built by `build`.
+template <class Message, class Build>
+Packet nd_frame(const Message& m, Build build) {
     Packet buf(kNsNaPacketMaxSize);
-    const auto n = build_neighbor_advertisement(na, buf);
+    const auto n = build(m, buf);
     EXPECT_TRUE(n);
     buf.resize(n ? *n : 0);
     return link_frame(0x86DD, buf);
 }
-
+Packet na_frame(const NeighborAdvertisement& na) {
+    return nd_frame(na, [](const auto& m, Packet& b) { return build_neighbor_advertisement(m, b); });
+}
 Packet ns_frame(const NeighborSolicitation& ns) {
-    Packet buf(kNsNaPacketMaxSize);
-    const auto n = build_neighbor_solicitation(ns, buf);
-    EXPECT_TRUE(n);
-    buf.resize(n ? *n : 0);
-    return link_frame(0x86DD, buf);
+    return nd_frame(ns, [](const auto& m, Packet& b) { return build_neighbor_solicitation(m, b); });
 }
 
 // Fills `h`'s SA client (the SA silent): ARP requests for `ours` from `n`
