@@ -55,6 +55,7 @@ void visit(const EngineCounters& c, CounterSink& out) {
     out.counter("dad_conflicts", c.dad_conflicts);
     out.counter("host_group_joins", c.host_group_joins);
     out.counter("host_group_leaves", c.host_group_leaves);
+    out.counter("host_groups_over_limit", c.host_groups_over_limit);
     out.counter("link_ups", c.link_ups);
     out.counter("link_downs", c.link_downs);
     out.counter("qp_opens", c.qp_opens);
@@ -334,13 +335,28 @@ std::optional<ib::Gid> Engine::group_mgid(const IpAddress& group) const {
     return *m;
 }
 
-void Engine::want_group(const IpAddress& group, bool join) {
+bool Engine::want_group(const IpAddress& group, bool join) {
     const auto mgid = group_mgid(group);
-    if (!mgid) return;
-    if (join)
-        mcast_.add_full(*mgid);
-    else
-        mcast_.remove_full(*mgid);
+    if (!mgid) return false;
+    if (join) return mcast_.add_full(*mgid);
+    mcast_.remove_full(*mgid);
+    return true;
+}
+
+void Engine::host_group_change(const GroupChange& change) {
+    if (change.join) {
+        if (host_groups_.count(change.group)) return;  // a repeated report
+        if (host_groups_.size() >= kMaxHostGroups || !want_group(change.group, true)) {
+            ++counters_.host_groups_over_limit;
+            return;
+        }
+        host_groups_.insert(change.group);
+        ++counters_.host_group_joins;
+        return;
+    }
+    if (!host_groups_.erase(change.group)) return;  // not a group the host joined
+    ++counters_.host_group_leaves;
+    want_group(change.group, false);
 }
 
 Engine::Address* Engine::find_address(const IpAddress& ip) {

@@ -13,6 +13,10 @@
 // Egress (on_tun_packet(), an IP datagram from the host):
 //  1. Malformed: dropped, counted. IGMP/MLD reports: the groups they name
 //     are joined (FullMember) or left, and the report itself is sent on.
+//     The host's memberships are a set (at most kMaxHostGroups): a report
+//     repeated (the kernel sends each change two or three times, and
+//     current-state records again) holds one reference, and one leave
+//     drops it; reports are taken while the link is down too.
 //     NS/NA written by the host: dropped (the engine owns ND; a TUN kernel
 //     does none); RS/RA/Redirect get our 24-byte link-layer option.
 //  2. Broadcast (255.255.255.255, a subnet broadcast of ours) goes to the
@@ -47,6 +51,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -248,8 +253,9 @@ struct EngineCounters {
     std::uint64_t peer_changes = 0;
     std::uint64_t address_conflicts = 0;
     std::uint64_t dad_conflicts = 0;
-    std::uint64_t host_group_joins = 0;
-    std::uint64_t host_group_leaves = 0;
+    std::uint64_t host_group_joins = 0;   // groups the host newly joined
+    std::uint64_t host_group_leaves = 0;  // and left
+    std::uint64_t host_groups_over_limit = 0;  // joins refused: kMaxHostGroups, or the group table full
     std::uint64_t link_ups = 0;
     std::uint64_t link_downs = 0;
     std::uint64_t qp_opens = 0;
@@ -267,6 +273,9 @@ struct AddressView {
 
 class Engine final : private PathSink, private McastSink {
 public:
+    // The host's group memberships held at most (IGMP/MLD reports).
+    static constexpr std::size_t kMaxHostGroups = 4096;
+
     Engine(EngineConfig config, EngineLink& link, EngineIo& io, sa::SaClient::Config sa_config = {});
     Engine(const Engine&) = delete;
     Engine& operator=(const Engine&) = delete;
@@ -376,7 +385,8 @@ private:
     void drain_sa();
     void emit(EngineEventKind kind, std::string message, std::vector<std::pair<std::string, std::string>> fields);
     std::optional<ib::Gid> group_mgid(const IpAddress& group) const;
-    void want_group(const IpAddress& group, bool join);
+    bool want_group(const IpAddress& group, bool join);
+    void host_group_change(const GroupChange& change);
     Address* find_address(const IpAddress& ip);
     void dad_tick();
 
@@ -433,6 +443,7 @@ private:
     bool qp_stale_ = true;  // open a new QP at the next broadcast join
     std::uint32_t qp_qkey_ = 0;
     std::vector<Address> addresses_;
+    std::set<IpAddress> host_groups_;    // groups the host's IGMP/MLD reports joined
     std::vector<std::uint8_t> tx_;       // frame under construction
     std::vector<std::uint8_t> scratch_;  // rewritten ND packets
     std::vector<std::uint8_t> icmp_;     // ICMP too-big answers

@@ -53,18 +53,17 @@ std::optional<std::pair<bytes, IpPacketInfo>> Engine::accept_host_packet(bytes p
         ++counters_.tun_ip_errors[static_cast<std::size_t>(info.error())];
         return std::nullopt;
     }
+    packet = packet.first(info->length);
+    // The host's memberships hold while the link is down: the groups join
+    // when it comes up.
+    for (const GroupChange& c : host_group_changes(packet, *info)) host_group_change(c);
     if (!link_.up) {
         ++counters_.tun_drop_link_down;
         return std::nullopt;
     }
-    packet = packet.first(info->length);
     if (packet.size() > link_.mtu) {
         ++counters_.tun_drop_too_big;
         return std::nullopt;
-    }
-    for (const GroupChange& c : host_group_changes(packet, *info)) {
-        ++(c.join ? counters_.host_group_joins : counters_.host_group_leaves);
-        want_group(c.group, c.join);
     }
     if (info->family == IpFamily::ipv6 && info->protocol == kNextHeaderIcmpv6 && info->upper_offset < packet.size() &&
         is_nd_type(packet[info->upper_offset])) {

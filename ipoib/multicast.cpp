@@ -166,26 +166,27 @@ void McastManager::start_waiting() {
         if (g.state == GroupState::waiting) join(mgid, g);
 }
 
-void McastManager::add_full(const ib::Gid& mgid) {
+bool McastManager::add_full(const ib::Gid& mgid) {
     auto it = groups_.find(mgid);
     if (it == groups_.end()) {
         if (groups_.size() >= config_.max_groups) {
             ++counters_.drop_table_full;
-            return;
+            return false;
         }
         it = groups_.emplace(mgid, Group{}).first;
     }
     Group& g = it->second;
-    if (++g.full_refs > 1 || g.role == GroupRole::broadcast) return;
+    if (++g.full_refs > 1 || g.role == GroupRole::broadcast) return true;
     const bool upgrade = g.role == GroupRole::send_only;
     g.role = GroupRole::full;
     if (!broadcast_joined()) {
         if (g.state != GroupState::joining) g.state = GroupState::waiting;
-        return;
+        return true;
     }
     // A send-only member becoming full: join again as FullMember (the SA
     // adds the state to the ones the port holds).
     if (upgrade || g.state == GroupState::waiting) join(mgid, g);
+    return true;
 }
 
 void McastManager::remove_full(const ib::Gid& mgid) {

@@ -148,8 +148,9 @@ public:
     const ib::Gid& broadcast_mgid() const { return broadcast_; }
 
     // FullMember interest in `mgid`, counted: the first add_full() joins,
-    // the last remove_full() leaves.
-    void add_full(const ib::Gid& mgid);
+    // the last remove_full() leaves. False (nothing counted) when the table
+    // is full.
+    bool add_full(const ib::Gid& mgid);
     void remove_full(const ib::Gid& mgid);
 
     // An egress frame (encapsulation header included) to `mgid`.

@@ -285,6 +285,81 @@ TEST_F(Pair, SendOnlyJoinThenTraffic) {
     EXPECT_FALSE(w.sa.groups[mgid].members.count(c.port->attributes().gid()));
 }
 
+TEST_F(Pair, RepeatedHostReportsHoldOneMembershipThatOneLeaveEnds) {
+    // The kernel sends each change two or three times, and current-state
+    // records again when asked: one membership, and one leave ends it.
+    const auto mgid = *ipv4_group_mgid(*parse_ipv4("239.1.2.3"), 0xFFFF);
+    for (int i = 0; i < 3; ++i) a->from_host(igmpv3_report("198.18.0.1", "239.1.2.3", true));
+    w.pump();
+    ASSERT_TRUE(w.sa.groups.count(mgid));
+    EXPECT_EQ(w.sa.groups[mgid].members[a->port->attributes().gid()], sa::join_state::full_member);
+    EXPECT_EQ(a->engine.counters().host_group_joins, 1u);
+    a->from_host(igmpv3_report("198.18.0.1", "239.1.2.3", false));
+    w.pump();
+    EXPECT_FALSE(w.sa.groups[mgid].members.count(a->port->attributes().gid()));
+    EXPECT_FALSE(a->engine.multicast().is_joined(mgid));
+    EXPECT_EQ(a->engine.counters().host_group_leaves, 1u);
+    // A leave of a group the host never joined takes nothing: the engine's
+    // own all-hosts membership stays.
+    const auto all_hosts = *ipv4_group_mgid(*parse_ipv4("224.0.0.1"), 0xFFFF);
+    a->from_host(igmpv3_report("198.18.0.1", "224.0.0.1", false));
+    w.pump();
+    EXPECT_EQ(w.sa.groups[all_hosts].members[a->port->attributes().gid()], sa::join_state::full_member);
+    EXPECT_EQ(a->engine.counters().host_group_leaves, 1u);
+    // The same for MLD.
+    const auto v6 = *ipv6_group_mgid(ip("ff12::1:2").bytes, 0xFFFF);
+    for (int i = 0; i < 2; ++i) a->from_host(mldv2_report("2001:db8::1", "ff12::1:2", true));
+    w.pump();
+    EXPECT_TRUE(a->engine.multicast().is_joined(v6));
+    a->from_host(mldv2_report("2001:db8::1", "ff12::1:2", false));
+    w.pump();
+    EXPECT_FALSE(a->engine.multicast().is_joined(v6));
+}
+
+TEST(EngineHostGroups, AReportWhileTheLinkIsDownJoinsWhenItComesUp) {
+    World w;
+    w.sa.silent = true;  // no broadcast join yet: the link stays down
+    Host& h = w.add_host();
+    h.add_address("198.18.0.1/24");
+    h.start();
+    w.advance(1s);
+    ASSERT_FALSE(h.engine.link().up);
+    h.from_host(igmpv3_report("198.18.0.1", "239.1.2.3", true));
+    EXPECT_EQ(h.engine.counters().tun_drop_link_down, 1u);  // the report itself goes nowhere
+    w.sa.silent = false;
+    w.advance(40s);
+    ASSERT_TRUE(h.engine.link().up);
+    const auto mgid = *ipv4_group_mgid(*parse_ipv4("239.1.2.3"), 0xFFFF);
+    EXPECT_TRUE(h.engine.multicast().is_joined(mgid));
+    EXPECT_EQ(w.sa.groups[mgid].members[h.port->attributes().gid()], sa::join_state::full_member);
+}
+
+TEST(EngineHostGroups, AJoinTheGroupTableRefusesIsCountedAndTakenWhenReportedAgain) {
+    World w;
+    EngineConfig cfg;
+    // broadcast, all-hosts, all-nodes, the link-local solicited-node, the
+    // reports' own 224.0.0.22 (send-only) and one more
+    cfg.mcast.max_groups = 6;
+    Host& h = w.add_host(cfg);
+    h.add_address("198.18.0.1/24");
+    h.start();
+    w.advance(2s);
+    ASSERT_TRUE(h.engine.link().up);
+    h.from_host(igmpv3_report("198.18.0.1", "239.1.1.1", true));
+    h.from_host(igmpv3_report("198.18.0.1", "239.1.1.2", true));
+    w.pump();
+    EXPECT_EQ(h.engine.counters().host_group_joins, 1u);
+    EXPECT_EQ(h.engine.counters().host_groups_over_limit, 1u);
+    const auto second = *ipv4_group_mgid(*parse_ipv4("239.1.1.2"), 0xFFFF);
+    EXPECT_FALSE(h.engine.multicast().is_joined(second));
+    // Room again: the next report of the refused group joins it.
+    h.from_host(igmpv3_report("198.18.0.1", "239.1.1.1", false));
+    h.from_host(igmpv3_report("198.18.0.1", "239.1.1.2", true));
+    w.pump();
+    EXPECT_TRUE(h.engine.multicast().is_joined(second));
+    EXPECT_EQ(h.engine.counters().host_group_joins, 2u);
+}
+
 TEST_F(Pair, SendOnlyQueueHoldsSixtyFour) {
     w.sa.silent = true;
     for (int i = 0; i < 70; ++i) a->from_host(udp_v4("198.18.0.1", "239.9.9.9"));
