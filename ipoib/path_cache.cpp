@@ -12,6 +12,7 @@ void visit(const PathCounters& c, CounterSink& out) {
     out.counter("refreshed", c.refreshed);
     out.counter("changed", c.changed);
     out.counter("failures", c.failures);
+    out.counter("refresh_kept", c.refresh_kept);
     out.counter("drop_queue_full", c.drop_queue_full);
     out.counter("drop_failed", c.drop_failed);
     out.counter("drop_table_full", c.drop_table_full);
@@ -48,9 +49,9 @@ std::optional<PathInfo> PathCache::lookup(const ib::Gid& dgid, std::uint32_t qpn
     switch (e.state) {
     case PathState::valid: {
         // Revalidate an old path in the background; keep using it meanwhile
-        // (also when the refresh fails at once and the entry goes).
+        // (also when the refresh fails at once).
         const std::optional<PathInfo> path = e.path;
-        if (now - e.path->resolved_at >= config_.lifetime && !e.query.pending()) {
+        if (now - e.path->resolved_at >= config_.lifetime && now >= e.refresh_after && !e.query.pending()) {
             ++counters_.refreshed;
             start_query(dgid, now);
         }
@@ -91,7 +92,7 @@ bool PathCache::note_source(const ib::Gid& dgid, std::uint16_t slid, Clock::time
     auto it = table_.find(dgid);
     if (it == table_.end() || it->second.state != PathState::valid) return false;
     const Entry& e = it->second;
-    if (e.path->dlid == slid || e.query.pending()) return false;
+    if (e.path->dlid == slid || e.query.pending() || now < e.refresh_after) return false;
     ++counters_.refreshed;
     start_query(dgid, now);
     return true;
@@ -130,8 +131,15 @@ void PathCache::on_answer(const ib::Gid& dgid, const expected<sa::SaResult, sa::
     }
     if (!path) {
         ++counters_.failures;
+        if (e.state == PathState::valid && !result) {
+            // No answer: the path held stays (header, 4.).
+            ++counters_.refresh_kept;
+            e.refresh_after = now_ + config_.refresh_retry;
+            sink_.path_failed(dgid, status, 0);
+            return;
+        }
         if (e.state == PathState::valid) {
-            // A failed refresh: the old path may be gone; resolve afresh next time.
+            // The SA says there is no such path now: resolve afresh next time.
             table_.erase(it);
             sink_.path_failed(dgid, status, 0);
             return;

@@ -14,8 +14,14 @@
 //     SaClient's retries, an unusable record, or the SaClient refusing the
 //     query because its queue is full: then before lookup() returns) drops
 //     them, counted, and the entry stays FAILED for failed_hold: frames to
-//     it meanwhile are dropped at once instead of hammering the SA. A failed
-//     refresh of a VALID path removes the entry (resolved afresh next time).
+//     it meanwhile are dropped at once instead of hammering the SA.
+//  4. A refresh of a VALID path the SA answers with an error, or with no
+//     usable record, removes the entry (resolved afresh next time: the
+//     destination may be gone). One that gets no answer (timeout, a broken
+//     transfer, our own SaClient queue full) keeps the path in use: the SA
+//     is unreachable or busy, which says nothing about the path, and
+//     unicast must not stop during an SM outage (the Linux driver keeps its
+//     path too). The next refresh waits refresh_retry.
 //
 // Paths are revalidated, not trusted forever: a path older than `lifetime`
 // is queried again when used (the old one stays in use meanwhile), and
@@ -66,6 +72,7 @@ struct PathCounters {
     std::uint64_t refreshed = 0;       // a valid path re-queried (lifetime, SLID change)
     std::uint64_t changed = 0;         // a re-query gave a different DLID/SL/MTU
     std::uint64_t failures = 0;        // queries that failed (status, timeout, bad record)
+    std::uint64_t refresh_kept = 0;    // refreshes with no answer: the path held stays in use
     std::uint64_t drop_queue_full = 0;
     std::uint64_t drop_failed = 0;     // queued frames of a failed query, and frames during failed_hold
     std::uint64_t drop_table_full = 0;
@@ -100,6 +107,7 @@ public:
         std::size_t max_entries = 10'000;
         std::chrono::milliseconds lifetime{300'000};   // re-query a path this old when it is used
         std::chrono::milliseconds failed_hold{1000};   // after a failure, drop for this long
+        std::chrono::milliseconds refresh_retry{10'000};  // after a refresh with no answer
     };
 
     // `now` is the owner's clock reading, current whenever the SaClient runs
@@ -143,6 +151,7 @@ private:
         sa::SaClient::Handle query;
         Clock::time_point last_used{};
         Clock::time_point failed_until{};
+        Clock::time_point refresh_after{};  // no refresh before (one got no answer)
     };
 
     // Sends a PathRecord Get for the entry of `dgid`. The SaClient calls

@@ -43,6 +43,8 @@ public:
     std::optional<sa::SaMad> handle(const sa::SaMad& request, Clock::time_point now);
     void add_port(const ib::Gid& gid, std::uint16_t lid) { lids_[gid] = lid; }
     void set_port_lid(const ib::Gid& gid, std::uint16_t lid) { lids_[gid] = lid; }
+    // The port left the subnet: paths to it get ERR_NO_RECORDS.
+    void forget_port(const ib::Gid& gid) { lids_.erase(gid); }
     std::vector<sa::SaMad> release_held_paths();
 
     // Knobs.

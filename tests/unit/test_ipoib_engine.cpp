@@ -509,10 +509,45 @@ HwAddress flood_path_queries(World& w, Host& h, const std::string& ours, std::ui
     return first;
 }
 
+// An SA that stops answering (the SM down) says nothing about a path: a
+// refresh that times out keeps the path in use, and the next one waits
+// refresh_retry. An SA that answers "no such path" ends it.
+TEST_F(Pair, APathRefreshWithNoAnswerKeepsThePathAndOneRefusedEndsIt) {
+    const ib::Gid bgid = b->engine.link().hw.gid;
+    a->from_host(icmp_echo_v4("198.18.0.1", "198.18.0.2", 1));
+    w.pump();
+    ASSERT_TRUE(a->engine.paths().find(bgid));
+    w.advance(301s);  // the path is due for revalidation
+    w.sa.silent = true;
+    b->tun.clear();
+    std::uint16_t seq = 2;
+    const Packet first = icmp_echo_v4("198.18.0.1", "198.18.0.2", seq++);
+    a->from_host(first);
+    w.pump();
+    EXPECT_TRUE(contains(b->tun, first));
+    EXPECT_EQ(a->engine.paths().counters().refreshed, 1u);
+    w.advance(8s);  // the refresh's retries run out (0.5 + 1 + 2 + 4 s)
+    EXPECT_EQ(a->engine.paths().counters().refresh_kept, 1u);
+    ASSERT_TRUE(a->engine.paths().find(bgid));
+    // Unicast goes on during the outage, and the next refresh waits.
+    const Packet during = icmp_echo_v4("198.18.0.1", "198.18.0.2", seq++);
+    a->from_host(during);
+    w.pump();
+    EXPECT_TRUE(contains(b->tun, during));
+    EXPECT_EQ(a->engine.paths().counters().refreshed, 1u);
+    // The SA is back and says B is gone: the next refresh ends the path.
+    w.sa.silent = false;
+    w.sa.forget_port(bgid);
+    w.advance(11s);
+    a->from_host(icmp_echo_v4("198.18.0.1", "198.18.0.2", seq++));
+    w.advance(1s);
+    EXPECT_FALSE(a->engine.paths().find(bgid));
+}
+
 // The SaClient refuses a request at once when its queue is full, calling
-// back before submit() returns; a refused refresh of a VALID path drops
-// the entry, which the path cache must not touch afterwards (ASan saw a
-// use after free here).
+// back before submit() returns; the path cache must not hold the entry
+// across that (ASan saw a use after free here when a refused refresh
+// erased it). A refused refresh keeps the path.
 TEST_F(Pair, APathRefreshTheSaClientRefusesAtOnceIsSafe) {
     a->from_host(icmp_echo_v4("198.18.0.1", "198.18.0.2", 1));
     w.pump();
@@ -523,7 +558,8 @@ TEST_F(Pair, APathRefreshTheSaClientRefusesAtOnceIsSafe) {
     const Packet garp = arp_frame(make_gratuitous_arp(b->engine.link().hw, *parse_ipv4("198.18.0.2")));
     a->engine.on_datagram({.payload = garp, .src_qp = b->engine.link().qpn, .slid = 77}, w.now);
     EXPECT_EQ(a->engine.paths().counters().refreshed, 1u);
-    EXPECT_FALSE(a->engine.paths().find(b->engine.link().hw.gid));  // a failed refresh: resolved afresh
+    EXPECT_TRUE(a->engine.paths().find(b->engine.link().hw.gid));  // no answer: the path held stays
+    EXPECT_EQ(a->engine.paths().counters().refresh_kept, 1u);
     // A path due for revalidation, used while the queue is full: the frame
     // still goes on the path held.
     w.sa.silent = false;
@@ -534,10 +570,11 @@ TEST_F(Pair, APathRefreshTheSaClientRefusesAtOnceIsSafe) {
     w.advance(301s);
     (void)flood_path_queries(w, *a, "198.18.0.1", 1100);
     b->tun.clear();
+    const std::uint64_t refreshed = a->engine.paths().counters().refreshed;
     const Packet ping = icmp_echo_v4("198.18.0.1", "198.18.0.2", 4);
     a->from_host(ping);
     w.pump();
-    EXPECT_EQ(a->engine.paths().counters().refreshed, 2u);
+    EXPECT_EQ(a->engine.paths().counters().refreshed, refreshed + 1);
     EXPECT_TRUE(contains(b->tun, ping));
 }
 
