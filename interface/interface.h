@@ -122,6 +122,9 @@ public:
     // sa::MadClient: an SA MAD for this interface's SA client (the node's
     // MAD agent dispatches by TID and method).
     void on_mad(bytes mad) override { engine_->on_sa_mad(mad, Clock::now()); }
+    void on_mad_from(bytes mad, const sa::MadAddress& from) override {
+        engine_->on_sa_mad(mad, Clock::now(), from.lid);
+    }
 
     // Step 1: the host port is readable.
     void read_host(Clock::time_point now);

@@ -138,6 +138,7 @@ void Engine::drain_sa() {
 
 void Engine::set_port(const transport::PortAttributes& port) {
     port_ = port;
+    sa_.set_sm_lid(port.sm_lid);
     paths_.set_source(port.gid(), config_.pkey);
     mcast_.set_port_gid(port.gid());
     link_.hw.gid = port.gid();
@@ -428,9 +429,9 @@ std::vector<AddressView> Engine::addresses() const {
     return out;
 }
 
-void Engine::on_sa_mad(bytes mad, Clock::time_point now) {
+void Engine::on_sa_mad(bytes mad, Clock::time_point now, std::uint16_t from_lid) {
     now_ = now;
-    sa_.on_mad(mad, now);
+    sa_.on_mad(mad, now, from_lid);
     drain_sa();
 }
 

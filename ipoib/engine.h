@@ -308,7 +308,9 @@ public:
     // 255.255.255.255 or the broadcast address of a subnet of ours.
     bool is_broadcast(const IpAddress& ip) const { return is_broadcast_v4(ip); }
     void on_datagram(const ReceivedDatagram& d, Clock::time_point now);
-    void on_sa_mad(bytes mad, Clock::time_point now);
+    // An SA MAD from LID `from_lid` (0: unknown); only the port's SM may
+    // answer (SaClient::on_mad).
+    void on_sa_mad(bytes mad, Clock::time_point now, std::uint16_t from_lid = 0);
     void on_port_event(transport::PortEvent e, const transport::PortAttributes& port, Clock::time_point now);
     void tick(Clock::time_point now);
     std::optional<Clock::time_point> next_deadline() const;

@@ -11,6 +11,8 @@ void visit(const SaClientCounters& c, CounterSink& out) {
     out.counter("timeouts", c.timeouts);
     out.counter("responses", c.responses);
     out.counter("unmatched", c.unmatched);
+    out.counter("mismatched", c.mismatched);
+    out.counter("not_from_sm", c.not_from_sm);
     out.counter("malformed", c.malformed);
     out.counter("queue_full", c.queue_full);
     out.counter("cancelled", c.cancelled);
@@ -105,8 +107,23 @@ void SaClient::cancel(std::uint32_t key) {
     if (was_sent) start_queued(last_now_);
 }
 
-void SaClient::on_mad(bytes mad, Clock::time_point now) {
+namespace {
+
+// The method that answers `request` (IBA 15.2.5: a Set is answered with
+// GetResp, the others with their own method and the R bit).
+std::uint8_t response_method(std::uint8_t request) {
+    return request == ib::method::set ? ib::method::get_resp
+                                      : static_cast<std::uint8_t>(request | ib::method::response_bit);
+}
+
+}  // namespace
+
+void SaClient::on_mad(bytes mad, Clock::time_point now, std::uint16_t from_lid) {
     last_now_ = now;
+    if (from_lid != 0 && sm_lid_ != 0 && from_lid != sm_lid_) {
+        ++counters_.not_from_sm;
+        return;
+    }
     auto decoded = decode_sa_mad(mad);
     if (decoded && decoded->header.method == ib::method::report) {
         SaMad resp = *decoded;
@@ -134,6 +151,11 @@ void SaClient::on_mad(bytes mad, Clock::time_point now) {
         return;
     }
     Transaction& t = it->second;
+    if (decoded->header.method != response_method(t.request.header.method) ||
+        decoded->header.attribute_id != t.request.header.attribute_id) {
+        ++counters_.mismatched;  // the request stays: retried, or timed out
+        return;
+    }
     // RMPPVersion 0 means RMPP is not in use, whatever the flags say (an
     // unsegmented table from OpenSM arrives like that through libumad2sim).
     if (!decoded->rmpp.active() || decoded->rmpp.rmpp_version == 0) {

@@ -57,6 +57,8 @@ struct SaClientCounters {
     std::uint64_t timeouts = 0;
     std::uint64_t responses = 0;
     std::uint64_t unmatched = 0;   // responses to no request in flight (late, duplicate, foreign)
+    std::uint64_t mismatched = 0;  // a request's TID with another method or attribute: dropped
+    std::uint64_t not_from_sm = 0; // MADs from a LID other than the SM's: dropped
     std::uint64_t malformed = 0;   // not an SA MAD, or a broken RMPP transfer
     std::uint64_t queue_full = 0;
     std::uint64_t cancelled = 0;
@@ -114,7 +116,14 @@ public:
     // full the callback is called at once with queue_full.
     [[nodiscard]] Handle submit(SaMad request, SaCallback callback, Clock::time_point now);
 
-    void on_mad(bytes mad, Clock::time_point now);
+    // A MAD from LID `from_lid` (0: the transport does not say). Only the
+    // SM's LID (set_sm_lid) may answer or report: the fabric vouches for
+    // the source LID (the switch passes a packet only with an SLID routed
+    // to its ingress port), not for anything in the MAD. A response must
+    // also carry its request's attribute and the method that answers it.
+    void on_mad(bytes mad, Clock::time_point now, std::uint16_t from_lid = 0);
+    // The SM's LID (PortInfo MasterSMLID); 0: any sender is taken.
+    void set_sm_lid(std::uint16_t lid) { sm_lid_ = lid; }
 
     // Who gets the Notices of Reports (traps the port subscribed to).
     using ReportHandler = std::function<void(const SaMad& report)>;
@@ -150,6 +159,7 @@ private:
     // sends the next queued request as of then.
     Clock::time_point last_now_{};
     std::uint32_t next_key_ = 1;
+    std::uint16_t sm_lid_ = 0;
     std::vector<SaMad> outbound_;
     ReportHandler report_handler_;
     std::deque<std::uint64_t> recent_reports_;  // TIDs of the last Reports seen, to spot resends

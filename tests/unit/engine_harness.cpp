@@ -187,7 +187,7 @@ void World::pump() {
         for (PendingAnswer& a : answers) {
             std::array<std::uint8_t, sa::kSaMadSize> buf{};
             a.mad.write_to(buf.data());
-            a.host->engine.on_sa_mad(buf, now);
+            a.host->engine.on_sa_mad(buf, now, a.host->port->attributes().sm_lid);  // from the SM
             moved = true;
         }
         if (fabric.run() > 0) moved = true;

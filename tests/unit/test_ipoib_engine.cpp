@@ -146,6 +146,40 @@ TEST_F(Pair, PacketsWaitForThePathThenFlushAndOverflowIsCounted) {
     for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(b->tun[i], sent[i]);
 }
 
+// Any port can write an SA answer (the TIDs are sequential): the engine
+// takes one only from the port's SM LID, which the fabric vouches for. A
+// forged PathRecord would send B's traffic to the forger.
+TEST_F(Pair, APathAnswerFromAPortOtherThanTheSmIsDropped) {
+    a->from_host(icmp_echo_v4("198.18.0.1", "198.18.0.2", 1));
+    w.pump();
+    a->engine.flush_paths(w.now);
+    w.sa.hold_paths = true;
+    b->tun.clear();
+    const Packet ping = icmp_echo_v4("198.18.0.1", "198.18.0.2", 2);
+    a->from_host(ping);
+    w.pump();
+    const std::vector<sa::SaMad> held = w.sa.release_held_paths();
+    ASSERT_EQ(held.size(), 1u);
+    sa::SaMad forged = held[0];
+    auto rec = sa::get_record<sa::PathRecord>(forged);
+    rec.dlid = 0x77;  // the forger's LID
+    ASSERT_TRUE(sa::put_record(rec, forged));
+    std::array<std::uint8_t, sa::kSaMadSize> buf{};
+    forged.write_to(buf.data());
+    a->engine.on_sa_mad(buf, w.now, 0x77);
+    EXPECT_FALSE(a->engine.paths().find(b->engine.link().hw.gid));
+    EXPECT_EQ(a->engine.sa_client().counters().not_from_sm, 1u);
+    // The SM's answer, from the SM's LID, resolves it.
+    w.sa.hold_paths = false;
+    held[0].write_to(buf.data());
+    a->engine.on_sa_mad(buf, w.now, a->port->attributes().sm_lid);
+    w.pump();
+    const auto path = a->engine.paths().find(b->engine.link().hw.gid);
+    ASSERT_TRUE(path);
+    EXPECT_EQ(path->dlid, b->port->attributes().lid);
+    EXPECT_TRUE(contains(b->tun, ping));
+}
+
 TEST_F(Pair, UnresolvedNeighbourQueuesThreeAndDropsTheRest) {
     w.sa.silent = true;  // nothing changes for ARP; keeps paths unanswered too
     for (std::uint16_t i = 0; i < 6; ++i) a->from_host(icmp_echo_v4("198.18.0.1", "198.18.0.77", i));

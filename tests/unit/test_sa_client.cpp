@@ -26,7 +26,9 @@ std::vector<std::uint8_t> bytes_of(const SaMad& m) {
 // libumad2sim replacing the top 32 bits of the TID.
 SaMad response_to(const SaMad& req, std::uint16_t status = 0, bool rewrite_high = false) {
     SaMad r = req;
-    r.header.method = static_cast<std::uint8_t>(req.header.method | ib::method::response_bit);
+    r.header.method = req.header.method == ib::method::set
+                          ? ib::method::get_resp
+                          : static_cast<std::uint8_t>(req.header.method | ib::method::response_bit);
     r.header.status = status;
     if (rewrite_high) r.header.transaction_id = (0xDEADBEEFULL << 32) | (req.header.transaction_id & 0xFFFFFFFF);
     r.data[0] = 0xAB;
@@ -219,6 +221,64 @@ TEST_F(SaClientTest, ReportsAreAnsweredAndDeliveredOnce) {
     EXPECT_EQ(out[0].header.method, ib::method::report_resp);
     EXPECT_EQ(out[0].header.transaction_id, report.header.transaction_id);
     EXPECT_EQ(client.counters().report_duplicates, 1u);
+}
+
+// The fabric vouches for a MAD's source LID, not for its contents: only
+// the SM's LID answers or reports; any port could write a TID (they are
+// sequential) and method into a MAD of its own.
+TEST_F(SaClientTest, OnlyTheSmsLidAnswersOrReports) {
+    client.set_sm_lid(1);
+    auto h = client.submit(request(sa_attr::path_record), record(), now);
+    const auto req = client.take_outbound().at(0);
+    client.on_mad(bytes_of(response_to(req)), now, 7);  // a forgery from LID 7
+    EXPECT_TRUE(results.empty());
+    EXPECT_TRUE(h.pending());
+    EXPECT_EQ(client.counters().not_from_sm, 1u);
+    std::vector<SaMad> reports;
+    client.set_report_handler([&](const SaMad& r) { reports.push_back(r); });
+    SaMad report;
+    report.header.method = ib::method::report;
+    report.header.attribute_id = sa_attr::notice;
+    report.header.transaction_id = 0x42;
+    client.on_mad(bytes_of(report), now, 7);
+    EXPECT_TRUE(reports.empty());
+    EXPECT_TRUE(client.take_outbound().empty()) << "no ReportResp to a forgery";
+    EXPECT_EQ(client.counters().not_from_sm, 2u);
+    // The SM's own answer and Report are taken.
+    client.on_mad(bytes_of(response_to(req)), now, 1);
+    ASSERT_EQ(results.size(), 1u);
+    client.on_mad(bytes_of(report), now, 1);
+    EXPECT_EQ(reports.size(), 1u);
+    EXPECT_EQ(client.take_outbound().size(), 1u);  // its ReportResp
+    // A transport that does not know the sender (LID 0) is trusted.
+    auto h2 = client.submit(request(sa_attr::path_record), record(), now);
+    const auto req2 = client.take_outbound().at(0);
+    client.on_mad(bytes_of(response_to(req2)), now, 0);
+    EXPECT_EQ(results.size(), 2u);
+}
+
+// A response carries its request's attribute and the method answering it;
+// one with the TID of a request and anything else is no answer to it.
+TEST_F(SaClientTest, AResponseWithAnotherMethodOrAttributeIsNoAnswer) {
+    auto h = client.submit(request(sa_attr::mc_member_record, ib::method::del), record(), now);
+    const auto req = client.take_outbound().at(0);
+    SaMad wrong_method = response_to(req);
+    wrong_method.header.method = ib::method::get_resp;
+    client.on_mad(bytes_of(wrong_method), now);
+    SaMad wrong_attribute = response_to(req);
+    wrong_attribute.header.attribute_id = sa_attr::path_record;
+    client.on_mad(bytes_of(wrong_attribute), now);
+    EXPECT_TRUE(results.empty());
+    EXPECT_TRUE(h.pending());
+    EXPECT_EQ(client.counters().mismatched, 2u);
+    client.on_mad(bytes_of(response_to(req)), now);  // DeleteResp
+    ASSERT_EQ(results.size(), 1u);
+    // A Set is answered with GetResp (IBA 15.2.5).
+    auto h2 = client.submit(request(sa_attr::mc_member_record, ib::method::set), record(), now);
+    SaMad set_resp = response_to(client.take_outbound().at(0));
+    EXPECT_EQ(set_resp.header.method, ib::method::get_resp);
+    client.on_mad(bytes_of(set_resp), now);
+    EXPECT_EQ(results.size(), 2u);
 }
 
 TEST_F(SaClientTest, RmppVersionZeroIsNotRmpp) {
