@@ -46,6 +46,8 @@ void visit(const ConnectedCounters& c, CounterSink& out) {
     out.counter("connect_errors", c.connect_errors);
     out.counter("rejected_no_room", c.rejected_no_room);
     out.counter("rejected_bad_req", c.rejected_bad_req);
+    out.counter("rejected_peer_limit", c.rejected_peer_limit);
+    out.counter("replaced_by_peer", c.replaced_by_peer);
     out.counter("disconnected_by_peer", c.disconnected_by_peer);
     out.counter("ended_by_cm", c.ended_by_cm);
     out.counter("reaped_idle", c.reaped_idle);
@@ -363,6 +365,31 @@ void ConnectedLink::on_req(const cm::Event& e, Clock::time_point now) {
         refuse(cm::rej::invalid_gid, bytes(our_gid.data(), our_gid.size()));
         return;
     }
+    // A REQ from the port that holds a passive connection from the same UD
+    // QPN: the peer gave that connection up (it connects once per UD QP),
+    // so it goes now rather than at the idle timeout. Matched on the
+    // source LID too, so that no other port can end it by naming it.
+    const cm::IpoibCmData data = cm::read_ipoib_data(req.private_data);
+    const std::uint16_t source_lid = e.peer.lid;
+    std::size_t from_source = 0;
+    std::vector<Key> replaced;
+    for (const auto& [key, conn] : conns_) {
+        if (conn.active || source_lid == 0 || conn.source_lid != source_lid) continue;
+        if (conn.peer.qpn == data.ud_qpn && conn.peer.gid == req.primary.local_gid)
+            replaced.push_back(key);
+        else
+            ++from_source;
+    }
+    if (from_source >= config_.max_passive_per_peer) {
+        ++counters_.rejected_peer_limit;
+        refuse(cm::rej::no_qp, {});
+        return;
+    }
+    for (Key old : replaced) {
+        ++counters_.replaced_by_peer;
+        if (Conn* c = find(old); c && c->cm_id) (void)cm_.disconnect(*c->cm_id, now);
+        erase(old);
+    }
     if (conns_.size() >= config_.max_connections || buffers_in_use_ + config_.ring > config_.receive_buffers) {
         ++counters_.rejected_no_room;
         refuse(cm::rej::no_qp, {});
@@ -383,7 +410,7 @@ void ConnectedLink::on_req(const cm::Event& e, Clock::time_point now) {
     c.qp = std::move(*qp);
     c.cm_id = e.id;
     by_cm_[e.id] = k;
-    const cm::IpoibCmData data = cm::read_ipoib_data(req.private_data);
+    c.source_lid = source_lid;
     c.peer = HwAddress{.flags = 0, .qpn = data.ud_qpn, .gid = req.primary.local_gid};
     c.peer_lid = ib::is_unicast_lid(req.primary.local_lid) ? req.primary.local_lid : e.peer.lid;
     c.remote_qpn = req.local_qpn;

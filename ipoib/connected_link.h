@@ -73,6 +73,8 @@ struct ConnectedCounters {
     std::uint64_t connect_errors = 0;      // no QP, the CM refused, the REP unusable
     std::uint64_t rejected_no_room = 0;    // REQs refused: connections or receive buffers (REJ 1)
     std::uint64_t rejected_bad_req = 0;    // REQs refused: not RC, another P_Key, not our GID
+    std::uint64_t rejected_peer_limit = 0; // REQs refused: the sending port holds max_passive_per_peer
+    std::uint64_t replaced_by_peer = 0;    // a peer's passive connection its new REQ replaced
     std::uint64_t disconnected_by_peer = 0;  // DREQs
     std::uint64_t ended_by_cm = 0;         // connections the CM ended by itself (a stale REQ from the peer's QP: its DREQ)
     std::uint64_t reaped_idle = 0;
@@ -109,6 +111,10 @@ public:
         std::size_t max_connections = 256;  // both directions, failed entries included
         std::size_t receive_buffers = 4096; // the passive connections' shared pool
         std::size_t ring = 64;              // receives each passive connection holds
+        // Passive connections one port (the REQ's source LID, which the
+        // fabric vouches for) may hold: a peer needs one per UD QP it
+        // sends from; without a limit one port could take every slot.
+        std::size_t max_passive_per_peer = 8;
         std::size_t queue = 16;             // frames waiting per connecting peer
         std::size_t send_depth = 128;       // SENDs outstanding per connection
         // Ours closed after this long unused, a peer's after 4x. Also the
@@ -187,6 +193,7 @@ private:
         std::unique_ptr<transport::RcQueuePair> qp;
         HwAddress peer;
         std::uint16_t peer_lid = 0;
+        std::uint16_t source_lid = 0;  // passive: the LID the REQ came from (0: unknown)
         std::uint32_t remote_qpn = 0;
         std::uint32_t peer_mtu = 0;
         std::uint32_t our_psn = 0;

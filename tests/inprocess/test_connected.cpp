@@ -228,34 +228,43 @@ TEST_P(ConnectedNodes, IdleConnectionsAreReapedAndOpenedAgainWhenNeeded) {
 }
 
 // A REQ that names another GID than ours is refused with REJ 12 (our GID
-// as ARI, as ib_cm); more REQs than [queues] max-connections get REJ 1.
+// as ARI, as ib_cm); one port holds at most 8 passive connections (REJ 1
+// past them: max-connections and the receive pool are shared by every
+// port, ConnectedLinkTest covers them); a new REQ from a UD QP that holds
+// one replaces it.
 TEST_P(ConnectedNodes, BadAndExcessRequestsAreRejectedAndConnectionsStayBounded) {
     daemon::CmService* cm = c_->node->cm();
     ASSERT_NE(cm, nullptr);
     const auto& attrs_b = b_->node->port().attributes();
     const auto& attrs_c = c_->node->port().attributes();
-    auto req = [&](std::uint32_t qpn, const ib::Gid& remote_gid) {
+    auto req = [&](std::uint32_t qpn, const ib::Gid& remote_gid, std::uint32_t ud_qpn) {
         cm::ConnectParams p{.peer = {.lid = attrs_b.lid}, .service_id = cm::ipoib_service_id(b_->qpn()), .local_qpn = qpn};
         p.pkey = 0xFFFF;
         p.primary.local_lid = attrs_c.lid;
         p.primary.remote_lid = attrs_b.lid;
         p.primary.local_gid = attrs_c.gid();
         p.primary.remote_gid = remote_gid;
-        cm::write_ipoib_data(p.private_data, {.ud_qpn = c_->qpn(), .receive_size = ipoib::kConnectedReceiveSize});
+        cm::write_ipoib_data(p.private_data, {.ud_qpn = ud_qpn, .receive_size = ipoib::kConnectedReceiveSize});
         return cm->engine().connect(p, Clock::now());
     };
-    ASSERT_TRUE(req(0x111, attrs_c.gid()));  // not B's GID
+    ASSERT_TRUE(req(0x111, attrs_c.gid(), c_->qpn()));  // not B's GID
     cm->tick(Clock::now());
-    ASSERT_TRUE(fabric_->run_until([&] { return b_->interface().connected()->counters().rejected_bad_req == 1; }));
-    // B holds max-connections (256) and 4096 receive buffers, 64 per
-    // connection: the 65th REQ finds the pool empty.
-    for (std::uint32_t i = 0; i < 70; ++i) ASSERT_TRUE(req(0x200 + i, attrs_b.gid()));
+    const ipoib::ConnectedLink& link = *b_->interface().connected();
+    ASSERT_TRUE(fabric_->run_until([&] { return link.counters().rejected_bad_req == 1; }));
+    // C's port asks from 20 UD QPNs: 8 are accepted.
+    for (std::uint32_t i = 0; i < 20; ++i) ASSERT_TRUE(req(0x200 + i, attrs_b.gid(), 0x5000 + i));
     cm->tick(Clock::now());
-    ASSERT_TRUE(fabric_->run_until([&] { return b_->interface().connected()->counters().rejected_no_room == 6; }))
+    ASSERT_TRUE(fabric_->run_until([&] { return link.counters().rejected_peer_limit == 12; }))
         << b_->node->answer("stats");
-    EXPECT_EQ(b_->interface().connected()->counters().accepted, 64u);
-    EXPECT_EQ(b_->interface().connected()->buffers_in_use(), 4096u);
-    EXPECT_EQ(b_->interface().connected()->connections(), 64u);
+    EXPECT_EQ(link.counters().accepted, 8u);
+    EXPECT_EQ(link.connections(), 8u);
+    EXPECT_EQ(link.buffers_in_use(), 8u * 64u);
+    // The first UD QP connects again: it replaces its old connection.
+    ASSERT_TRUE(req(0x300, attrs_b.gid(), 0x5000));
+    cm->tick(Clock::now());
+    ASSERT_TRUE(fabric_->run_until([&] { return link.counters().accepted == 9; })) << b_->node->answer("stats");
+    EXPECT_EQ(link.counters().replaced_by_peer, 1u);
+    EXPECT_EQ(link.connections(), 8u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fabrics, ConnectedNodes, ::testing::Values(FabricKind::memory, FabricKind::soft),

@@ -319,7 +319,9 @@ TEST_F(ConnectedLinkTest, TheConnectionsAreBoundedFailedOnesIncluded) {
     EXPECT_EQ(link_->connections(), 2u);
 }
 
-cm::Req passive_req(std::uint32_t qpn, const ib::Gid& ours, const ib::Gid& theirs, std::uint16_t their_lid) {
+// A peer's REQ from its RC QP `qpn` for its UD QP `ud_qpn`.
+cm::Req passive_req(std::uint32_t qpn, const ib::Gid& ours, const ib::Gid& theirs, std::uint16_t their_lid,
+                    std::uint32_t ud_qpn = 0x000200) {
     cm::Req r;
     r.local_comm_id = 0x9000 + qpn;
     r.service_id = cm::ipoib_service_id(0x000100);
@@ -333,7 +335,7 @@ cm::Req passive_req(std::uint32_t qpn, const ib::Gid& ours, const ib::Gid& their
     r.primary.local_gid = theirs;
     r.primary.remote_gid = ours;
     r.primary.local_ack_timeout = 14;
-    cm::write_ipoib_data(r.private_data, {.ud_qpn = 0x000200, .receive_size = kConnectedReceiveSize});
+    cm::write_ipoib_data(r.private_data, {.ud_qpn = ud_qpn, .receive_size = kConnectedReceiveSize});
     return r;
 }
 
@@ -350,9 +352,9 @@ TEST_F(ConnectedLinkTest, PeersRequestsAreAcceptedUntilThePoolRunsOutAndBadOnesR
               (cm::IpoibCmData{.ud_qpn = kOurUdQpn, .receive_size = kConnectedReceiveSize}));
     EXPECT_EQ(rep.rnr_retry_count, 0);  // the REQ's, as Linux echoes it
     EXPECT_EQ(link_->buffers_in_use(), 4u);
-    event(passive_req(0x502, ours, theirs, lid), 2);
+    event(passive_req(0x502, ours, theirs, lid, 0x202), 2);  // the port's second UD QP
     EXPECT_EQ(link_->buffers_in_use(), 8u);
-    event(passive_req(0x503, ours, theirs, lid), 3);  // 8 buffers, 4 each: no room
+    event(passive_req(0x503, ours, theirs, lid, 0x203), 3);  // 8 buffers, 4 each: no room
     ib::Gid wrong = ours;
     wrong[15] ^= 1;
     event(passive_req(0x504, wrong, theirs, lid), 4);
@@ -371,6 +373,42 @@ TEST_F(ConnectedLinkTest, PeersRequestsAreAcceptedUntilThePoolRunsOutAndBadOnesR
     link_->cm_event(cm::Event{.kind = cm::EventKind::disconnect_requested, .id = 1}, now_);
     EXPECT_EQ(link_->buffers_in_use(), 4u);
     EXPECT_EQ(link_->counters().disconnected_by_peer, 1u);
+}
+
+// One port may hold max_passive_per_peer connections to us, counted by the
+// source LID the fabric vouches for; a new REQ from the UD QP that holds
+// one replaces it (the peer gave it up), and only from the same LID.
+TEST_F(ConnectedLinkTest, APortHoldsBoundedPassiveConnectionsAndANewReqReplacesItsOldOne) {
+    config_.receive_buffers = 64;
+    config_.max_passive_per_peer = 2;
+    link_ = std::make_unique<ConnectedLink>(*a_, cm_, config_, [](EngineEventKind, std::string, auto) {}, 7);
+    ASSERT_TRUE(link_->open(kOurUdQpn, 0xFFFF, t0_));
+    const ib::Gid ours = a_->attributes().gid(), theirs = b_->attributes().gid();
+    const std::uint16_t lid = b_->attributes().lid;
+    auto event = [&](const cm::Req& r, cm::ConnectionId id, std::uint16_t from) {
+        link_->cm_event(cm::Event{.kind = cm::EventKind::req_received, .id = id, .peer = {.lid = from}, .req = r}, now_);
+    };
+    event(passive_req(0x501, ours, theirs, lid, 0x201), 1, lid);
+    event(passive_req(0x502, ours, theirs, lid, 0x202), 2, lid);
+    event(passive_req(0x503, ours, theirs, lid, 0x203), 3, lid);  // a third UD QP: over the limit
+    ASSERT_EQ(cm_.rejects.size(), 1u);
+    EXPECT_EQ(cm_.rejects[0], std::make_pair(cm::ConnectionId{3}, cm::rej::no_qp));
+    EXPECT_EQ(link_->counters().rejected_peer_limit, 1u);
+    EXPECT_EQ(link_->connections(), 2u);
+    // Another port is not limited by this one's connections.
+    event(passive_req(0x504, ours, theirs, lid + 40, 0x201), 4, static_cast<std::uint16_t>(lid + 40));
+    EXPECT_EQ(link_->connections(), 3u);
+    // The first UD QP connects again: its old connection goes (DREQ), the
+    // new one is accepted within the limit.
+    event(passive_req(0x505, ours, theirs, lid, 0x201), 5, lid);
+    EXPECT_EQ(link_->counters().replaced_by_peer, 1u);
+    EXPECT_EQ(cm_.disconnects, std::vector<cm::ConnectionId>{1});
+    EXPECT_EQ(link_->connections(), 3u);
+    EXPECT_EQ(cm_.accepts.back().first, cm::ConnectionId{5});
+    // A REQ from another LID naming the same peer replaces nothing.
+    event(passive_req(0x506, ours, theirs, lid, 0x202), 6, static_cast<std::uint16_t>(lid + 41));
+    EXPECT_EQ(link_->counters().replaced_by_peer, 1u);
+    EXPECT_EQ(link_->connections(), 4u);
 }
 
 TEST_F(ConnectedLinkTest, AFrameFromAPeersConnectionNamesItsSenderByLidAndUdQpn) {
@@ -474,7 +512,7 @@ TEST_F(ConnectedLinkTest, AConnectionTheCmEndedByItselfGoesAtItsTimewaitExit) {
     const std::uint16_t lid = b_->attributes().lid;
     for (const cm::ConnectionId id : {1u, 2u})
         link_->cm_event(cm::Event{.kind = cm::EventKind::req_received, .id = id, .peer = {.lid = lid},
-                                  .req = passive_req(0x500 + id, our_gid, their_gid, lid)},
+                                  .req = passive_req(0x500 + id, our_gid, their_gid, lid, 0x300 + id)},
                         now_);
     ASSERT_EQ(link_->connections(), 3u);
     ASSERT_EQ(link_->buffers_in_use(), 8u);
