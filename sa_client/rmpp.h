@@ -25,7 +25,8 @@
 //     the end of each receive window and on the last segment; a duplicate
 //     re-sends the last ACK. Any inconsistency is an RmppError, which maps
 //     to the ABORT status to answer with (rmpp_abort_status) and ends the
-//     transfer: the SA client retries the whole request.
+//     transfer: the SA client asks again, within the request's retries
+//     (the peer's own STOP or ABORT is not answered, and ends the request).
 //  3. unpack_records turns the reassembled payload into records, stepping
 //     by AttributeOffset.
 #pragma once

@@ -165,11 +165,29 @@ void SaClient::on_mad(bytes mad, Clock::time_point now, std::uint16_t from_lid) 
         start_queued(now);
         return;
     }
-    if (!t.rmpp) t.rmpp.emplace();
+    if (!t.rmpp) {
+        // A straggler of a transfer we aborted (its window was on the way):
+        // a new transfer starts at segment 1.
+        if (decoded->rmpp.segment_number() != 1) {
+            ++counters_.unmatched;
+            return;
+        }
+        t.rmpp.emplace();
+    }
     auto step = t.rmpp->add(*decoded);
     if (!step) {
         ++counters_.malformed;
-        outbound_.push_back(make_rmpp_abort(*decoded, rmpp_abort_status(step.error())));
+        // The SA ended the transfer itself (STOP or ABORT): nothing to
+        // answer, and asking again would meet the same end.
+        const bool stopped = step.error() == RmppError::stopped;
+        if (!stopped) outbound_.push_back(make_rmpp_abort(*decoded, rmpp_abort_status(step.error())));
+        if (!stopped && t.tries <= config_.retries) {
+            // A lost or broken segment: the whole request again (docs/sa.md).
+            ++counters_.retries;
+            t.rmpp.reset();
+            send(t, now);
+            return;
+        }
         finish(key, unexpected(SaFailure::malformed_response));
         start_queued(now);
         return;

@@ -186,7 +186,10 @@ TEST_F(SaClientTest, GetTableWithRmppIsReassembledAndAcked) {
     for (const SaMad& a : acks) EXPECT_EQ(a.rmpp.rmpp_type, rmpp_type::ack);
 }
 
-TEST_F(SaClientTest, BrokenRmppTransferFailsAndAborts) {
+// A gap (a lost segment) aborts the transfer and asks again, within the
+// request's retries; the aborted transfer's stragglers are dropped; once
+// the retries are spent the request fails.
+TEST_F(SaClientTest, ABrokenRmppTransferIsAbortedAndTheRequestAskedAgain) {
     auto h = client.submit(request(sa_attr::path_record, ib::method::get_table), record(), now);
     const auto req = client.take_outbound().at(0);
     std::vector<std::uint8_t> payload(600, 1);
@@ -196,14 +199,58 @@ TEST_F(SaClientTest, BrokenRmppTransferFailsAndAborts) {
     const auto segments = rmpp_segments(resp, payload);
     client.on_mad(bytes_of(segments[0]), now);
     client.take_outbound();
-    client.on_mad(bytes_of(segments[2]), now);  // segment 2 skipped
+    client.on_mad(bytes_of(segments[2]), now);  // segment 2 lost
+    EXPECT_TRUE(results.empty());
+    EXPECT_EQ(client.counters().malformed, 1u);
+    auto out = client.take_outbound();
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(out[0].rmpp.rmpp_type, rmpp_type::abort) << "the responder is told to stop";
+    EXPECT_EQ(out[1].header.transaction_id, req.header.transaction_id) << "and asked again";
+    EXPECT_EQ(out[1].header.method, ib::method::get_table);
+    EXPECT_EQ(client.counters().retries, 1u);
+    client.on_mad(bytes_of(segments[1]), now);  // a straggler of the aborted transfer
+    EXPECT_EQ(client.counters().unmatched, 1u);
+    EXPECT_TRUE(client.take_outbound().empty());
+    for (const SaMad& s : segments) client.on_mad(bytes_of(s), now);
+    ASSERT_EQ(results.size(), 1u);
+    ASSERT_TRUE(results[0].has_value());
+    EXPECT_EQ(results[0]->payload, payload);
+    // Another request whose every transfer breaks: 1 + 3 retries, then it fails.
+    (void)client.take_outbound();  // the ACKs
+    auto h2 = client.submit(request(sa_attr::path_record, ib::method::get_table), record(), now);
+    SaMad resp2 = response_to(client.take_outbound().at(0));
+    resp2.header.method = ib::method::get_table_resp;
+    resp2.attribute_offset = 8;
+    const auto segments2 = rmpp_segments(resp2, payload);
+    for (int i = 0; i < 4; ++i) {
+        client.on_mad(bytes_of(segments2[0]), now);
+        client.on_mad(bytes_of(segments2[2]), now);
+    }
+    ASSERT_EQ(results.size(), 2u);
+    ASSERT_FALSE(results[1].has_value());
+    EXPECT_EQ(results[1].error(), SaFailure::malformed_response);
+}
+
+// An ABORT or STOP from the SA ends the transfer on its side: the request
+// fails, and nothing is sent back (an ABORT answered with an ABORT).
+TEST_F(SaClientTest, AnAbortFromTheSaEndsTheRequestUnanswered) {
+    auto h = client.submit(request(sa_attr::path_record, ib::method::get_table), record(), now);
+    const auto req = client.take_outbound().at(0);
+    std::vector<std::uint8_t> payload(600, 1);
+    SaMad resp = response_to(req);
+    resp.header.method = ib::method::get_table_resp;
+    resp.attribute_offset = 8;
+    const auto segments = rmpp_segments(resp, payload);
+    client.on_mad(bytes_of(segments[0]), now);
+    (void)client.take_outbound();
+    SaMad abort = segments[0];
+    abort.rmpp.rmpp_type = rmpp_type::abort;
+    abort.rmpp.rmpp_flags = rmpp_flag::active;
+    abort.rmpp.rmpp_status = rmpp_status::unspecified;
+    client.on_mad(bytes_of(abort), now);
     ASSERT_EQ(results.size(), 1u);
     ASSERT_FALSE(results[0].has_value());
-    EXPECT_EQ(results[0].error(), SaFailure::malformed_response);
-    EXPECT_EQ(client.counters().malformed, 1u);
-    const auto out = client.take_outbound();
-    ASSERT_EQ(out.size(), 1u);
-    EXPECT_EQ(out[0].rmpp.rmpp_type, rmpp_type::abort) << "the responder is told to stop";
+    EXPECT_TRUE(client.take_outbound().empty());
 }
 
 TEST_F(SaClientTest, ReportsAreAnsweredAndDeliveredOnce) {
