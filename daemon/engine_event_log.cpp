@@ -56,7 +56,10 @@ void EngineEventLog::log(std::string_view ifname, const ipoib::EngineEvent& e, C
     const LogLevel level = level_of(e.kind);
     if (!logger_.enabled(level)) return;
     if (set_off_by_the_fabric(e.kind)) {
-        const auto verdict = limiter_.check(ipoib::to_string(e.kind), now);
+        // One window per interface and kind: a flood on one interface
+        // keeps the others' events.
+        const std::string reason = std::string(ifname) + "/" + std::string(ipoib::to_string(e.kind));
+        const auto verdict = limiter_.check(reason, now);
         if (verdict.suppressed > 0) report(verdict.bucket, verdict.suppressed);
         if (!verdict.allow) return;
     }
@@ -71,13 +74,21 @@ void EngineEventLog::flush(Clock::time_point now) {
     for (const auto& s : limiter_.expire(now)) report(s.reason, s.suppressed);
 }
 
-void EngineEventLog::report(std::string_view kind, std::uint64_t suppressed) {
+void EngineEventLog::report(std::string_view reason, std::uint64_t suppressed) {
+    // "ib0/address_conflict", or the limiter's shared bucket (no '/':
+    // interface names have none).
+    const auto slash = reason.rfind('/');
+    const std::string_view ifname = slash == std::string_view::npos ? std::string_view{} : reason.substr(0, slash);
+    const std::string_view kind = slash == std::string_view::npos ? reason : reason.substr(slash + 1);
     LogLevel level = LogLevel::warning;
     for (const K k : kSetOffByTheFabric)
         if (kind == ipoib::to_string(k)) level = level_of(k);
     const std::string count = std::to_string(suppressed);
     const std::string message = "suppressed " + count + " messages (" + std::string(kind) + ")";
-    const LogField fields[] = {{field::kReason, kind}, {field::kSuppressed, count}};
+    std::vector<LogField> fields;
+    if (!ifname.empty()) fields.push_back({field::kIfname, ifname});
+    fields.push_back({field::kReason, kind});
+    fields.push_back({field::kSuppressed, count});
     logger_.log(level, message, fields);
 }
 

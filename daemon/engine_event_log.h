@@ -7,7 +7,8 @@
 // address changing (peer_changed), a path query failing (path_failed: every
 // ARP from a made-up GID costs a query). A hostile or broken peer must not
 // flood the journal with them (STYLE.md guideline 8), so those go through a
-// RateLimiter (rate_limit.h), one window per kind: the first `burst` of a
+// RateLimiter (rate_limit.h), one window per interface and kind (a flood
+// on one interface keeps the others' events): the first `burst` of a
 // window are logged, the rest counted and reported as one line at the
 // kind's level, "suppressed 9123 messages (address_conflict)", before the
 // next event of that kind or by flush(), whichever comes first. The
@@ -42,7 +43,7 @@ public:
     void flush(Clock::time_point now);
 
 private:
-    void report(std::string_view kind, std::uint64_t suppressed);
+    void report(std::string_view reason, std::uint64_t suppressed);
 
     Logger& logger_;
     RateLimiter limiter_;

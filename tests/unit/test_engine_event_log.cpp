@@ -50,8 +50,8 @@ TEST_F(EngineEventLogTest, EventsFromTheFabricAreRateLimitedPerKindAndTheRestRep
     EXPECT_EQ(pipe.drain(), "");
     log.flush(t0 + 10s);
     out = pipe.drain();
-    EXPECT_NE(out.find("warning: suppressed 997 messages (address_conflict) (IPOIB_REASON=address_conflict "
-                       "IPOIB_SUPPRESSED=997)\n"),
+    EXPECT_NE(out.find("warning: suppressed 997 messages (address_conflict) (IPOIB_IFNAME=ib0 "
+                       "IPOIB_REASON=address_conflict IPOIB_SUPPRESSED=997)\n"),
               std::string::npos)
         << out;
     EXPECT_NE(out.find("notice: suppressed 2 messages (peer_changed)"), std::string::npos) << out;
@@ -59,6 +59,18 @@ TEST_F(EngineEventLogTest, EventsFromTheFabricAreRateLimitedPerKindAndTheRestRep
     // A new window logs again.
     log.log("ib0", event(Kind::address_conflict, "another host claims 198.18.0.1"), t0 + 11s);
     EXPECT_EQ(count_of(pipe.drain(), "another host claims"), 1u);
+}
+
+// A flood on one interface does not silence another's events of the kind.
+TEST_F(EngineEventLogTest, EachInterfaceHasItsOwnWindows) {
+    for (int i = 0; i < 100; ++i) log.log("ib0", event(Kind::address_conflict, "another host claims 198.18.0.1"), t0);
+    (void)pipe.drain();
+    log.log("ib0.8001", event(Kind::address_conflict, "another host claims 198.18.1.1"), t0);
+    EXPECT_EQ(count_of(pipe.drain(), "another host claims 198.18.1.1 (IPOIB_IFNAME=ib0.8001"), 1u);
+    log.flush(t0 + 10s);
+    const std::string out = pipe.drain();
+    EXPECT_NE(out.find("suppressed 97 messages (address_conflict) (IPOIB_IFNAME=ib0 "), std::string::npos) << out;
+    EXPECT_EQ(count_of(out, "suppressed"), 1u) << out;
 }
 
 TEST_F(EngineEventLogTest, TheSummaryComesBeforeTheNextEventOfItsKind) {
