@@ -295,6 +295,7 @@ Node::InterfaceSpec Node::child_spec(const config::ChildSection& c) {
 }
 
 expected<std::unique_ptr<host::HostPort>, std::string> Node::open_host(const InterfaceSpec& spec) {
+    if (host_opener_) return host_opener_(spec);
     expected<std::unique_ptr<host::TunPort>, std::string> tun = unexpected(std::string());
     if (spec.mode == config::InterfaceMode::tap) {
         // Our own MAC stands for our port as peers' stand for theirs.
@@ -340,27 +341,32 @@ expected<void, std::string> Node::add_interface(std::unique_ptr<host::HostPort> 
 }
 
 expected<void, std::string> Node::add_interface(std::unique_ptr<host::HostPort> host, const InterfaceSpec& spec) {
+    return add_interface(std::move(host), spec, config_);
+}
+
+expected<void, std::string> Node::add_interface(std::unique_ptr<host::HostPort> host, const InterfaceSpec& spec,
+                                                const config::DaemonConfig& settings) {
     iface::InterfaceConfig ic;
-    ic.engine = engine_config(config_);
+    ic.engine = engine_config(settings);
     ic.engine.pkey = spec.pkey;
     ic.engine.mtu = spec.mtu;
     ic.engine.connected = spec.connected_mode;
-    ic.sa.max_queued = config_.queues.sa_max_queued;
+    ic.sa.max_queued = settings.queues.sa_max_queued;
     ic.sa.tid_high = 0x1B0B0000u | (static_cast<std::uint32_t>(::getpid()) & 0xFFFF);
     // Interfaces share the MAD agent: their TIDs start 2^24 apart, numbered
     // by creation (mod 256), so a removed child's late answers find no one.
     ic.sa.first_key = 1 + (static_cast<std::uint32_t>(interfaces_created_++ & 0xFF) << 24);
-    ic.link.send_depth = config_.queues.send_depth;
-    ic.link.receive_depth = config_.queues.receive_depth;
+    ic.link.send_depth = settings.queues.send_depth;
+    ic.link.receive_depth = settings.queues.receive_depth;
     ic.requested_mtu = spec.mtu;
     ic.addresses = spec.addresses;
     ic.routes = host_routes(spec.routes);
-    ic.host_max_batch = config_.queues.tun_max_batch;
-    ic.connected.max_connections = config_.queues.max_connections;
-    ic.connected.receive_buffers = config_.queues.connected_receive_buffers;
+    ic.host_max_batch = settings.queues.tun_max_batch;
+    ic.connected.max_connections = settings.queues.max_connections;
+    ic.connected.receive_buffers = settings.queues.connected_receive_buffers;
     ic.connected.ring = 64;
-    ic.connected.idle = config_.interface.connected_idle;
-    ic.connected.datagram_when_idle = config_.interface.connected_datagram_when_idle;
+    ic.connected.idle = settings.interface.connected_idle;
+    ic.connected.datagram_when_idle = settings.interface.connected_datagram_when_idle;
     if (spec.connected_mode && !connection_manager())
         log_.warning("connected-mode = yes for " + spec.name + ", but this port offers no connection manager (an "
                      "HCA's class 0x07 belongs to the kernel's ib_cm, and librdmacm is not there): datagram mode");
@@ -401,7 +407,7 @@ expected<void, std::string> Node::add_interface(std::unique_ptr<host::HostPort> 
             added.stop_data_threads();  // and lets go of their queues
             return unexpected("could not watch " + added.name() + "'s data threads: " + w.error().message());
         }
-    } else if (config_.daemon.data_threads > 1) {
+    } else if (settings.daemon.data_threads > 1) {
         log_.warning(added.name() + ": one data thread (TAP mode has one queue)", {{field::kIfname, added.name()}});
     }
     log_.info("interface " + added.name() + " created (P_Key " + ipoib::hex16(spec.pkey) + ")",
@@ -710,6 +716,10 @@ void Node::reload() {
     // until a reload: the file is authoritative from here on.
     const config::DaemonConfig& next = *fresh;
     const config::ReloadPlan plan = config::diff_for_reload(config_, next);
+    // What needs a restart keeps its running value: the key table says
+    // which keys those are (config/keys.cpp), and the rest comes from the
+    // file. Children the reload adds are built with it.
+    const config::DaemonConfig target = config::apply_live(config_, next);
     std::string applied, failed;
     for (const std::string& key : plan.live) applied += (applied.empty() ? "" : ", ") + key;
     if (next.daemon.log_level != config_.daemon.log_level) log_.set_min_level(to_log_level(next.daemon.log_level));
@@ -722,7 +732,7 @@ void Node::reload() {
             if (auto why = parent.set_connected(next.interface.connected_mode, Clock::now()); !why.empty())
                 failed += " [interface] connected-mode: " + why + ";";
     }
-    failed += reload_children(next);
+    failed += reload_children(target);
     set_busy_poll(next.daemon.busy_poll);
     // The fabric key file is read again (rotation); a new path needs a restart.
     if (!config_.fabric.key_file.empty()) {
@@ -744,9 +754,7 @@ void Node::reload() {
     }
     std::string restart;
     for (const std::string& key : plan.restart) restart += (restart.empty() ? "" : ", ") + key;
-    // What needs a restart keeps its running value: the key table says
-    // which keys those are (config/keys.cpp), and applies the rest.
-    config_ = config::apply_live(config_, next);
+    config_ = target;
     std::string message = "configuration reloaded";
     message += applied.empty() ? ": nothing changed live" : ": applied " + applied;
     if (!restart.empty()) message += "; needs a restart to take effect: " + restart;
@@ -762,7 +770,7 @@ void Node::reload() {
 // Children the file no longer names go; new ones come; a child whose P_Key,
 // mode, MTU or connected mode changed is rebuilt (a new device and QP); one
 // whose addresses or routes changed is reconfigured in place.
-std::string Node::reload_children(const config::DaemonConfig& next) {
+std::string Node::reload_children(const config::DaemonConfig& target) {
     std::string failed;
     const auto now = Clock::now();
     auto find = [](const std::vector<config::ChildSection>& v, const std::string& name) -> const config::ChildSection* {
@@ -771,12 +779,12 @@ std::string Node::reload_children(const config::DaemonConfig& next) {
         return nullptr;
     };
     for (const config::ChildSection& old : config_.children) {
-        const config::ChildSection* now_c = find(next.children, old.name);
+        const config::ChildSection* now_c = find(target.children, old.name);
         const bool rebuild = now_c && (now_c->pkey != old.pkey || now_c->mode != old.mode || now_c->mtu != old.mtu ||
                                        now_c->connected_mode != old.connected_mode);
         if (!now_c || rebuild) remove_interface(old.name, now);
     }
-    for (const config::ChildSection& c : next.children) {
+    for (const config::ChildSection& c : target.children) {
         const config::ChildSection* old = find(config_.children, c.name);
         if (interface_named(c.name) && old) continue;  // reconfigured below
         auto host = open_host(child_spec(c));
@@ -784,7 +792,7 @@ std::string Node::reload_children(const config::DaemonConfig& next) {
             failed += " [child " + c.name + "]: " + host.error() + ";";
             continue;
         }
-        if (auto r = add_interface(std::move(*host), child_spec(c)); !r) {
+        if (auto r = add_interface(std::move(*host), child_spec(c), target); !r) {
             failed += " [child " + c.name + "]: " + r.error() + ";";
             continue;
         }
@@ -792,10 +800,10 @@ std::string Node::reload_children(const config::DaemonConfig& next) {
     // The children kept: their addresses and routes, and the neighbour
     // timers and send-only join state the parent takes too.
     for (std::size_t k = 1; k < interfaces_.size(); ++k)
-        if (const config::ChildSection* c = find(next.children, interfaces_[k]->name()); c && find(config_.children, c->name))
+        if (const config::ChildSection* c = find(target.children, interfaces_[k]->name()); c && find(config_.children, c->name))
             failed += interfaces_[k]->reconfigure(c->addresses, host_routes(c->routes),
-                                                  neighbour_cache_config(next.neighbour),
-                                                  join_state_bits(next.multicast.send_only_join));
+                                                  neighbour_cache_config(target.neighbour),
+                                                  join_state_bits(target.multicast.send_only_join));
     start_interfaces_if_ready(now);
     return failed;
 }

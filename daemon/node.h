@@ -33,6 +33,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -124,6 +125,11 @@ public:
     static InterfaceSpec child_spec(const config::ChildSection& child);
     // An interface on `host` as `spec` says (tests: a fake host for a child).
     expected<void, std::string> add_interface(std::unique_ptr<host::HostPort> host, const InterfaceSpec& spec);
+    // How an interface's TUN or TAP device is opened: by default through
+    // rtnetlink (create_interfaces() opens it); tests give fake hosts, for
+    // the children a reload adds too.
+    using HostOpener = std::function<expected<std::unique_ptr<host::HostPort>, std::string>(const InterfaceSpec&)>;
+    void set_host_opener(HostOpener opener) { host_opener_ = std::move(opener); }
     // A child goes (reload): it leaves its groups, its device goes away.
     void remove_interface(const std::string& name, Clock::time_point now);
     // The control socket's answer to a request (control_protocol.h: a
@@ -159,7 +165,12 @@ private:
     void start_interfaces_if_ready(Clock::time_point now);
     // The TUN or TAP device of an interface.
     expected<std::unique_ptr<host::HostPort>, std::string> open_host(const InterfaceSpec& spec);
-    std::string reload_children(const config::DaemonConfig& next);
+    // `target`: what the node runs with after the reload (apply_live()).
+    std::string reload_children(const config::DaemonConfig& target);
+    // An interface built with `settings`: [neighbour], [multicast], [queues]
+    // and the rest beside the spec's own keys.
+    expected<void, std::string> add_interface(std::unique_ptr<host::HostPort> host, const InterfaceSpec& spec,
+                                              const config::DaemonConfig& settings);
     void end_of_turn();
     // Timers: arms the loop's one timer for next_wakeup(); at most once per
     // kRescheduleHoldoff the deadlines are read again, otherwise the timer
@@ -210,6 +221,7 @@ private:
     void open_rdma_cm();
     bool mad_pollable_ = true;
     std::optional<netlink::NetlinkSocket> nl_;
+    HostOpener host_opener_;  // set: opens hosts instead of nl_
     std::unique_ptr<netlink::RtnlMonitor> monitor_;
     std::vector<std::unique_ptr<iface::Interface>> interfaces_;
     std::size_t data_threads_ = 1;  // [daemon] data-threads, auto resolved

@@ -1,5 +1,10 @@
 #include "tests/inprocess/node_harness.h"
 
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include "config/daemon_config.h"
 #include "ipoib/mac_table.h"
 #include "sa_client/sa_mad.h"
@@ -61,6 +66,9 @@ void MemorySa::serve() {
 // Fabric
 
 Fabric::Fabric(FabricKind kind, std::function<void(fabric::FabricServiceOptions&)> tune) : kind_(kind) {
+    char dir[] = "/tmp/ipoibd-inprocess-XXXXXX";
+    if (::mkdtemp(dir) == nullptr) throw std::runtime_error("mkdtemp failed");
+    config_dir_ = dir;
     auto loop = daemon::EventLoop::create();
     if (!loop) throw std::runtime_error(loop.error().message());
     loop_ = std::move(*loop);
@@ -92,6 +100,8 @@ Fabric::~Fabric() {
     nodes_.clear();  // before the loop and the fabric they are registered with
     if (tick_) loop_->cancel_timer(*tick_);
     if (service_) loop_->remove_fd(service_->fd());
+    std::error_code ignored;
+    std::filesystem::remove_all(config_dir_, ignored);
 }
 
 std::unique_ptr<TestNode> Fabric::make_node(const std::string& name, const std::vector<std::string>& addresses,
@@ -107,7 +117,14 @@ std::unique_ptr<TestNode> Fabric::make_node(const std::string& name, const std::
     c.fabric.transport = config::Transport::soft;
     if (service_) c.fabric.address = service_->local_address();
     if (tune_config) tune_config(c);
-    t->node = std::make_unique<daemon::Node>(c, name + ".conf", name, t->log, t->notify, *loop_);
+    t->config_file = config_dir_ + "/" + name + ".conf";
+    t->node = std::make_unique<daemon::Node>(c, t->config_file, name, t->log, t->notify, *loop_);
+    // The children a reload adds get fake hosts too.
+    t->node->set_host_opener([node = t.get()](const daemon::Node::InterfaceSpec& spec) {
+        auto host = std::make_unique<host::FakeHostPort>(spec.name);
+        node->child_hosts.push_back(host.get());
+        return expected<std::unique_ptr<host::HostPort>, std::string>(std::move(host));
+    });
     if (kind_ == FabricKind::memory) {
         auto [it, fresh] = lids_.try_emplace(guid, next_lid_);
         if (fresh) ++next_lid_;
@@ -156,6 +173,11 @@ std::optional<std::vector<std::uint8_t>> TestNode::take_written(
         }
     }
     return found;
+}
+
+void TestNode::reload(const std::string& text) {
+    std::ofstream(config_file, std::ios::trunc) << text;
+    node->reload();
 }
 
 std::uint64_t TestNode::counter(const std::string& section, const std::string& key) const {

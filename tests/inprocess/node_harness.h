@@ -58,7 +58,13 @@ struct TestNode {
     daemon::Notifier notify;
     std::unique_ptr<daemon::Node> node;
     host::FakeHostPort* host = nullptr;  // owned by the node's interface
-    std::vector<host::FakeHostPort*> child_hosts;  // [child NAME] interfaces', in the file's order
+    // [child NAME] interfaces', in the file's order, then those reloads
+    // added (a removed child's stays, dangling: do not use it).
+    std::vector<host::FakeHostPort*> child_hosts;
+    std::string config_file;  // the node's ipoibd.conf: absent until reload() writes it
+
+    // SIGHUP with `text` as the node's file.
+    void reload(const std::string& text);
 
     iface::Interface& interface() const { return *node->interfaces().front(); }
     // What the node's (first) host was given, removed from its list when
@@ -105,6 +111,7 @@ private:
                                         std::uint64_t guid);
 
     FabricKind kind_;
+    std::string config_dir_;  // the nodes' configuration files
     std::unique_ptr<daemon::EventLoop> loop_;
     // memory
     std::unique_ptr<transport::MemoryFabric> memory_;

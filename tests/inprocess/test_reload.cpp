@@ -1,0 +1,45 @@
+// Configuration reload (SIGHUP, Node::reload()) of whole nodes in one
+// process (node_harness.h): the node's file is written, the node reloads
+// it, and what each interface then runs with is read back from its engine
+// and its fake host.
+#include <gtest/gtest.h>
+
+#include "tests/inprocess/node_harness.h"
+
+namespace ipoibd::inprocess {
+namespace {
+
+constexpr std::uint64_t kGuidA = 0x0002c90300d10001ULL;
+
+// The file that says what the harness gave node "a": reloading it changes
+// nothing; tests append what they change.
+const std::string kFileA =
+    "[fabric]\ntransport = soft\nport-guid = 0x0002c90300d10001\n"
+    "[interface]\naddress = 198.18.0.1/24\n"
+    "[daemon]\nwatchdog = no\n";
+
+class Reload : public ::testing::Test {
+protected:
+    void SetUp() override {
+        a_ = &fabric_.add_node("a", {"198.18.0.1/24"}, kGuidA);
+        ASSERT_TRUE(fabric_.run_until([&] { return a_->link_up(); }));
+    }
+    const iface::Interface& interface(std::size_t i) const { return *a_->node->interfaces().at(i); }
+    const ipoib::NeighbourCache::Config& neighbour_config(std::size_t i) const {
+        return interface(i).engine().neighbours().config();
+    }
+
+    Fabric fabric_{FabricKind::memory};
+    TestNode* a_ = nullptr;
+};
+
+TEST_F(Reload, AChildTheReloadAddsRunsWithTheReloadedNeighbourSettings) {
+    a_->reload(kFileA + "[neighbour]\nretrans-time = 3s\n[child a.8001]\npkey = 0x8001\n");
+    ASSERT_EQ(a_->node->interfaces().size(), 2u);
+    EXPECT_EQ(interface(1).name(), "a.8001");
+    EXPECT_EQ(neighbour_config(0).retrans_time, 3s);
+    EXPECT_EQ(neighbour_config(1).retrans_time, 3s);
+}
+
+}  // namespace
+}  // namespace ipoibd::inprocess
