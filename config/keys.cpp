@@ -461,6 +461,53 @@ std::optional<ChildInconsistency> check_children(const DaemonConfig& c) {
     return std::nullopt;
 }
 
+namespace {
+
+// One interface's addresses and routes, under the section that sets them.
+struct RoutedInterface {
+    std::string section;  // "interface", "child ib0.8001"
+    const std::vector<IpPrefix>* addresses;
+    const std::vector<Route>* routes;
+};
+
+std::vector<RoutedInterface> routed_interfaces(const DaemonConfig& c) {
+    std::vector<RoutedInterface> out{{"interface", &c.interface.addresses, &c.interface.routes}};
+    for (const ChildSection& child : c.children)
+        out.push_back({std::string(kChildSection) + " " + child.name, &child.addresses, &child.routes});
+    return out;
+}
+
+// The kernel adds a route to an IPv4 address's prefix with the address
+// (table main, metric 0: the one a route of ours gets), except for a /32.
+bool kernel_routes(const IpPrefix& address, const IpPrefix& destination) {
+    return address.address.is_v4() && address.length < 32 && destination.length == address.length &&
+           destination.address == network_of(address.address, address.length);
+}
+
+}  // namespace
+
+std::optional<RouteInconsistency> check_routes(const DaemonConfig& c) {
+    const std::vector<RoutedInterface> all = routed_interfaces(c);
+    for (std::size_t i = 0; i < all.size(); ++i) {
+        for (const Route& r : *all[i].routes) {
+            const std::string destination = format_prefix(r.destination);
+            for (const RoutedInterface& other : all)
+                for (const IpPrefix& a : *other.addresses)
+                    if (kernel_routes(a, r.destination))
+                        return RouteInconsistency{all[i].section, format_route(r),
+                                                  "the kernel already routes " + destination + " with [" +
+                                                      other.section + "] address = " + format_prefix(a)};
+            for (std::size_t j = 0; j < i; ++j)
+                for (const Route& earlier : *all[j].routes)
+                    if (earlier.destination == r.destination)
+                        return RouteInconsistency{all[i].section, format_route(r),
+                                                  "a route to " + destination + " is already configured in [" +
+                                                      all[j].section + "]"};
+        }
+    }
+    return std::nullopt;
+}
+
 std::optional<Inconsistency> check_consistency(const DaemonConfig& c) {
     const KeySpec* embedded = find_key("fabric", "embedded");
     if (c.fabric.embedded && c.fabric.transport == Transport::verbs)

@@ -201,11 +201,16 @@ private:
         return line == 0 ? file_ + ": " : file_ + ":" + std::to_string(line) + ": ";
     }
     static auto fail(std::string message) { return unexpected(ConfigError{std::move(message)}); }
+    // One entry of a repeatable key: "interface.route = 198.19.0.0/24", its
+    // value as the key table prints it.
+    static std::string entry_name(const std::string& key, const std::string& value) { return key + " = " + value; }
 
     DaemonConfig config_;
     std::string file_;
     std::map<std::string, unsigned> first_line_;   // full key name -> line it was first set on
     std::map<std::string, std::string> set_where_;  // full key name -> "FILE:7: [s] k = v" or "command line: --s.k=v"
+    // Repeatable keys: where each entry was set, by entry_name().
+    std::map<std::string, std::string> entry_where_;
     std::map<std::string, unsigned> child_line_;    // child name -> its [child NAME] line
     std::set<std::string> child_mode_set_;          // children whose section sets mode
 };
@@ -244,6 +249,7 @@ expected<void, ConfigError> Loader::apply_child_key(const std::string& child, co
     if (key == "mode") child_mode_set_.insert(child);
     first_line_.emplace(name, line);
     set_where_[name] = where;
+    if (spec->repeatable) entry_where_[entry_name(name, spec->get(*it).back())] = where;
     return {};
 }
 
@@ -333,6 +339,7 @@ expected<void, ConfigError> Loader::apply_file_key(const std::string& section, c
     if (auto r = spec->set(config_, value); !r) return fail(where + ": " + r.error());
     first_line_.emplace(name, line);
     set_where_[name] = where;
+    if (spec->repeatable) entry_where_[entry_name(name, spec->get(config_).back())] = where;
     return {};
 }
 
@@ -355,6 +362,7 @@ expected<void, ConfigError> Loader::apply_overrides(std::span<const ConfigOverri
         if (first && spec->repeatable) spec->clear(config_);
         if (auto r = spec->set(config_, o.value); !r) return fail(where + ": " + r.error());
         set_where_[spec->full_name()] = where;
+        if (spec->repeatable) entry_where_[entry_name(spec->full_name(), spec->get(config_).back())] = where;
     }
     return {};
 }
@@ -368,6 +376,12 @@ expected<void, ConfigError> Loader::check() const {
             set != set_where_.end() ? set->second
                                     : at(line != child_line_.end() ? line->second : 0) + "[" + name + "] " + child->key;
         return fail(where + ": " + child->reason);
+    }
+    if (const auto route = check_routes(config_)) {
+        const auto set = entry_where_.find(entry_name(route->section + ".route", route->route));
+        const std::string where =
+            set != entry_where_.end() ? set->second : at(0) + key_text(route->section, "route", route->route);
+        return fail(where + ": " + route->reason);
     }
     const auto problem = check_consistency(config_);
     if (!problem) return {};

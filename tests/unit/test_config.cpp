@@ -243,6 +243,24 @@ const BadFile kBadFiles[] = {
      "FILE:2: [interface] route = 198.19.0.0/24 via 224.0.0.1: gateway 224.0.0.1 is a multicast address"},
     {"route_twice", "[interface]\nroute = 198.19.0.0/24\nroute = 198.19.0.0/24 via 198.18.0.2\n",
      "FILE:3: [interface] route = 198.19.0.0/24 via 198.18.0.2: a route to 198.19.0.0/24 is already configured"},
+    // Routes the kernel would refuse at start-up (File exists).
+    {"route_to_an_address_prefix", "[interface]\naddress = 198.18.1.1/24\nroute = 198.18.1.0/24 via 198.18.1.2\n",
+     "FILE:3: [interface] route = 198.18.1.0/24 via 198.18.1.2: the kernel already routes 198.18.1.0/24 with "
+     "[interface] address = 198.18.1.1/24"},
+    {"route_to_a_childs_address_prefix",
+     "[interface]\nroute = 198.18.1.0/24\n[child ib0.8001]\npkey = 0x8001\naddress = 198.18.1.1/24\n",
+     "FILE:2: [interface] route = 198.18.1.0/24: the kernel already routes 198.18.1.0/24 with "
+     "[child ib0.8001] address = 198.18.1.1/24"},
+    {"route_in_parent_and_child",
+     "[interface]\nroute = 198.19.0.0/24\n[child ib0.8001]\npkey = 0x8001\naddress = 198.18.1.1/24\n"
+     "route = 2001:db8:9::/64\nroute = 198.19.0.0/24 via 198.18.1.2\n",
+     "FILE:7: [child ib0.8001] route = 198.19.0.0/24 via 198.18.1.2: a route to 198.19.0.0/24 is already configured "
+     "in [interface]"},
+    {"route_v6_in_two_children",
+     "[child ib0.8001]\npkey = 0x8001\nroute = 2001:db8:9::/64\n[child ib0.8002]\npkey = 0x8002\n"
+     "route = 2001:db8:9::/64\n",
+     "FILE:6: [child ib0.8002] route = 2001:db8:9::/64: a route to 2001:db8:9::/64 is already configured in "
+     "[child ib0.8001]"},
 
     // [multicast]
     {"send_only_join_unknown", "[multicast]\nsend-only-join = full\n",
@@ -580,6 +598,9 @@ const BadCommandLine kBadCommandLines[] = {
     {"cross_check_blames_command_line", {"--fabric.embedded=yes", "-t", "verbs"},
      "command line: --fabric.embedded=yes: the embedded fabric is soft: it needs transport = soft or auto, "
      "not verbs"},
+    {"route_to_an_address_prefix", {"--interface.address=198.18.0.1/24", "--interface.route=198.18.0.0/24"},
+     "command line: --interface.route=198.18.0.0/24: the kernel already routes 198.18.0.0/24 with [interface] "
+     "address = 198.18.0.1/24"},
 };
 
 class BadCommandLineTest : public testing::TestWithParam<BadCommandLine> {};
@@ -786,6 +807,16 @@ TEST(ConfigChildren, ReloadAddsRemovesAndChangesChildrenLive) {
     EXPECT_EQ(plan.live, (std::vector<std::string>{"child ib0.8001", "child ib0.8002", "child ib0.8003"}));
     EXPECT_FALSE(plan.needs_restart());
     EXPECT_EQ(apply_live(running, reloaded).children, reloaded.children);
+}
+
+// The kernel's own route to an IPv6 address's prefix has metric 256, ours
+// 1024: both can be there. A /32 brings no prefix route.
+TEST(ConfigRoutes, RoutesTheKernelTakesAlongsideItsOwnAreAccepted) {
+    TempDir dir;
+    auto c = load_text(dir, "[interface]\naddress = 2001:db8:1::1/64\naddress = 198.18.0.1/32\n"
+                            "route = 2001:db8:1::/64\nroute = 198.18.0.1/32\nroute = 198.18.0.0/24\n");
+    ASSERT_TRUE(c.has_value()) << c.error().message;
+    EXPECT_EQ(c->interface.routes.size(), 3u);
 }
 
 TEST(ConfigReload, NothingChanged) {
