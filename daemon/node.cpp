@@ -726,8 +726,9 @@ void Node::reload() {
     const auto routes = host_routes(next.interface.routes);
     if (!interfaces_.empty()) {
         iface::Interface& parent = *interfaces_.front();
-        failed += parent.reconfigure(next.interface.addresses, routes, neighbour_cache_config(next.neighbour),
-                                     join_state_bits(next.multicast.send_only_join));
+        // target's [neighbour]: max-entries needs a restart (keys.cpp).
+        failed += parent.reconfigure(next.interface.addresses, routes, neighbour_cache_config(target.neighbour),
+                                     join_state_bits(target.multicast.send_only_join));
         if (next.interface.connected_mode != config_.interface.connected_mode)
             if (auto why = parent.set_connected(next.interface.connected_mode, Clock::now()); !why.empty())
                 failed += " [interface] connected-mode: " + why + ";";

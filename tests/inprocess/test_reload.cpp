@@ -41,5 +41,18 @@ TEST_F(Reload, AChildTheReloadAddsRunsWithTheReloadedNeighbourSettings) {
     EXPECT_EQ(neighbour_config(1).retrans_time, 3s);
 }
 
+// ipoibd.conf(5): max-entries is "Reload: restart"; the live keys of the
+// same section still apply, to the parent and to a child alike.
+TEST_F(Reload, ARestartOnlyNeighbourKeyKeepsItsRunningValue) {
+    const std::string child = "[child a.8001]\npkey = 0x8001\n";
+    a_->reload(kFileA + child);
+    ASSERT_EQ(a_->node->interfaces().size(), 2u);
+    a_->reload(kFileA + "[neighbour]\nmax-entries = 500\nretrans-time = 2s\n" + child);
+    for (std::size_t i = 0; i < 2; ++i) {
+        EXPECT_EQ(neighbour_config(i).max_entries, 10'000u) << interface(i).name();
+        EXPECT_EQ(neighbour_config(i).retrans_time, 2s) << interface(i).name();
+    }
+}
+
 }  // namespace
 }  // namespace ipoibd::inprocess
