@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
     auto loop = daemon::EventLoop::create();
     if (!loop) return fail(log, "could not create the event loop: " + loop.error().message());
 
-    daemon::Node node(*config, config_file, command_line->instance, log, notify, **loop);
+    daemon::Node node(*config, config_file, command_line->instance, log, notify, **loop, command_line->overrides);
     if (auto r = node.open_fabric(); !r) return fail(log, r.error());
     if (auto r = node.create_interfaces(); !r) return fail(log, r.error());
     if (auto r = node.open_control(); !r) return fail(log, r.error());

@@ -66,10 +66,11 @@ std::vector<host::HostRoute> host_routes(const std::vector<config::Route>& route
 void visit(const NodeCounters& c, CounterSink& out) { out.counter("capture_errors", c.capture_errors); }
 
 Node::Node(config::DaemonConfig config, std::string config_file, std::string instance, Logger& log, Notifier& notify,
-           EventLoop& loop)
+           EventLoop& loop, std::vector<config::ConfigOverride> overrides)
     : config_(std::move(config)),
       config_file_(std::move(config_file)),
       instance_(std::move(instance)),
+      overrides_(std::move(overrides)),
       log_(log),
       notify_(notify),
       loop_(loop) {
@@ -706,14 +707,14 @@ void Node::reload() {
     config::CommandLine cl;
     cl.instance = instance_;
     cl.config_file = config_file_;
+    // The command line wins over the file (ipoibd.conf(5)), at every reload.
+    cl.overrides = overrides_;
     auto fresh = config::load_config(cl);
     if (!fresh) {
         log_.error("reload failed, keeping the running configuration: " + fresh.error().message);
         (void)notify_.ready("reload failed; running configuration kept");
         return;
     }
-    // Values the command line set keep their command-line meaning only
-    // until a reload: the file is authoritative from here on.
     const config::DaemonConfig& next = *fresh;
     const config::ReloadPlan plan = config::diff_for_reload(config_, next);
     // What needs a restart keeps its running value: the key table says

@@ -41,6 +41,7 @@
 
 #include "common/expected.h"
 #include "config/daemon_config.h"
+#include "config/load.h"
 #include "daemon/control.h"
 #include "daemon/engine_event_log.h"
 #include "daemon/metrics_http.h"
@@ -75,8 +76,10 @@ void visit(const NodeCounters& c, CounterSink& out);
 
 class Node final : private iface::InterfaceEvents {
 public:
+    // `overrides`: the command line's --SECTION.KEY=VALUE, which `config`
+    // holds and every reload applies again on top of the file.
     Node(config::DaemonConfig config, std::string config_file, std::string instance, Logger& log, Notifier& notify,
-         EventLoop& loop);
+         EventLoop& loop, std::vector<config::ConfigOverride> overrides = {});
     ~Node() override;
     Node(const Node&) = delete;
     Node& operator=(const Node&) = delete;
@@ -205,6 +208,7 @@ private:
     config::DaemonConfig config_;
     std::string config_file_;
     std::string instance_;
+    std::vector<config::ConfigOverride> overrides_;  // the command line's, for reload
     Logger& log_;
     Notifier& notify_;
     EventLoop& loop_;

@@ -117,8 +117,14 @@ std::unique_ptr<TestNode> Fabric::make_node(const std::string& name, const std::
     c.fabric.transport = config::Transport::soft;
     if (service_) c.fabric.address = service_->local_address();
     if (tune_config) tune_config(c);
+    if (!overrides.empty()) {
+        // As main() loads them: the command line on top of the file.
+        auto with = config::parse_config(config::describe(c), "harness", name, overrides);
+        if (!with) throw std::runtime_error(with.error().message);
+        c = std::move(*with);
+    }
     t->config_file = config_dir_ + "/" + name + ".conf";
-    t->node = std::make_unique<daemon::Node>(c, t->config_file, name, t->log, t->notify, *loop_);
+    t->node = std::make_unique<daemon::Node>(c, t->config_file, name, t->log, t->notify, *loop_, overrides);
     // The children a reload adds get fake hosts too.
     t->node->set_host_opener([node = t.get()](const daemon::Node::InterfaceSpec& spec) {
         auto host = std::make_unique<host::FakeHostPort>(spec.name);

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "config/load.h"
 #include "daemon/event_loop.h"
 #include "daemon/log.h"
 #include "daemon/node.h"
@@ -83,6 +84,9 @@ public:
     explicit Fabric(FabricKind kind, std::function<void(fabric::FabricServiceOptions&)> tune = {});
     // Applied to every node's configuration from now on.
     std::function<void(config::DaemonConfig&)> tune_config;
+    // Every new node's command line (--SECTION.KEY=VALUE): on top of its
+    // configuration, after tune_config, and again at each reload.
+    std::vector<config::ConfigOverride> overrides;
     // The queues each new node's fake host offers (FakeHostPort::set_queues;
     // data threads need more than 1).
     std::size_t host_queues = 1;

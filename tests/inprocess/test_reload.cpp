@@ -4,6 +4,8 @@
 // and its fake host.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "tests/inprocess/node_harness.h"
 
 namespace ipoibd::inprocess {
@@ -52,6 +54,23 @@ TEST_F(Reload, ARestartOnlyNeighbourKeyKeepsItsRunningValue) {
         EXPECT_EQ(neighbour_config(i).max_entries, 10'000u) << interface(i).name();
         EXPECT_EQ(neighbour_config(i).retrans_time, 2s) << interface(i).name();
     }
+}
+
+// ipoibd.conf(5): the command line wins over the file, at every reload.
+TEST(ReloadWithACommandLine, KeepsTheCommandLinesKeysOverTheFile) {
+    Fabric f(FabricKind::memory);
+    f.overrides = {{.key = "neighbour.retrans-time", .value = "4s"}, {.key = "interface.address", .value = "198.18.0.9/24"}};
+    TestNode& a = f.add_node("a", {"198.18.0.1/24"}, kGuidA);
+    ASSERT_TRUE(f.run_until([&] { return a.link_up(); }));
+    ASSERT_EQ(a.host->addresses().front(), *parse_ip_prefix("198.18.0.9/24"));
+    a.reload(kFileA + "[neighbour]\nretrans-time = 2s\nreachable-time = 20s\n");
+    const auto& neighbour = a.interface().engine().neighbours().config();
+    EXPECT_EQ(neighbour.retrans_time, 4s);
+    EXPECT_EQ(neighbour.reachable_time, 20s);
+    // The file's address (198.18.0.1/24) stays replaced by the command line's.
+    const auto& addresses = a.host->addresses();
+    EXPECT_EQ(std::count(addresses.begin(), addresses.end(), *parse_ip_prefix("198.18.0.9/24")), 1);
+    EXPECT_EQ(std::count(addresses.begin(), addresses.end(), *parse_ip_prefix("198.18.0.1/24")), 0);
 }
 
 }  // namespace
