@@ -61,6 +61,13 @@ std::vector<host::HostRoute> host_routes(const std::vector<config::Route>& route
     return out;
 }
 
+std::vector<config::Route> config_routes(const std::vector<host::HostRoute>& routes) {
+    std::vector<config::Route> out;
+    out.reserve(routes.size());
+    for (const host::HostRoute& r : routes) out.push_back({r.destination, r.gateway});
+    return out;
+}
+
 }  // namespace
 
 void visit(const NodeCounters& c, CounterSink& out) { out.counter("capture_errors", c.capture_errors); }
@@ -715,64 +722,92 @@ void Node::reload() {
         (void)notify_.ready("reload failed; running configuration kept");
         return;
     }
-    const config::DaemonConfig& next = *fresh;
-    const config::ReloadPlan plan = config::diff_for_reload(config_, next);
+    const config::ReloadPlan plan = config::diff_for_reload(config_, *fresh);
     // What needs a restart keeps its running value: the key table says
     // which keys those are (config/keys.cpp), and the rest comes from the
-    // file. Children the reload adds are built with it.
-    const config::DaemonConfig target = config::apply_live(config_, next);
-    std::string applied, failed;
-    for (const std::string& key : plan.live) applied += (applied.empty() ? "" : ", ") + key;
-    if (next.daemon.log_level != config_.daemon.log_level) log_.set_min_level(to_log_level(next.daemon.log_level));
-    const auto routes = host_routes(next.interface.routes);
-    if (!interfaces_.empty()) {
-        iface::Interface& parent = *interfaces_.front();
-        // target's [neighbour]: max-entries needs a restart (keys.cpp).
-        failed += parent.reconfigure(next.interface.addresses, routes, neighbour_cache_config(target.neighbour),
-                                     join_state_bits(target.multicast.send_only_join));
-        if (next.interface.connected_mode != config_.interface.connected_mode)
-            if (auto why = parent.set_connected(next.interface.connected_mode, Clock::now()); !why.empty())
-                failed += " [interface] connected-mode: " + why + ";";
-    }
+    // file. Children the reload adds are built with it. Each step below
+    // puts back in it the running value of what it could not apply, so
+    // that the next reload tries again.
+    config::DaemonConfig target = config::apply_live(config_, *fresh);
+    if (target.daemon.log_level != config_.daemon.log_level) log_.set_min_level(to_log_level(target.daemon.log_level));
+    std::string failed = reload_parent(target);
     failed += reload_children(target);
-    set_busy_poll(next.daemon.busy_poll);
-    // The fabric key file is read again (rotation); a new path needs a restart.
-    if (!config_.fabric.key_file.empty()) {
-        auto keys = load_fabric_key_file(config_.fabric.key_file);
-        if (!keys) {
-            failed += " [fabric] key-file: " + keys.error() + " (keys in use kept);";
-        } else {
-            if (auto r = port_->set_fabric_keys(*keys); !r) failed += " fabric key: " + r.error().message() + ";";
-            if (fabric_service_)
-                if (auto r = fabric_service_->set_fabric_keys(*keys); !r) failed += " embedded fabric key: " + r.error() + ";";
-            if (failed.empty()) applied += std::string(applied.empty() ? "" : ", ") + "fabric key";
-        }
-    }
-    if (next.daemon.capture != config_.daemon.capture) {
-        capture_.reset();
-        (void)port_->set_capture({});
-        if (!next.daemon.capture.empty())
-            if (auto r = open_capture(next.daemon.capture); !r) failed += " " + r.error().message + ";";
-    }
-    std::string restart;
-    for (const std::string& key : plan.restart) restart += (restart.empty() ? "" : ", ") + key;
-    config_ = target;
-    std::string message = "configuration reloaded";
-    message += applied.empty() ? ": nothing changed live" : ": applied " + applied;
-    if (!restart.empty()) message += "; needs a restart to take effect: " + restart;
-    if (!failed.empty()) message += "; failed:" + failed;
-    const std::string ifname = interfaces_.empty() ? instance_ : interfaces_.front()->name();
-    const LogField fields[] = {{field::kIfname, ifname}, {field::kConfigFile, config_file_}};
-    log_.log(failed.empty() ? LogLevel::notice : LogLevel::warning, message, fields, msgid::kConfigReloaded);
+    failed += reload_capture(target);
+    set_busy_poll(target.daemon.busy_poll);
+    std::vector<std::string> applied = config::diff_for_reload(config_, target).live;
+    failed += reload_fabric_keys(applied);
+    config_ = std::move(target);
+    log_reloaded(applied, plan.restart, failed);
     const bool up = !interfaces_.empty() && interfaces_.front()->engine().link().up;
     (void)notify_.ready(up ? "link up" : "waiting for the broadcast group");
     schedule(Clock::now());
 }
 
+// Addresses and routes (the difference goes to the host), the neighbour
+// timers and send-only join state, connected mode.
+std::string Node::reload_parent(config::DaemonConfig& target) {
+    if (interfaces_.empty()) return {};
+    iface::Interface& parent = *interfaces_.front();
+    // target's [neighbour]: max-entries needs a restart (keys.cpp).
+    std::string failed = parent.reconfigure(target.interface.addresses, host_routes(target.interface.routes),
+                                            neighbour_cache_config(target.neighbour),
+                                            join_state_bits(target.multicast.send_only_join));
+    target.interface.addresses = parent.addresses();
+    target.interface.routes = config_routes(parent.routes());
+    if (target.interface.connected_mode != config_.interface.connected_mode)
+        if (auto why = parent.set_connected(target.interface.connected_mode, Clock::now()); !why.empty()) {
+            failed += " [interface] connected-mode: " + why + ";";
+            target.interface.connected_mode = config_.interface.connected_mode;
+        }
+    return failed;
+}
+
+std::string Node::reload_capture(config::DaemonConfig& target) {
+    if (target.daemon.capture == config_.daemon.capture) return {};
+    capture_.reset();
+    (void)port_->set_capture({});
+    if (target.daemon.capture.empty()) return {};
+    if (auto r = open_capture(target.daemon.capture); !r) {
+        target.daemon.capture.clear();  // nothing is captured
+        return " " + r.error().message + ";";
+    }
+    return {};
+}
+
+// The fabric key file is read again (rotation); a new path needs a restart.
+std::string Node::reload_fabric_keys(std::vector<std::string>& applied) {
+    if (config_.fabric.key_file.empty()) return {};
+    auto keys = load_fabric_key_file(config_.fabric.key_file);
+    if (!keys) return " [fabric] key-file: " + keys.error() + " (keys in use kept);";
+    std::string failed;
+    if (auto r = port_->set_fabric_keys(*keys); !r) failed += " fabric key: " + r.error().message() + ";";
+    if (fabric_service_)
+        if (auto r = fabric_service_->set_fabric_keys(*keys); !r) failed += " embedded fabric key: " + r.error() + ";";
+    if (failed.empty()) applied.push_back("fabric key");
+    return failed;
+}
+
+void Node::log_reloaded(const std::vector<std::string>& applied, const std::vector<std::string>& restart,
+                        const std::string& failed) {
+    auto list = [](const std::vector<std::string>& keys) {
+        std::string out;
+        for (const std::string& key : keys) out += (out.empty() ? "" : ", ") + key;
+        return out;
+    };
+    std::string message = "configuration reloaded";
+    message += applied.empty() ? ": nothing changed live" : ": applied " + list(applied);
+    if (!restart.empty()) message += "; needs a restart to take effect: " + list(restart);
+    if (!failed.empty()) message += "; failed (tried again at the next reload):" + failed;
+    const std::string ifname = interfaces_.empty() ? instance_ : interfaces_.front()->name();
+    const LogField fields[] = {{field::kIfname, ifname}, {field::kConfigFile, config_file_}};
+    log_.log(failed.empty() ? LogLevel::notice : LogLevel::warning, message, fields, msgid::kConfigReloaded);
+}
+
 // Children the file no longer names go; new ones come; a child whose P_Key,
 // mode, MTU or connected mode changed is rebuilt (a new device and QP); one
-// whose addresses or routes changed is reconfigured in place.
-std::string Node::reload_children(const config::DaemonConfig& target) {
+// whose addresses or routes changed is reconfigured in place. A child that
+// could not be built is left out of `target`, so the next reload builds it.
+std::string Node::reload_children(config::DaemonConfig& target) {
     std::string failed;
     const auto now = Clock::now();
     auto find = [](const std::vector<config::ChildSection>& v, const std::string& name) -> const config::ChildSection* {
@@ -799,13 +834,17 @@ std::string Node::reload_children(const config::DaemonConfig& target) {
             continue;
         }
     }
+    std::erase_if(target.children, [&](const config::ChildSection& c) { return !interface_named(c.name); });
     // The children kept: their addresses and routes, and the neighbour
     // timers and send-only join state the parent takes too.
-    for (std::size_t k = 1; k < interfaces_.size(); ++k)
-        if (const config::ChildSection* c = find(target.children, interfaces_[k]->name()); c && find(config_.children, c->name))
-            failed += interfaces_[k]->reconfigure(c->addresses, host_routes(c->routes),
-                                                  neighbour_cache_config(target.neighbour),
-                                                  join_state_bits(target.multicast.send_only_join));
+    for (config::ChildSection& c : target.children) {
+        if (!find(config_.children, c.name)) continue;
+        iface::Interface& child = *interface_named(c.name);
+        failed += child.reconfigure(c.addresses, host_routes(c.routes), neighbour_cache_config(target.neighbour),
+                                    join_state_bits(target.multicast.send_only_join));
+        c.addresses = child.addresses();
+        c.routes = config_routes(child.routes());
+    }
     start_interfaces_if_ready(now);
     return failed;
 }

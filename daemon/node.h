@@ -168,8 +168,16 @@ private:
     void start_interfaces_if_ready(Clock::time_point now);
     // The TUN or TAP device of an interface.
     expected<std::unique_ptr<host::HostPort>, std::string> open_host(const InterfaceSpec& spec);
-    // `target`: what the node runs with after the reload (apply_live()).
-    std::string reload_children(const config::DaemonConfig& target);
+    // Reload, step by step, towards `target` (what the node runs with
+    // after it: apply_live()); each returns what failed and puts back in
+    // `target` the running value of what it could not apply.
+    std::string reload_parent(config::DaemonConfig& target);
+    std::string reload_children(config::DaemonConfig& target);
+    std::string reload_capture(config::DaemonConfig& target);
+    // Adds "fabric key" to `applied` when the key file's keys were taken.
+    std::string reload_fabric_keys(std::vector<std::string>& applied);
+    void log_reloaded(const std::vector<std::string>& applied, const std::vector<std::string>& restart,
+                      const std::string& failed);
     // An interface built with `settings`: [neighbour], [multicast], [queues]
     // and the rest beside the spec's own keys.
     expected<void, std::string> add_interface(std::unique_ptr<host::HostPort> host, const InterfaceSpec& spec,

@@ -98,6 +98,9 @@ expected<void, std::string> FakeHostPort::remove_address(const IpPrefix& address
 }
 
 expected<void, std::string> FakeHostPort::add_route(const HostRoute& route) {
+    if (std::find(refused_routes_.begin(), refused_routes_.end(), route.destination) != refused_routes_.end())
+        return unexpected("could not add the route to " + to_string(route.destination) + " on " + name_ +
+                          ": File exists");
     routes_.push_back(route);
     return {};
 }

@@ -47,6 +47,9 @@ public:
     std::uint32_t mtu() const { return mtu_; }
     const std::vector<IpPrefix>& addresses() const { return addresses_; }
     const std::vector<HostRoute>& routes() const { return routes_; }
+    // add_route() refuses routes to `destinations` from now on, as a kernel
+    // that already has one does (File exists); {} takes them again.
+    void refuse_routes(std::vector<IpPrefix> destinations) { refused_routes_ = std::move(destinations); }
     std::size_t flushes() const { return flushes_; }
     std::size_t route_changes() const { return route_changes_; }
     // The max_reads of every read_batch() call, oldest first.
@@ -100,6 +103,7 @@ private:
     std::uint32_t mtu_ = 1500;
     std::vector<IpPrefix> addresses_;
     std::vector<HostRoute> routes_;
+    std::vector<IpPrefix> refused_routes_;
     std::size_t flushes_ = 0;
     std::size_t route_changes_ = 0;
     std::uint64_t rx_packets_ = 0;

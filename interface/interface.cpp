@@ -28,6 +28,26 @@ std::vector<T> missing_from(const std::vector<T>& a, const std::vector<T>& b) {
     return out;
 }
 
+// What the host holds after moving it from `running` to `wanted`: `wanted`,
+// less what it refused to add, plus what it refused to remove. Recorded as
+// such, a refused change is tried again by the next reload.
+template <class T, class Add, class Remove>
+std::vector<T> apply_difference(const std::vector<T>& running, const std::vector<T>& wanted, Add add, Remove remove,
+                                std::string& failed) {
+    std::vector<T> held = wanted;
+    for (const T& x : missing_from(running, wanted))
+        if (auto r = remove(x); !r) {
+            failed += " " + r.error();
+            held.push_back(x);
+        }
+    for (const T& x : missing_from(wanted, running))
+        if (auto r = add(x); !r) {
+            failed += " " + r.error();
+            std::erase(held, x);
+        }
+    return held;
+}
+
 }  // namespace
 
 void visit(const InterfaceCounters& c, CounterSink& out) {
@@ -256,15 +276,13 @@ std::string Interface::reconfigure(const std::vector<IpPrefix>& addresses, const
                                    const ipoib::NeighbourCache::Config& neighbour,
                                    std::uint8_t send_only_join_state) {
     std::string failed;
-    auto note = [&](const expected<void, std::string>& r) {
-        if (!r) failed += " " + r.error();
-    };
-    for (const IpPrefix& p : missing_from(config_.addresses, addresses)) note(host_->remove_address(p));
-    for (const IpPrefix& p : missing_from(addresses, config_.addresses)) note(host_->add_address(p));
-    for (const host::HostRoute& r : missing_from(config_.routes, routes)) note(host_->remove_route(r));
-    for (const host::HostRoute& r : missing_from(routes, config_.routes)) note(host_->add_route(r));
-    config_.addresses = addresses;
-    config_.routes = routes;
+    host::HostPort& h = *host_;
+    config_.addresses = apply_difference(
+        config_.addresses, addresses, [&](const IpPrefix& p) { return h.add_address(p); },
+        [&](const IpPrefix& p) { return h.remove_address(p); }, failed);
+    config_.routes = apply_difference(
+        config_.routes, routes, [&](const host::HostRoute& r) { return h.add_route(r); },
+        [&](const host::HostRoute& r) { return h.remove_route(r); }, failed);
     ipoib::NeighbourCache::Config n = neighbour;
     n.reachable_factor = engine_->neighbours().config().reachable_factor;  // the same generator
     engine_->reconfigure(n, send_only_join_state);

@@ -166,9 +166,13 @@ public:
 
     // Reload: the addresses and routes the file now names (the difference
     // is applied to the host), the neighbour timers and send-only join
-    // state. Returns what failed, "" when nothing did.
+    // state. Returns what failed, "" when nothing did; addresses() and
+    // routes() then say what the host holds (a refused change is tried
+    // again by the next reconfigure()).
     std::string reconfigure(const std::vector<IpPrefix>& addresses, const std::vector<host::HostRoute>& routes,
                             const ipoib::NeighbourCache::Config& neighbour, std::uint8_t send_only_join_state);
+    const std::vector<IpPrefix>& addresses() const { return config_.addresses; }
+    const std::vector<host::HostRoute>& routes() const { return config_.routes; }
     // Connected mode on or off (reload); "" or why it cannot be on.
     std::string set_connected(bool on, Clock::time_point now);
 

@@ -56,6 +56,25 @@ TEST_F(Reload, ARestartOnlyNeighbourKeyKeepsItsRunningValue) {
     }
 }
 
+// A route the host refused is not recorded as applied: the next reload
+// (once the host takes it) adds it.
+TEST_F(Reload, ARouteTheHostRefusedIsTriedAgainByTheNextReload) {
+    const std::string file = kFileA + "[interface]\nroute = 198.19.0.0/24 via 198.18.0.2\n";
+    const IpPrefix destination = *parse_ip_prefix("198.19.0.0/24");
+    auto routed = [&] {
+        const auto& routes = a_->host->routes();
+        return std::any_of(routes.begin(), routes.end(), [&](const auto& r) { return r.destination == destination; });
+    };
+    a_->host->refuse_routes({destination});
+    a_->reload(file);
+    EXPECT_FALSE(routed());
+    EXPECT_EQ(a_->interface().routes().size(), 0u);
+    a_->host->refuse_routes({});
+    a_->reload(file);
+    EXPECT_TRUE(routed());
+    EXPECT_EQ(a_->interface().routes().size(), 1u);
+}
+
 // ipoibd.conf(5): the command line wins over the file, at every reload.
 TEST(ReloadWithACommandLine, KeepsTheCommandLinesKeysOverTheFile) {
     Fabric f(FabricKind::memory);
