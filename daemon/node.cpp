@@ -564,14 +564,14 @@ void Node::on_monitor_readable() {
         } else if (std::holds_alternative<netlink::RouteEvent>(ev) || std::holds_alternative<netlink::LinkEvent>(ev)) {
             for (auto& i : interfaces_) i->host_routes_changed();
         } else if (std::holds_alternative<netlink::ResyncNeeded>(ev)) {
-            for (auto& i : interfaces_) {
-                i->host_routes_changed();
-                if (auto list = nl_->list_addresses(i->host().ifindex(), std::nullopt))
-                    for (const netlink::AddressInfo& ai : *list) i->host_address_added(ai.prefix, now);
-            }
+            resync_hosts(now);
         }
     }
     end_of_turn();
+}
+
+void Node::resync_hosts(Clock::time_point now) {
+    for (auto& i : interfaces_) i->resync_host(now);
 }
 
 Clock::time_point Node::next_wakeup(Clock::time_point now) const {

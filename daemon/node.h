@@ -140,6 +140,9 @@ public:
     std::string answer(std::string_view request);
     void stop(const char* why);
     void reload();
+    // The netlink monitor lost notifications (ENOBUFS): every interface
+    // reads its host's addresses and routes again (tests call it).
+    void resync_hosts(Clock::time_point now);
     void check_sm_contact(Clock::time_point now);
 
 public:

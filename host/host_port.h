@@ -124,6 +124,9 @@ public:
     // IPoIB engine does DAD on the fabric.
     virtual expected<void, std::string> add_address(const IpPrefix& address) = 0;
     virtual expected<void, std::string> remove_address(const IpPrefix& address) = 0;
+    // Every address the host has on the device now (the IPv6 link-local
+    // included), as the kernel lists them.
+    virtual expected<std::vector<IpPrefix>, std::string> list_addresses() = 0;
     virtual expected<void, std::string> add_route(const HostRoute& route) = 0;
     virtual expected<void, std::string> remove_route(const HostRoute& route) = 0;
     // The host's routes or addresses changed: next-hop hints taken from it

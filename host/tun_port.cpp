@@ -225,6 +225,14 @@ expected<void, std::string> TunPort::remove_address(const IpPrefix& address) {
     return {};
 }
 
+expected<std::vector<IpPrefix>, std::string> TunPort::list_addresses() {
+    auto listed = nl_.list_addresses(device_.ifindex);
+    if (!listed) return unexpected(text(listed.error()));
+    std::vector<IpPrefix> out;
+    for (const netlink::AddressInfo& a : *listed) out.push_back(a.prefix);
+    return out;
+}
+
 namespace {
 netlink::RouteSpec route_spec(const HostRoute& route, std::uint32_t ifindex) {
     netlink::RouteSpec spec;

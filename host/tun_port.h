@@ -77,6 +77,7 @@ public:
     expected<void, std::string> set_up(bool up) override;
     expected<void, std::string> add_address(const IpPrefix& address) override;
     expected<void, std::string> remove_address(const IpPrefix& address) override;
+    expected<std::vector<IpPrefix>, std::string> list_addresses() override;
     expected<void, std::string> add_route(const HostRoute& route) override;
     expected<void, std::string> remove_route(const HostRoute& route) override;
     void routes_changed() override { next_hops_.invalidate(); }

@@ -272,6 +272,22 @@ void Interface::host_address_removed(const IpPrefix& address, Clock::time_point 
     host_routes_changed();
 }
 
+void Interface::resync_host(Clock::time_point now) {
+    host_routes_changed();
+    auto listed = host_->list_addresses();
+    if (!listed) {
+        host_result(unexpected("could not list the addresses of " + name() + ": " + listed.error()));
+        return;
+    }
+    // The engine's own link-local address is none of the host's business.
+    for (const ipoib::AddressView& a : engine_->addresses()) {
+        const bool listed_still = std::any_of(listed->begin(), listed->end(),
+                                              [&](const IpPrefix& p) { return p.address == a.address.ip; });
+        if (!a.implicit && !listed_still) host_address_removed({a.address.ip, a.address.prefix_length}, now);
+    }
+    for (const IpPrefix& p : *listed) host_address_added(p, now);
+}
+
 std::string Interface::reconfigure(const std::vector<IpPrefix>& addresses, const std::vector<host::HostRoute>& routes,
                                    const ipoib::NeighbourCache::Config& neighbour,
                                    std::uint8_t send_only_join_state) {

@@ -163,6 +163,10 @@ public:
         host_->routes_changed();
         for (auto& w : workers_) w->routes_changed();
     }
+    // Notifications were lost (the netlink monitor's ENOBUFS): the host's
+    // addresses are read again, and the engine takes the new ones and
+    // forgets those that are gone.
+    void resync_host(Clock::time_point now);
 
     // Reload: the addresses and routes the file now names (the difference
     // is applied to the host), the neighbour timers and send-only join

@@ -76,6 +76,25 @@ TEST_P(Nodes, LinkComesUpWithTheGroupMtuAndCarrier) {
     }
 }
 
+// The netlink monitor lost notifications (ENOBUFS): what the admin did
+// meanwhile is read back, removals included.
+TEST_P(Nodes, AResyncForgetsTheAddressesTheHostNoLongerHas) {
+    ASSERT_TRUE(a_->host->remove_address(*parse_ip_prefix("198.18.0.1/24")));
+    ASSERT_TRUE(a_->host->add_address(*parse_ip_prefix("198.18.0.7/24")));
+    a_->node->resync_hosts(Clock::now());
+    auto has = [&](const char* address) {
+        for (const auto& a : a_->interface().engine().addresses())
+            if (a.address.ip == ip(address)) return true;
+        return false;
+    };
+    EXPECT_FALSE(has("198.18.0.1"));
+    EXPECT_TRUE(has("198.18.0.7"));
+    EXPECT_TRUE(has("2001:db8::1"));
+    // The engine's own link-local address stays.
+    const auto addresses = a_->interface().engine().addresses();
+    EXPECT_TRUE(std::any_of(addresses.begin(), addresses.end(), [](const auto& a) { return a.implicit; }));
+}
+
 TEST_P(Nodes, Ipv4CrossesBothWaysAfterArp) {
     const auto request = icmp_echo_v4("198.18.0.1", "198.18.0.2", 1);
     ASSERT_TRUE(deliver(*a_, *b_, request));
