@@ -107,6 +107,9 @@ struct ChildSection {
     std::string name;        // "ib0.8001": the device's name
     std::uint16_t pkey = 0;  // required; 0: not given
     InterfaceMode mode = InterfaceMode::tun;
+    // No mode line: `mode` is [interface] mode, and follows it (which
+    // changes at a restart, not at a reload).
+    bool mode_from_parent = false;
     unsigned mtu = 0;
     bool connected_mode = false;
     std::vector<IpPrefix> addresses;

@@ -28,11 +28,29 @@ std::string describe(const DaemonConfig& config) {
     }
     for (const ChildSection& child : config.children) {
         out += "\n[" + std::string(kChildSection) + " " + child.name + "]\n";
-        for (const ChildKeySpec& key : child_keys())
-            for (const auto& value : key.get(child)) out += std::string(key.name) + " = " + value + "\n";
+        for (const ChildKeySpec& key : child_keys()) {
+            const auto values = key.get(child);
+            if (values.empty() && !key.repeatable)
+                out += "#" + std::string(key.name) + " = " + std::string(key.value_name) + "\n";
+            for (const auto& value : values) out += std::string(key.name) + " = " + value + "\n";
+        }
     }
     return out;
 }
+
+namespace {
+
+// The reloaded children as they run after the reload: one that follows the
+// parent's mode keeps the parent's running mode, since [interface] mode
+// changes at a restart (the children that follow it with it).
+std::vector<ChildSection> children_after_reload(const DaemonConfig& running, const DaemonConfig& reloaded) {
+    std::vector<ChildSection> out = reloaded.children;
+    for (ChildSection& c : out)
+        if (c.mode_from_parent) c.mode = running.interface.mode;
+    return out;
+}
+
+}  // namespace
 
 ReloadPlan diff_for_reload(const DaemonConfig& running, const DaemonConfig& reloaded) {
     ReloadPlan plan;
@@ -46,10 +64,11 @@ ReloadPlan diff_for_reload(const DaemonConfig& running, const DaemonConfig& relo
             if (c.name == name) return &c;
         return nullptr;
     };
+    const std::vector<ChildSection> children = children_after_reload(running, reloaded);
     for (const ChildSection& c : running.children)
-        if (const ChildSection* now = find(reloaded.children, c.name); now == nullptr || !(*now == c))
+        if (const ChildSection* now = find(children, c.name); now == nullptr || !(*now == c))
             plan.live.push_back(std::string(kChildSection) + " " + c.name);
-    for (const ChildSection& c : reloaded.children)
+    for (const ChildSection& c : children)
         if (find(running.children, c.name) == nullptr) plan.live.push_back(std::string(kChildSection) + " " + c.name);
     return plan;
 }
@@ -64,7 +83,7 @@ DaemonConfig apply_live(const DaemonConfig& running, const DaemonConfig& reloade
         // The values were printed from a parsed configuration: they parse.
         for (const std::string& value : values) (void)key.set(out, value);
     }
-    out.children = reloaded.children;
+    out.children = children_after_reload(running, reloaded);
     return out;
 }
 

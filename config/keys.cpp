@@ -391,8 +391,14 @@ const ChildKeySpec kChildKeys[] = {
      .get = [](const ChildSection& c) { return c.pkey ? one(format_pkey(c.pkey)) : std::vector<std::string>{}; }},
     {.name = "mode", .value_name = "tun|tap",
      .help = "as [interface] mode, for this child",
-     .set = [](ChildSection& c, std::string_view v) { return set_mode(c.mode, v); },
-     .get = [](const ChildSection& c) { return one(word_of(c.mode, kModes)); }},
+     .set = [](ChildSection& c, std::string_view v) {
+         c.mode_from_parent = false;
+         return set_mode(c.mode, v);
+     },
+     // A child that follows the parent has no mode line (describe() keeps it so).
+     .get = [](const ChildSection& c) {
+         return c.mode_from_parent ? std::vector<std::string>{} : one(word_of(c.mode, kModes));
+     }},
     {.name = "mtu", .value_name = "BYTES",
      .help = "as [interface] mtu, for this child",
      .set = [](ChildSection& c, std::string_view v) { return set_mtu(c.mtu, v); },

@@ -186,7 +186,10 @@ public:
     // and the command line finally set it.
     DaemonConfig take() {
         for (ChildSection& c : config_.children)
-            if (!child_mode_set_.count(c.name)) c.mode = config_.interface.mode;
+            if (!child_mode_set_.count(c.name)) {
+                c.mode = config_.interface.mode;
+                c.mode_from_parent = true;
+            }
         return std::move(config_);
     }
 

@@ -127,7 +127,9 @@ std::unique_ptr<TestNode> Fabric::make_node(const std::string& name, const std::
     t->node = std::make_unique<daemon::Node>(c, t->config_file, name, t->log, t->notify, *loop_, overrides);
     // The children a reload adds get fake hosts too.
     t->node->set_host_opener([node = t.get()](const daemon::Node::InterfaceSpec& spec) {
-        auto host = std::make_unique<host::FakeHostPort>(spec.name);
+        std::optional<MacAddress> mac;
+        if (spec.mode == config::InterfaceMode::tap) mac = ipoib::synthetic_mac(node->node->port().attributes().gid());
+        auto host = std::make_unique<host::FakeHostPort>(spec.name, mac);
         node->child_hosts.push_back(host.get());
         return expected<std::unique_ptr<host::HostPort>, std::string>(std::move(host));
     });

@@ -56,6 +56,19 @@ TEST_F(Reload, ARestartOnlyNeighbourKeyKeepsItsRunningValue) {
     }
 }
 
+// [interface] mode needs a restart; a child without a mode line of its own
+// follows the parent's then, and is not rebuilt by the reload.
+TEST_F(Reload, AChildThatTakesTheParentsModeKeepsItUntilARestart) {
+    const std::string child = "[child a.8001]\npkey = 0x8001\n";
+    a_->reload(kFileA + child);
+    ASSERT_EQ(a_->child_hosts.size(), 1u);
+    a_->reload(kFileA + "[interface]\nmode = tap\n" + child);
+    ASSERT_EQ(a_->node->interfaces().size(), 2u);
+    EXPECT_EQ(a_->child_hosts.size(), 1u);  // no new device
+    EXPECT_EQ(interface(1).ethernet(), nullptr);
+    EXPECT_EQ(interface(0).ethernet(), nullptr);
+}
+
 // A route the host refused is not recorded as applied: the next reload
 // (once the host takes it) adds it.
 TEST_F(Reload, ARouteTheHostRefusedIsTriedAgainByTheNextReload) {

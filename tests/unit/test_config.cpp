@@ -795,6 +795,29 @@ TEST(ConfigChildren, ATapParentsChildrenAreTapUnlessTheySay) {
     EXPECT_EQ(d->children.at(0).mode, InterfaceMode::tap);
 }
 
+// [interface] mode is "Reload: restart": a child without a mode line of its
+// own follows it then too, not at the reload; its own mode line is live.
+TEST(ConfigChildren, AChildThatTakesTheParentsModeChangesWithItAtARestart) {
+    TempDir dir;
+    const std::string children = "[child ib0.8001]\npkey = 0x8001\n[child ib0.8002]\npkey = 0x8002\nmode = tun\n";
+    auto running = load_text(dir, children);
+    ASSERT_TRUE(running.has_value()) << running.error().message;
+    auto reloaded = load_text(dir, "[interface]\nmode = tap\n" + children);
+    ASSERT_TRUE(reloaded.has_value()) << reloaded.error().message;
+    ASSERT_EQ(reloaded->children.at(0).mode, InterfaceMode::tap);  // at the next start
+    const auto plan = diff_for_reload(*running, *reloaded);
+    EXPECT_TRUE(plan.live.empty()) << plan.live.front();
+    EXPECT_EQ(plan.restart, std::vector<std::string>{"interface.mode"});
+    const DaemonConfig applied = apply_live(*running, *reloaded);
+    EXPECT_EQ(applied.interface.mode, InterfaceMode::tun);
+    EXPECT_EQ(applied.children.at(0).mode, InterfaceMode::tun);
+
+    auto own_line = load_text(dir, replace_all(children, "0x8001\n", "0x8001\nmode = tap\n"));
+    ASSERT_TRUE(own_line.has_value()) << own_line.error().message;
+    EXPECT_EQ(diff_for_reload(*running, *own_line).live, std::vector<std::string>{"child ib0.8001"});
+    EXPECT_EQ(apply_live(*running, *own_line).children.at(0).mode, InterfaceMode::tap);
+}
+
 TEST(ConfigChildren, ReloadAddsRemovesAndChangesChildrenLive) {
     DaemonConfig running = default_config("ib0");
     running.children.push_back({.name = "ib0.8001", .pkey = 0x8001});
