@@ -69,11 +69,12 @@ struct ChildInconsistency {
 };
 std::optional<ChildInconsistency> check_children(const DaemonConfig& config);
 
-// Routes the kernel would refuse at start-up (File exists): an IPv4 route
-// to the prefix of one of the daemon's addresses (the kernel adds that
-// route with the address; an IPv6 one it takes, at another metric), or a
-// route to one prefix through two of the daemon's interfaces. Names the
-// route to blame and where it is.
+// Routes the kernel would refuse at start-up: a gateway off the link of
+// the route's interface (no address or earlier on-link route of it covers
+// it), an IPv4 route to the prefix of one of the daemon's addresses (File
+// exists: the kernel adds that route with the address; an IPv6 one it
+// takes, at another metric), or a route to one prefix through two of the
+// daemon's interfaces. Names the route to blame and where it is.
 struct RouteInconsistency {
     std::string section;  // "interface" or "child ib0.8001"
     std::string route;    // as ipoibd.conf writes it (format_route)
