@@ -42,6 +42,15 @@ struct SaClientTest : ::testing::Test {
     SaCallback record() {
         return [this](const expected<SaResult, SaFailure>& r) { results.push_back(r); };
     }
+    // Submits a PathRecord GetTable (kept in `handles`) and returns the
+    // header of its answer: GetTableResp, 64-byte records.
+    std::vector<SaClient::Handle> handles;
+    SaMad table_request() {
+        handles.push_back(client.submit(request(sa_attr::path_record, ib::method::get_table), record(), now));
+        SaMad resp = response_to(client.take_outbound().at(0));
+        resp.attribute_offset = 8;
+        return resp;
+    }
 };
 
 TEST_F(SaClientTest, ResponseMatchedOnLow32BitsOfTid) {
@@ -190,12 +199,8 @@ TEST_F(SaClientTest, GetTableWithRmppIsReassembledAndAcked) {
 // request's retries; the aborted transfer's stragglers are dropped; once
 // the retries are spent the request fails.
 TEST_F(SaClientTest, ABrokenRmppTransferIsAbortedAndTheRequestAskedAgain) {
-    auto h = client.submit(request(sa_attr::path_record, ib::method::get_table), record(), now);
-    const auto req = client.take_outbound().at(0);
     std::vector<std::uint8_t> payload(600, 1);
-    SaMad resp = response_to(req);
-    resp.header.method = ib::method::get_table_resp;
-    resp.attribute_offset = 8;
+    const SaMad resp = table_request();
     const auto segments = rmpp_segments(resp, payload);
     client.on_mad(bytes_of(segments[0]), now);
     client.take_outbound();
@@ -205,7 +210,7 @@ TEST_F(SaClientTest, ABrokenRmppTransferIsAbortedAndTheRequestAskedAgain) {
     auto out = client.take_outbound();
     ASSERT_EQ(out.size(), 2u);
     EXPECT_EQ(out[0].rmpp.rmpp_type, rmpp_type::abort) << "the responder is told to stop";
-    EXPECT_EQ(out[1].header.transaction_id, req.header.transaction_id) << "and asked again";
+    EXPECT_EQ(out[1].header.transaction_id, resp.header.transaction_id) << "and asked again";
     EXPECT_EQ(out[1].header.method, ib::method::get_table);
     EXPECT_EQ(client.counters().retries, 1u);
     client.on_mad(bytes_of(segments[1]), now);  // a straggler of the aborted transfer
@@ -217,10 +222,7 @@ TEST_F(SaClientTest, ABrokenRmppTransferIsAbortedAndTheRequestAskedAgain) {
     EXPECT_EQ(results[0]->payload, payload);
     // Another request whose every transfer breaks: 1 + 3 retries, then it fails.
     (void)client.take_outbound();  // the ACKs
-    auto h2 = client.submit(request(sa_attr::path_record, ib::method::get_table), record(), now);
-    SaMad resp2 = response_to(client.take_outbound().at(0));
-    resp2.header.method = ib::method::get_table_resp;
-    resp2.attribute_offset = 8;
+    const SaMad resp2 = table_request();
     const auto segments2 = rmpp_segments(resp2, payload);
     for (int i = 0; i < 4; ++i) {
         client.on_mad(bytes_of(segments2[0]), now);
@@ -234,12 +236,8 @@ TEST_F(SaClientTest, ABrokenRmppTransferIsAbortedAndTheRequestAskedAgain) {
 // An ABORT or STOP from the SA ends the transfer on its side: the request
 // fails, and nothing is sent back (an ABORT answered with an ABORT).
 TEST_F(SaClientTest, AnAbortFromTheSaEndsTheRequestUnanswered) {
-    auto h = client.submit(request(sa_attr::path_record, ib::method::get_table), record(), now);
-    const auto req = client.take_outbound().at(0);
     std::vector<std::uint8_t> payload(600, 1);
-    SaMad resp = response_to(req);
-    resp.header.method = ib::method::get_table_resp;
-    resp.attribute_offset = 8;
+    const SaMad resp = table_request();
     const auto segments = rmpp_segments(resp, payload);
     client.on_mad(bytes_of(segments[0]), now);
     (void)client.take_outbound();
