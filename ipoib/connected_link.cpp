@@ -114,6 +114,7 @@ void ConnectedLink::close(Clock::time_point now) {
         erase(k);
     }
     by_cm_.clear();
+    failures_.clear();
 }
 
 void ConnectedLink::erase(Key k) {
@@ -164,7 +165,12 @@ void ConnectedLink::tear_down(Key k, const std::string& why, Clock::time_point n
     }
     c->state = ConnState::failed;
     c->outstanding = 0;
-    c->failed_until = now + config_.retry_after;
+    const std::pair<ib::Gid, std::uint32_t> peer{c->peer.gid, c->peer.qpn};
+    if (!failures_.count(peer) && failures_.size() >= kMaxBackoffPeers) failures_.erase(failures_.begin());
+    const unsigned failures = failures_[peer] = std::min(failures_[peer] + 1, 16u);
+    auto wait = config_.retry_after;
+    for (unsigned i = 1; i < failures && wait < config_.retry_max; ++i) wait *= 2;
+    c->failed_until = now + std::min(wait, config_.retry_max);
 }
 
 // ---------------------------------------------------------------------------
@@ -311,6 +317,7 @@ void ConnectedLink::on_rep(Key k, Conn& c, const cm::Event& e, Clock::time_point
     c.remote_qpn = e.rep->local_qpn;
     c.peer_mtu = std::min(data.receive_size, kConnectedReceiveSize);
     c.state = ConnState::up;
+    failures_.erase({c.peer.gid, c.peer.qpn});
     c.last_used = now;
     ++counters_.connected;
     std::deque<std::vector<std::uint8_t>> waiting;

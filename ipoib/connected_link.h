@@ -123,7 +123,12 @@ public:
         // RC ends a healthy SEND within its retries, some 2 s, but our RNR
         // retry 7 waits forever on a peer that posts no receives).
         std::chrono::milliseconds idle{60'000};
+        // After a failure of ours, frames to the peer go UD for retry_after,
+        // doubled at each failure in a row (no connection up in between)
+        // up to retry_max: a peer whose CM never answers is asked once a
+        // minute, not once a second.
         std::chrono::milliseconds retry_after{1'000};
+        std::chrono::milliseconds retry_max{64'000};
         // Our REQs' RC parameters. The kernel asks for 0 and 0 and loses a
         // connection with one packet; over a fabric that may drop packets
         // ipoibd retries (the peer's RC does the retransmitting).
@@ -237,6 +242,10 @@ private:
     std::map<Key, Conn> conns_;
     std::map<std::pair<ib::Gid, std::uint32_t>, Key> active_;  // by the peer's GID and UD QPN
     std::map<cm::ConnectionId, Key> by_cm_;
+    // Failures in a row of our connections to a peer (GID, UD QPN), until
+    // one comes up; at most kMaxBackoffPeers remembered.
+    static constexpr std::size_t kMaxBackoffPeers = 1024;
+    std::map<std::pair<ib::Gid, std::uint32_t>, unsigned> failures_;
     std::size_t buffers_in_use_ = 0;
     std::map<std::string, std::uint64_t> closed_rc_;  // RC counters of connections gone
     ConnectedCounters counters_;

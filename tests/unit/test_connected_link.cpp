@@ -296,6 +296,37 @@ TEST_F(ConnectedLinkTest, AnUnknownServiceIdSaysThePeersAddressIsGoneOtherReason
     EXPECT_TRUE(gone[0].same_endpoint(peer()));
 }
 
+// A peer whose CM never answers: each failure in a row doubles the time
+// its frames go UD before the next REQ (1, 2, 4 s ... at most retry_max);
+// a connection that comes up starts over.
+TEST_F(ConnectedLinkTest, FailuresInARowBackOffUntilAConnectionComesUp) {
+    auto fail_once = [&] {
+        link_->cm_event(cm::Event{.kind = cm::EventKind::timed_out, .id = cm_.next - 1}, now_);
+    };
+    ASSERT_EQ(link_->send(peer(), path(), frame(100), now_).outcome, Outcome::queued);
+    fail_once();
+    std::size_t connects = cm_.connects.size();
+    for (const auto wait : {1s, 2s, 4s, 8s}) {
+        now_ += wait - 10ms;
+        EXPECT_EQ(link_->send(peer(), path(), frame(100), now_).outcome, Outcome::use_datagram) << wait.count();
+        EXPECT_EQ(cm_.connects.size(), connects);
+        now_ += 10ms;
+        link_->tick(now_);
+        ASSERT_EQ(link_->send(peer(), path(), frame(100), now_).outcome, Outcome::queued) << wait.count();
+        ASSERT_EQ(cm_.connects.size(), ++connects);
+        fail_once();
+    }
+    // It comes up at last: the next failure waits 1 s again.
+    now_ += 16s;
+    ASSERT_EQ(link_->send(peer(), path(), frame(100), now_).outcome, Outcome::queued);
+    answer_rep();
+    ASSERT_EQ(link_->counters().connected, 1u);
+    link_->cm_event(cm::Event{.kind = cm::EventKind::timed_out, .id = cm_.next - 1}, now_);
+    now_ += 1s;
+    link_->tick(now_);
+    EXPECT_EQ(link_->send(peer(), path(), frame(100), now_).outcome, Outcome::queued);
+}
+
 TEST_F(ConnectedLinkTest, AConnectTheCmRefusesFallsBackToUd) {
     cm_.refuse_connect = true;
     EXPECT_EQ(link_->send(peer(), path(), frame(100), now_).outcome, Outcome::use_datagram);
