@@ -450,6 +450,16 @@ private:
     std::vector<std::uint8_t> scratch_;  // rewritten ND packets
     std::vector<std::uint8_t> icmp_;     // ICMP too-big answers
     PacketSource rx_source_;             // the sender of the datagram being handled
+    // While a reply to a fabric packet goes out (ARP reply, solicited NA):
+    // the LID it came from, which the path cache limits (path_cache.h).
+    std::uint16_t reply_origin_ = 0;
+    struct ReplyOrigin {
+        ReplyOrigin(Engine& e, std::uint16_t slid) : engine(e) { engine.reply_origin_ = slid; }
+        ~ReplyOrigin() { engine.reply_origin_ = 0; }
+        ReplyOrigin(const ReplyOrigin&) = delete;
+        ReplyOrigin& operator=(const ReplyOrigin&) = delete;
+        Engine& engine;
+    };
     EngineCounters counters_;
 };
 

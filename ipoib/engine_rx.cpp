@@ -96,6 +96,7 @@ void Engine::on_arp(bytes payload, std::uint16_t slid) {
         // An RFC 5227 probe: answer it if it asks for our address, learn nothing.
         if (request && is_ours(target)) {
             ++counters_.arp_replies_tx;
+            const ReplyOrigin origin(*this, slid);
             send_arp(make_arp_reply(*arp, link_.hw), arp->sender_hw);
         }
         return;
@@ -111,6 +112,7 @@ void Engine::on_arp(bytes payload, std::uint16_t slid) {
         // The requester will talk to us: remember it (Linux arp_process).
         learn(sender, arp->sender_hw, LearnKind::unsolicited, slid);
         ++counters_.arp_replies_tx;
+        const ReplyOrigin origin(*this, slid);
         send_arp(make_arp_reply(*arp, link_.hw), arp->sender_hw);
         return;
     }
@@ -195,6 +197,7 @@ void Engine::on_neighbor_solicitation(const NdMessage& m, std::uint16_t slid) {
         send_nd(bytes(scratch_.data(), *n), na.destination, std::nullopt);
         return;
     }
+    const ReplyOrigin origin(*this, slid);
     send_nd(bytes(scratch_.data(), *n), na.destination, *m.source_lla);
 }
 

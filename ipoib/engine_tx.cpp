@@ -151,7 +151,7 @@ void Engine::send_to_neighbour(const HwAddress& to, EtherType type, bytes packet
 }
 
 void Engine::send_frame_unicast(const HwAddress& to, bytes frame) {
-    if (auto path = paths_.lookup(to.gid, to.qpn, frame, now_, to.flags)) deliver_unicast(to, *path, frame);
+    if (auto path = paths_.lookup(to.gid, to.qpn, frame, now_, to.flags, reply_origin_)) deliver_unicast(to, *path, frame);
 }
 
 namespace {

@@ -16,6 +16,7 @@ void visit(const PathCounters& c, CounterSink& out) {
     out.counter("drop_queue_full", c.drop_queue_full);
     out.counter("drop_failed", c.drop_failed);
     out.counter("drop_table_full", c.drop_table_full);
+    out.counter("drop_origin_busy", c.drop_origin_busy);
     out.counter("drop_flushed", c.drop_flushed);
     out.counter("flushes", c.flushes);
     out.counter("evicted", c.evicted);
@@ -30,15 +31,39 @@ std::string_view to_string(PathState s) {
     return "?";
 }
 
+bool PathCache::origin_busy(std::uint16_t origin) const {
+    if (origin == 0) return false;
+    const auto it = resolving_by_origin_.find(origin);
+    return it != resolving_by_origin_.end() && it->second >= kMaxResolvingPerOrigin;
+}
+
+void PathCache::start_resolving(Entry& e, std::uint16_t origin) {
+    e.state = PathState::resolving;
+    e.origin = origin;
+    if (origin != 0) ++resolving_by_origin_[origin];
+}
+
+void PathCache::stop_resolving(Entry& e) {
+    if (e.state != PathState::resolving || e.origin == 0) return;
+    if (auto it = resolving_by_origin_.find(e.origin); it != resolving_by_origin_.end() && --it->second == 0)
+        resolving_by_origin_.erase(it);
+    e.origin = 0;
+}
+
 std::optional<PathInfo> PathCache::lookup(const ib::Gid& dgid, std::uint32_t qpn, bytes frame,
-                                          Clock::time_point now, std::uint8_t flags) {
+                                          Clock::time_point now, std::uint8_t flags, std::uint16_t origin) {
     auto it = table_.find(dgid);
     if (it == table_.end()) {
+        if (origin_busy(origin)) {
+            ++counters_.drop_origin_busy;
+            return std::nullopt;
+        }
         if (table_.size() >= config_.max_entries && !make_room()) {
             ++counters_.drop_table_full;
             return std::nullopt;
         }
         it = table_.emplace(dgid, Entry{}).first;
+        start_resolving(it->second, origin);
         it->second.last_used = now;
         it->second.queue.push_back({qpn, Packet(frame.begin(), frame.end()), flags});
         start_query(dgid, now);  // a refusal drops the frame, counted
@@ -62,7 +87,11 @@ std::optional<PathInfo> PathCache::lookup(const ib::Gid& dgid, std::uint32_t qpn
             ++counters_.drop_failed;
             return std::nullopt;
         }
-        e.state = PathState::resolving;
+        if (origin_busy(origin)) {
+            ++counters_.drop_origin_busy;
+            return std::nullopt;
+        }
+        start_resolving(e, origin);
         start_query(dgid, now);
         // Refused at once (the SaClient's queue full): FAILED again.
         it = table_.find(dgid);
@@ -147,6 +176,7 @@ void PathCache::on_answer(const ib::Gid& dgid, const expected<sa::SaResult, sa::
         const std::size_t dropped = e.queue.size();
         counters_.drop_failed += dropped;
         e.queue.clear();
+        stop_resolving(e);
         e.state = PathState::failed;
         e.failed_until = now_ + config_.failed_hold;
         sink_.path_failed(dgid, status, dropped);
@@ -156,6 +186,7 @@ void PathCache::on_answer(const ib::Gid& dgid, const expected<sa::SaResult, sa::
     const bool changed = was_valid && (e.path->dlid != path->dlid || e.path->sl != path->sl || e.path->mtu != path->mtu);
     if (changed) ++counters_.changed;
     if (!was_valid) ++counters_.resolved;
+    stop_resolving(e);
     e.state = PathState::valid;
     e.path = path;
     std::vector<QueuedFrame> frames = std::move(e.queue);
@@ -169,6 +200,7 @@ std::size_t PathCache::flush() {
     counters_.drop_flushed += dropped;
     ++counters_.flushes;
     table_.clear();  // Handles cancel the queries in flight
+    resolving_by_origin_.clear();
     return dropped;
 }
 
@@ -180,6 +212,7 @@ bool PathCache::make_room() {
         if (victim == table_.end() || it->second.last_used < victim->second.last_used) victim = it;
     }
     if (victim == table_.end()) return false;
+    stop_resolving(victim->second);
     table_.erase(victim);
     ++counters_.evicted;
     return true;

@@ -23,6 +23,13 @@
 //     unicast must not stop during an SM outage (the Linux driver keeps its
 //     path too). The next refresh waits refresh_retry.
 //
+// A query a fabric packet asks for (the reply to a peer's ARP request or
+// NS, from a GID the packet names) counts against the LID it came from,
+// which the fabric vouches for: at most kMaxResolvingPerOrigin such paths
+// resolve at once per LID, the rest are dropped (drop_origin_busy). A port
+// that floods ARP requests from made-up GIDs would otherwise cost one SA
+// query each and fill the SA client's queue, starving every other query.
+//
 // Paths are revalidated, not trusted forever: a path older than `lifetime`
 // is queried again when used (the old one stays in use meanwhile), and
 // note_source() re-queries at once when a peer's ARP/ND arrives from a LID
@@ -76,6 +83,7 @@ struct PathCounters {
     std::uint64_t drop_queue_full = 0;
     std::uint64_t drop_failed = 0;     // queued frames of a failed query, and frames during failed_hold
     std::uint64_t drop_table_full = 0;
+    std::uint64_t drop_origin_busy = 0;  // kMaxResolvingPerOrigin paths already resolving for that LID
     std::uint64_t drop_flushed = 0;
     std::uint64_t flushes = 0;
     std::uint64_t evicted = 0;
@@ -102,6 +110,7 @@ public:
 class PathCache {
 public:
     static constexpr std::size_t kMaxQueuedPerPath = 3;
+    static constexpr std::size_t kMaxResolvingPerOrigin = 16;
 
     struct Config {
         std::size_t max_entries = 10'000;
@@ -125,9 +134,10 @@ public:
     }
 
     // The path for a frame to `dgid`, or nullopt: then `frame` was queued
-    // or dropped (counted).
+    // or dropped (counted). `origin`: the LID of the fabric packet that
+    // asks for the frame (0: the host).
     std::optional<PathInfo> lookup(const ib::Gid& dgid, std::uint32_t qpn, bytes frame, Clock::time_point now,
-                                   std::uint8_t flags = 0);
+                                   std::uint8_t flags = 0, std::uint16_t origin = 0);
     const Config& config() const { return config_; }
     // The path if VALID, without queueing anything.
     std::optional<PathInfo> find(const ib::Gid& dgid) const;
@@ -152,8 +162,13 @@ private:
         Clock::time_point last_used{};
         Clock::time_point failed_until{};
         Clock::time_point refresh_after{};  // no refresh before (one got no answer)
+        std::uint16_t origin = 0;  // RESOLVING for a fabric packet from this LID (0: the host)
     };
 
+    // RESOLVING entries by the LID that asked for them.
+    bool origin_busy(std::uint16_t origin) const;
+    void start_resolving(Entry& e, std::uint16_t origin);
+    void stop_resolving(Entry& e);
     // Sends a PathRecord Get for the entry of `dgid`. The SaClient calls
     // back before submit() returns when it refuses the request (its queue
     // full, sa_client.h): then on_answer() has run, and the entry may be
@@ -170,6 +185,7 @@ private:
     ib::Gid sgid_{};
     std::uint16_t pkey_ = ib::kPKeyDefault;
     std::map<ib::Gid, Entry> table_;
+    std::map<std::uint16_t, std::size_t> resolving_by_origin_;
     PathCounters counters_;
 };
 

@@ -526,9 +526,10 @@ Packet ns_frame(const NeighborSolicitation& ns) {
 }
 
 // Fills `h`'s SA client (the SA silent): ARP requests for `ours` from `n`
-// made-up GIDs, each answered, so each needs a path query of its own.
-// Returns the address of the first requester.
-HwAddress flood_path_queries(World& w, Host& h, const std::string& ours, std::uint32_t n) {
+// made-up GIDs, each answered, so each needs a path query of its own; from
+// `per_lid` GIDs a LID (many ports, or one when per_lid >= n). Returns the
+// address of the first requester.
+HwAddress flood_path_queries(World& w, Host& h, const std::string& ours, std::uint32_t n, std::uint32_t per_lid = 8) {
     w.sa.silent = true;
     HwAddress first;
     for (std::uint32_t i = 0; i < n; ++i) {
@@ -538,7 +539,8 @@ HwAddress flood_path_queries(World& w, Host& h, const std::string& ours, std::ui
         if (i == 0) first = from;
         const auto sender = *parse_ipv4("198.18.7." + std::to_string(i % 250 + 1));
         const Packet f = arp_frame(make_arp_request(from, sender, *parse_ipv4(ours)));
-        h.engine.on_datagram({.payload = f, .src_qp = from.qpn, .slid = 0x99}, w.now);
+        h.engine.on_datagram({.payload = f, .src_qp = from.qpn, .slid = static_cast<std::uint16_t>(0x100 + i / per_lid)},
+                             w.now);
     }
     return first;
 }
@@ -576,6 +578,29 @@ TEST_F(Pair, APathRefreshWithNoAnswerKeepsThePathAndOneRefusedEndsIt) {
     a->from_host(icmp_echo_v4("198.18.0.1", "198.18.0.2", seq++));
     w.advance(1s);
     EXPECT_FALSE(a->engine.paths().find(bgid));
+}
+
+// One port flooding ARP requests from made-up GIDs: each answer needs a
+// path, but at most kMaxResolvingPerOrigin resolve at once for the LID it
+// comes from; the SA client's queue stays open for everyone else.
+TEST_F(Pair, APortFloodingArpFromMadeUpGidsGetsSixteenPathQueriesAtOnce) {
+    const std::size_t queries_before = a->engine.paths().counters().queries;
+    (void)flood_path_queries(w, *a, "198.18.0.1", 1000, 1000);  // all from LID 0x100
+    EXPECT_EQ(a->engine.paths().counters().queries, queries_before + PathCache::kMaxResolvingPerOrigin);
+    EXPECT_EQ(a->engine.paths().counters().drop_origin_busy, 1000 - PathCache::kMaxResolvingPerOrigin);
+    EXPECT_EQ(a->engine.sa_client().counters().queue_full, 0u);
+    // The host's own traffic still resolves, once the SA answers again.
+    w.sa.silent = false;
+    a->engine.flush_paths(w.now);
+    b->tun.clear();
+    const Packet ping = icmp_echo_v4("198.18.0.1", "198.18.0.2", 7);
+    a->from_host(ping);
+    w.pump();
+    EXPECT_TRUE(contains(b->tun, ping));
+    // The flood's queries ended (flushed): its LID may ask again.
+    const std::size_t dropped = a->engine.paths().counters().drop_origin_busy;
+    (void)flood_path_queries(w, *a, "198.18.0.1", 20, 1000);
+    EXPECT_EQ(a->engine.paths().counters().drop_origin_busy, dropped + 20 - PathCache::kMaxResolvingPerOrigin);
 }
 
 // The SaClient refuses a request at once when its queue is full, calling
