@@ -46,6 +46,7 @@ expected<std::unique_ptr<MetricsHttpServer>, SysError> MetricsHttpServer::open(E
 }
 
 MetricsHttpServer::~MetricsHttpServer() {
+    loop_.cancel_timer(resume_accept_);
     while (!clients_.empty()) close_client(clients_.begin()->first);
     if (listener_) loop_.remove_fd(listener_.get());
 }
@@ -58,10 +59,15 @@ SocketAddress MetricsHttpServer::local_address() const {
 }
 
 void MetricsHttpServer::on_listener_ready() {
-    for (int i = 0; i < 16; ++i) {
+    for (std::size_t i = 0; i < kAcceptBatch; ++i) {
         UniqueFd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
         if (!fd) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ++counters_.io_errors;
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+            ++counters_.io_errors;
+            // The connection stays queued: the listener would be ready at
+            // every wake-up until an fd is free.
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) pause_accepting();
             return;
         }
         if (clients_.size() >= limits_.max_clients) {
@@ -83,6 +89,14 @@ void MetricsHttpServer::on_listener_ready() {
             close_client(raw);
         }
     }
+}
+
+void MetricsHttpServer::pause_accepting() {
+    loop_.remove_fd(listener_.get());
+    resume_accept_ = loop_.add_timer_after(kAcceptPause, [this] {
+        resume_accept_ = {};
+        if (!loop_.add_fd(listener_.get(), [this] { on_listener_ready(); })) pause_accepting();
+    });
 }
 
 void MetricsHttpServer::on_client_ready(int fd) {

@@ -7,10 +7,14 @@
 // Bounded like the control socket: at most max_clients connections, a
 // request head of at most max_request bytes read within client_timeout of
 // accept; anything else is answered 400/404/405/503 or closed, and
-// counted. One answer per connection (Connection: close).
+// counted. One answer per connection (Connection: close). At most
+// kAcceptBatch accepts per wake-up; when accept fails for lack of fds or
+// memory, accepting pauses for kAcceptPause, as the control socket does,
+// instead of the level-triggered listener spinning the loop.
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -45,6 +49,9 @@ class MetricsHttpServer {
 public:
     using Render = std::function<std::string()>;
 
+    static constexpr std::size_t kAcceptBatch = 16;
+    static constexpr std::chrono::milliseconds kAcceptPause{100};
+
     static expected<std::unique_ptr<MetricsHttpServer>, SysError> open(EventLoop& loop, const SocketAddress& listen,
                                                                        Render render, MetricsHttpLimits limits = {});
     ~MetricsHttpServer();
@@ -65,6 +72,7 @@ private:
     MetricsHttpServer(EventLoop& loop, Render render, MetricsHttpLimits limits)
         : loop_(loop), render_(std::move(render)), limits_(limits) {}
     void on_listener_ready();
+    void pause_accepting();
     void on_client_ready(int fd);
     void respond(Client& c);
     void write_answer(int fd);
@@ -74,6 +82,7 @@ private:
     Render render_;
     MetricsHttpLimits limits_;
     UniqueFd listener_;
+    TimerId resume_accept_;
     std::map<int, std::unique_ptr<Client>> clients_;
     MetricsHttpCounters counters_;
 };

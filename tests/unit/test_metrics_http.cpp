@@ -3,8 +3,13 @@
 // clients are answered or closed and counted.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
 
 #include "daemon/metrics_http.h"
 #include "tests/unit/daemon_test_util.h"
@@ -76,6 +81,41 @@ TEST_F(MetricsHttpTest, SilentClientsTimeOutAndTheBusyAreTurnedAway) {
     EXPECT_EQ(server->counters().timeouts, 2u);
     // The server still answers.
     EXPECT_TRUE(exchange(*loop, server->local_address(), "GET /metrics HTTP/1.0\r\n\r\n").starts_with("HTTP/1.1 200"));
+}
+
+// Out of fds, accept() fails while the connection stays queued, so the
+// level-triggered listener is ready at every wake-up: the server pauses
+// accepting (counted once) instead of spinning the loop, and takes the
+// connection when it resumes.
+TEST_F(MetricsHttpTest, RunningOutOfFdsPausesAcceptingInsteadOfSpinning) {
+    UniqueFd client = connect_to(server->local_address());
+    const std::string request = "GET /metrics HTTP/1.1\r\n\r\n";
+    ASSERT_EQ(::send(client.get(), request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+    rlimit old{};
+    ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+    rlimit low = old;
+    low.rlim_cur = 256;
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+    std::vector<UniqueFd> filler;
+    for (;;) {
+        UniqueFd f(::dup(client.get()));
+        if (!f) break;
+        filler.push_back(std::move(f));
+    }
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE(loop->run_once(std::chrono::milliseconds(1)).has_value());
+    EXPECT_EQ(server->counters().io_errors, 1u);
+    filler.clear();
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &old), 0);
+    std::string answer;
+    bool closed = false;
+    run_until(*loop, [&] {
+        char buf[4096];
+        const ssize_t n = ::recv(client.get(), buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0) answer.append(buf, static_cast<std::size_t>(n));
+        if (n == 0) closed = true;
+        return closed;
+    });
+    EXPECT_TRUE(answer.starts_with("HTTP/1.1 200")) << answer;
 }
 
 }  // namespace
