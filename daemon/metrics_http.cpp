@@ -26,6 +26,17 @@ std::string http_answer(int status, std::string_view reason, std::string_view co
     return out;
 }
 
+// Reads what a client sent beyond the request head (a pipelined request, a
+// body) before closing: TCP's close() with unread input sends a reset and
+// throws away what is still in the send queue, so a large answer to a slow
+// reader would arrive cut (and the scraper wait for the rest). Bounded, so
+// a client that keeps writing cannot hold the loop.
+void discard_input(int fd) {
+    char buf[4096];
+    for (int i = 0; i < 16; ++i)
+        if (::recv(fd, buf, sizeof buf, MSG_DONTWAIT) <= 0) return;
+}
+
 }  // namespace
 
 expected<std::unique_ptr<MetricsHttpServer>, SysError> MetricsHttpServer::open(EventLoop& loop,
@@ -74,6 +85,7 @@ void MetricsHttpServer::on_listener_ready() {
             ++counters_.rejected_busy;
             const std::string busy = http_answer(503, "Service Unavailable", "text/plain", "too many clients\n");
             (void)::send(fd.get(), busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+            discard_input(fd.get());
             continue;
         }
         const int raw = fd.get();
@@ -169,6 +181,7 @@ void MetricsHttpServer::write_answer(int fd) {
         ++counters_.io_errors;
         break;
     }
+    discard_input(fd);
     close_client(fd);
 }
 

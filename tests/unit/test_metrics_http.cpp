@@ -83,6 +83,44 @@ TEST_F(MetricsHttpTest, SilentClientsTimeOutAndTheBusyAreTurnedAway) {
     EXPECT_TRUE(exchange(*loop, server->local_address(), "GET /metrics HTTP/1.0\r\n\r\n").starts_with("HTTP/1.1 200"));
 }
 
+// A client that sends a body (or pipelines a second request) leaves bytes
+// unread when the answer is done; a TCP close() with unread input sends a
+// reset and throws away what is still in the send queue, so a large answer
+// to a slow reader arrived cut. The server reads what the client sent
+// before closing.
+TEST(MetricsHttp, AnswerIsWholeWhenTheClientSentMoreThanTheHead) {
+    auto loop = make_loop();
+    const std::string body(1u << 20, 'x');
+    auto s = MetricsHttpServer::open(*loop, *parse_socket_address("127.0.0.1:0"), [&] { return body; });
+    ASSERT_TRUE(s) << s.error().message();
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const int small = 4096;  // a slow reader: the answer waits in the server's send queue
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    const SocketAddress a = (*s)->local_address();
+    ASSERT_EQ(::connect(fd.get(), a.get(), a.length), 0);
+    // More than the server reads at once, so some is still unread when the
+    // head is answered.
+    const std::string request = "GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 3000\r\n\r\n" +
+                                std::string(3000, 'b');
+    ASSERT_EQ(::send(fd.get(), request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+    std::string answer;
+    int error = 0;
+    bool closed = false;
+    run_until(*loop, [&] {
+        char buf[4096];
+        ssize_t n = 0;
+        while ((n = ::recv(fd.get(), buf, sizeof buf, MSG_DONTWAIT)) > 0) answer.append(buf, static_cast<std::size_t>(n));
+        if (n == 0) closed = true;
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) error = errno;
+        return closed || error != 0;
+    });
+    EXPECT_EQ(error, 0) << std::strerror(error);
+    EXPECT_TRUE(closed);
+    EXPECT_TRUE(answer.ends_with("\r\n\r\n" + body)) << answer.size() << " bytes";
+    EXPECT_EQ((*s)->counters().scrapes, 1u);
+    EXPECT_EQ((*s)->counters().timeouts, 0u);
+}
+
 // Out of fds, accept() fails while the connection stays queued, so the
 // level-triggered listener is ready at every wake-up: the server pauses
 // accepting (counted once) instead of spinning the loop, and takes the
