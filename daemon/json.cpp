@@ -6,11 +6,8 @@
 
 namespace ipoibd::daemon {
 
-namespace {
-
-// Length of the well-formed UTF-8 sequence at the start of `s` (RFC 3629:
-// no overlong forms, no surrogates, nothing above U+10FFFF), or 0.
 std::size_t utf8_sequence_length(std::string_view s) {
+    if (s.empty()) return 0;
     const auto b0 = static_cast<unsigned char>(s[0]);
     auto cont = [&](std::size_t i, unsigned lo = 0x80, unsigned hi = 0xbf) {
         if (i >= s.size()) return false;
@@ -27,8 +24,6 @@ std::size_t utf8_sequence_length(std::string_view s) {
     if (b0 == 0xf4) return cont(1, 0x80, 0x8f) && cont(2) && cont(3) ? 4 : 0;
     return 0;
 }
-
-}  // namespace
 
 void append_json_string(std::string& out, std::string_view text) {
     static constexpr char kHex[] = "0123456789abcdef";

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "daemon/json.h"
+
 namespace ipoibd::daemon {
 
 namespace {
@@ -120,10 +122,23 @@ void format_value(std::string& out, const JsonValue& v, const std::string& inden
 }  // namespace
 
 std::string printable(std::string_view text) {
-    std::string out(text);
-    for (char& c : out) {
-        const auto u = static_cast<unsigned char>(c);
-        if (u < 0x20 || u == 0x7f) c = '?';
+    std::string out;
+    out.reserve(text.size());
+    while (!text.empty()) {
+        const auto u = static_cast<unsigned char>(text[0]);
+        const std::size_t n = utf8_sequence_length(text);
+        // C0 and DEL; C1 (U+0080..U+009F: 0xc2 0x80..0x9f), which a terminal
+        // takes as controls too (U+009B is CSI); a byte that starts no
+        // well-formed sequence, which an 8-bit terminal may take as C1.
+        const bool control = u < 0x20 || u == 0x7f || n == 0 ||
+                             (n == 2 && u == 0xc2 && static_cast<unsigned char>(text[1]) <= 0x9f);
+        if (control) {
+            out += '?';
+            text.remove_prefix(n == 0 ? 1 : n);
+        } else {
+            out += text.substr(0, n);
+            text.remove_prefix(n);
+        }
     }
     return out;
 }

@@ -13,8 +13,9 @@
 // in UTF-8 code points); a column whose cells are all numbers is
 // right-aligned, as counters in iproute2's tables; the last column is not
 // padded, so no line ends in spaces. Control characters in the data (a node
-// description from the fabric can hold anything) print as '?', so the
-// output cannot drive the terminal.
+// description from the fabric can hold anything) print as '?': C0, DEL,
+// C1 (U+0080..U+009F) and any byte of broken UTF-8, so the output cannot
+// drive the terminal.
 #pragma once
 
 #include <string>
@@ -41,7 +42,8 @@ private:
     std::vector<std::vector<std::string>> rows_;
 };
 
-// `text` with control characters replaced by '?'.
+// `text` with control characters (C0, DEL, C1) and bytes of broken UTF-8
+// replaced by '?', one per code point or byte.
 std::string printable(std::string_view text);
 // Display width: UTF-8 code points.
 std::size_t display_width(std::string_view text);

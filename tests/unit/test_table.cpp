@@ -33,6 +33,20 @@ TEST(Table, WidthCountsCodePointsAndControlsArePrinted) {
     EXPECT_EQ(display_width("caf\xc3\xa9"), 4u);
 }
 
+// A terminal takes U+0080..U+009F as C1 controls (U+009B is CSI, as
+// "\x1b[") and a stray byte of a broken sequence may be one: the daemon's
+// JSON can carry both from a node description (as \u009b or raw bytes), so
+// they print as '?' too, one per code point or byte.
+TEST(Table, C1ControlsAndBrokenUtf8AreNotPrinted) {
+    EXPECT_EQ(printable("evil\xc2\x9b" "2Jx"), "evil?2Jx");
+    EXPECT_EQ(printable("a\xc2\x80z\xc2\x9f"), "a?z?");
+    EXPECT_EQ(printable("raw\x9b" "2J\xff\xc3"), "raw?2J??");
+    EXPECT_EQ(printable("caf\xc3\xa9 \xc2\xa0\xe2\x82\xac"), "caf\xc3\xa9 \xc2\xa0\xe2\x82\xac");
+    auto doc = parse_json(R"({"node":"x\u009b31my"})");
+    ASSERT_TRUE(doc.has_value());
+    EXPECT_EQ(format_json_text(*doc), "node: x?31my\n");
+}
+
 TEST(Table, JsonAsText) {
     auto doc = parse_json(R"({"ifname":"ib0","state":"up","mtu":2044,"flags":["a","b"],"gw":null,
         "counters":{"rx_packets":10,"tx_packets":7},
