@@ -17,12 +17,15 @@ void visit(const MetricsHttpCounters& c, CounterSink& out) {
 
 namespace {
 
-std::string http_answer(int status, std::string_view reason, std::string_view content_type, std::string_view body) {
+// With_body false: the answer to HEAD, the same headers as GET's, the
+// Content-Length too (RFC 9110 8.6), without the content.
+std::string http_answer(int status, std::string_view reason, std::string_view content_type, std::string_view body,
+                        bool with_body = true) {
     std::string out = "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason) + "\r\n";
     out += "Content-Type: " + std::string(content_type) + "\r\n";
     out += "Content-Length: " + std::to_string(body.size()) + "\r\n";
     out += "Connection: close\r\n\r\n";
-    out += body;
+    if (with_body) out += body;
     return out;
 }
 
@@ -150,11 +153,12 @@ void MetricsHttpServer::respond(Client& c) {
         return;
     }
     const std::string_view method = line.substr(0, sp1);
+    const bool with_body = method != "HEAD";  // a HEAD answer never has content
     std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
     target = target.substr(0, target.find('?'));
     if (target != "/metrics") {
         ++counters_.bad_requests;
-        c.answer = http_answer(404, "Not Found", "text/plain", "the metrics are at /metrics\n");
+        c.answer = http_answer(404, "Not Found", "text/plain", "the metrics are at /metrics\n", with_body);
         return;
     }
     if (method != "GET" && method != "HEAD") {
@@ -163,8 +167,7 @@ void MetricsHttpServer::respond(Client& c) {
         return;
     }
     ++counters_.scrapes;
-    const std::string body = render_();
-    c.answer = http_answer(200, "OK", "text/plain; version=0.0.4; charset=utf-8", method == "HEAD" ? "" : body);
+    c.answer = http_answer(200, "OK", "text/plain; version=0.0.4; charset=utf-8", render_(), with_body);
 }
 
 void MetricsHttpServer::write_answer(int fd) {

@@ -62,6 +62,19 @@ TEST_F(MetricsHttpTest, GetMetricsAnswersTheText) {
     EXPECT_EQ(server->counters().scrapes, 1u);
 }
 
+// RFC 9110 9.3.2/8.6: a HEAD answer has the GET answer's headers, its
+// Content-Length too (a MUST when sent), and no content.
+TEST_F(MetricsHttpTest, HeadAnswersTheHeadersOfGet) {
+    const std::string get = exchange(*loop, server->local_address(), "GET /metrics HTTP/1.1\r\n\r\n");
+    const std::string head = exchange(*loop, server->local_address(), "HEAD /metrics HTTP/1.1\r\n\r\n");
+    EXPECT_EQ(head, get.substr(0, get.find("\r\n\r\n") + 4));
+    EXPECT_NE(head.find("Content-Length: 25\r\n"), std::string::npos) << head;
+    EXPECT_EQ(server->counters().scrapes, 2u);
+    const std::string missing = exchange(*loop, server->local_address(), "HEAD / HTTP/1.1\r\n\r\n");
+    EXPECT_TRUE(missing.starts_with("HTTP/1.1 404")) << missing;
+    EXPECT_TRUE(missing.ends_with("\r\n\r\n")) << missing;
+}
+
 TEST_F(MetricsHttpTest, OtherPathsMethodsAndGarbageAreRefused) {
     EXPECT_TRUE(exchange(*loop, server->local_address(), "GET / HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
     EXPECT_TRUE(exchange(*loop, server->local_address(), "POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405"));
