@@ -124,14 +124,17 @@ void MetricsHttpServer::on_client_ready(int fd) {
     }
     char buf[1024];
     const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    if ((n == 0 && c.request.empty()) || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
         if (n < 0) ++counters_.io_errors;
-        close_client(fd);
+        close_client(fd);  // connected and closed: a port check, nothing to answer
         return;
     }
     if (n < 0) return;
     c.request.append(buf, static_cast<std::size_t>(n));
-    if (c.request.find("\r\n\r\n") == std::string::npos && c.request.find("\n\n") == std::string::npos) {
+    if (n == 0) {  // shut down writing before the end of the head
+        ++counters_.bad_requests;
+        c.answer = http_answer(400, "Bad Request", "text/plain", "incomplete request head\n");
+    } else if (c.request.find("\r\n\r\n") == std::string::npos && c.request.find("\n\n") == std::string::npos) {
         if (c.request.size() <= limits_.max_request) return;
         ++counters_.bad_requests;
         c.answer = http_answer(400, "Bad Request", "text/plain", "request too long\n");

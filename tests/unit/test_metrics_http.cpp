@@ -26,20 +26,25 @@ UniqueFd connect_to(const SocketAddress& a) {
     return fd;
 }
 
-// Sends `request` and reads the whole answer (the server closes).
-std::string exchange(EventLoop& loop, const SocketAddress& a, const std::string& request) {
-    UniqueFd fd = connect_to(a);
-    EXPECT_EQ(::send(fd.get(), request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+// What the server writes on `fd` until it closes, the loop stepped meanwhile.
+std::string read_until_closed(EventLoop& loop, int fd) {
     std::string answer;
     bool closed = false;
     run_until(loop, [&] {
         char buf[4096];
-        const ssize_t n = ::recv(fd.get(), buf, sizeof buf, MSG_DONTWAIT);
+        const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
         if (n > 0) answer.append(buf, static_cast<std::size_t>(n));
         if (n == 0) closed = true;
         return closed;
     });
     return answer;
+}
+
+// Sends `request` and reads the whole answer (the server closes).
+std::string exchange(EventLoop& loop, const SocketAddress& a, const std::string& request) {
+    UniqueFd fd = connect_to(a);
+    EXPECT_EQ(::send(fd.get(), request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+    return read_until_closed(loop, fd.get());
 }
 
 struct MetricsHttpTest : ::testing::Test {
@@ -82,6 +87,25 @@ TEST_F(MetricsHttpTest, OtherPathsMethodsAndGarbageAreRefused) {
     EXPECT_TRUE(exchange(*loop, server->local_address(), std::string(600, 'A')).starts_with("HTTP/1.1 400"));
     EXPECT_EQ(server->counters().bad_requests, 4u);
     EXPECT_EQ(server->counters().scrapes, 0u);
+}
+
+// A client that shuts down writing in the middle of the head is told so
+// and counted; one that connects and closes (a port check) is just closed.
+TEST_F(MetricsHttpTest, IncompleteHeadIsRefusedAndCounted) {
+    UniqueFd fd = connect_to(server->local_address());
+    const std::string part = "GET /metrics HTTP/1.1\r\nHost: x\r\n";
+    ASSERT_EQ(::send(fd.get(), part.data(), part.size(), 0), static_cast<ssize_t>(part.size()));
+    ::shutdown(fd.get(), SHUT_WR);
+    const std::string answer = read_until_closed(*loop, fd.get());
+    EXPECT_TRUE(answer.starts_with("HTTP/1.1 400")) << answer;
+    EXPECT_TRUE(answer.ends_with("incomplete request head\n")) << answer;
+    EXPECT_EQ(server->counters().bad_requests, 1u);
+    UniqueFd probe = connect_to(server->local_address());
+    ::shutdown(probe.get(), SHUT_WR);
+    EXPECT_EQ(read_until_closed(*loop, probe.get()), "");
+    EXPECT_EQ(server->counters().bad_requests, 1u);
+    EXPECT_EQ(server->counters().timeouts, 0u);
+    EXPECT_EQ(server->counters().io_errors, 0u);
 }
 
 TEST_F(MetricsHttpTest, SilentClientsTimeOutAndTheBusyAreTurnedAway) {
