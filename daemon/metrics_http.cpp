@@ -29,6 +29,16 @@ std::string http_answer(int status, std::string_view reason, std::string_view co
     return out;
 }
 
+// Bytes of the request head in `request`, its blank line included, or npos
+// while it is incomplete.
+std::size_t head_length(std::string_view request) {
+    const auto crlf = request.find("\r\n\r\n");
+    const auto lf = request.find("\n\n");
+    if (crlf == std::string_view::npos && lf == std::string_view::npos) return std::string_view::npos;
+    if (lf == std::string_view::npos || (crlf != std::string_view::npos && crlf < lf)) return crlf + 4;
+    return lf + 2;
+}
+
 // Reads what a client sent beyond the request head (a pipelined request, a
 // body) before closing: TCP's close() with unread input sends a reset and
 // throws away what is still in the send queue, so a large answer to a slow
@@ -134,10 +144,12 @@ void MetricsHttpServer::on_client_ready(int fd) {
     if (n == 0) {  // shut down writing before the end of the head
         ++counters_.bad_requests;
         c.answer = http_answer(400, "Bad Request", "text/plain", "incomplete request head\n");
-    } else if (c.request.find("\r\n\r\n") == std::string::npos && c.request.find("\n\n") == std::string::npos) {
-        if (c.request.size() <= limits_.max_request) return;
+    } else if (const std::size_t head = head_length(c.request);
+               head == std::string::npos ? c.request.size() > limits_.max_request : head > limits_.max_request) {
         ++counters_.bad_requests;
         c.answer = http_answer(400, "Bad Request", "text/plain", "request too long\n");
+    } else if (head == std::string::npos) {
+        return;  // the rest of the head later
     } else {
         respond(c);
     }

@@ -89,6 +89,22 @@ TEST_F(MetricsHttpTest, OtherPathsMethodsAndGarbageAreRefused) {
     EXPECT_EQ(server->counters().scrapes, 0u);
 }
 
+// The head limit holds however the head arrives: one over it is refused
+// even when it all comes in one read; exactly at it is served.
+TEST_F(MetricsHttpTest, HeadLimitHoldsWithinOneRead) {
+    const std::string start = "GET /metrics HTTP/1.1\r\nX-Pad: ";
+    const std::string end = "\r\n\r\n";
+    const std::string at_limit = start + std::string(512 - start.size() - end.size(), 'p') + end;
+    ASSERT_EQ(at_limit.size(), 512u);
+    EXPECT_TRUE(exchange(*loop, server->local_address(), at_limit).starts_with("HTTP/1.1 200"));
+    const std::string over = start + std::string(513 - start.size() - end.size(), 'p') + end;
+    const std::string answer = exchange(*loop, server->local_address(), over);
+    EXPECT_TRUE(answer.starts_with("HTTP/1.1 400")) << answer;
+    EXPECT_TRUE(answer.ends_with("request too long\n")) << answer;
+    EXPECT_EQ(server->counters().bad_requests, 1u);
+    EXPECT_EQ(server->counters().scrapes, 1u);
+}
+
 // A client that shuts down writing in the middle of the head is told so
 // and counted; one that connects and closes (a port check) is just closed.
 TEST_F(MetricsHttpTest, IncompleteHeadIsRefusedAndCounted) {
