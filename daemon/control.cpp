@@ -52,7 +52,12 @@ expected<sockaddr_un, SysError> unix_address(const std::string& path) {
     return addr;
 }
 
-// The directory the socket lives in, created 0700 when missing.
+// The directory the socket lives in, created 0700 when missing. An existing
+// one keeps its mode, but must be safe: whoever may write to it could swap
+// the socket for a symbolic link between bind() and chmod() (we would chmod
+// the link's target) or for a socket of their own that ipoibctl trusts. So
+// it belongs to root or to us, and group and others may not write to it
+// unless the sticky bit keeps them off our socket (as in /tmp).
 expected<void, SysError> make_socket_dir(const std::string& path) {
     const auto slash = path.rfind('/');
     if (slash == std::string::npos || slash == 0) return {};
@@ -65,6 +70,15 @@ expected<void, SysError> make_socket_dir(const std::string& path) {
     struct stat st {};
     if (::stat(dir.c_str(), &st) < 0) return unexpected(SysError{"stat " + dir, errno});
     if (!S_ISDIR(st.st_mode)) return unexpected(SysError{"use " + dir + " as the control socket directory", ENOTDIR});
+    if (st.st_uid != 0 && st.st_uid != ::geteuid())
+        return unexpected(SysError{"use " + dir + " as the control socket directory (owned by uid " +
+                                       std::to_string(st.st_uid) + ", neither root nor this process)",
+                                   EPERM});
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0)
+        return unexpected(SysError{"use " + dir +
+                                       " as the control socket directory (group or others may write to it, "
+                                       "without the sticky bit)",
+                                   EPERM});
     return {};
 }
 

@@ -5,7 +5,10 @@
 //
 // Opening (ControlServer::open):
 //   1. the socket's directory is created 0700 when missing (an existing one
-//      is left as it is: RuntimeDirectory= or tmpfiles own it then);
+//      keeps its mode: RuntimeDirectory= or tmpfiles own it then; but one
+//      owned by someone else than root or us, or that group or others may
+//      write to without the sticky bit, is refused: they could swap the
+//      socket);
 //   2. bind; when the path exists, connect to it: if someone answers (or
 //      its backlog is full), another daemon serves this instance and open
 //      fails; if nothing answers, the socket is stale (a daemon that was

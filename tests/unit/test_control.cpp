@@ -48,6 +48,33 @@ TEST_F(ControlTest, ExistingDirectoryKeepsItsMode) {
     EXPECT_EQ(st.st_mode & 07777, 0750u);
 }
 
+// Whoever may write to the socket's directory could swap the socket for a
+// symbolic link between bind() and chmod() (the daemon would set 0600 on
+// the link's target) or for a socket of their own that ipoibctl then
+// trusts: a directory that someone else owns, or that group or others may
+// write to without the sticky bit (/tmp has it), is refused.
+TEST_F(ControlTest, DirectoryOthersMayWriteToIsRefused) {
+    fs::create_directories(dir);
+    ::chmod(dir.c_str(), 0777);
+    auto writable = ControlServer::open(*loop, path, echo_handler);
+    ASSERT_FALSE(writable.has_value());
+    EXPECT_EQ(writable.error().error, EPERM);
+    EXPECT_EQ(writable.error().message(), "could not use " + dir +
+                                              " as the control socket directory (group or others may write to "
+                                              "it, without the sticky bit): Operation not permitted");
+    EXPECT_FALSE(fs::exists(path));
+    ::chmod(dir.c_str(), 01777);  // as /tmp
+    EXPECT_TRUE(ControlServer::open(*loop, path, echo_handler).has_value());
+    if (::geteuid() != 0) GTEST_SKIP() << "giving the directory to another user needs root";
+    ::chmod(dir.c_str(), 0700);
+    ASSERT_EQ(::chown(dir.c_str(), 65534, 65534), 0);
+    auto foreign = ControlServer::open(*loop, path, echo_handler);
+    ASSERT_FALSE(foreign.has_value());
+    EXPECT_EQ(foreign.error().message(), "could not use " + dir +
+                                             " as the control socket directory (owned by uid 65534, neither root "
+                                             "nor this process): Operation not permitted");
+}
+
 TEST_F(ControlTest, AnswersOneRequestPerConnection) {
     auto server = open();
     ASSERT_TRUE(server);
