@@ -6,7 +6,8 @@
 //    .key("neigh").begin_array().end_array().end_object();
 //   send(w.str());
 //
-// Strings are escaped ('"', '\\', control characters) and made valid UTF-8:
+// Strings are escaped ('"', '\\', control characters: C0, DEL and C1, so
+// an answer printed as it came cannot drive a terminal) and made valid UTF-8:
 // a byte that does not start a well-formed sequence becomes U+FFFD, so a
 // node description from the fabric cannot make the document unparseable.
 // Non-finite doubles become null. Keys and values must alternate inside an

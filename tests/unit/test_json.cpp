@@ -22,6 +22,9 @@ TEST(JsonWriter, StringEscaping) {
         {"named controls", "\n\r\t\b\f", "\"\\n\\r\\t\\b\\f\""},
         {"other controls", std::string("\x01\x1f\x7f", 3), "\"\\u0001\\u001f\\u007f\""},
         {"nul", std::string("a\0b", 3), "\"a\\u0000b\""},
+        // C1 (U+0080..U+009F) escaped too: a terminal takes U+009B as CSI,
+        // and ipoibctl -j prints the answer as it came.
+        {"c1 controls", "a\xc2\x9b" "b\xc2\x80\xc2\x9f\xc2\xa0", "\"a\\u009bb\\u0080\\u009f\xc2\xa0\""},
         {"slash stays", "a/b", "\"a/b\""},
         {"valid utf-8", "caf\xc3\xa9 \xf0\x9f\x98\x80", "\"caf\xc3\xa9 \xf0\x9f\x98\x80\""},
         {"stray byte", "a\xff" "b", "\"a\xef\xbf\xbd" "b\""},
