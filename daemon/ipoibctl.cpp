@@ -2,7 +2,8 @@
 //
 //   ipoibctl [-i INSTANCE | -s SOCKET] [-j] [-t TIMEOUT] COMMAND
 //
-// -j prints the daemon's JSON as it came; otherwise the answer is shown as
+// -j prints the daemon's JSON as it came, once it parses (an answer that
+// is not JSON is reported, never printed); otherwise the answer is shown as
 // tables and "key: value" lines built generically from the JSON (table.h),
 // so a field the daemon adds shows up without a change here.
 //
@@ -140,11 +141,11 @@ int main(int argc, char** argv) {
         return exit_code(answer.error());
     }
     auto document = parse_json(*answer);
-    if (o.json) std::cout << *answer << (answer->ends_with('\n') ? "" : "\n");
-    if (!document) {
+    if (!document) {  // not printed, not even with -j: it could drive the terminal
         std::cerr << "ipoibctl: the daemon's answer is not JSON: " << document.error().message() << "\n";
         return kExitAnswerError;
     }
+    if (o.json) std::cout << *answer << (answer->ends_with('\n') ? "" : "\n");
     if (const JsonValue* error = document->find("error")) {
         const std::string text = error->is_string() ? error->text() : to_json(*error);
         if (!o.json) std::cerr << "ipoibctl: " << printable(text) << "\n";

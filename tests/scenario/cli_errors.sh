@@ -81,5 +81,31 @@ expect 2 "log-target.*expected auto, journal or stderr" "$BIN/ipoibd" -c "$CONF/
 expect 2 "unrecognised option '--bogus'" "$BIN/ipoibctl" --bogus status
 expect 3 "ipoibd is not running \\(no control socket at $CONF/none.sock\\)" "$BIN/ipoibctl" -s "$CONF/none.sock" status
 
+# ipoibctl -j prints an answer only once it is JSON: bytes from whatever
+# listens on -s SOCKET never reach the terminal raw.
+python3 - "$CONF/fake.sock" <<'PY' &
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen(1)
+s.settimeout(10)
+c, _ = s.accept()
+c.recv(1024)
+c.sendall(b"\x1b]0;pwned\x07\x1b[2J not JSON\n")
+c.close()
+PY
+fake=$!
+for _ in $(seq 50); do [ -S "$CONF/fake.sock" ] && break; sleep 0.1; done
+out=$(timeout 10 "$BIN/ipoibctl" -j -s "$CONF/fake.sock" status 2>"$CONF/fake.err")
+rc=$?
+wait "$fake"
+if [ "$rc" -ne 1 ] || [ -n "$out" ] || ! grep -q "the daemon's answer is not JSON" "$CONF/fake.err"; then
+  echo "FAIL: ipoibctl -j on a non-JSON answer -> exit $rc, stdout: $(printf %q "$out"), stderr: $(cat "$CONF/fake.err")"
+  failures=$((failures + 1))
+else
+  echo "ok: ipoibctl -j on a non-JSON answer -> exit 1, nothing on stdout"
+  passes=$((passes + 1))
+fi
+
 echo "$passes passed, $failures failed"
 [ "$failures" -eq 0 ]
