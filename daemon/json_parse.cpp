@@ -84,6 +84,15 @@ void append_utf8(std::string& out, std::uint32_t cp) {
     }
 }
 
+// "character 'x'" for printable ASCII, else "byte 0x1b": error messages go
+// to a terminal, and the byte may be part of an escape sequence.
+std::string describe_byte(char c) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f) return std::string("character '") + c + "'";
+    return std::string("byte 0x") + kHex[u >> 4] + kHex[u & 0xf];
+}
+
 // Recursive descent over RFC 8259's grammar. Every function returns false
 // with error_ set at the first problem; nothing is read past the text.
 class Parser {
@@ -146,7 +155,7 @@ private:
                 return literal("null");
             default:
                 if (peek() == '-' || (peek() >= '0' && peek() <= '9')) return number(out);
-                return fail(std::string("unexpected character '") + peek() + "', expected a value");
+                return fail("unexpected " + describe_byte(peek()) + ", expected a value");
         }
     }
 
@@ -289,6 +298,8 @@ private:
                     break;
                 default:
                     --pos_;
+                    if (static_cast<unsigned char>(e) < 0x20 || static_cast<unsigned char>(e) >= 0x7f)
+                        return fail("bad escape, " + describe_byte(e) + " after '\\'");
                     return fail(std::string("bad escape '\\") + e + "'");
             }
         }

@@ -9,7 +9,9 @@
 // Numbers keep their text, so a 64-bit counter prints exactly; as_uint64()
 // and as_double() convert on demand. Strings are decoded (\uXXXX with
 // surrogate pairs to UTF-8); other bytes are taken as they are.
-// Errors name the byte offset and what was expected there.
+// Errors name the byte offset and what was expected there; a byte that is
+// not printable ASCII is named by its value (0x1b), never copied into the
+// message, which ipoibctl prints to a terminal.
 #pragma once
 
 #include <cstddef>

@@ -78,6 +78,11 @@ TEST(JsonParse, MalformedDocuments) {
         {"NaN", 0, "unexpected character 'N', expected a value"},
         {"[1] x", 4, "unexpected text after the JSON document"},
         {"{}{}", 2, "unexpected text after the JSON document"},
+        // A byte that is not printable ASCII is named by its value: the
+        // message goes to a terminal (ipoibctl's standard error).
+        {"\x1b[2J", 0, "unexpected byte 0x1b, expected a value"},
+        {"\xc2\x9b", 0, "unexpected byte 0xc2, expected a value"},
+        {"\"\\\x1b\"", 2, "bad escape, byte 0x1b after '\\'"},
     };
     for (const auto& c : cases) {
         auto doc = parse_json(c.in);
