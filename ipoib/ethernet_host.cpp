@@ -59,6 +59,7 @@ void visit(const EthernetHostCounters& c, CounterSink& out) {
     out.counter("probes_answered", c.probes_answered);
     out.counter("frames_out", c.frames_out);
     out.counter("unknown_source", c.unknown_source);
+    out.counter("address_not_vouched", c.address_not_vouched);
 }
 
 EthernetHost::EthernetHost(Config config, const MacAddress& own, Engine& engine, EthernetHostIo& io)
@@ -210,7 +211,26 @@ void EthernetHost::ask(const IpAddress& target, const IpAddress& requester, Cloc
 }
 
 std::optional<MacAddress> EthernetHost::mac_for(const HwAddress& hw, std::uint16_t slid, Clock::time_point now) {
+    if (auto held = table_.entry_of(hw.gid); held && !vouches_for(*held, hw, slid)) {
+        ++counters_.address_not_vouched;
+        table_.find(held->mac, now);  // used, as learn() would have marked it
+        return held->mac;
+    }
     return table_.learn(hw, slid, now);  // nullopt: full, counted by the table
+}
+
+bool EthernetHost::vouches_for(const MacEntryView& held, const HwAddress& hw, std::uint16_t slid) const {
+    // The fabric vouches for a datagram's source LID, not for the GID its
+    // ARP/ND names: a port's MAC stands for what that port said from its
+    // own LID (or, after the SM moved it, from the LID the SA's PathRecord
+    // gives for its GID). Anyone else naming its GID, or the neighbour
+    // cache repeating what someone named (slid 0), leaves it as it is.
+    if (held.hw == hw && (slid == 0 || slid == held.lid)) return true;  // nothing changes
+    if (held.lid == 0) return true;  // nothing heard from the port itself yet
+    if (slid == 0) return false;
+    if (slid == held.lid) return true;
+    const auto path = engine_.paths().find(hw.gid);
+    return path && path->dlid == slid;
 }
 
 std::optional<MacAddress> EthernetHost::known_mac(const IpAddress& ip, Clock::time_point now) {

@@ -29,6 +29,10 @@
 //     destination picks the MGID); to a synthetic MAC: to that neighbour's
 //     20-byte address (on_host_unicast); to an unknown MAC: dropped.
 //
+// A port's MAC keeps its 20-byte address and LID unless the port itself
+// (its LID, as the fabric says, or the SA's LID for its GID) says
+// otherwise (mac_for; counted address_not_vouched).
+//
 // To the host (to_host, from EngineIo::write_tun): an Ethernet header with
 // the TAP's MAC (or the group / broadcast MAC the IP destination maps to)
 // and the sender's synthetic MAC, found by its LID and QPN; a sender with
@@ -86,6 +90,7 @@ struct EthernetHostCounters {
     std::uint64_t probes_answered = 0;   // RFC 5227 / DAD probes for a neighbour's address
     std::uint64_t frames_out = 0;
     std::uint64_t unknown_source = 0;    // written with the LID/QPN MAC
+    std::uint64_t address_not_vouched = 0;  // a known port's GID named from another LID: its MAC kept its address
 };
 void visit(const EthernetHostCounters& c, CounterSink& out);
 
@@ -128,7 +133,11 @@ private:
     // The kernel asked for `target` from `requester`: answer or wait.
     void ask(const IpAddress& target, const IpAddress& requester, Clock::time_point now);
     void answer(const IpAddress& target, const IpAddress& requester, const MacAddress& mac, bool dad);
+    // The MAC standing for `hw`, learned from a datagram from `slid` (0:
+    // from the neighbour cache, no datagram at hand). A port's entry
+    // changes its address or LID only on the fabric's word (vouches_for).
     std::optional<MacAddress> mac_for(const HwAddress& hw, std::uint16_t slid, Clock::time_point now);
+    bool vouches_for(const MacEntryView& held, const HwAddress& hw, std::uint16_t slid) const;
     // A neighbour holds `ip` (usable entry): its MAC, without starting resolution.
     std::optional<MacAddress> known_mac(const IpAddress& ip, Clock::time_point now);
 

@@ -137,6 +137,13 @@ std::optional<MacAddress> MacTable::mac_of(const ib::Gid& gid) const {
     return it->second;
 }
 
+std::optional<MacEntryView> MacTable::entry_of(const ib::Gid& gid) const {
+    auto it = by_gid_.find(gid);
+    if (it == by_gid_.end()) return std::nullopt;
+    const Entry& e = by_mac_.at(it->second);
+    return MacEntryView{it->second, e.hw, e.lid};
+}
+
 void MacTable::prune(const std::function<bool(const ib::Gid&)>& referenced, Clock::time_point now) {
     for (auto it = by_mac_.begin(); it != by_mac_.end();) {
         const Entry& e = it->second;

@@ -87,6 +87,8 @@ public:
     // too; the source MAC is a label the host's IP stack ignores.)
     std::optional<MacAddress> mac_of_source(std::uint16_t slid, std::uint32_t qpn) const;
     std::optional<MacAddress> mac_of(const ib::Gid& gid) const;
+    // The entry standing for `gid`, if any.
+    std::optional<MacEntryView> entry_of(const ib::Gid& gid) const;
 
     // Removes entries whose GID `referenced` says no to and that were not
     // used for config().idle.

@@ -106,6 +106,12 @@ struct TapPair : ::testing::Test {
         w.pump();
     }
     std::uint64_t drops(HostFrameDrop d) const { return eth->counters().drops[static_cast<std::size_t>(d)]; }
+    // The QPN the MAC table holds for `mac` (0: none).
+    std::uint32_t qpn_of(const MacAddress& mac) const {
+        for (const MacEntryView& e : eth->table().entries())
+            if (e.mac == mac) return e.hw.qpn;
+        return 0;
+    }
     // Resolves 198.18.0.2 through the kernel's ARP, as `ping` would start.
     void resolve_b() {
         from_kernel(ethernet(kMacBroadcast, kOwn, kEtherTypeArp, arp(1, kOwn, "198.18.0.1", {}, "198.18.0.2")));
@@ -322,6 +328,45 @@ TEST_F(TapPair, AFabricSenderWithoutAnEntryGetsALidQpnMac) {
                                            static_cast<std::uint8_t>(qpn >> 16), static_cast<std::uint8_t>(qpn >> 8),
                                            static_cast<std::uint8_t>(qpn)}));
     EXPECT_EQ(eth->counters().unknown_source, 1u);
+}
+
+// The fabric vouches for a datagram's source LID and QPN, not for the GID
+// its ARP names: a port at another LID that names B's GID (under an address
+// of its own, which the engine may well learn) must not move B's MAC to a
+// QPN of its choosing, nor take the LID that labels B's frames.
+TEST_F(TapPair, AnArpNamingAnotherPortsGidFromElsewhereDoesNotMoveItsMac) {
+    resolve_b();
+    Host& c = w.add_host();
+    c.add_address("198.18.0.3/24");
+    c.start();
+    w.advance(2s);
+    HwAddress forged = b->engine.link().hw;
+    forged.qpn = (forged.qpn + 0x100) & ib::kQpnMask;
+    const ArpPacket request = make_arp_request(forged, *parse_ipv4("198.18.0.3"), *parse_ipv4("198.18.0.1"));
+    Packet payload(ArpPacket::size);
+    request.write_to(payload.data());
+    Packet frame(4 + payload.size());
+    ASSERT_TRUE(encapsulate(EtherType::arp, payload, frame));
+    a->engine.on_datagram({.payload = frame, .src_qp = c.engine.link().qpn, .slid = c.port->attributes().lid}, w.now);
+    w.pump();
+    EXPECT_EQ(qpn_of(mac_b), b->engine.link().qpn);
+    EXPECT_EQ(eth->counters().address_not_vouched, 1u);
+
+    // The kernel's traffic to B's MAC still reaches B, and B's answer
+    // still carries B's MAC.
+    const Packet ping = icmp_echo_v4("198.18.0.1", "198.18.0.2", 1);
+    from_kernel(ethernet(mac_b, kOwn, kEtherTypeIpv4, ping));
+    ASSERT_EQ(std::count(b->tun.begin(), b->tun.end(), ping), 1);
+    kernel.frames.clear();
+    b->from_host(icmp_echo_v4("198.18.0.2", "198.18.0.1", 1));
+    w.pump();
+    ASSERT_EQ(kernel.frames.size(), 1u);
+    EXPECT_EQ(kernel.frames[0].header.source, mac_b);
+
+    // The kernel asking for the forged address gets B's MAC, which still
+    // stands for B's own QPN.
+    from_kernel(ethernet(kMacBroadcast, kOwn, kEtherTypeArp, arp(1, kOwn, "198.18.0.1", {}, "198.18.0.3")));
+    EXPECT_EQ(qpn_of(mac_b), b->engine.link().qpn);
 }
 
 TEST_F(TapPair, APeerRestartKeepsItsMacAndFramesReachTheNewQpn) {
