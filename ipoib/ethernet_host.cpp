@@ -64,6 +64,7 @@ void visit(const EthernetHostCounters& c, CounterSink& out) {
 
 EthernetHost::EthernetHost(Config config, const MacAddress& own, Engine& engine, EthernetHostIo& io)
     : config_(config), own_(own), engine_(engine), io_(io), table_(config.table) {
+    table_.reserve(own_);
     out_.resize(kNaSize);
 }
 

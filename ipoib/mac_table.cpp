@@ -101,12 +101,13 @@ std::optional<MacAddress> MacTable::learn(const HwAddress& hw, std::uint16_t lid
     }
     // The GUID's MAC unless taken; then hashed ones (bounded: the table is
     // far smaller than 2^40, so a free one comes within a few attempts).
+    auto taken = [&](const MacAddress& m) { return by_mac_.count(m) > 0 || m == reserved_; };
     MacAddress mac = synthetic_mac(hw.gid, 0);
-    for (unsigned attempt = 1; by_mac_.count(mac) && attempt < 64; ++attempt) {
+    for (unsigned attempt = 1; taken(mac) && attempt < 64; ++attempt) {
         if (attempt == 1) ++counters_.collisions;
         mac = synthetic_mac(hw.gid, attempt);
     }
-    if (by_mac_.count(mac)) {
+    if (taken(mac)) {
         ++counters_.full;
         return std::nullopt;
     }

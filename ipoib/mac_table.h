@@ -8,7 +8,8 @@
 //                        low 40 bits of the GUID, the part a vendor numbers)
 // so it survives a peer's restart (a new QPN updates the entry in place),
 // a daemon's restart, and reads back to the GUID in `ip neigh`. Two GIDs
-// whose GUIDs share the low 40 bits (or a GUID giving a MAC already taken)
+// whose GUIDs share the low 40 bits (or a GUID giving a MAC already taken,
+// or the one reserved: the TAP's own)
 // get a hashed MAC instead (02 + 40 bits of FNV-1a over the GID and an
 // attempt number), counted as a collision; which of the two gets it
 // depends on the order they were learned, so only those MACs may differ
@@ -94,6 +95,10 @@ public:
     // used for config().idle.
     void prune(const std::function<bool(const ib::Gid&)>& referenced, Clock::time_point now);
     void clear();
+    // A MAC never given to an endpoint (the TAP's own: the synthetic MAC
+    // of our GID, which a GID sharing its low 40 bits would get): taken,
+    // as a collision.
+    void reserve(const MacAddress& mac) { reserved_ = mac; }
 
     std::size_t size() const { return by_mac_.size(); }
     std::vector<MacEntryView> entries() const;
@@ -131,6 +136,7 @@ private:
         MacAddress mac{};  // one of them
     };
     std::unordered_map<std::uint16_t, AtLid> by_lid_;
+    std::optional<MacAddress> reserved_;
     MacTableCounters counters_;
 };
 

@@ -94,8 +94,8 @@ struct TapPair : ::testing::Test {
         w.advance(2s);
         mac_b = synthetic_mac(b->port->attributes().gid());
     }
-    void make_tap(EthernetHost::Config config) {
-        eth = std::make_unique<EthernetHost>(config, kOwn, a->engine, kernel);
+    void make_tap(EthernetHost::Config config, const MacAddress& own = kOwn) {
+        eth = std::make_unique<EthernetHost>(config, own, a->engine, kernel);
         a->on_tun = [this](bytes p, const PacketSource& from) { eth->to_host(p, from); };
         a->on_learned = [this](const IpAddress& ip, const HwAddress& hw, std::uint16_t slid) {
             eth->neighbour_learned(ip, hw, slid, w.now);
@@ -367,6 +367,32 @@ TEST_F(TapPair, AnArpNamingAnotherPortsGidFromElsewhereDoesNotMoveItsMac) {
     // stands for B's own QPN.
     from_kernel(ethernet(kMacBroadcast, kOwn, kEtherTypeArp, arp(1, kOwn, "198.18.0.1", {}, "198.18.0.3")));
     EXPECT_EQ(qpn_of(mac_b), b->engine.link().qpn);
+}
+
+// The TAP's own MAC is the synthetic MAC of our GID (daemon/node.cpp): no
+// other GID may be given it, as a GID whose low 40 bits are our GUID's
+// would be (another vendor's GUID, or any GID a port names in its ARP).
+// The kernel would hold its own MAC for a neighbour.
+TEST_F(TapPair, NoPeerIsGivenTheTapsOwnMac) {
+    const MacAddress own = synthetic_mac(a->port->attributes().gid());
+    make_tap({}, own);
+    HwAddress lookalike = b->engine.link().hw;
+    lookalike.gid = a->port->attributes().gid();
+    lookalike.gid[8] ^= 0x01;  // another OUI, the same low 40 bits
+    const ArpPacket request = make_arp_request(lookalike, *parse_ipv4("198.18.0.3"), *parse_ipv4("198.18.0.1"));
+    Packet payload(ArpPacket::size);
+    request.write_to(payload.data());
+    Packet frame(4 + payload.size());
+    ASSERT_TRUE(encapsulate(EtherType::arp, payload, frame));
+    a->engine.on_datagram({.payload = frame, .src_qp = b->engine.link().qpn, .slid = b->port->attributes().lid}, w.now);
+    w.pump();
+    from_kernel(ethernet(kMacBroadcast, own, kEtherTypeArp, arp(1, own, "198.18.0.1", {}, "198.18.0.3")));
+    ASSERT_EQ(kernel.frames.size(), 1u);
+    const auto reply = parse_ethernet_arp(kernel.frames[0].payload);
+    ASSERT_TRUE(reply);
+    EXPECT_NE(reply->sender_mac, own);
+    EXPECT_EQ(reply->sender_mac, *eth->table().mac_of(lookalike.gid));
+    EXPECT_EQ(eth->table().counters().collisions, 1u);
 }
 
 TEST_F(TapPair, APeerRestartKeepsItsMacAndFramesReachTheNewQpn) {
