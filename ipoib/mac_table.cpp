@@ -38,6 +38,7 @@ void visit(const MacTableCounters& c, CounterSink& out) {
     out.counter("removed", c.removed);
     out.counter("collisions", c.collisions);
     out.counter("full", c.full);
+    out.counter("lid_full", c.lid_full);
     out.counter("address_changed", c.address_changed);
 }
 
@@ -94,6 +95,10 @@ std::optional<MacAddress> MacTable::learn(const HwAddress& hw, std::uint16_t lid
         }
         e.used = now;
         return g->second;
+    }
+    if (auto at = by_lid_.find(lid); lid != 0 && at != by_lid_.end() && at->second.entries >= config_.max_per_lid) {
+        ++counters_.lid_full;
+        return std::nullopt;
     }
     if (by_mac_.size() >= config_.max_entries && !make_room(now)) {
         ++counters_.full;

@@ -22,7 +22,8 @@
 // full table evicts its least recently used entry once that has been idle
 // for `idle`, referenced or not (the kernel re-resolves it at its next use
 // and gets its MAC again), else refuses (counted `full`: the kernel's
-// resolution then fails, nothing else does).
+// resolution then fails, nothing else does). One source LID holds at most
+// max_per_lid entries (counted `lid_full`), so no one port can fill it.
 //
 // Lookups the data path makes: MAC -> 20-byte address (a frame the kernel
 // sends), and (source LID, source QPN) -> MAC (the source of a frame the
@@ -51,6 +52,7 @@ struct MacTableCounters {
     std::uint64_t removed = 0;         // aged out with the neighbour cache
     std::uint64_t collisions = 0;      // a GUID's MAC was taken: hashed instead
     std::uint64_t full = 0;            // refused: max_entries and nothing idle to evict (or no free MAC)
+    std::uint64_t lid_full = 0;        // refused: max_per_lid entries at the sender's LID already
     std::uint64_t address_changed = 0; // a known GID with a new QPN (a restarted peer)
     bool operator==(const MacTableCounters&) const = default;
 };
@@ -68,6 +70,10 @@ public:
     struct Config {
         std::size_t max_entries = 4096;
         std::chrono::milliseconds idle{60'000};  // unused this long and not a neighbour: removed
+        // Entries learned from one source LID (one port: the fabric vouches
+        // for the LID, not for the GIDs its ARP/ND names); a port has its
+        // GUID and a few alias GUIDs (SR-IOV functions), not hundreds.
+        std::size_t max_per_lid = 256;
     };
 
     MacTable() : MacTable(Config{}) {}

@@ -284,6 +284,21 @@ TEST_F(MacTableTest, AnUnknownQpnTakesTheMacOfTheOneEndpointAtItsLid) {
     EXPECT_FALSE(table.mac_of_source(5, 0x777));
 }
 
+// One port (one source LID, which the fabric vouches for) naming GID after
+// GID in its ARP/ND must not fill the table: past max_per_lid it is
+// refused, counted, and other ports still get entries.
+TEST_F(MacTableTest, OneLidCannotFillTheTable) {
+    MacTable t{MacTable::Config{.max_entries = 8, .idle = 60s, .max_per_lid = 3}};
+    for (std::uint64_t i = 0; i < 8; ++i) t.learn(endpoint(0x1000 + i, 0x48), 5, now);
+    EXPECT_EQ(t.size(), 3u);
+    EXPECT_EQ(t.counters().lid_full, 5u);
+    EXPECT_TRUE(t.learn(endpoint(kGuidA, 0x48), 6, now));
+    EXPECT_TRUE(t.learn(endpoint(kGuidB, 0x48), 7, now));
+    // A known GID at the LID is still updated (a restart: a new QPN).
+    EXPECT_TRUE(t.learn(endpoint(0x1000, 0x49), 5, now));
+    EXPECT_EQ(t.size(), 5u);
+}
+
 TEST_F(MacTableTest, CollisionsGetHashedMacs) {
     const HwAddress a = endpoint(kGuidA, 0x48);
     const HwAddress clash = endpoint(kGuidAClash, 0x49);                      // same low 40 bits
@@ -494,10 +509,10 @@ TEST_F(MacTableTest, CountersVisitEveryField) {
             EXPECT_TRUE(seen.emplace(std::string(name), value).second) << name << " twice";
         }
     } sink;
-    const MacTableCounters c{.added = 1, .removed = 2, .collisions = 3, .full = 4, .address_changed = 5};
+    const MacTableCounters c{.added = 1, .removed = 2, .collisions = 3, .full = 4, .lid_full = 6, .address_changed = 5};
     visit(c, sink);
     EXPECT_EQ(sink.seen, (std::map<std::string, std::uint64_t>{
-                             {"added", 1}, {"removed", 2}, {"collisions", 3}, {"full", 4}, {"address_changed", 5}}));
+                             {"added", 1}, {"removed", 2}, {"collisions", 3}, {"full", 4}, {"lid_full", 6}, {"address_changed", 5}}));
 }
 
 }  // namespace
