@@ -35,6 +35,16 @@ struct Pair : ::testing::Test {
         b->start();
         w.advance(2s);  // joins, DAD
     }
+
+    // A resolves B (ARP), then forgets its path; the SA holds path answers
+    // until released.
+    void resolve_b_then_hold_paths() {
+        a->from_host(icmp_echo_v4("198.18.0.1", "198.18.0.2", 1));
+        w.pump();
+        a->engine.flush_paths(w.now);
+        w.sa.hold_paths = true;
+        b->tun.clear();
+    }
 };
 
 TEST_F(Pair, BroadcastJoinBringsTheLinkUpWithGroupParameters) {
@@ -124,12 +134,7 @@ TEST_F(Pair, NdCarriesTheLongOptionWithAValidChecksum) {
 }
 
 TEST_F(Pair, PacketsWaitForThePathThenFlushAndOverflowIsCounted) {
-    // Resolve the neighbour first, then make the path slow.
-    a->from_host(icmp_echo_v4("198.18.0.1", "198.18.0.2", 1));
-    w.pump();
-    a->engine.flush_paths(w.now);
-    w.sa.hold_paths = true;
-    b->tun.clear();
+    resolve_b_then_hold_paths();
     std::vector<Packet> sent;
     for (std::uint16_t i = 0; i < 5; ++i) {
         sent.push_back(icmp_echo_v4("198.18.0.1", "198.18.0.2", static_cast<std::uint16_t>(10 + i)));
@@ -150,11 +155,7 @@ TEST_F(Pair, PacketsWaitForThePathThenFlushAndOverflowIsCounted) {
 // takes one only from the port's SM LID, which the fabric vouches for. A
 // forged PathRecord would send B's traffic to the forger.
 TEST_F(Pair, APathAnswerFromAPortOtherThanTheSmIsDropped) {
-    a->from_host(icmp_echo_v4("198.18.0.1", "198.18.0.2", 1));
-    w.pump();
-    a->engine.flush_paths(w.now);
-    w.sa.hold_paths = true;
-    b->tun.clear();
+    resolve_b_then_hold_paths();
     const Packet ping = icmp_echo_v4("198.18.0.1", "198.18.0.2", 2);
     a->from_host(ping);
     w.pump();
