@@ -13,6 +13,7 @@ void visit(const MetricsHttpCounters& c, CounterSink& out) {
     out.counter("rejected_busy", c.rejected_busy);
     out.counter("timeouts", c.timeouts);
     out.counter("io_errors", c.io_errors);
+    out.counter("render_errors", c.render_errors);
 }
 
 namespace {
@@ -128,6 +129,10 @@ void MetricsHttpServer::on_client_ready(int fd) {
     const auto it = clients_.find(fd);
     if (it == clients_.end()) return;
     Client& c = *it->second;
+    if (c.lingering) {
+        read_lingering(fd);
+        return;
+    }
     if (!c.answer.empty()) {
         write_answer(fd);
         return;
@@ -141,6 +146,10 @@ void MetricsHttpServer::on_client_ready(int fd) {
     }
     if (n < 0) return;
     c.request.append(buf, static_cast<std::size_t>(n));
+    // RFC 9112 2.2: empty lines before the request line are ignored (some
+    // clients send a CRLF after a previous request's body).
+    c.request.erase(0, std::min(c.request.find_first_not_of("\r\n"), c.request.size()));
+    if (c.request.empty() && n > 0) return;
     if (n == 0) {  // shut down writing before the end of the head
         ++counters_.bad_requests;
         c.answer = http_answer(400, "Bad Request", "text/plain", "incomplete request head\n");
@@ -181,8 +190,17 @@ void MetricsHttpServer::respond(Client& c) {
         c.answer = http_answer(405, "Method Not Allowed", "text/plain", "GET /metrics\n");
         return;
     }
+    std::string text;
+    try {
+        text = render_();
+    } catch (const std::exception& e) {
+        ++counters_.render_errors;
+        c.answer = http_answer(500, "Internal Server Error", "text/plain", std::string("metrics: ") + e.what() + "\n",
+                               with_body);
+        return;
+    }
     ++counters_.scrapes;
-    c.answer = http_answer(200, "OK", "text/plain; version=0.0.4; charset=utf-8", render_(), with_body);
+    c.answer = http_answer(200, "OK", "text/plain; version=0.0.4; charset=utf-8", text, with_body);
 }
 
 void MetricsHttpServer::write_answer(int fd) {
@@ -197,10 +215,42 @@ void MetricsHttpServer::write_answer(int fd) {
         }
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
         ++counters_.io_errors;
-        break;
+        close_client(fd);
+        return;
     }
-    discard_input(fd);
-    close_client(fd);
+    linger(fd, c);
+}
+
+void MetricsHttpServer::linger(int fd, Client& c) {
+    c.lingering = true;
+    c.answer.clear();
+    c.answer.shrink_to_fit();
+    c.request.clear();
+    c.request.shrink_to_fit();
+    loop_.cancel_timer(c.timeout);
+    if (::shutdown(fd, SHUT_WR) != 0 || !loop_.set_interest(fd, EventLoop::Interest::readable)) {
+        discard_input(fd);
+        close_client(fd);
+        return;
+    }
+    c.timeout = loop_.add_timer_after(kLinger, [this, fd] {
+        discard_input(fd);
+        close_client(fd);
+    });
+    read_lingering(fd);
+}
+
+// Bounded per wake-up like discard_input(); the client's close (or an
+// error) ends the connection, the linger timer at the latest.
+void MetricsHttpServer::read_lingering(int fd) {
+    char buf[4096];
+    for (int i = 0; i < 16; ++i) {
+        const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+        close_client(fd);
+        return;
+    }
 }
 
 void MetricsHttpServer::close_client(int fd) {

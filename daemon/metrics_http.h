@@ -11,6 +11,14 @@
 // kAcceptBatch accepts per wake-up; when accept fails for lack of fds or
 // memory, accepting pauses for kAcceptPause, as the control socket does,
 // instead of the level-triggered listener spinning the loop.
+//
+// Closing is lingering (as HTTP servers do, RFC 9112 9.6): once the answer
+// is in the kernel the server shuts down writing and reads and throws away
+// what the client still sends until it closes or kLinger passes. A plain
+// close() would answer any later byte (a pipelined request) with a reset
+// that throws away the part of the answer not yet sent. A render function
+// that throws gets a 500 answer (counted in render_errors), not the daemon
+// ended by it.
 #pragma once
 
 #include <chrono>
@@ -42,6 +50,7 @@ struct MetricsHttpCounters {
     std::uint64_t rejected_busy = 0;   // 503: max_clients reached
     std::uint64_t timeouts = 0;        // closed by client_timeout
     std::uint64_t io_errors = 0;
+    std::uint64_t render_errors = 0;   // 500: the render function threw
 };
 void visit(const MetricsHttpCounters& c, CounterSink& out);
 
@@ -51,6 +60,7 @@ public:
 
     static constexpr std::size_t kAcceptBatch = 16;
     static constexpr std::chrono::milliseconds kAcceptPause{100};
+    static constexpr std::chrono::milliseconds kLinger{1000};
 
     static expected<std::unique_ptr<MetricsHttpServer>, SysError> open(EventLoop& loop, const SocketAddress& listen,
                                                                        Render render, MetricsHttpLimits limits = {});
@@ -67,6 +77,7 @@ private:
         std::string request;
         std::string answer;
         std::size_t written = 0;
+        bool lingering = false;  // answer written, writing shut down: reading until the client closes
         TimerId timeout;
     };
     MetricsHttpServer(EventLoop& loop, Render render, MetricsHttpLimits limits)
@@ -76,6 +87,8 @@ private:
     void on_client_ready(int fd);
     void respond(Client& c);
     void write_answer(int fd);
+    void linger(int fd, Client& c);
+    void read_lingering(int fd);
     void close_client(int fd);
 
     EventLoop& loop_;

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include "daemon/metrics_http.h"
@@ -38,6 +39,12 @@ std::string read_until_closed(EventLoop& loop, int fd) {
         return closed;
     });
     return answer;
+}
+
+// Runs the loop for `d`.
+void run_for(EventLoop& loop, std::chrono::milliseconds d) {
+    const auto end = std::chrono::steady_clock::now() + d;
+    while (std::chrono::steady_clock::now() < end) ASSERT_TRUE(loop.run_once(std::chrono::milliseconds(10)).has_value());
 }
 
 // Sends `request` and reads the whole answer (the server closes).
@@ -172,6 +179,102 @@ TEST(MetricsHttp, AnswerIsWholeWhenTheClientSentMoreThanTheHead) {
     EXPECT_TRUE(answer.ends_with("\r\n\r\n" + body)) << answer.size() << " bytes";
     EXPECT_EQ((*s)->counters().scrapes, 1u);
     EXPECT_EQ((*s)->counters().timeouts, 0u);
+}
+
+// Bytes the client sends after the answer is in the kernel (a pipelined
+// request) must not cost it the answer: a plain close() answers them with a
+// reset that throws away what is not yet sent. The server lingers: it shuts
+// down writing and reads until the client closes.
+TEST(MetricsHttp, AnswerIsWholeWhenTheClientWritesAfterIt) {
+    auto loop = make_loop();
+    const std::string body(1u << 20, 'x');
+    auto s = MetricsHttpServer::open(*loop, *parse_socket_address("127.0.0.1:0"), [&] { return body; });
+    ASSERT_TRUE(s) << s.error().message();
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const int small = 4096;  // a slow reader: the answer waits in the server's send queue
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    const SocketAddress a = (*s)->local_address();
+    ASSERT_EQ(::connect(fd.get(), a.get(), a.length), 0);
+    const std::string request = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    ASSERT_EQ(::send(fd.get(), request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+    // Answered: on loopback the server's send buffer takes the whole MiB at
+    // once, so the server is done with the connection here.
+    run_until(*loop, [&] { return (*s)->counters().scrapes == 1; });
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE(loop->run_once(std::chrono::milliseconds(10)).has_value());
+    const std::string next = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    ASSERT_EQ(::send(fd.get(), next.data(), next.size(), 0), static_cast<ssize_t>(next.size()));
+    std::string answer;
+    int error = 0;
+    bool closed = false;
+    run_until(*loop, [&] {
+        char buf[4096];
+        ssize_t n = 0;
+        while ((n = ::recv(fd.get(), buf, sizeof buf, MSG_DONTWAIT)) > 0) answer.append(buf, static_cast<std::size_t>(n));
+        if (n == 0) closed = true;
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) error = errno;
+        return closed || error != 0;
+    });
+    EXPECT_EQ(error, 0) << std::strerror(error);
+    EXPECT_TRUE(closed);
+    EXPECT_TRUE(answer.ends_with("\r\n\r\n" + body)) << answer.size() << " bytes";
+    EXPECT_EQ((*s)->counters().scrapes, 1u);
+    fd.reset();
+    // The lingering connection ends with the client's close, not a timeout.
+    run_for(*loop, std::chrono::milliseconds(200));
+    EXPECT_EQ((*s)->counters().timeouts, 0u);
+}
+
+// A client that never closes holds its slot for kLinger at most.
+TEST(MetricsHttp, LingeringEndsAfterKLinger) {
+    auto loop = make_loop();
+    auto s = MetricsHttpServer::open(*loop, *parse_socket_address("127.0.0.1:0"), [] { return std::string("x 1\n"); },
+                                     {.max_clients = 1});
+    ASSERT_TRUE(s) << s.error().message();
+    const SocketAddress a = (*s)->local_address();
+    UniqueFd held = connect_to(a);
+    const std::string request = "GET /metrics HTTP/1.1\r\n\r\n";
+    ASSERT_EQ(::send(held.get(), request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+    std::string first;
+    run_until(*loop, [&] {
+        char buf[512];
+        ssize_t n = 0;
+        while ((n = ::recv(held.get(), buf, sizeof buf, MSG_DONTWAIT)) > 0) first.append(buf, static_cast<std::size_t>(n));
+        return n == 0;
+    });
+    EXPECT_TRUE(first.starts_with("HTTP/1.1 200")) << first;
+    // `held` is still open: the one slot is taken while the server lingers.
+    EXPECT_TRUE(exchange(*loop, a, request).starts_with("HTTP/1.1 503"));
+    run_for(*loop, MetricsHttpServer::kLinger + std::chrono::milliseconds(200));
+    EXPECT_TRUE(exchange(*loop, a, request).starts_with("HTTP/1.1 200"));
+    EXPECT_EQ((*s)->counters().timeouts, 0u);
+}
+
+// RFC 9112 2.2: a server ignores empty lines before the request line.
+TEST_F(MetricsHttpTest, EmptyLinesBeforeTheRequestLineAreIgnored) {
+    EXPECT_TRUE(exchange(*loop, server->local_address(), "\r\n\r\nGET /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 200"));
+    EXPECT_TRUE(exchange(*loop, server->local_address(), "\nGET /metrics HTTP/1.1\n\n").starts_with("HTTP/1.1 200"));
+    EXPECT_EQ(server->counters().scrapes, 2u);
+    EXPECT_EQ(server->counters().bad_requests, 0u);
+}
+
+// A render function that throws (out of memory building a large text) is
+// answered 500 and counted; the server goes on serving.
+TEST(MetricsHttp, ARenderThatThrowsIsAnswered500) {
+    auto loop = make_loop();
+    bool fail = true;
+    auto s = MetricsHttpServer::open(*loop, *parse_socket_address("127.0.0.1:0"), [&] {
+        if (fail) throw std::runtime_error("no counters");
+        return std::string("x 1\n");
+    });
+    ASSERT_TRUE(s) << s.error().message();
+    const std::string a = exchange(*loop, (*s)->local_address(), "GET /metrics HTTP/1.1\r\n\r\n");
+    EXPECT_TRUE(a.starts_with("HTTP/1.1 500")) << a;
+    EXPECT_TRUE(a.ends_with("metrics: no counters\n")) << a;
+    EXPECT_EQ((*s)->counters().render_errors, 1u);
+    EXPECT_EQ((*s)->counters().scrapes, 0u);
+    fail = false;
+    EXPECT_TRUE(exchange(*loop, (*s)->local_address(), "GET /metrics HTTP/1.1\r\n\r\n").ends_with("\r\n\r\nx 1\n"));
+    EXPECT_EQ((*s)->counters().scrapes, 1u);
 }
 
 // Out of fds, accept() fails while the connection stays queued, so the
