@@ -259,21 +259,26 @@ expected<void, std::string> Node::attach_port(transport::OpenedPort opened) {
     return {};
 }
 
+// A capture already running goes on until the new file is open: a path the
+// daemon cannot write leaves the old capture as it was.
 expected<void, Node::CaptureError> Node::open_capture(const std::string& path) {
-    capture_.reset();
-    auto tapped = port_->set_capture([this](bytes packet, bool outbound) {
-        if (capture_ && !capture_->write(packet, std::chrono::system_clock::now(),
-                                         outbound ? capture::Direction::sent : capture::Direction::received))
-            ++counters_.capture_errors;
-    });
-    if (!tapped)
-        return unexpected(CaptureError{tapped.error().code == transport::Errc::not_supported,
-                                       "could not capture on " + port_name_ + ": " + tapped.error().message()});
+    const bool tapped_here = !capture_;
+    if (tapped_here) {
+        auto tapped = port_->set_capture([this](bytes packet, bool outbound) {
+            if (capture_ && !capture_->write(packet, std::chrono::system_clock::now(),
+                                             outbound ? capture::Direction::sent : capture::Direction::received))
+                ++counters_.capture_errors;
+        });
+        if (!tapped)
+            return unexpected(CaptureError{tapped.error().code == transport::Errc::not_supported,
+                                           "could not capture on " + port_name_ + ": " + tapped.error().message()});
+    }
     auto w = capture::ErfPcapWriter::open(path);
     if (!w) {
-        (void)port_->set_capture({});
+        if (tapped_here) (void)port_->set_capture({});
         return unexpected(CaptureError{false, "could not open capture file " + path + ": " + w.error().message()});
     }
+    if (capture_) capture_->flush();
     capture_.emplace(std::move(*w));
     log_.info("capturing fabric packets to " + path);
     return {};
@@ -764,12 +769,16 @@ std::string Node::reload_parent(config::DaemonConfig& target) {
 
 std::string Node::reload_capture(config::DaemonConfig& target) {
     if (target.daemon.capture == config_.daemon.capture) return {};
-    capture_.reset();
-    (void)port_->set_capture({});
-    if (target.daemon.capture.empty()) return {};
+    if (target.daemon.capture.empty()) {
+        capture_.reset();
+        (void)port_->set_capture({});
+        return {};
+    }
     if (auto r = open_capture(target.daemon.capture); !r) {
-        target.daemon.capture.clear();  // nothing is captured
-        return " " + r.error().message + ";";
+        // The old capture (if any) goes on, and the new path is tried
+        // again at the next reload.
+        target.daemon.capture = capture_ ? config_.daemon.capture : std::string();
+        return " " + r.error().message + (capture_ ? " (capture to " + config_.daemon.capture + " kept)" : "") + ";";
     }
     return {};
 }

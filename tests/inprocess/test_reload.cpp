@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "tests/inprocess/node_harness.h"
 
@@ -86,6 +87,21 @@ TEST_F(Reload, ARouteTheHostRefusedIsTriedAgainByTheNextReload) {
     a_->reload(file);
     EXPECT_TRUE(routed());
     EXPECT_EQ(a_->interface().routes().size(), 1u);
+}
+
+// A capture file the daemon cannot open leaves the running capture as it
+// was (it took every packet up to the failed reload, and goes on); the new
+// path is tried again at the next reload.
+TEST_F(Reload, ACaptureFileThatCannotBeOpenedKeepsTheRunningCapture) {
+    const std::string old_capture = std::filesystem::path(a_->config_file).parent_path() / "a.pcap";
+    a_->reload(kFileA + "[daemon]\ncapture = " + old_capture + "\n");
+    ASSERT_TRUE(std::filesystem::exists(old_capture));
+    a_->reload(kFileA + "[daemon]\ncapture = /nonexistent-ipoibd-test/b.pcap\n");
+    const auto size_then = std::filesystem::file_size(old_capture);
+    // Traffic: a second node joins and resolves a (ARP, multicast, SA).
+    fabric_.add_node("b", {"198.18.0.2/24"}, kGuidA + 1);
+    fabric_.run_for(2s);  // housekeeping flushes the capture
+    EXPECT_GT(std::filesystem::file_size(old_capture), size_then);
 }
 
 // ipoibd.conf(5): the command line wins over the file, at every reload.
