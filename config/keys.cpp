@@ -497,13 +497,14 @@ bool covers(const IpPrefix& prefix, const IpAddress& a) {
 
 // The kernel takes a gateway only on the link of the route's own device: in
 // the prefix of one of its addresses (IPv6: its link-local fe80::/64 too),
-// or of an on-link route through it added before (routes go in in order).
-bool on_link(const RoutedInterface& i, std::size_t route_index, const IpAddress& gateway) {
+// or of an on-link route through it (the interface adds those first,
+// interface.cpp's kernel_order).
+bool on_link(const RoutedInterface& i, const IpAddress& gateway) {
     if (is_link_local(gateway)) return true;
     for (const IpPrefix& a : *i.addresses)
         if (covers(a, gateway)) return true;
-    for (std::size_t k = 0; k < route_index; ++k)
-        if (!(*i.routes)[k].gateway && covers((*i.routes)[k].destination, gateway)) return true;
+    for (const Route& r : *i.routes)
+        if (!r.gateway && covers(r.destination, gateway)) return true;
     return false;
 }
 
@@ -515,11 +516,11 @@ std::optional<RouteInconsistency> check_routes(const DaemonConfig& c) {
         for (std::size_t n = 0; n < all[i].routes->size(); ++n) {
             const Route& r = (*all[i].routes)[n];
             const std::string destination = format_prefix(r.destination);
-            if (r.gateway && !on_link(all[i], n, *r.gateway))
+            if (r.gateway && !on_link(all[i], *r.gateway))
                 return RouteInconsistency{all[i].section, format_route(r),
                                           "the gateway " + format_ip(*r.gateway) + " is not on the link of [" +
                                               all[i].section + "]: no address of it, nor an on-link route "
-                                              "through it before this one, covers it"};
+                                              "through it, covers it"};
             for (const RoutedInterface& other : all)
                 for (const IpPrefix& a : *other.addresses)
                     if (kernel_routes(a, r.destination))

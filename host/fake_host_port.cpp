@@ -101,6 +101,21 @@ expected<void, std::string> FakeHostPort::add_route(const HostRoute& route) {
     if (std::find(refused_routes_.begin(), refused_routes_.end(), route.destination) != refused_routes_.end())
         return unexpected("could not add the route to " + to_string(route.destination) + " on " + name_ +
                           ": File exists");
+    // The kernel takes a gateway only on the link: in the prefix of an
+    // address of the device or of an on-link route through it (IPv6: its
+    // link-local prefix too).
+    if (route.gateway && !is_link_local(*route.gateway)) {
+        const IpAddress& g = *route.gateway;
+        auto covers = [&](const IpPrefix& p) {
+            return p.address.family == g.family && network_of(p.address, p.length) == network_of(g, p.length);
+        };
+        const bool on_link = std::any_of(addresses_.begin(), addresses_.end(), covers) ||
+                             std::any_of(routes_.begin(), routes_.end(),
+                                         [&](const HostRoute& r) { return !r.gateway && covers(r.destination); });
+        if (!on_link)
+            return unexpected("could not add the route to " + to_string(route.destination) + " on " + name_ +
+                              ": Nexthop has invalid gateway");
+    }
     routes_.push_back(route);
     return {};
 }

@@ -48,6 +48,15 @@ std::vector<T> apply_difference(const std::vector<T>& running, const std::vector
     return held;
 }
 
+// Routes in the order the kernel takes them: those on the link before
+// those through a gateway, which the kernel refuses unless an address or
+// an on-link route already covers the gateway. Otherwise in the file's
+// order.
+std::vector<host::HostRoute> kernel_order(std::vector<host::HostRoute> routes) {
+    std::stable_partition(routes.begin(), routes.end(), [](const host::HostRoute& r) { return !r.gateway; });
+    return routes;
+}
+
 }  // namespace
 
 void visit(const InterfaceCounters& c, CounterSink& out) {
@@ -163,7 +172,7 @@ expected<void, std::string> Interface::configure_host(std::uint64_t port_guid) {
     if (auto r = host_->add_address({IpAddress::v6(ipoib::link_local_address(port_guid)), 64}); !r)
         events_.host_warning(name(), "could not add the link-local address: " + r.error());
     if (auto r = host_->set_up(true); !r) return unexpected("could not bring " + name() + " up: " + r.error());
-    for (const host::HostRoute& route : config_.routes)
+    for (const host::HostRoute& route : kernel_order(config_.routes))
         if (auto r = host_->add_route(route); !r)
             return unexpected("could not add routes on " + name() + ": " + r.error());
     for (const IpPrefix& p : config_.addresses)
@@ -297,7 +306,7 @@ std::string Interface::reconfigure(const std::vector<IpPrefix>& addresses, const
         config_.addresses, addresses, [&](const IpPrefix& p) { return h.add_address(p); },
         [&](const IpPrefix& p) { return h.remove_address(p); }, failed);
     config_.routes = apply_difference(
-        config_.routes, routes, [&](const host::HostRoute& r) { return h.add_route(r); },
+        config_.routes, kernel_order(routes), [&](const host::HostRoute& r) { return h.add_route(r); },
         [&](const host::HostRoute& r) { return h.remove_route(r); }, failed);
     ipoib::NeighbourCache::Config n = neighbour;
     n.reachable_factor = engine_->neighbours().config().reachable_factor;  // the same generator

@@ -104,6 +104,25 @@ TEST_F(Reload, ACaptureFileThatCannotBeOpenedKeepsTheRunningCapture) {
     EXPECT_GT(std::filesystem::file_size(old_capture), size_then);
 }
 
+// The kernel takes a route through a gateway only once the gateway is on
+// the link (the fake host says so as the kernel does): on-link routes go in
+// first, wherever the file lists them, at start-up and at a reload.
+TEST_F(Reload, AGatewayBehindALaterOnLinkRouteIsAdded) {
+    const std::string routes = "[interface]\nroute = 198.19.0.0/24 via 198.20.0.1\nroute = 198.20.0.0/24\n";
+    a_->reload(kFileA + routes);
+    EXPECT_EQ(a_->host->routes().size(), 2u);
+    EXPECT_EQ(a_->interface().routes().size(), 2u);
+
+    Fabric f(FabricKind::memory);
+    f.tune_config = [](config::DaemonConfig& c) {
+        c.interface.routes = {{*parse_ip_prefix("198.19.0.0/24"), *parse_ip_address("198.20.0.1")},
+                              {*parse_ip_prefix("198.20.0.0/24"), std::nullopt}};
+    };
+    TestNode& b = f.add_node("b", {"198.18.0.2/24"}, kGuidA + 1);
+    ASSERT_TRUE(f.run_until([&] { return b.link_up(); }));
+    EXPECT_EQ(b.host->routes().size(), 2u);
+}
+
 // ipoibd.conf(5): the command line wins over the file, at every reload.
 TEST(ReloadWithACommandLine, KeepsTheCommandLinesKeysOverTheFile) {
     Fabric f(FabricKind::memory);

@@ -246,18 +246,14 @@ const BadFile kBadFiles[] = {
     // Routes the kernel would refuse at start-up.
     {"route_gateway_off_link", "[interface]\naddress = 198.18.0.1/24\nroute = 198.19.0.0/24 via 198.20.0.1\n",
      "FILE:3: [interface] route = 198.19.0.0/24 via 198.20.0.1: the gateway 198.20.0.1 is not on the link of "
-     "[interface]: no address of it, nor an on-link route through it before this one, covers it"},
+     "[interface]: no address of it, nor an on-link route through it, covers it"},
     {"route_gateway_on_the_parents_link_only",
      "[interface]\naddress = 198.18.0.1/24\n[child ib0.8001]\npkey = 0x8001\nroute = 198.19.0.0/24 via 198.18.0.2\n",
      "FILE:5: [child ib0.8001] route = 198.19.0.0/24 via 198.18.0.2: the gateway 198.18.0.2 is not on the link of "
-     "[child ib0.8001]: no address of it, nor an on-link route through it before this one, covers it"},
-    {"route_gateway_behind_a_later_on_link_route",
-     "[interface]\nroute = 198.19.0.0/24 via 198.20.0.1\nroute = 198.20.0.0/24\n",
-     "FILE:2: [interface] route = 198.19.0.0/24 via 198.20.0.1: the gateway 198.20.0.1 is not on the link of "
-     "[interface]: no address of it, nor an on-link route through it before this one, covers it"},
+     "[child ib0.8001]: no address of it, nor an on-link route through it, covers it"},
     {"route_v6_gateway_off_link", "[interface]\naddress = 2001:db8::1/64\nroute = 2001:db8:9::/64 via 2001:db8:5::1\n",
      "FILE:3: [interface] route = 2001:db8:9::/64 via 2001:db8:5::1: the gateway 2001:db8:5::1 is not on the link of "
-     "[interface]: no address of it, nor an on-link route through it before this one, covers it"},
+     "[interface]: no address of it, nor an on-link route through it, covers it"},
     {"route_to_an_address_prefix", "[interface]\naddress = 198.18.1.1/24\nroute = 198.18.1.0/24 via 198.18.1.2\n",
      "FILE:3: [interface] route = 198.18.1.0/24 via 198.18.1.2: the kernel already routes 198.18.1.0/24 with "
      "[interface] address = 198.18.1.1/24"},
@@ -856,12 +852,13 @@ TEST(ConfigRoutes, RoutesTheKernelTakesAlongsideItsOwnAreAccepted) {
     EXPECT_EQ(c->interface.routes.size(), 3u);
 }
 
-// A gateway in an address's prefix, behind an on-link route added before,
-// or IPv6 link-local (every interface has its fe80::/64 address).
+// A gateway in an address's prefix, behind an on-link route listed before
+// or after it (the interface adds on-link routes first), or IPv6
+// link-local (every interface has its fe80::/64 address).
 TEST(ConfigRoutes, GatewaysOnTheLinkAreAccepted) {
     TempDir dir;
     auto c = load_text(dir, "[interface]\naddress = 198.18.0.1/24\nroute = 198.19.0.0/16 via 198.18.0.2\n"
-                            "route = 198.20.0.0/24\nroute = 198.21.0.0/24 via 198.20.0.1\n"
+                            "route = 198.21.0.0/24 via 198.20.0.1\nroute = 198.20.0.0/24\n"
                             "route = 2001:db8:9::/64 via fe80::2\n"
                             "[child ib0.8001]\npkey = 0x8001\naddress = 198.18.1.1/24\n"
                             "route = 198.22.0.0/24 via 198.18.1.2\n");
