@@ -201,7 +201,8 @@ private:
     expected<void, ConfigError> apply_child_key(const std::string& child, const std::string& key,
                                                 const std::string& value, const std::string& where, unsigned line);
     std::string at(unsigned line) const {
-        return line == 0 ? file_ + ": " : file_ + ":" + std::to_string(line) + ": ";
+        const std::string file = escape_text(file_);
+        return line == 0 ? file + ": " : file + ":" + std::to_string(line) + ": ";
     }
     static auto fail(std::string message) { return unexpected(ConfigError{std::move(message)}); }
     // One entry of a repeatable key: "interface.route = 198.19.0.0/24", its
@@ -262,6 +263,17 @@ std::string syntax_error(const IniLine& line) {
 }
 
 expected<void, ConfigError> Loader::read_file(std::string_view text) {
+    // Text only (a CR before the line break is the line break's): a NUL
+    // cut the error message that quoted the line, other controls and bytes
+    // that are not UTF-8 went to the terminal and the journal as they were.
+    unsigned number = 1;
+    for (std::size_t start = 0; start < text.size(); ++number) {
+        const std::size_t end = std::min(text.find('\n', start), text.size());
+        std::string_view line = text.substr(start, end - start);
+        if (line.ends_with('\r')) line.remove_suffix(1);
+        if (auto problem = text_problem(line)) return fail(at(number) + *problem + " (ipoibd.conf is UTF-8 text)");
+        start = end + 1;
+    }
     const std::vector<IniLine> lines = scan_ini(text);
     auto parsed = boost_parse_config(text);
     if (!parsed) {
@@ -350,7 +362,8 @@ expected<void, ConfigError> Loader::apply_overrides(std::span<const ConfigOverri
     std::set<std::string> seen;
     for (const ConfigOverride& o : overrides) {
         const std::string token = o.token.empty() ? "--" + o.key + "=" + o.value : o.token;
-        const std::string where = "command line: " + token;
+        const std::string where = "command line: " + escape_text(token);
+        if (auto problem = text_problem(o.value)) return fail(where + ": the value has a " + *problem);
         const auto dot = o.key.find('.');
         const KeySpec* spec =
             dot == std::string::npos ? nullptr : find_key(o.key.substr(0, dot), o.key.substr(dot + 1));
@@ -425,7 +438,7 @@ expected<CommandLine, ConfigError> parse_command_line(int argc, const char* cons
     bool instance_given = false;
     bool config_given = false;
     for (const po::option& o : options) {
-        const std::string where = "command line: " + join(o.original_tokens, " ") + ": ";
+        const std::string where = "command line: " + escape_text(join(o.original_tokens, " ")) + ": ";
         const std::string& key = o.string_key;
         const std::string value = o.value.empty() ? std::string() : o.value.front();
         if (o.unregistered) {
@@ -481,7 +494,7 @@ expected<DaemonConfig, ConfigError> parse_config(std::string_view text, std::str
                                                  std::string_view instance,
                                                  std::span<const ConfigOverride> overrides) {
     if (auto name = parse_interface_name(instance); !name)
-        return unexpected(ConfigError{"instance '" + std::string(instance) + "': an instance name " + name.error()});
+        return unexpected(ConfigError{"instance '" + escape_text(instance) + "': an instance name " + name.error()});
     Loader loader(default_config(instance), file_name);
     if (auto r = loader.read_file(text); !r) return unexpected(r.error());
     if (auto r = loader.apply_overrides(overrides); !r) return unexpected(r.error());
@@ -497,7 +510,7 @@ expected<DaemonConfig, ConfigError> load_config(const CommandLine& command_line,
         const int error = text.error();
         if (!named && error == ENOENT && !command_line.overrides.empty())
             return parse_config("", path, command_line.instance, command_line.overrides);
-        std::string message = path + ": cannot read: " + std::generic_category().message(error);
+        std::string message = escape_text(path) + ": cannot read: " + std::generic_category().message(error);
         if (!named && error == ENOENT)
             message += " (write it, name another with -c FILE, or set keys with --SECTION.KEY=VALUE)";
         return unexpected(ConfigError{message});

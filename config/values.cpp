@@ -205,6 +205,7 @@ expected<std::string, Reason> parse_interface_name(std::string_view text) {
     // otherwise, so the daemon would never find it by its configured name.
     if (std::any_of(text.begin(), text.end(), [](char c) { return c == '/' || c == ':' || c == '%' || is_space(c); }))
         return unexpected(Reason("cannot contain '/', ':', '%' or white space"));
+    if (auto problem = text_problem(text)) return unexpected("cannot contain a " + *problem);
     return std::string(text);
 }
 

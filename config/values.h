@@ -7,11 +7,13 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "common/expected.h"
 #include "common/socket_address.h"
+#include "common/utf8.h"
 #include "config/daemon_config.h"
 
 namespace ipoibd::config {
@@ -54,10 +56,12 @@ expected<SocketAddress, Reason> parse_fabric_address(std::string_view text, bool
 bool is_wildcard(const SocketAddress& address);  // 0.0.0.0 or ::, any port
 
 // A Linux interface name (dev_valid_name): 1-15 bytes, not "." or "..", no
-// '/', ':' or white space.
+// '/', ':' or white space; nor '%' (a kernel pattern) or controls and
+// bytes that are not UTF-8 (text_problem), which the kernel would take.
 expected<std::string, Reason> parse_interface_name(std::string_view text);
 
 // An absolute path of at most `max_length` bytes.
 expected<std::string, Reason> parse_absolute_path(std::string_view text, std::size_t max_length);
+
 
 }  // namespace ipoibd::config

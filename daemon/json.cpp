@@ -6,25 +6,6 @@
 
 namespace ipoibd::daemon {
 
-std::size_t utf8_sequence_length(std::string_view s) {
-    if (s.empty()) return 0;
-    const auto b0 = static_cast<unsigned char>(s[0]);
-    auto cont = [&](std::size_t i, unsigned lo = 0x80, unsigned hi = 0xbf) {
-        if (i >= s.size()) return false;
-        const auto b = static_cast<unsigned char>(s[i]);
-        return b >= lo && b <= hi;
-    };
-    if (b0 < 0x80) return 1;
-    if (b0 >= 0xc2 && b0 <= 0xdf) return cont(1) ? 2 : 0;
-    if (b0 == 0xe0) return cont(1, 0xa0) && cont(2) ? 3 : 0;
-    if (b0 == 0xed) return cont(1, 0x80, 0x9f) && cont(2) ? 3 : 0;  // not the surrogates
-    if (b0 >= 0xe1 && b0 <= 0xef) return cont(1) && cont(2) ? 3 : 0;
-    if (b0 == 0xf0) return cont(1, 0x90) && cont(2) && cont(3) ? 4 : 0;
-    if (b0 >= 0xf1 && b0 <= 0xf3) return cont(1) && cont(2) && cont(3) ? 4 : 0;
-    if (b0 == 0xf4) return cont(1, 0x80, 0x8f) && cont(2) && cont(3) ? 4 : 0;
-    return 0;
-}
-
 void append_json_string(std::string& out, std::string_view text) {
     static constexpr char kHex[] = "0123456789abcdef";
     out += '"';

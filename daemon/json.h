@@ -22,6 +22,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/utf8.h"
+
 namespace ipoibd::daemon {
 
 class JsonWriter {
@@ -70,11 +72,6 @@ private:
     bool first_ = true;       // no element yet in the innermost container
     bool after_key_ = false;  // a key was written, its value is next
 };
-
-// Length of the well-formed UTF-8 sequence at the start of `s` (RFC 3629:
-// no overlong forms, no surrogates, nothing above U+10FFFF), or 0 (also
-// for an empty `s`).
-std::size_t utf8_sequence_length(std::string_view s);
 
 // Appends `text` as a JSON string literal (quotes included).
 void append_json_string(std::string& out, std::string_view text);

@@ -117,6 +117,17 @@ expected<Partition, std::string> parse_statement(const std::string& stmt) {
 }  // namespace
 
 expected<std::vector<Partition>, PartitionsError> parse_partitions(std::string_view text, const std::string& file) {
+    // Text only (a CR before a line break is the break's): a control
+    // character or a byte that is not UTF-8 would reach the message that
+    // quotes its statement, the terminal and the journal.
+    int number = 1;
+    for (std::size_t start = 0; start < text.size(); ++number) {
+        const std::size_t end = std::min(text.find('\n', start), text.size());
+        std::string_view l = text.substr(start, end - start);
+        if (l.ends_with('\r')) l.remove_suffix(1);
+        if (auto problem = text_problem(l)) return unexpected(PartitionsError{file, number, *problem + " (not text)"});
+        start = end + 1;
+    }
     std::vector<Partition> out;
     std::string stmt;
     int line = 1, stmt_line = 0;

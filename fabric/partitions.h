@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/expected.h"
+#include "common/utf8.h"
 
 namespace ipoibd::fabric {
 
@@ -57,7 +58,7 @@ struct PartitionsError {
     std::string file;
     int line = 0;
     std::string message;
-    std::string to_string() const { return file + ":" + std::to_string(line) + ": " + message; }
+    std::string to_string() const { return escape_text(file) + ":" + std::to_string(line) + ": " + message; }
 };
 
 expected<std::vector<Partition>, PartitionsError> parse_partitions(std::string_view text, const std::string& file);

@@ -326,9 +326,40 @@ const BadFile kBadFiles[] = {
      "FILE:2: [daemon] capture = ib0.pcap: must be an absolute path"},
     {"watchdog_not_bool", "[daemon]\nwatchdog = 1\n", "FILE:2: [daemon] watchdog = 1: must be yes or no"},
     {"busy_poll_too_long", "[daemon]\nbusy-poll = 2s\n", "FILE:2: [daemon] busy-poll = 2s: must be between 0s and 1s"},
+
+    // Text only: the bytes never reach the message.
+    {"control_character", "[interface]\nname = ib\x01x\n",
+     "FILE:2: control character 0x01 at column 10 (ipoibd.conf is UTF-8 text)"},
+    {"escape_in_a_comment", "# \x1b[2J\n[interface]\n", "FILE:1: control character 0x1b at column 3 (ipoibd.conf is UTF-8 text)"},
+    {"not_utf8", "[interface]\naddress = 198.18.0.1/24\xff\n",
+     "FILE:2: byte 0xff at column 24 is not UTF-8 (ipoibd.conf is UTF-8 text)"},
+    {"c1_control", "[interface]\nname = a\xc2\x9b\n",
+     "FILE:2: control character U+009B at column 9 (ipoibd.conf is UTF-8 text)"},
+    {"carriage_return_inside_a_line", "[interface]\nname = a\rb\n",
+     "FILE:2: control character 0x0d at column 9 (ipoibd.conf is UTF-8 text)"},
 };
 
 class BadFileTest : public testing::TestWithParam<BadFile> {};
+
+// A NUL cut the message that quoted its line ("FILE:2: [interface] address
+// = 198.18.0.1/24" and no reason); CRLF line ends, tabs and UTF-8 are text.
+TEST(ConfigText, ANulIsNamedAndTextIsTaken) {
+    TempDir dir;
+    auto nul = load_text(dir, std::string("[interface]\naddress = 198.18.0.1/24\0junk\n", 40));
+    ASSERT_FALSE(nul.has_value());
+    EXPECT_EQ(nul.error().message,
+              dir.path() + "/ib0.conf:2: control character 0x00 at column 24 (ipoibd.conf is UTF-8 text)");
+    auto text = load_text(dir, "# caf\xc3\xa9\r\n[interface]\r\naddress =\t198.18.0.1/24\r\n");
+    ASSERT_TRUE(text.has_value()) << text.error().message;
+    EXPECT_EQ(format_prefix(text->interface.addresses.at(0)), "198.18.0.1/24");
+}
+
+TEST(ConfigText, EscapeTextWritesWhatIsNotTextAsHex) {
+    EXPECT_EQ(escape_text("ib0"), "ib0");
+    EXPECT_EQ(escape_text("caf\xc3\xa9"), "caf\xc3\xa9");
+    EXPECT_EQ(escape_text(std::string("a\0b\x1b[m\xff\xc2\x9b", 9)), "a\\x00b\\x1b[m\\xff\\xc2\\x9b");
+    EXPECT_EQ(escape_text("\xe2\x82"), "\\xe2\\x82");  // a cut sequence
+}
 
 TEST_P(BadFileTest, FailsNamingFileLineKeyAndValue) {
     TempDir dir;
@@ -603,6 +634,12 @@ const BadCommandLine kBadCommandLines[] = {
     {"instance_with_slash", {"-i", "../etc"},
      "command line: -i ../etc: an instance name cannot contain '/', ':', '%' or white space"},
     {"instance_twice", {"-i", "ib0", "ib1"}, "command line: ib1: the instance is given twice"},
+    {"instance_with_a_control_character", {"i\x01" "b"},
+     "command line: i\\x01b: an instance name cannot contain a control character 0x01 at column 2"},
+    {"value_with_an_escape", {"--interface.name=a\x1b[31m"},
+     "command line: --interface.name=a\\x1b[31m: the value has a control character 0x1b at column 2"},
+    {"value_not_utf8", {"--daemon.capture=/tmp/\xff"},
+     "command line: --daemon.capture=/tmp/\\xff: the value has a byte 0xff at column 6 is not UTF-8"},
     {"two_instances", {"ib0", "ib1"}, "command line: one instance name at most (options start with -)"},
     {"config_twice", {"--config=/b"}, "command line: --config=/b: --config is given twice"},
     {"cross_check_blames_command_line", {"--fabric.embedded=yes", "-t", "verbs"},

@@ -66,6 +66,10 @@ TEST(Partitions, ErrorsNameFileAndLine) {
         {"A=0x1 : ALL", 1, "statement not ended with ';'"},
         {"A=0x1 ALL;", 1, "expected 'Name=PKey[,flags] : members ;'"},
         {"# nothing\n", 2, "no partitions defined"},
+        // Text only: the bytes never reach the message.
+        {"A=0x7fff, ipoib : ALL;\nB=0x8001\x01zz : ALL;\n", 2, "control character 0x01 at column 9 (not text)"},
+        {"A=0x7fff, ipoib\x1b[31m : ALL;\n", 1, "control character 0x1b at column 16 (not text)"},
+        {"A=0x7fff : ALL; # caf\xe9\r\n", 1, "byte 0xe9 at column 22 is not UTF-8 (not text)"},
     };
     for (const Case& c : cases) {
         SCOPED_TRACE(c.text);
@@ -75,6 +79,17 @@ TEST(Partitions, ErrorsNameFileAndLine) {
         EXPECT_EQ(p.error().message, c.message);
         EXPECT_EQ(p.error().to_string(), "/etc/ibfabricd/partitions.conf:" + std::to_string(c.line) + ": " + c.message);
     }
+}
+
+// A NUL is named too (the message quoted the statement up to it); CRLF
+// line ends and UTF-8 comments are text.
+TEST(Partitions, ANulIsNamedAndTextIsTaken) {
+    auto nul = parse_partitions(std::string("A=0x7fff : ALL;\nB=0x8001\0 : ALL;\n", 32), "p.conf");
+    ASSERT_FALSE(nul.has_value());
+    EXPECT_EQ(nul.error().to_string(), "p.conf:2: control character 0x00 at column 9 (not text)");
+    auto text = parse_partitions("# caf\xc3\xa9\r\nDefault=0x7fff, ipoib :\tALL=full;\r\n", "p.conf");
+    ASSERT_TRUE(text.has_value()) << text.error().to_string();
+    EXPECT_EQ(text->size(), 1u);
 }
 
 TEST(Partitions, MissingFile) {
