@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/duration.h"
+#include "common/utf8.h"
 #include "daemon/control_protocol.h"
 #include "daemon/ctl_client.h"
 #include "daemon/json_parse.h"
@@ -129,7 +130,7 @@ int exit_code(const CtlError& e) {
 int main(int argc, char** argv) {
     auto options = parse_options(argc, argv);
     if (!options) {
-        std::cerr << "ipoibctl: " << options.error() << "\nTry 'ipoibctl --help'.\n";
+        std::cerr << "ipoibctl: " << escape_text(options.error()) << "\nTry 'ipoibctl --help'.\n";
         return kExitUsage;
     }
     if (!*options) return kExitOk;  // --help

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/duration.h"
+#include "common/utf8.h"
 #include "daemon/control_protocol.h"
 #include "daemon/ctl_client.h"
 #include "daemon/json_parse.h"
@@ -58,7 +59,7 @@ int main(int argc, char** argv) {
     positional.add("command", -1);
     po::variables_map vm;
     const auto usage = [](const std::string& why) {
-        std::cerr << "ibfabricctl: " << why << "\nTry 'ibfabricctl --help'.\n";
+        std::cerr << "ibfabricctl: " << escape_text(why) << "\nTry 'ibfabricctl --help'.\n";
         return 2;
     };
     try {

@@ -21,9 +21,10 @@
 
 #include "common/duration.h"
 #include "common/option_table.h"
+#include "common/prometheus.h"
 #include "common/socket_address.h"
 #include "common/unique_fd.h"
-#include "common/prometheus.h"
+#include "common/utf8.h"
 #include "daemon/control.h"
 #include "daemon/event_loop.h"
 #include "daemon/metrics_http.h"
@@ -321,7 +322,7 @@ const cli::Option<Options> kOptions[] = {
 
 std::optional<Options> parse(int argc, char** argv) {
     auto fail = [](const std::string& what) -> std::optional<Options> {
-        std::cerr << "ibfabricd: " << what << "\n";
+        std::cerr << "ibfabricd: " << escape_text(what) << "\n";  // quotes what was typed
         return std::nullopt;
     };
     po::options_description desc("ibfabricd options");

@@ -16,10 +16,10 @@ expect() {
   err=$(timeout 10 "$@" 2>&1 >/dev/null)
   rc=$?
   if [ "$rc" -ne "$want" ] || ! grep -qE -- "$pattern" <<<"$err"; then
-    echo "FAIL: $* -> exit $rc (want $want), stderr: $err"
+    echo "FAIL: $(printf '%q ' "$@")-> exit $rc (want $want), stderr: $(printf %q "$err")"
     failures=$((failures + 1))
   else
-    echo "ok: $* -> $err"
+    echo "ok: $(printf '%q ' "$@")-> $err"
     passes=$((passes + 1))
   fi
 }
@@ -79,6 +79,15 @@ expect 2 "cannot be read|No such file" "$BIN/ipoibd" -c "$CONF/absent.conf"
 expect 2 "command line: --interface.mtu=1: " "$BIN/ipoibd" -c "$CONF/ok.conf" --interface.mtu=1
 expect 2 "log-target.*expected auto, journal or stderr" "$BIN/ipoibd" -c "$CONF/ok.conf" --log-target=syslog
 expect 2 "unrecognised option '--bogus'" "$BIN/ipoibctl" --bogus status
+# Control characters and bytes that are not UTF-8 are quoted as \xNN, never
+# written to the terminal raw.
+printf '[interface]\nname = ib\033[2J\n' >"$CONF/escape.conf"
+expect 2 "$CONF/escape.conf:2: control character 0x1b at column 10" "$BIN/ipoibd" -c "$CONF/escape.conf"
+expect 2 "command line: --interface.name=a\\\\x1b\\[31m: the value has a control character 0x1b" \
+  "$BIN/ipoibd" -c "$CONF/ok.conf" "--interface.name=a"$'\033'"[31m"
+expect 2 "bad port '\\\\x01'" "$BIN/ibfabricd" --listen "127.0.0.1:"$'\001'
+expect 2 "unrecognised option '--bogus\\\\x1b'" "$BIN/ipoibctl" "--bogus"$'\033'
+expect 2 "unrecognised option '--bogus\\\\x1b'" "$BIN/ibfabricctl" "--bogus"$'\033'
 expect 3 "ipoibd is not running \\(no control socket at $CONF/none.sock\\)" "$BIN/ipoibctl" -s "$CONF/none.sock" status
 
 # ipoibctl -j prints an answer only once it is JSON: bytes from whatever
