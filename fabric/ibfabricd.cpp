@@ -55,8 +55,9 @@ SimServerOptions& sim_options(Options& o) {
     return *o.sim;
 }
 
+// One line each, whatever a port or a file put in it (escape_text).
 void log_line(const std::string& s) {
-    std::fprintf(stderr, "ibfabricd: %s\n", s.c_str());
+    std::fprintf(stderr, "ibfabricd: %s\n", escape_text(s).c_str());
     std::fflush(stderr);
 }
 

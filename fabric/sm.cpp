@@ -4,6 +4,7 @@
 #include <random>
 #include <cstdio>
 
+#include "common/utf8.h"
 #include "transport/wire/smp_dr.h"
 
 namespace ipoibd::fabric {
@@ -291,7 +292,7 @@ void SubnetManager::finish(SmPort& port) {
     port.phase = SmPortPhase::active;
     ++counters_.ports_configured;
     if (hooks_.port_active) hooks_.port_active(port);
-    log("SM: port " + std::to_string(port.switch_port) + " GUID " + hex(port.port_guid, 16) + " \"" + port.description +
+    log("SM: port " + std::to_string(port.switch_port) + " GUID " + hex(port.port_guid, 16) + " \"" + escape_text(port.description) +
         "\" ACTIVE with LID " + hex(port.lid, 4) + (port.reregister ? ", client reregister requested" : ""));
 }
 

@@ -50,7 +50,7 @@ Wire link_packet() {
 struct Net;
 
 struct Ca final : transport::LinkSink {
-    Ca(Net& n, int id, std::uint64_t guid);
+    Ca(Net& n, int id, std::uint64_t guid, std::string description = "ca");
     bool transmit(bytes p) override;
     std::vector<PortEvent> events() {
         std::vector<PortEvent> out(64);
@@ -72,8 +72,11 @@ struct Net final : SwitchOutput {
     void send(const SocketAddress& peer, bytes d) override { down.emplace_back(peer, Wire(d.begin(), d.end())); }
 };
 
-Ca::Ca(Net& n, int id, std::uint64_t guid)
-    : net(n), address(addr(id)), port(transport::SmaIdentity{.node_guid = guid, .port_guid = guid, .node_description = "ca"}, *this) {
+Ca::Ca(Net& n, int id, std::uint64_t guid, std::string description)
+    : net(n),
+      address(addr(id)),
+      port(transport::SmaIdentity{.node_guid = guid, .port_guid = guid, .node_description = std::move(description)},
+           *this) {
     net.cas.push_back(this);
     if (net.now) port.set_clock([&n] { return *n.now; });
 }
@@ -187,6 +190,22 @@ TEST_F(FabricTest, SmProgramsPortsToActive) {
     EXPECT_FALSE(has(ev, PortEvent::client_reregister)) << "a fresh port has nothing to re-register";
     EXPECT_EQ(sm->ports().at(1).description, "ca");
     EXPECT_EQ(sm->counters().ports_configured, 2u);
+}
+
+// A port's NodeDescription is its own to write: the SM's log quotes it with
+// control characters and bytes that are not UTF-8 as \xNN, so a port cannot
+// put escape sequences on ibfabricd's terminal or in its journal.
+TEST_F(FabricTest, TheLogQuotesAPortsDescriptionAsText) {
+    std::vector<std::string> lines;
+    sm = std::make_unique<SubnetManager>(sm_config, *sw, [&](const std::string& l) { lines.push_back(l); });
+    sw->set_management(sm.get());
+    Ca a(net, 1, 0x0002C90300000A01, "evil\x1b]0;owned\x07\xff caf\xc3\xa9");
+    plug(a);
+    ASSERT_EQ(a.port.core().attributes().state, PortState::active);
+    EXPECT_EQ(sm->ports().at(1).description, "evil\x1b]0;owned\x07\xff caf\xc3\xa9");  // as the port said
+    const auto active = std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return l.find("ACTIVE") != l.npos; });
+    ASSERT_NE(active, lines.end());
+    EXPECT_NE(active->find("\"evil\\x1b]0;owned\\x07\\xff caf\xc3\xa9\""), std::string::npos) << *active;
 }
 
 TEST_F(FabricTest, UnicastAndMulticastThroughTheSwitch) {
