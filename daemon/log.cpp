@@ -15,6 +15,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/utf8.h"
+
 namespace ipoibd::daemon {
 
 namespace {
@@ -110,7 +112,7 @@ void append_escaped(std::string& out, char c) {
         case '\r': out += "\\r"; return;
         default: break;
     }
-    if (u < 0x20 || u == 0x7f) {
+    if (u < 0x20 || u >= 0x7f) {  // the bytes of UTF-8 text come through append_text()
         out += "\\x";
         out += kHex[u >> 4];
         out += kHex[u & 0xf];
@@ -119,11 +121,29 @@ void append_escaped(std::string& out, char c) {
     }
 }
 
+// `text` escaped for one line of a terminal: controls (C1 too) and bytes
+// that are not UTF-8 as \xNN, well-formed characters as they are. A
+// backslash or quote is preceded by a backslash where `quote` says so.
+void append_text(std::string& out, std::string_view text, bool quote) {
+    while (!text.empty()) {
+        const std::size_t n = utf8_sequence_length(text);
+        const bool c1 = n == 2 && static_cast<unsigned char>(text[0]) == 0xc2 && static_cast<unsigned char>(text[1]) <= 0x9f;
+        if (n > 1 && !c1) {
+            out += text.substr(0, n);
+            text.remove_prefix(n);
+            continue;
+        }
+        if (quote && (text[0] == '"' || text[0] == '\\')) out += '\\';
+        append_escaped(out, text[0]);
+        text.remove_prefix(1);
+    }
+}
+
 bool needs_quotes(std::string_view value) {
     if (value.empty()) return true;
     for (char c : value) {
         const auto u = static_cast<unsigned char>(c);
-        if (c == ' ' || c == '"' || c == '\\' || c == '=' || c == '(' || c == ')' || u < 0x20 || u == 0x7f)
+        if (c == ' ' || c == '"' || c == '\\' || c == '=' || c == '(' || c == ')' || u < 0x20 || u >= 0x7f)
             return true;
     }
     return false;
@@ -135,10 +155,7 @@ void append_value(std::string& out, std::string_view value) {
         return;
     }
     out += '"';
-    for (char c : value) {
-        if (c == '"' || c == '\\') out += '\\';
-        append_escaped(out, c);
-    }
+    append_text(out, value, true);
     out += '"';
 }
 
@@ -154,7 +171,7 @@ std::string stderr_line(std::string_view identifier, int pid, LogLevel level, st
     line += "]: ";
     line += log_level_name(level);
     line += ": ";
-    for (char c : message) append_escaped(line, c);  // one message, one line
+    append_text(line, message, false);  // one message, one line
     if (!fields.empty()) {
         line += " (";
         for (std::size_t i = 0; i < fields.size(); ++i) {

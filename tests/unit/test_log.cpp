@@ -36,6 +36,14 @@ TEST(Log, StderrLineQuotesAndEscapes) {
               "LOWER=\"a=b\")\n");
 }
 
+// A terminal takes U+009B for CSI as it takes ESC [: C1 controls and bytes
+// that are not UTF-8 are escaped like C0; text in other scripts is kept.
+TEST(Log, StderrLineEscapesC1AndBytesThatAreNotUtf8) {
+    const LogField fields[] = {{"X", "caf\xc3\xa9"}, {"Y", "\xc2\x9b" "2J\xff"}};
+    EXPECT_EQ(stderr_line("ipoibd", 7, LogLevel::info, "a\xc2\x9b" "31m \xe2\x82 caf\xc3\xa9", fields),
+              "ipoibd[7]: info: a\\xc2\\x9b31m \\xe2\\x82 caf\xc3\xa9 (X=\"caf\xc3\xa9\" Y=\"\\xc2\\x9b2J\\xff\")\n");
+}
+
 TEST(Log, LevelFiltering) {
     Pipe p;
     Logger log({.target = LogTarget::stderr_lines, .min_level = LogLevel::warning, .stderr_fd = p.write.get()});
