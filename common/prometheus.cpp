@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace ipoibd {
@@ -62,15 +63,20 @@ std::string PrometheusText::render() const {
     return out;
 }
 
+// The temporary file is a new one of an unpredictable name (mkostemp:
+// O_EXCL): in a directory others may write to, a fixed name could be a
+// file or a hard link someone put there, which O_TRUNC would empty and the
+// rename would make the textfile.
 expected<void, std::string> write_textfile(const std::string& path, std::string_view text) {
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) return unexpected("could not write " + tmp + ": " + std::strerror(errno));
+    std::string tmp = path + ".tmp.XXXXXX";
+    const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+    if (fd < 0) return unexpected("could not write " + path + ".tmp.*: " + std::strerror(errno));
     std::size_t done = 0;
     while (done < text.size()) {
         const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
         if (n <= 0) {
-            const int err = errno;
+            if (n < 0 && errno == EINTR) continue;
+            const int err = n == 0 ? EIO : errno;
             ::close(fd);
             ::unlink(tmp.c_str());
             return unexpected("could not write " + tmp + ": " + std::strerror(err));

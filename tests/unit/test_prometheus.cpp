@@ -76,5 +76,25 @@ TEST(Prometheus, TheTextfileIsReplacedWhole) {
     std::filesystem::remove_all(dir);
 }
 
+// A file or hard link someone put at a predictable temporary name is
+// neither written through (a hard link to another file was emptied by
+// O_TRUNC) nor renamed into place: the temporary file is a new one.
+TEST(Prometheus, TheTextfileIsNotWrittenThroughAFileAtATemporaryName) {
+    const auto dir = std::filesystem::temp_directory_path() / ("prom-link-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string path = (dir / "ipoibd.prom").string();
+    const std::string victim = (dir / "victim").string();
+    std::ofstream(victim) << "precious\n";
+    // The names the old writer used: PATH.tmp.PID.
+    std::filesystem::create_hard_link(victim, path + ".tmp." + std::to_string(::getpid()));
+    ASSERT_TRUE(write_textfile(path, "a 1\n"));
+    std::stringstream v, p;
+    v << std::ifstream(victim).rdbuf();
+    p << std::ifstream(path).rdbuf();
+    EXPECT_EQ(v.str(), "precious\n");
+    EXPECT_EQ(p.str(), "a 1\n");
+    std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace ipoibd
