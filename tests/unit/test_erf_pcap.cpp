@@ -2,6 +2,10 @@
 // real decoder agrees).
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -62,6 +66,27 @@ TEST(ErfPcap, OpenFailureNamesFileAndReason) {
     auto w = ErfPcapWriter::open("/nonexistent-dir/x.pcap");
     ASSERT_FALSE(w.has_value());
     EXPECT_EQ(w.error().message(), "could not open capture file /nonexistent-dir/x.pcap: No such file or directory");
+}
+
+// The capture holds the tunnel's traffic: a new file is the owner's alone
+// whatever the umask, and a symlink at the path is refused rather than
+// written through (its target was truncated).
+TEST(ErfPcap, TheFileIsPrivateAndASymlinkIsRefused) {
+    const std::string dir = ::testing::TempDir() + "erf_private." + std::to_string(::getpid());
+    std::filesystem::create_directories(dir);
+    const mode_t old_umask = ::umask(022);
+    auto w = ErfPcapWriter::open(dir + "/a.pcap");
+    ::umask(old_umask);
+    ASSERT_TRUE(w) << w.error().message();
+    EXPECT_EQ(std::filesystem::status(dir + "/a.pcap").permissions(),
+              std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    std::ofstream(dir + "/victim") << "precious";
+    std::filesystem::create_symlink(dir + "/victim", dir + "/b.pcap");
+    auto refused = ErfPcapWriter::open(dir + "/b.pcap");
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().error, ELOOP);
+    EXPECT_EQ(slurp(dir + "/victim").size(), 8u);
+    std::filesystem::remove_all(dir);
 }
 
 TEST(ErfPcap, OversizedRecordIsCountedNotWritten) {

@@ -1,5 +1,8 @@
 #include "transport/capture/erf_pcap.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <array>
 #include <cerrno>
 
@@ -27,9 +30,18 @@ void write_erf_header(std::uint8_t* out, std::chrono::system_clock::time_point t
     store_be16(out + 14, static_cast<std::uint16_t>(wire_len));
 }
 
+// Mode 0600 whatever the umask: the packets carry the tunnel's traffic.
+// A symlink at `path` is refused (O_NOFOLLOW), not written through: the
+// path may be in a directory others write to.
 expected<ErfPcapWriter, SysError> ErfPcapWriter::open(const std::string& path) {
-    std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "wb"));
-    if (!f) return unexpected(SysError{"open capture file " + path, errno});
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return unexpected(SysError{"open capture file " + path, errno});
+    std::unique_ptr<std::FILE, FileCloser> f(::fdopen(fd, "wb"));
+    if (!f) {
+        const int err = errno;
+        ::close(fd);
+        return unexpected(SysError{"open capture file " + path, err});
+    }
     std::array<std::uint8_t, kPcapFileHeaderSize> h{};
     store_host32(h.data(), kPcapMagicMicroseconds);
     store_host16(h.data() + 4, kPcapVersionMajor);
