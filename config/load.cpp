@@ -263,6 +263,8 @@ std::string syntax_error(const IniLine& line) {
 }
 
 expected<void, ConfigError> Loader::read_file(std::string_view text) {
+    // A UTF-8 byte order mark (some editors write one) is no part of line 1.
+    if (text.starts_with("\xef\xbb\xbf")) text.remove_prefix(3);
     // Text only (a CR before the line break is the line break's): a NUL
     // cut the error message that quoted the line, other controls and bytes
     // that are not UTF-8 went to the terminal and the journal as they were.

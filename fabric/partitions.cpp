@@ -117,6 +117,7 @@ expected<Partition, std::string> parse_statement(const std::string& stmt) {
 }  // namespace
 
 expected<std::vector<Partition>, PartitionsError> parse_partitions(std::string_view text, const std::string& file) {
+    if (text.starts_with("\xef\xbb\xbf")) text.remove_prefix(3);  // a UTF-8 byte order mark
     // Text only (a CR before a line break is the break's): a control
     // character or a byte that is not UTF-8 would reach the message that
     // quotes its statement, the terminal and the journal.

@@ -342,14 +342,15 @@ const BadFile kBadFiles[] = {
 class BadFileTest : public testing::TestWithParam<BadFile> {};
 
 // A NUL cut the message that quoted its line ("FILE:2: [interface] address
-// = 198.18.0.1/24" and no reason); CRLF line ends, tabs and UTF-8 are text.
+// = 198.18.0.1/24" and no reason); CRLF line ends, tabs and UTF-8 are text,
+// and a byte order mark is skipped.
 TEST(ConfigText, ANulIsNamedAndTextIsTaken) {
     TempDir dir;
     auto nul = load_text(dir, std::string("[interface]\naddress = 198.18.0.1/24\0junk\n", 40));
     ASSERT_FALSE(nul.has_value());
     EXPECT_EQ(nul.error().message,
               dir.path() + "/ib0.conf:2: control character 0x00 at column 24 (ipoibd.conf is UTF-8 text)");
-    auto text = load_text(dir, "# caf\xc3\xa9\r\n[interface]\r\naddress =\t198.18.0.1/24\r\n");
+    auto text = load_text(dir, "\xef\xbb\xbf# caf\xc3\xa9\r\n[interface]\r\naddress =\t198.18.0.1/24\r\n");
     ASSERT_TRUE(text.has_value()) << text.error().message;
     EXPECT_EQ(format_prefix(text->interface.addresses.at(0)), "198.18.0.1/24");
 }

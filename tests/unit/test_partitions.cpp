@@ -82,14 +82,15 @@ TEST(Partitions, ErrorsNameFileAndLine) {
 }
 
 // A NUL is named too (the message quoted the statement up to it); CRLF
-// line ends and UTF-8 comments are text.
+// line ends and UTF-8 comments are text, and a byte order mark is skipped.
 TEST(Partitions, ANulIsNamedAndTextIsTaken) {
     auto nul = parse_partitions(std::string("A=0x7fff : ALL;\nB=0x8001\0 : ALL;\n", 32), "p.conf");
     ASSERT_FALSE(nul.has_value());
     EXPECT_EQ(nul.error().to_string(), "p.conf:2: control character 0x00 at column 9 (not text)");
-    auto text = parse_partitions("# caf\xc3\xa9\r\nDefault=0x7fff, ipoib :\tALL=full;\r\n", "p.conf");
+    auto text = parse_partitions("\xef\xbb\xbf# caf\xc3\xa9\r\nDefault=0x7fff, ipoib :\tALL=full;\r\n", "p.conf");
     ASSERT_TRUE(text.has_value()) << text.error().to_string();
-    EXPECT_EQ(text->size(), 1u);
+    ASSERT_EQ(text->size(), 1u);
+    EXPECT_EQ(text->front().name, "Default");
 }
 
 TEST(Partitions, MissingFile) {
