@@ -508,6 +508,35 @@ bool on_link(const RoutedInterface& i, const IpAddress& gateway) {
     return false;
 }
 
+// The directed broadcast address of an IPv4 prefix shorter than /31.
+std::optional<IpAddress> broadcast_of(const IpPrefix& p) {
+    if (!p.address.is_v4() || p.length >= 31) return std::nullopt;
+    auto b = p.address.v4_bytes();
+    const std::uint32_t host = p.length == 0 ? ~0u : (~0u >> p.length);
+    std::uint32_t v = (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) | (std::uint32_t{b[2]} << 8) | b[3];
+    v |= host;
+    return IpAddress::v4({static_cast<std::uint8_t>(v >> 24), static_cast<std::uint8_t>(v >> 16),
+                          static_cast<std::uint8_t>(v >> 8), static_cast<std::uint8_t>(v)});
+}
+
+// Why a gateway on the link is still no gateway: an address of this
+// daemon (IPv6: the kernel refuses a local gateway; IPv4: it takes one, and
+// the route then sends to ourselves) or the directed broadcast address of
+// the interface's prefix (the kernel refuses it).
+std::optional<std::string> gateway_problem(const std::vector<RoutedInterface>& all, const RoutedInterface& i,
+                                           const IpAddress& gateway) {
+    for (const RoutedInterface& other : all)
+        for (const IpPrefix& a : *other.addresses)
+            if (a.address == gateway)
+                return "the gateway " + format_ip(gateway) + " is [" + other.section + "] address = " +
+                       format_prefix(a) + ": a route through this daemon's own address leads nowhere";
+    for (const IpPrefix& a : *i.addresses)
+        if (broadcast_of(a) == gateway)
+            return "the gateway " + format_ip(gateway) + " is the broadcast address of [" + i.section +
+                   "] address = " + format_prefix(a);
+    return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<RouteInconsistency> check_routes(const DaemonConfig& c) {
@@ -521,6 +550,9 @@ std::optional<RouteInconsistency> check_routes(const DaemonConfig& c) {
                                           "the gateway " + format_ip(*r.gateway) + " is not on the link of [" +
                                               all[i].section + "]: no address of it, nor an on-link route "
                                               "through it, covers it"};
+            if (r.gateway)
+                if (auto problem = gateway_problem(all, all[i], *r.gateway))
+                    return RouteInconsistency{all[i].section, format_route(r), *problem};
             for (const RoutedInterface& other : all)
                 for (const IpPrefix& a : *other.addresses)
                     if (kernel_routes(a, r.destination))

@@ -251,6 +251,19 @@ const BadFile kBadFiles[] = {
      "[interface]\naddress = 198.18.0.1/24\n[child ib0.8001]\npkey = 0x8001\nroute = 198.19.0.0/24 via 198.18.0.2\n",
      "FILE:5: [child ib0.8001] route = 198.19.0.0/24 via 198.18.0.2: the gateway 198.18.0.2 is not on the link of "
      "[child ib0.8001]: no address of it, nor an on-link route through it, covers it"},
+    {"route_gateway_is_an_own_address",
+     "[interface]\naddress = 198.18.0.1/24\nroute = 198.19.0.0/24 via 198.18.0.1\n",
+     "FILE:3: [interface] route = 198.19.0.0/24 via 198.18.0.1: the gateway 198.18.0.1 is [interface] address = "
+     "198.18.0.1/24: a route through this daemon's own address leads nowhere"},
+    {"route_v6_gateway_is_a_childs_address",
+     "[interface]\naddress = 2001:db8::1/64\nroute = 2001:db8:9::/64 via 2001:db8::2\n"
+     "[child ib0.8001]\npkey = 0x8001\naddress = 2001:db8::2/128\n",
+     "FILE:3: [interface] route = 2001:db8:9::/64 via 2001:db8::2: the gateway 2001:db8::2 is [child ib0.8001] "
+     "address = 2001:db8::2/128: a route through this daemon's own address leads nowhere"},
+    {"route_gateway_is_the_broadcast_address",
+     "[interface]\naddress = 198.18.0.1/24\nroute = 198.19.0.0/24 via 198.18.0.255\n",
+     "FILE:3: [interface] route = 198.19.0.0/24 via 198.18.0.255: the gateway 198.18.0.255 is the broadcast "
+     "address of [interface] address = 198.18.0.1/24"},
     {"route_v6_gateway_off_link", "[interface]\naddress = 2001:db8::1/64\nroute = 2001:db8:9::/64 via 2001:db8:5::1\n",
      "FILE:3: [interface] route = 2001:db8:9::/64 via 2001:db8:5::1: the gateway 2001:db8:5::1 is not on the link of "
      "[interface]: no address of it, nor an on-link route through it, covers it"},
