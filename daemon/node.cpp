@@ -400,6 +400,7 @@ expected<void, std::string> Node::add_interface(std::unique_ptr<host::HostPort> 
                                   [this, &added] {
                                       added.read_host(Clock::now());
                                       added.flush_host();
+                                      if (added.host().gone()) host_gone(added, "a read");
                                       schedule(Clock::now());
                                   });
             !r)
@@ -567,6 +568,9 @@ void Node::on_monitor_readable() {
                     i->host_address_added(a->address.prefix, now);  // announces it (gratuitous ARP / NA)
             }
         } else if (std::holds_alternative<netlink::RouteEvent>(ev) || std::holds_alternative<netlink::LinkEvent>(ev)) {
+            if (const auto* l = std::get_if<netlink::LinkEvent>(&ev); l && l->removed)
+                for (auto& i : interfaces_)
+                    if (i->host().ifindex() != 0 && i->host().ifindex() == l->link.ifindex) host_gone(*i, "netlink");
             for (auto& i : interfaces_) i->host_routes_changed();
         } else if (std::holds_alternative<netlink::ResyncNeeded>(ev)) {
             resync_hosts(now);
@@ -681,7 +685,7 @@ int Node::run() {
     }
     const std::string ifname = interfaces_.empty() ? instance_ : interfaces_.front()->name();
     log_.info("ipoibd stopped", {{field::kIfname, ifname}});
-    return 0;
+    return exit_status_;
 }
 
 void Node::start() {
@@ -700,7 +704,21 @@ void Node::start() {
     housekeeping();
 }
 
-void Node::stop(const char* why) {
+void Node::host_gone(iface::Interface& i, const char* seen_by) {
+    if (i.host_gone()) return;  // told already
+    i.set_host_gone();
+    // Its fd reports an error at every wait, its data threads' too.
+    if (const int fd = i.host().fd(); fd >= 0) loop_.remove_fd(fd);
+    if (const int fd = i.miss_fd(); fd >= 0) loop_.remove_fd(fd);
+    i.stop_data_threads();
+    log_.error(i.name() + " was deleted (" + seen_by + " said so): stopping with status 1 (the service manager " +
+                   "starts ipoibd again, with its devices)",
+               {{field::kIfname, i.name()}});
+    exit_status_ = 1;
+    stop("the deletion of " + i.name());
+}
+
+void Node::stop(const std::string& why) {
     if (stopping_) return;
     stopping_ = true;
     (void)notify_.stopping(std::string("leaving multicast groups (") + why + ")");

@@ -91,7 +91,8 @@ public:
     expected<void, std::string> create_interfaces();
     expected<void, std::string> open_control();
     void drop_capabilities();
-    // Runs until SIGTERM/SIGINT; the exit status.
+    // Runs until SIGTERM/SIGINT (exit status 0) or until one of its devices
+    // is deleted under it (1: the service manager starts it again).
     int run();
     // What run() does before it loops: the interfaces start when the port
     // is ACTIVE, the timer is armed. Tests that drive a shared loop call it
@@ -138,7 +139,12 @@ public:
     // The control socket's answer to a request (control_protocol.h: a
     // command and an optional interface name), as ipoibctl gets it.
     std::string answer(std::string_view request);
-    void stop(const char* why);
+    void stop(const std::string& why);
+    // One of the node's TUN/TAP devices was deleted (ip link del; seen by
+    // netlink or by a read): the node stops with exit status 1, as the
+    // device cannot come back under it.
+    void host_gone(iface::Interface& i, const char* seen_by);
+    int exit_status() const { return exit_status_; }
     void reload();
     // The netlink monitor lost notifications (ENOBUFS): every interface
     // reads its host's addresses and routes again (tests call it).
@@ -244,6 +250,7 @@ private:
     bool started_ = false;  // start() ran: the loop's iteration hook is ours
     bool ready_sent_ = false;
     bool stopping_ = false;
+    int exit_status_ = 0;
     bool sm_silent_ = false;  // check_sm_contact() said the SM stopped sweeping
     Clock::time_point stop_deadline_{};
 

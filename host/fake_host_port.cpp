@@ -10,9 +10,14 @@ namespace ipoibd::host {
 FakeHostPort::FakeHostPort(std::string name, std::optional<MacAddress> mac)
     : name_(std::move(name)), mac_(mac), event_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
 
+void FakeHostPort::delete_device() {
+    gone_ = true;
+    update_event();
+}
+
 void FakeHostPort::update_event() {
     std::uint64_t value = 0;
-    if (injected_.empty()) {
+    if (injected_.empty() && !gone_) {
         while (::read(event_.get(), &value, sizeof value) > 0) {
         }
     } else {
@@ -34,7 +39,7 @@ bool FakeHostPort::inject(bytes ip_packet, std::optional<IpAddress> next_hop) {
 std::size_t FakeHostPort::read_batch(HostReceiver& receiver, std::size_t max_reads) {
     read_requests_.push_back(max_reads);
     std::size_t reads = 0;
-    while (reads < max_reads && !injected_.empty()) {
+    while (!gone_ && reads < max_reads && !injected_.empty()) {
         const Injected p = std::move(injected_.front());
         injected_.pop_front();
         ++rx_packets_;

@@ -54,10 +54,14 @@ public:
     std::size_t route_changes() const { return route_changes_; }
     // The max_reads of every read_batch() call, oldest first.
     const std::vector<std::size_t>& read_requests() const { return read_requests_; }
+    // As `ip link del`: the device is gone, its fd stays ready (a TUN's
+    // reports an error) and reads find nothing.
+    void delete_device();
 
     const std::string& name() const override { return name_; }
     std::uint32_t ifindex() const override { return 0; }
     int fd() const override { return event_.get(); }
+    bool gone() const override { return gone_; }
     std::size_t read_batch(HostReceiver& receiver, std::size_t max_reads) override;
     void write(bytes ip_packet) override;
     void flush() override { ++flushes_; }
@@ -101,6 +105,7 @@ private:
     std::vector<std::vector<std::uint8_t>> written_;
     bool carrier_ = false;
     bool up_ = false;
+    bool gone_ = false;
     std::uint32_t mtu_ = 1500;
     std::vector<IpPrefix> addresses_;
     std::vector<HostRoute> routes_;

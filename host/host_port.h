@@ -96,6 +96,10 @@ public:
     virtual std::uint32_t ifindex() const = 0;    // 0 for a fake
     // Readable when read_batch() has packets (the fake's is an eventfd).
     virtual int fd() const = 0;
+    // The device was deleted under the daemon (ip link del): a read found
+    // its file detached (EBADFD), and fd() now reports an error at every
+    // wait. Nothing comes or goes any more.
+    virtual bool gone() const { return false; }
 
     // Reads up to `max_reads` packets from the host without blocking and
     // hands their datagrams to `receiver`; returns the number of reads that

@@ -93,7 +93,12 @@ std::size_t TunPort::read_batch(HostReceiver& receiver, std::size_t max_reads) {
     for (std::size_t i = 0; i < max_reads; ++i) {
         const ssize_t n = ::read(device_.fd.get(), read_buffer_.data(), read_buffer_.size());
         if (n < 0) {
-            if (errno != EAGAIN && errno != EINTR) ++counters_.rx_errors;
+            if (errno == EBADFD) {  // the device is gone: counted once
+                if (!gone_) ++counters_.rx_errors;
+                gone_ = true;
+            } else if (errno != EAGAIN && errno != EINTR) {
+                ++counters_.rx_errors;
+            }
             break;
         }
         ++counters_.rx_packets;

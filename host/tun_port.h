@@ -69,6 +69,7 @@ public:
     const std::string& name() const override { return device_.name; }
     std::uint32_t ifindex() const override { return device_.ifindex; }
     int fd() const override { return device_.fd.get(); }
+    bool gone() const override { return gone_; }
     std::size_t read_batch(HostReceiver& receiver, std::size_t max_reads) override;
     void write(bytes ip_packet) override;
     void flush() override;
@@ -103,6 +104,7 @@ protected:
     std::vector<std::uint8_t> segment_buffer_;
     std::unique_ptr<TunCoalescer> coalescer_;  // offload TUNs: GRO-like writes
     TunCounters counters_;
+    bool gone_ = false;  // a read found the device deleted (EBADFD)
     std::function<void(int)> write_error_;
     bool multi_queue_ = false;
     // The other queues' fds (dup()s), written to by flow: see write_now().

@@ -247,7 +247,7 @@ std::size_t Interface::poll_link(Clock::time_point now, std::size_t max) {
 // The host port's errors name the operation ("could not set the carrier of
 // ib0: ...", the rtnetlink request): counted and logged.
 void Interface::host_result(const expected<void, std::string>& r) {
-    if (r) return;
+    if (r || host_gone_) return;
     ++counters_.host_config_errors;
     events_.host_warning(name(), r.error());
 }

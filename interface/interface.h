@@ -154,6 +154,10 @@ public:
     void publish_forwarding(Clock::time_point now);
     // Stops the data threads (they read nothing more); idempotent.
     void stop_data_threads();
+    // The node was told its host device is gone (Node::host_gone): the
+    // host's refusals from now on are expected, not warnings.
+    bool host_gone() const { return host_gone_; }
+    void set_host_gone() { host_gone_ = true; }
 
     // The host's addresses and routes, as rtnetlink reports them changing
     // (the admin's `ip addr add`): the engine answers ARP/ND for them.
@@ -244,6 +248,7 @@ private:
     std::unique_ptr<ipoib::Engine> engine_;
     std::unique_ptr<ipoib::EthernetHost> ethernet_;  // TAP mode
     bool started_ = false;
+    bool host_gone_ = false;
     Clock::time_point now_{};  // of the host batch being read
     host::ReadPacing host_reads_{config_.host_max_batch};
     std::size_t host_bytes_ = 0;  // read from the host since the port was last served (connected mode)

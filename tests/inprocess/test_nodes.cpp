@@ -95,6 +95,20 @@ TEST_P(Nodes, AResyncForgetsTheAddressesTheHostNoLongerHas) {
     EXPECT_TRUE(std::any_of(addresses.begin(), addresses.end(), [](const auto& a) { return a.implicit; }));
 }
 
+// `ip link del` of a node's device: its fd reports an error at every wait
+// (the loop spun on it at full speed, silently). The node stops watching it,
+// says so and stops with exit status 1, for the service manager to start
+// it again with its devices; the other node is untouched.
+TEST_P(Nodes, ADeletedDeviceStopsTheNodeWithStatusOne) {
+    a_->host->delete_device();
+    ASSERT_TRUE(fabric_->run_until([&] { return a_->node->exit_status() == 1; }, 2s));
+    const std::size_t reads = a_->host->read_requests().size();
+    fabric_->run_for(300ms);
+    EXPECT_EQ(a_->host->read_requests().size(), reads) << "the gone device's fd is still watched";
+    EXPECT_EQ(b_->node->exit_status(), 0);
+    EXPECT_TRUE(b_->link_up());
+}
+
 TEST_P(Nodes, Ipv4CrossesBothWaysAfterArp) {
     const auto request = icmp_echo_v4("198.18.0.1", "198.18.0.2", 1);
     ASSERT_TRUE(deliver(*a_, *b_, request));

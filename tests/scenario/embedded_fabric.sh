@@ -52,3 +52,20 @@ direct=$(ip netns exec "$B" "$BIN/ipoibctl" -s "$WORK/b.sock" -j stats | python3
 configured=$(ip netns exec "$A" "$BIN/ipoibctl" -s "$WORK/a.sock" -j stats | python3 -c "import json,sys; print(json.load(sys.stdin)['fabric_sm']['ports_configured'])")
 [ "$configured" -eq 2 ] || fail "A's stats show the embedded SM configured $configured ports, not 2"
 pass "embedded fabric: A hosts switch, SM and SA (its counters in A's stats); ping and ping6 between A and B ($direct packets cut through)"
+
+# `ip link del` of B's TUN device: B's ipoibd says so and exits with status
+# 1 (systemd's Restart=on-failure starts it again with its device) instead
+# of spinning on the dead fd.
+B_PID=${PIDS[1]}
+ip -n "$B" link del ib0
+deadline=$((SECONDS + 10))
+while kill -0 "$B_PID" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
+kill -0 "$B_PID" 2>/dev/null && fail "B's ipoibd still runs 10 s after its device was deleted"
+set +e
+wait "$B_PID"
+status=$?
+set -e
+[ "$status" -eq 1 ] || fail "B's ipoibd exited with status $status after its device was deleted, not 1"
+grep -q "ib0 was deleted" "$WORK/b.log" || fail "B's log does not say its device was deleted"
+ip netns exec "$A" "$BIN/ipoibctl" -s "$WORK/a.sock" status >/dev/null || fail "A stopped with B"
+pass "a deleted TUN device: ipoibd logs it and exits with status 1"
