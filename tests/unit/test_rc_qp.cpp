@@ -1078,6 +1078,33 @@ TEST_F(RcPair, ADuplicateReadThatFailsItsKeyIsDroppedSilently) {
     EXPECT_EQ(b.state(), QpState::rts);
 }
 
+// A peer that repeats an old READ (a 40-byte packet each) had it executed
+// again every time, each one a region's worth of responses queued at once:
+// duplicates take responder resources too, and more are dropped.
+TEST_F(RcPair, DuplicateReadsBeyondTheResponderResourcesAreDropped) {
+    connect(0, 0, {}, 256);
+    Bytes source(4096, 3);
+    const MemoryRegion r = memory_b.register_region(source, access::remote_read);
+    const RcPacket read{.opcode = op::rc_rdma_read_request, .dest_qp = 0x200, .psn = 0, .ack_req = true,
+                        .reth = ib::Reth{r.va, r.rkey, 4096}};
+    b.receive(read, now);
+    std::vector<RcPacket> out;
+    b.output(out, now);
+    ASSERT_EQ(out.size(), 16u);
+    for (int k = 0; k < 1000; ++k) b.receive(read, now);
+    out.clear();
+    b.output(out, now);
+    EXPECT_EQ(out.size(), 16u * 16u) << "max_dest_rd_atomic (16) duplicates executed again in one batch";
+    EXPECT_EQ(b.counters().duplicate_reads, 16u);
+    EXPECT_EQ(b.counters().duplicate_reads_dropped, 1000u - 16u);
+    EXPECT_EQ(b.state(), QpState::rts) << "never NAKed";
+    // The next batch has its resources again: a requester's retry goes.
+    b.receive(read, now);
+    out.clear();
+    b.output(out, now);
+    EXPECT_EQ(out.size(), 16u);
+}
+
 TEST_F(RcPair, TheWindowCountsAReadsResponses) {
     connect(0, 0, {}, 256);
     Bytes source(256 * 300), into(256 * 300);

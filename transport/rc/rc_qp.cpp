@@ -177,6 +177,7 @@ void visit(const RcCounters& c, CounterSink& out) {
     out.counter("rc_unsolicited_acks", c.unsolicited_acks);
     out.counter("rc_limited_waits", c.limited_waits);
     out.counter("rc_read_resources_exhausted", c.read_resources_exhausted);
+    out.counter("rc_duplicate_reads_dropped", c.duplicate_reads_dropped);
     out.counter("rc_invalid_requests", c.invalid_requests);
     out.counter("rc_access_errors", c.access_errors);
     out.counter("rc_duplicate_reads", c.duplicate_reads);
@@ -354,6 +355,7 @@ void RcQp::output(std::vector<RcPacket>& out, Clock::time_point now) {
     for (RcPacket& p : to_send_) out.push_back(std::move(p));
     to_send_.clear();
     reads_this_batch_ = 0;  // their responses are out: the resources are free
+    duplicate_reads_this_batch_ = 0;
     if (!sending()) return;
     if (rnr_until_) {
         if (now < *rnr_until_) return;
@@ -837,6 +839,15 @@ void RcQp::responder(const RcPacket& p) {
         // acknowledged with the newest PSN taken, which covers it.
         ++counters_.duplicates;
         if (read) {
+            // Each one is executed again, whole: they take responder
+            // resources as new READs do, from their own budget (a retry that
+            // crosses the originals in one batch must not cost a conforming
+            // requester its connection). Over it, dropped: never NAKed (C9-115).
+            if (duplicate_reads_this_batch_ >= std::max<std::size_t>(rtr_.max_dest_rd_atomic, 1)) {
+                ++counters_.duplicate_reads_dropped;
+                return;
+            }
+            ++duplicate_reads_this_batch_;
             ++counters_.duplicate_reads;
             (void)execute_read(p, true);
             return;

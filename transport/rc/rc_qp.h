@@ -58,7 +58,8 @@
 //    sequence error (no more until the expected PSN arrives);
 //  - a PSN behind it (within 2^23): a duplicate, not executed again, and
 //    re-acknowledged with the current MSN; a duplicate READ is executed
-//    again (9.7.5.1.4), its responses with its own PSNs;
+//    again (9.7.5.1.4), its responses with its own PSNs, at most
+//    max_dest_rd_atomic of them in a batch (more are dropped, never NAKed);
 //  - WRITE and READ name memory by R_Key, address and length: a region
 //    that does not exist, does not hold the whole range or lacks the right
 //    (remote write, remote read) is a NAK remote access error; a WRITE
@@ -269,6 +270,7 @@ struct RcCounters {
     std::uint64_t retries_folded = 0;    // a NAK or read gap about packets sent before a retry one started, while it was on its way: nothing sent again
     std::uint64_t retries_uncounted = 0;  // a NAK or read gap after a timeout's retry: sent again without a count
     std::uint64_t read_resources_exhausted = 0;  // a new READ over max_dest_rd_atomic: NAKed (C9-86)
+    std::uint64_t duplicate_reads_dropped = 0;   // a duplicate READ over max_dest_rd_atomic in a batch: dropped (C9-115)
     std::uint64_t messages_sent = 0;
     std::uint64_t messages_received = 0;
 };
@@ -410,6 +412,7 @@ private:
     bool awaiting_ack_ = false;
     std::size_t reads_outstanding_ = 0;  // READs sent, not yet completed (initiator depth)
     std::size_t reads_this_batch_ = 0;   // new READs executed since the last output (responder resources)
+    std::size_t duplicate_reads_this_batch_ = 0;  // duplicate READs executed again since then (their own budget)
     // Responder side: credits the requester was last told of, less the
     // WQEs consumed since; posting a receive while it is 0 sends them.
     std::uint32_t advertised_ = 0;
