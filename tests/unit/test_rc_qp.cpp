@@ -1060,6 +1060,36 @@ TEST_F(RcPair, AReadOverTwoGigabytesIsAnInvalidRequest) {
     EXPECT_EQ(out[0].aeth->syndrome, Aeth::kSyndromeNak | nak::invalid_request);
 }
 
+// A READ's responses are queued whole, at once: a peer naming a large
+// region's whole length (up to 2^31 bytes, 2^23 PSNs at a 256-byte PMTU)
+// had them all built in one go. Beyond the largest message: NAKed (new) or
+// dropped (duplicate), as beyond the responder's resources (C9-86).
+TEST_F(RcPair, AReadLongerThanTheLargestMessageIsBeyondTheResources) {
+    connect(0, 0, {}, 256);
+    Bytes source(RcQp::kMaxMessage + 256, 5);
+    const MemoryRegion r = memory_b.register_region(source, access::remote_read);
+    const auto read = [&](std::uint32_t psn, std::uint32_t len) {
+        return RcPacket{.opcode = op::rc_rdma_read_request, .dest_qp = 0x200, .psn = psn, .ack_req = true,
+                        .reth = ib::Reth{r.va, r.rkey, len}};
+    };
+    b.receive(read(0, 256), now);
+    std::vector<RcPacket> out;
+    b.output(out, now);
+    ASSERT_EQ(out.size(), 1u);
+    b.receive(read(0, static_cast<std::uint32_t>(source.size())), now);  // a duplicate, longer
+    out.clear();
+    b.output(out, now);
+    EXPECT_TRUE(out.empty()) << out.size() << " responses to a duplicate";
+    EXPECT_EQ(b.counters().duplicate_reads_dropped, 1u);
+    b.receive(read(1, static_cast<std::uint32_t>(source.size())), now);  // new
+    out.clear();
+    b.output(out, now);
+    ASSERT_EQ(out.size(), 1u) << out.size() << " responses to a new READ";
+    EXPECT_EQ(out[0].aeth->syndrome, Aeth::kSyndromeNak | nak::invalid_request);
+    EXPECT_EQ(b.counters().read_resources_exhausted, 1u);
+    EXPECT_EQ(b.state(), QpState::err);
+}
+
 TEST_F(RcPair, ADuplicateReadThatFailsItsKeyIsDroppedSilently) {
     connect();
     Bytes source = message(100, 1);

@@ -843,7 +843,8 @@ void RcQp::responder(const RcPacket& p) {
             // resources as new READs do, from their own budget (a retry that
             // crosses the originals in one batch must not cost a conforming
             // requester its connection). Over it, dropped: never NAKed (C9-115).
-            if (duplicate_reads_this_batch_ >= std::max<std::size_t>(rtr_.max_dest_rd_atomic, 1)) {
+            if (duplicate_reads_this_batch_ >= std::max<std::size_t>(rtr_.max_dest_rd_atomic, 1) ||
+                p.reth->dma_len > kMaxMessage) {
                 ++counters_.duplicate_reads_dropped;
                 return;
             }
@@ -876,8 +877,10 @@ void RcQp::responder(const RcPacket& p) {
             responder_error(nak::invalid_request, p.psn, Status::flushed);
             return;
         }
-        // Responder resources (C9-86).
-        if (reads_this_batch_ >= std::max<std::size_t>(rtr_.max_dest_rd_atomic, 1)) {
+        // Responder resources (C9-86): READs in a batch, and the bytes of
+        // one (its responses are queued whole, at once: no more than the
+        // largest message this engine sends).
+        if (reads_this_batch_ >= std::max<std::size_t>(rtr_.max_dest_rd_atomic, 1) || p.reth->dma_len > kMaxMessage) {
             ++counters_.read_resources_exhausted;
             responder_error(nak::invalid_request, p.psn, Status::flushed);
             return;

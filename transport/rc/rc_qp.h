@@ -60,6 +60,9 @@
 //    re-acknowledged with the current MSN; a duplicate READ is executed
 //    again (9.7.5.1.4), its responses with its own PSNs, at most
 //    max_dest_rd_atomic of them in a batch (more are dropped, never NAKed);
+//  - a READ's responses are queued whole: one over kMaxMessage bytes is
+//    beyond the responder's resources (NAK invalid request; a duplicate
+//    is dropped);
 //  - WRITE and READ name memory by R_Key, address and length: a region
 //    that does not exist, does not hold the whole range or lacks the right
 //    (remote write, remote read) is a NAK remote access error; a WRITE
@@ -269,8 +272,8 @@ struct RcCounters {
     std::uint64_t read_gaps = 0;         // read responses missing: the READ sent again
     std::uint64_t retries_folded = 0;    // a NAK or read gap about packets sent before a retry one started, while it was on its way: nothing sent again
     std::uint64_t retries_uncounted = 0;  // a NAK or read gap after a timeout's retry: sent again without a count
-    std::uint64_t read_resources_exhausted = 0;  // a new READ over max_dest_rd_atomic: NAKed (C9-86)
-    std::uint64_t duplicate_reads_dropped = 0;   // a duplicate READ over max_dest_rd_atomic in a batch: dropped (C9-115)
+    std::uint64_t read_resources_exhausted = 0;  // a new READ over max_dest_rd_atomic, or over kMaxMessage bytes: NAKed (C9-86)
+    std::uint64_t duplicate_reads_dropped = 0;   // a duplicate READ over max_dest_rd_atomic in a batch, or over kMaxMessage bytes: dropped (C9-115)
     std::uint64_t messages_sent = 0;
     std::uint64_t messages_received = 0;
 };
@@ -282,7 +285,7 @@ public:
     static constexpr std::size_t kAckReqEvery = 32;      // AckReq at least this often in a long message
     static constexpr std::size_t kMaxSendQueue = 1024;
     static constexpr std::size_t kMaxRecvQueue = 1024;
-    static constexpr std::size_t kMaxMessage = 16u << 20;  // bytes per SEND (IBA allows 2^31; memory here is copied)
+    static constexpr std::size_t kMaxMessage = 16u << 20;  // bytes per message posted, and per READ a peer asks for (IBA allows 2^31; memory here is copied)
 
     // `memory`: the protection domain WRITE and READ requests from the peer
     // may reach (none: every one is a remote access error).
