@@ -462,6 +462,29 @@ TEST_F(RcPair, OneNakPerSequenceErrorThenTheRetransmission) {
     EXPECT_EQ(done_b[0].data, message(4 * 256, 1));
 }
 
+// Requests far ahead of the expected PSN, and packets for a QP in ERR,
+// were dropped with nothing counted but the first NAK: a flood was
+// invisible.
+TEST_F(RcPair, EveryRequestAheadOfTheExpectedPsnAndEveryPacketInErrIsCounted) {
+    connect(0, 0, {}, 256);
+    for (std::uint32_t k = 0; k < 100; ++k)
+        b.receive(RcPacket{.opcode = op::rc_rdma_write_only, .dest_qp = 0x200, .psn = 0x400000 + k, .ack_req = true,
+                           .reth = ib::Reth{0, 0, 0}},
+                  now);
+    b.receive_invalid(0x7FFFFF, now);
+    std::vector<RcPacket> out;
+    b.output(out, now);
+    ASSERT_EQ(out.size(), 1u) << "one NAK for the sequence error";
+    EXPECT_EQ(b.counters().naks_sent, 1u);
+    EXPECT_EQ(b.counters().out_of_sequence, 101u);
+    EXPECT_EQ(b.expected_psn(), 0u);
+    b.to_error();
+    b.receive(RcPacket{.opcode = op::rc_send_only, .dest_qp = 0x200, .psn = 0, .ack_req = true}, now);
+    b.receive(RcPacket{.opcode = op::rc_acknowledge, .dest_qp = 0x200, .psn = 0, .aeth = Aeth{0, 0}}, now);
+    b.receive_invalid(0, now);
+    EXPECT_EQ(b.counters().not_receiving, 3u);
+}
+
 TEST_F(RcPair, NoReceiveBufferMeansRnrNakThenSuccessOnceOneIsPosted) {
     connect(0, 0, {.rnr_retry = 7}, 256, /*min_rnr=*/14);  // 1.28 ms
     ASSERT_TRUE(a.post_send({.wr_id = 1, .payload = message(100, 3)}));

@@ -168,6 +168,8 @@ void visit(const RcCounters& c, CounterSink& out) {
     out.counter("rc_retransmitted", c.retransmitted);
     out.counter("rc_timeouts", c.timeouts);
     out.counter("rc_naks_sent", c.naks_sent);
+    out.counter("rc_out_of_sequence", c.out_of_sequence);
+    out.counter("rc_not_receiving", c.not_receiving);
     out.counter("rc_naks_received", c.naks_received);
     out.counter("rc_rnr_naks_sent", c.rnr_naks_sent);
     out.counter("rc_rnr_naks_received", c.rnr_naks_received);
@@ -415,7 +417,10 @@ void RcQp::output(std::vector<RcPacket>& out, Clock::time_point now) {
 }
 
 void RcQp::receive(const RcPacket& p, Clock::time_point now) {
-    if (state_ != QpState::rtr && !sending()) return;
+    if (state_ != QpState::rtr && !sending()) {
+        ++counters_.not_receiving;
+        return;
+    }
     if ((p.opcode == op::rc_acknowledge || is_read_response(p.opcode)) && p.aeth &&
         (p.aeth->syndrome & Aeth::kSyndromeTypeMask) == Aeth::kSyndromeAck) {
         take_credits(*p.aeth);
@@ -430,6 +435,8 @@ void RcQp::receive(const RcPacket& p, Clock::time_point now) {
             if (unacked_.size() != before || unacked_.empty()) restart_ack_timer(now);
             if (rnr_until_ && *rnr_until_ == Clock::time_point::max())
                 rnr_until_ = now + rnr_timer(p.aeth->syndrome & 0x1F);
+        } else {
+            ++counters_.not_receiving;
         }
         return;
     }
@@ -442,6 +449,8 @@ void RcQp::receive(const RcPacket& p, Clock::time_point now) {
             // starts again (9.7.6.1.3), also in the middle of a long READ.
             if (unacked_.size() != before || (!unacked_.empty() && unacked_.front().read_received != received))
                 restart_ack_timer(now);
+        } else {
+            ++counters_.not_receiving;
         }
         return;
     }
@@ -812,13 +821,17 @@ bool RcQp::execute_read(const RcPacket& p, bool duplicate) {
 }
 
 void RcQp::receive_invalid(std::uint32_t psn, Clock::time_point) {
-    if (state_ != QpState::rtr && !sending()) return;
+    if (state_ != QpState::rtr && !sending()) {
+        ++counters_.not_receiving;
+        return;
+    }
     const std::int32_t d = psn_diff(psn, epsn_);
     if (d < 0) {
         ++counters_.duplicates;
         return;
     }
     if (d > 0) {
+        ++counters_.out_of_sequence;
         if (!nak_sent_) {
             send_ack(static_cast<std::uint8_t>(Aeth::kSyndromeNak | nak::psn_sequence_error), epsn_);
             ++counters_.naks_sent;
@@ -858,7 +871,8 @@ void RcQp::responder(const RcPacket& p) {
     }
     if (d > 0) {
         // Packets were lost: one NAK per sequence error, naming the PSN
-        // expected (9.7.5.1.3).
+        // expected (9.7.5.1.3); every one dropped is counted.
+        ++counters_.out_of_sequence;
         if (!nak_sent_) {
             send_ack(static_cast<std::uint8_t>(Aeth::kSyndromeNak | nak::psn_sequence_error), epsn_);
             ++counters_.naks_sent;

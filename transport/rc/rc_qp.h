@@ -55,7 +55,8 @@
 //    no receive buffer for a new message: RNR NAK with min_rnr_timer, the
 //    expected PSN unchanged;
 //  - a PSN ahead of the expected one: one NAK PSN sequence error per
-//    sequence error (no more until the expected PSN arrives);
+//    sequence error (no more until the expected PSN arrives), every one
+//    dropped and counted (out_of_sequence);
 //  - a PSN behind it (within 2^23): a duplicate, not executed again, and
 //    re-acknowledged with the current MSN; a duplicate READ is executed
 //    again (9.7.5.1.4), its responses with its own PSNs, at most
@@ -258,6 +259,8 @@ struct RcCounters {
     std::uint64_t retransmitted = 0;   // packets sent again
     std::uint64_t timeouts = 0;        // local ACK timeouts
     std::uint64_t naks_sent = 0;       // PSN sequence error NAKs
+    std::uint64_t out_of_sequence = 0;  // requests ahead of the expected PSN: dropped (the first of each sequence error NAKed)
+    std::uint64_t not_receiving = 0;    // packets for a QP that takes none (RESET, INIT, ERR; responses in RTR): dropped
     std::uint64_t naks_received = 0;
     std::uint64_t rnr_naks_sent = 0;
     std::uint64_t rnr_naks_received = 0;
