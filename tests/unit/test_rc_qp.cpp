@@ -198,6 +198,31 @@ TEST_F(RcPair, ALimitedSendProbesOnePacketThenTheCreditsReleaseTheRest) {
     EXPECT_EQ(a.counters().limited_waits, 1u);
 }
 
+// A limited SEND's packets behind its probe are PSNs assigned but never
+// sent: an ACK naming one completed the message (success) with most of it
+// never having left. It is a ghost, and the message goes on.
+TEST_F(RcPair, AnAckForPacketsNeverSentIsAGhost) {
+    connect(0x40, 0x80);
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .payload = message(700, 3)}));  // 3 packets, limited: no credits known
+    std::vector<RcPacket> out;
+    a.output(out, now);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].psn, 0x40u);
+    const RcPacket forged{.opcode = op::rc_acknowledge, .dest_qp = 0x100, .psn = 0x42,
+                          .aeth = Aeth{Aeth::kSyndromeAck, 0}};  // no credits: still limited
+    a.receive(forged, now);
+    EXPECT_TRUE(a.poll().empty()) << "completed with two of its three packets never sent";
+    EXPECT_EQ(a.counters().ghost_acks, 1u);
+    EXPECT_EQ(a.counters().messages_sent, 0u);
+    // The probe's own ACK still counts.
+    a.receive(RcPacket{.opcode = op::rc_acknowledge, .dest_qp = 0x100, .psn = 0x40, .aeth = Aeth{Aeth::kSyndromeAck | 1, 0}},
+              now);
+    out.clear();
+    a.output(out, now);
+    EXPECT_EQ(out.size(), 2u) << "released: the rest of the message";
+    EXPECT_EQ(a.counters().ghost_acks, 1u);
+}
+
 // Credits from an unsolicited (ghost) ACK (C9-164): three messages go, the
 // fourth is limited; WRITEs without immediate data and READs never are,
 // and each moves the limit up by one (9.7.7.2.4).

@@ -230,6 +230,7 @@ expected<void, std::string> RcQp::to_rts(const RtsAttributes& a) {
     } else {
         rts_ = a;
         npsn_ = a.sq_psn;
+        sent_end_ = npsn_;
         acked_psn_ = psn_add(npsn_, -1);
     }
     progress();
@@ -407,8 +408,11 @@ void RcQp::output(std::vector<RcPacket>& out, Clock::time_point now) {
     }
     bool handed = false;
     for (; next_to_send_ < unacked_.size(); ++next_to_send_) {
-        if (hand_until_ && psn_diff(unacked_[next_to_send_].packet.psn, *hand_until_) >= 0) break;
-        out.push_back(unacked_[next_to_send_].packet);
+        const Outstanding& o = unacked_[next_to_send_];
+        if (hand_until_ && psn_diff(o.packet.psn, *hand_until_) >= 0) break;
+        const std::uint32_t end = psn_add(o.packet.psn, o.read_packets > 0 ? o.read_packets : 1);
+        if (psn_diff(end, sent_end_) > 0) sent_end_ = end;
+        out.push_back(o.packet);
         ++counters_.packets_sent;
         handed = true;
     }
@@ -570,13 +574,14 @@ void RcQp::requester(const RcPacket& p) {
         return;
     }
     // Only a PSN among those sent and not yet acknowledged means anything:
-    // the rest are duplicate or ghost ACKs (9.7.5.1.1).
+    // the rest are duplicate or ghost ACKs (9.7.5.1.1). Sent: handed over;
+    // a limited SEND's packets still held are not.
     if (unacked_.empty()) {
         ++counters_.ghost_acks;
         return;
     }
     const std::uint32_t oldest = unacked_.front().packet.psn;
-    const std::uint32_t newest = psn_add(npsn_, -1);
+    const std::uint32_t newest = psn_add(sent_end_, -1);
     const bool in_window = psn_diff(p.psn, oldest) >= -1 && psn_diff(p.psn, newest) <= 0;
     if (!in_window || (type == Aeth::kSyndromeAck && psn_diff(p.psn, oldest) < 0)) {
         ++counters_.ghost_acks;

@@ -21,7 +21,8 @@
 //    oldest unacknowledged request (a retry);
 //  - an ACK acknowledges every packet up to its PSN (later ones imply the
 //    earlier: coalesced ACKs), completing the messages it covers in order;
-//    duplicate and ghost ACKs (PSNs not outstanding) are discarded;
+//    duplicate and ghost ACKs (PSNs not outstanding, or not yet sent: a
+//    limited SEND's held packets) are discarded;
 //  - NAK PSN sequence error: retransmit from that PSN (a retry); RNR NAK:
 //    wait the RNR timer it names, then retransmit from its PSN (rnr_retry,
 //    7 = infinite); NAK invalid request / remote access / remote
@@ -393,6 +394,7 @@ private:
     std::deque<Outstanding> unacked_;       // sent (or to send), oldest first
     std::size_t next_to_send_ = 0;          // index into unacked_ of the first not yet handed over
     std::uint32_t npsn_ = 0;                // next PSN to assign
+    std::uint32_t sent_end_ = 0;            // the PSN after the newest handed over (a READ's responses included)
     std::optional<Clock::time_point> ack_deadline_;
     std::optional<Clock::time_point> rnr_until_;  // waiting out an RNR NAK
     unsigned retries_left_ = 0;
