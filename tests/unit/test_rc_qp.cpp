@@ -223,6 +223,35 @@ TEST_F(RcPair, AnAckForPacketsNeverSentIsAGhost) {
     EXPECT_EQ(a.counters().ghost_acks, 1u);
 }
 
+// The requester remembers every message started since the peer's MSN (the
+// limit counts those that take no receive WQE). A peer that acknowledges
+// every message but never moves its MSN (C9-148 says each completed one
+// does) made that list grow by one per message for the connection's life.
+// It holds at most a window's worth; then new messages wait for the MSN.
+TEST_F(RcPair, APeerWhoseMsnNeverMovesCannotGrowTheRequestersMemory) {
+    connect(0, 0);
+    std::vector<std::uint8_t> target(16);
+    const MemoryRegion r = memory_b.register_region(target, access::remote_write);
+    a.receive(ack_with(0xFFFFFF, 0, 1), now);  // credits: flow control on
+    std::uint64_t posted = 0;
+    for (int round = 0; round < 8; ++round) {
+        while (posted < 100u * (static_cast<unsigned>(round) + 1))
+            ASSERT_TRUE(a.post_send({.wr_id = posted++, .payload = message(8, 1), .opcode = WrOpcode::rdma_write,
+                                     .remote_va = r.va, .rkey = r.rkey}));
+        std::vector<RcPacket> out;
+        a.output(out, now);
+        if (out.empty()) break;
+        a.receive(ack_with(out.back().psn, 0, 1), now);  // every one acknowledged, the MSN still 0
+    }
+    EXPECT_EQ(a.counters().messages_sent, RcQp::kMaxOutstanding);
+    EXPECT_EQ(a.counters().msn_stalls, 1u);
+    // The MSN catches up: the rest go.
+    a.receive(ack_with(static_cast<std::uint32_t>(RcQp::kMaxOutstanding - 1), static_cast<std::uint32_t>(RcQp::kMaxOutstanding), 1), now);
+    std::vector<RcPacket> out;
+    a.output(out, now);
+    EXPECT_EQ(out.size(), posted - RcQp::kMaxOutstanding) << "the rest";
+}
+
 // Credits from an unsolicited (ghost) ACK (C9-164): three messages go, the
 // fourth is limited; WRITEs without immediate data and READs never are,
 // and each moves the limit up by one (9.7.7.2.4).

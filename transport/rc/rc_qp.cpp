@@ -178,6 +178,7 @@ void visit(const RcCounters& c, CounterSink& out) {
     out.counter("rc_acks_coalesced", c.acks_coalesced);
     out.counter("rc_unsolicited_acks", c.unsolicited_acks);
     out.counter("rc_limited_waits", c.limited_waits);
+    out.counter("rc_msn_stalls", c.msn_stalls);
     out.counter("rc_read_resources_exhausted", c.read_resources_exhausted);
     out.counter("rc_duplicate_reads_dropped", c.duplicate_reads_dropped);
     out.counter("rc_invalid_requests", c.invalid_requests);
@@ -377,6 +378,16 @@ void RcQp::output(std::vector<RcPacket>& out, Clock::time_point now) {
         const std::size_t in_flight =
             unacked_.empty() ? 0 : static_cast<std::size_t>(psn_diff(npsn_, unacked_.front().packet.psn));
         if (!unacked_.empty() && in_flight + psns > kMaxOutstanding) break;
+        // At most a window's worth of messages beyond the peer's MSN. A
+        // conforming responder's MSN covers every message it acknowledges
+        // (C9-148), so only one whose MSN lags its ACKs gets here: what it
+        // acknowledged is not taken as completed, and the rest wait.
+        if (started_.size() >= kMaxOutstanding) {
+            if (!msn_stalled_) ++counters_.msn_stalls;
+            msn_stalled_ = true;
+            break;
+        }
+        msn_stalled_ = false;
         // No more READs outstanding than the initiator depth.
         if (next.opcode == WrOpcode::rdma_read && reads_outstanding_ >= std::max<std::size_t>(rts_.max_rd_atomic, 1)) break;
         if (next.opcode == WrOpcode::rdma_read) ++reads_outstanding_;

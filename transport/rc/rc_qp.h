@@ -86,7 +86,9 @@
 // SEND beyond it goes one packet at a time with AckReq, a WRITE with
 // immediate whole, each then waiting for an ACK, and nothing starts behind
 // it; a responder that says 0x1F lifts the limit for good. At most
-// max_rd_atomic READs are outstanding.
+// kMaxOutstanding messages go beyond the MSN (more wait: only a responder
+// whose MSN lags its ACKs gets there). At most max_rd_atomic READs are
+// outstanding.
 // Errors move the QP to ERR: every posted work request completes with
 // flushed.
 #pragma once
@@ -270,6 +272,7 @@ struct RcCounters {
     std::uint64_t acks_coalesced = 0;  // ACKs replaced by a later one before they left (9.7.5.1.2)
     std::uint64_t unsolicited_acks = 0;  // sent to hand over credits (9.7.7.2.1)
     std::uint64_t limited_waits = 0;     // a message had no credit: sent limited, then waited for an ACK (9.7.7.2.5)
+    std::uint64_t msn_stalls = 0;        // new messages waited: kMaxOutstanding started beyond the peer's MSN (an MSN lagging its ACKs, C9-148)
     std::uint64_t invalid_requests = 0;  // NAKed invalid request (sequence, length)
     std::uint64_t access_errors = 0;     // NAKed remote access error (R_Key, range, rights)
     std::uint64_t duplicate_reads = 0;   // READ requests executed again
@@ -414,7 +417,8 @@ private:
     std::uint32_t peer_msn_ = 0;     // the newest MSN an ACK brought
     std::uint32_t peer_credits_ = 0;
     struct Started { std::uint32_t ssn; bool consumes; };
-    std::deque<Started> started_;    // messages after peer_msn_
+    std::deque<Started> started_;    // messages after peer_msn_: at most kMaxOutstanding
+    bool msn_stalled_ = false;       // new messages wait for the MSN (counted once per stall)
     std::optional<std::uint32_t> limited_ssn_;   // a message sent limited, not yet acknowledged
     std::optional<std::uint32_t> hand_until_;    // packets from this PSN on wait (a limited SEND's rest)
     bool awaiting_ack_ = false;
