@@ -84,6 +84,17 @@ struct RcPair : ::testing::Test {
             b.tick(now);
         }
     }
+    // A READ request from A for `len` bytes at the start of B's region `r`.
+    static RcPacket read_request(const MemoryRegion& r, std::uint32_t psn, std::uint32_t len) {
+        return RcPacket{.opcode = op::rc_rdma_read_request, .dest_qp = 0x200, .psn = psn, .ack_req = true,
+                        .reth = ib::Reth{r.va, r.rkey, len}};
+    }
+    // What B sends now.
+    std::vector<RcPacket> b_output() {
+        std::vector<RcPacket> out;
+        b.output(out, now);
+        return out;
+    }
     static Bytes message(std::size_t n, std::uint8_t seed) {
         Bytes m(n);
         for (std::size_t i = 0; i < n; ++i) m[i] = static_cast<std::uint8_t>(seed + i * 7);
@@ -1145,22 +1156,13 @@ TEST_F(RcPair, AReadLongerThanTheLargestMessageIsBeyondTheResources) {
     connect(0, 0, {}, 256);
     Bytes source(RcQp::kMaxMessage + 256, 5);
     const MemoryRegion r = memory_b.register_region(source, access::remote_read);
-    const auto read = [&](std::uint32_t psn, std::uint32_t len) {
-        return RcPacket{.opcode = op::rc_rdma_read_request, .dest_qp = 0x200, .psn = psn, .ack_req = true,
-                        .reth = ib::Reth{r.va, r.rkey, len}};
-    };
-    b.receive(read(0, 256), now);
-    std::vector<RcPacket> out;
-    b.output(out, now);
-    ASSERT_EQ(out.size(), 1u);
-    b.receive(read(0, static_cast<std::uint32_t>(source.size())), now);  // a duplicate, longer
-    out.clear();
-    b.output(out, now);
-    EXPECT_TRUE(out.empty()) << out.size() << " responses to a duplicate";
+    b.receive(read_request(r, 0, 256), now);
+    ASSERT_EQ(b_output().size(), 1u);
+    b.receive(read_request(r, 0, static_cast<std::uint32_t>(source.size())), now);  // a duplicate, longer
+    EXPECT_TRUE(b_output().empty()) << "no responses to a duplicate";
     EXPECT_EQ(b.counters().duplicate_reads_dropped, 1u);
-    b.receive(read(1, static_cast<std::uint32_t>(source.size())), now);  // new
-    out.clear();
-    b.output(out, now);
+    b.receive(read_request(r, 1, static_cast<std::uint32_t>(source.size())), now);  // new
+    const auto out = b_output();
     ASSERT_EQ(out.size(), 1u) << out.size() << " responses to a new READ";
     EXPECT_EQ(out[0].aeth->syndrome, Aeth::kSyndromeNak | nak::invalid_request);
     EXPECT_EQ(b.counters().read_resources_exhausted, 1u);
@@ -1192,24 +1194,17 @@ TEST_F(RcPair, DuplicateReadsBeyondTheResponderResourcesAreDropped) {
     connect(0, 0, {}, 256);
     Bytes source(4096, 3);
     const MemoryRegion r = memory_b.register_region(source, access::remote_read);
-    const RcPacket read{.opcode = op::rc_rdma_read_request, .dest_qp = 0x200, .psn = 0, .ack_req = true,
-                        .reth = ib::Reth{r.va, r.rkey, 4096}};
+    const RcPacket read = read_request(r, 0, 4096);
     b.receive(read, now);
-    std::vector<RcPacket> out;
-    b.output(out, now);
-    ASSERT_EQ(out.size(), 16u);
+    ASSERT_EQ(b_output().size(), 16u);
     for (int k = 0; k < 1000; ++k) b.receive(read, now);
-    out.clear();
-    b.output(out, now);
-    EXPECT_EQ(out.size(), 16u * 16u) << "max_dest_rd_atomic (16) duplicates executed again in one batch";
+    EXPECT_EQ(b_output().size(), 16u * 16u) << "max_dest_rd_atomic (16) duplicates executed again in one batch";
     EXPECT_EQ(b.counters().duplicate_reads, 16u);
     EXPECT_EQ(b.counters().duplicate_reads_dropped, 1000u - 16u);
     EXPECT_EQ(b.state(), QpState::rts) << "never NAKed";
     // The next batch has its resources again: a requester's retry goes.
     b.receive(read, now);
-    out.clear();
-    b.output(out, now);
-    EXPECT_EQ(out.size(), 16u);
+    EXPECT_EQ(b_output().size(), 16u);
 }
 
 TEST_F(RcPair, TheWindowCountsAReadsResponses) {
