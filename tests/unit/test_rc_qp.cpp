@@ -564,6 +564,38 @@ TEST_F(RcPair, NoReceiveBufferMeansRnrNakThenSuccessOnceOneIsPosted) {
     EXPECT_EQ(done_a[0].status, Status::success);
 }
 
+// A NAK names a PSN still outstanding (9.7.5.1.1); one naming the PSN
+// just acknowledged, a late copy of an RNR NAK the wire duplicated, was
+// taken: each copy spent an RNR retry and sent the window again, and two
+// failed the next message, which no responder had refused, with RNR
+// retry exceeded. It is a ghost.
+TEST_F(RcPair, ALateCopyOfAnRnrNakForAnAcknowledgedPsnIsAGhost) {
+    connect(0, 0, {.rnr_retry = 1});
+    a.receive(ack_with(0xFFFFFF, 0, kNoCredits), now);  // no flow control: both messages go at once
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .payload = message(10, 1)}));
+    ASSERT_TRUE(a.post_send({.wr_id = 2, .payload = message(10, 2)}));
+    std::vector<RcPacket> out;
+    a.output(out, now);
+    ASSERT_EQ(out.size(), 2u);
+    const RcPacket rnr{.opcode = op::rc_acknowledge, .dest_qp = 0x100, .psn = 0,
+                       .aeth = Aeth{Aeth::kSyndromeRnrNak | 1, 0}};
+    a.receive(rnr, now);
+    now += 1ms;
+    out.clear();
+    a.output(out, now);
+    ASSERT_EQ(out.size(), 2u) << "sent again after the RNR timer";
+    a.receive(ack_with(0, 1, kNoCredits), now);
+    auto done = a.poll();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].status, Status::success);
+    a.receive(rnr, now);  // the first RNR NAK's copies, late
+    a.receive(rnr, now);
+    EXPECT_TRUE(a.poll().empty()) << "message 2 failed by a stale NAK";
+    EXPECT_EQ(a.state(), QpState::rts);
+    EXPECT_EQ(a.counters().rnr_naks_received, 1u);
+    EXPECT_EQ(a.counters().ghost_acks, 1u + 2u) << "the credits ACK (nothing outstanding) and the two copies";
+}
+
 TEST_F(RcPair, RnrRetriesRunOutIntoAnErrorAndTheRestIsFlushed) {
     connect(0, 0, {.rnr_retry = 2}, 256, 1);
     ASSERT_TRUE(a.post_send({.wr_id = 1, .payload = message(10, 1)}));

@@ -593,8 +593,10 @@ void RcQp::requester(const RcPacket& p) {
     }
     const std::uint32_t oldest = unacked_.front().packet.psn;
     const std::uint32_t newest = psn_add(sent_end_, -1);
-    const bool in_window = psn_diff(p.psn, oldest) >= -1 && psn_diff(p.psn, newest) <= 0;
-    if (!in_window || (type == Aeth::kSyndromeAck && psn_diff(p.psn, oldest) < 0)) {
+    // A NAK too names an outstanding PSN: the one it refuses or expects
+    // (one naming the PSN just acknowledged is a late copy).
+    const bool in_window = psn_diff(p.psn, oldest) >= 0 && psn_diff(p.psn, newest) <= 0;
+    if (!in_window) {
         ++counters_.ghost_acks;
         return;
     }
