@@ -596,6 +596,35 @@ TEST_F(RcPair, ALateCopyOfAnRnrNakForAnAcknowledgedPsnIsAGhost) {
     EXPECT_EQ(a.counters().ghost_acks, 1u + 2u) << "the credits ACK (nothing outstanding) and the two copies";
 }
 
+// While the requester waits out an RNR NAK it sends nothing again, so
+// another RNR NAK for the same PSN is a copy (the fabric duplicated it):
+// it spent an RNR retry, and with rnr_retry 1 one refusal, copied, failed
+// the message with RNR retry exceeded.
+TEST_F(RcPair, ACopyOfAnRnrNakWhileWaitingSpendsNoRetry) {
+    connect(0, 0, {.rnr_retry = 1});
+    a.receive(ack_with(0xFFFFFF, 0, kNoCredits), now);  // no flow control
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .payload = message(10, 1)}));
+    std::vector<RcPacket> out;
+    a.output(out, now);
+    ASSERT_EQ(out.size(), 1u);
+    const RcPacket rnr{.opcode = op::rc_acknowledge, .dest_qp = 0x100, .psn = 0,
+                       .aeth = Aeth{Aeth::kSyndromeRnrNak | 14, 0}};  // 1.28 ms
+    a.receive(rnr, now);
+    now += 100us;
+    a.receive(rnr, now);  // its copy
+    EXPECT_TRUE(a.poll().empty()) << "failed by one refusal, copied";
+    EXPECT_EQ(a.state(), QpState::rts);
+    EXPECT_EQ(a.counters().retries_folded, 1u);
+    now += 1180us;  // the first NAK's timer, not moved by the copy
+    out.clear();
+    a.output(out, now);
+    ASSERT_EQ(out.size(), 1u) << "sent again after the timer";
+    a.receive(ack_with(0, 1, kNoCredits), now);
+    const auto done = a.poll();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].status, Status::success);
+}
+
 TEST_F(RcPair, RnrRetriesRunOutIntoAnErrorAndTheRestIsFlushed) {
     connect(0, 0, {.rnr_retry = 2}, 256, 1);
     ASSERT_TRUE(a.post_send({.wr_id = 1, .payload = message(10, 1)}));

@@ -621,6 +621,12 @@ void RcQp::requester(const RcPacket& p) {
     acknowledge_up_to(psn_add(p.psn, -1));
     if (type == Aeth::kSyndromeRnrNak) {
         ++counters_.rnr_naks_received;
+        // While one is waited out nothing is sent again: another for the
+        // same PSN is a copy. It spends no retry and leaves the timer be.
+        if (rnr_until_ && rnr_psn_ == p.psn) {
+            ++counters_.retries_folded;
+            return;
+        }
         if (rts_.rnr_retry != 7) {
             if (rnr_retries_left_ == 0) {
                 complete_error(Status::rnr_retry_exceeded);
@@ -630,6 +636,7 @@ void RcQp::requester(const RcPacket& p) {
         }
         // The timer starts now (receive() sets it from the code).
         rnr_until_ = Clock::time_point::max();
+        rnr_psn_ = p.psn;
         retransmit_from_oldest();
         return;
     }

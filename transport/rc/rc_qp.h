@@ -25,7 +25,8 @@
 //    limited SEND's held packets) are discarded;
 //  - NAK PSN sequence error: retransmit from that PSN (a retry); RNR NAK:
 //    wait the RNR timer it names, then retransmit from its PSN (rnr_retry,
-//    7 = infinite); NAK invalid request / remote access / remote
+//    7 = infinite; another for the same PSN while waiting is a copy,
+//    folded); NAK invalid request / remote access / remote
 //    operational: the message completes with that error and the QP goes to
 //    ERR;
 //  - local ACK timeout (4.096 us x 2^timeout; 0: none) with nothing
@@ -277,7 +278,7 @@ struct RcCounters {
     std::uint64_t access_errors = 0;     // NAKed remote access error (R_Key, range, rights)
     std::uint64_t duplicate_reads = 0;   // READ requests executed again
     std::uint64_t read_gaps = 0;         // read responses missing: the READ sent again
-    std::uint64_t retries_folded = 0;    // a NAK or read gap about packets sent before a retry one started, while it was on its way: nothing sent again
+    std::uint64_t retries_folded = 0;    // a NAK or read gap about packets sent before a retry one started, while it was on its way, or a copy of the RNR NAK being waited out: nothing sent again
     std::uint64_t retries_uncounted = 0;  // a NAK or read gap after a timeout's retry: sent again without a count
     std::uint64_t read_resources_exhausted = 0;  // a new READ over max_dest_rd_atomic, or over kMaxMessage bytes: NAKed (C9-86)
     std::uint64_t duplicate_reads_dropped = 0;   // a duplicate READ over max_dest_rd_atomic in a batch, or over kMaxMessage bytes: dropped (C9-115)
@@ -400,6 +401,7 @@ private:
     std::uint32_t sent_end_ = 0;            // the PSN after the newest handed over (a READ's responses included)
     std::optional<Clock::time_point> ack_deadline_;
     std::optional<Clock::time_point> rnr_until_;  // waiting out an RNR NAK
+    std::uint32_t rnr_psn_ = 0;                   // the PSN it named
     unsigned retries_left_ = 0;
     unsigned rnr_retries_left_ = 0;
     std::uint32_t acked_psn_ = 0;  // the newest PSN the responder acknowledged
