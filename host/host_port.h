@@ -84,7 +84,8 @@ public:
     // Attached (the default) or not: the host sends a detached queue
     // nothing, and its fd reports an error while detached. Any thread.
     virtual expected<void, std::string> set_attached(bool attached) = 0;
-    // rx_packets, rx_errors, rx_segmented, next_hop_failures, offload errors.
+    // rx_packets, rx_errors, rx_segmented, next_hop_failures,
+    // next_hop_other_interface, offload errors.
     virtual void visit_counters(CounterSink& out) const = 0;
 };
 

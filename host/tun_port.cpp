@@ -71,21 +71,23 @@ std::optional<IpAddress> destination_of(bytes p) {
     return std::nullopt;
 }
 
-std::optional<IpAddress> gateway_of(bytes ip_packet, netlink::NextHopCache& next_hops, bool* failed) {
+GatewayOf gateway_of(bytes ip_packet, netlink::NextHopCache& next_hops, std::uint32_t ifindex) {
     // Group and broadcast destinations have no next hop to look up.
     auto dst = destination_of(ip_packet);
-    if (!dst || is_multicast(*dst) || (dst->is_v4() && dst->v4_bytes() == kIpv4LimitedBroadcast)) return std::nullopt;
+    if (!dst || is_multicast(*dst) || (dst->is_v4() && dst->v4_bytes() == kIpv4LimitedBroadcast)) return {};
     auto hop = next_hops.resolve(*dst);
-    *failed = !hop;
-    if (hop && hop->via_gateway) return hop->address;
-    return std::nullopt;
+    if (!hop) return {.failed = true};
+    if (!hop->via_gateway) return {};
+    // A gateway of another link's route is no neighbour on this fabric.
+    if (hop->oif != 0 && hop->oif != ifindex) return {.other_interface = true};
+    return {.gateway = hop->address};
 }
 
 void TunPort::deliver(bytes ip_packet, HostReceiver& receiver) {
-    bool failed = false;
-    const std::optional<IpAddress> next_hop = gateway_of(ip_packet, next_hops_, &failed);
-    if (failed) ++counters_.next_hop_failures;
-    receiver.on_host_packet(ip_packet, next_hop);
+    const GatewayOf hop = gateway_of(ip_packet, next_hops_, device_.ifindex);
+    if (hop.failed) ++counters_.next_hop_failures;
+    if (hop.other_interface) ++counters_.next_hop_other_interface;
+    receiver.on_host_packet(ip_packet, hop.gateway);
 }
 
 std::size_t TunPort::read_batch(HostReceiver& receiver, std::size_t max_reads) {
@@ -264,6 +266,7 @@ void visit(const TunCounters& c, CounterSink& out) {
     out.counter("tx_packets", c.tx_packets);
     out.counter("tx_errors", c.tx_errors);
     out.counter("next_hop_failures", c.next_hop_failures);
+    out.counter("next_hop_other_interface", c.next_hop_other_interface);
     out.counter("rx_segmented", c.rx_segmented);
     visit_reasons<OffloadError>(out, "offload_", c.offload_errors, [](OffloadError e) { return to_string(e); });
 }

@@ -35,6 +35,7 @@ struct TunCounters {
     std::uint64_t tx_packets = 0;         // written to the TUN
     std::uint64_t tx_errors = 0;          // write() failed (the kernel's queue full, ...)
     std::uint64_t next_hop_failures = 0;  // RTM_GETROUTE failed: sent as on-link
+    std::uint64_t next_hop_other_interface = 0;  // the route leaves by another link: sent as on-link
     std::uint64_t rx_segmented = 0;       // datagrams cut from TSO super-packets
     std::array<std::uint64_t, kOffloadErrorCount> offload_errors{};
 };
@@ -44,10 +45,19 @@ void visit(const TunCounters& c, CounterSink& out);
 // The destination of an IPv4 or IPv6 packet, if its fixed header is there;
 // the engine validates the rest (and counts what is wrong).
 std::optional<IpAddress> destination_of(bytes ip_packet);
-// The gateway a unicast packet goes through (the next hop of a route via
-// one), from `next_hops`; nothing for on-link, group and broadcast
-// destinations, and when the lookup failed (*failed set).
-std::optional<IpAddress> gateway_of(bytes ip_packet, netlink::NextHopCache& next_hops, bool* failed);
+// The gateway a unicast packet read from the TUN `ifindex` goes through
+// (the next hop of a route via one), from `next_hops`.
+struct GatewayOf {
+    std::optional<IpAddress> gateway;  // nothing: on-link, a group or broadcast
+    bool failed = false;               // the lookup failed: sent as on-link
+    // The kernel's route for the destination leaves by another link (a
+    // packet written to the TUN by hand, sent with IP_PKTINFO or
+    // SO_BINDTODEVICE, or a route changed since): its gateway is not on
+    // this fabric, so the packet goes as on-link, as the kernel sends a
+    // packet bound to a link that has no route for it.
+    bool other_interface = false;
+};
+GatewayOf gateway_of(bytes ip_packet, netlink::NextHopCache& next_hops, std::uint32_t ifindex);
 
 class TunPort : public HostPort {
 public:

@@ -20,10 +20,10 @@ TunQueue::TunQueue(TunDevice device, netlink::NetlinkSocket nl)
       read_buffer_(65535 + VirtioNetHeader::size) {}
 
 void TunQueue::deliver(bytes ip_packet, const Emit& emit) {
-    bool failed = false;
-    const std::optional<IpAddress> next_hop = gateway_of(ip_packet, next_hops_, &failed);
-    if (failed) add(counters_.next_hop_failures);
-    emit(ip_packet, next_hop);
+    const GatewayOf hop = gateway_of(ip_packet, next_hops_, device_.ifindex);
+    if (hop.failed) add(counters_.next_hop_failures);
+    if (hop.other_interface) add(counters_.next_hop_other_interface);
+    emit(ip_packet, hop.gateway);
 }
 
 std::size_t TunQueue::read_batch(std::size_t max_reads, const Emit& emit) {
@@ -68,6 +68,7 @@ void TunQueue::visit_counters(CounterSink& out) const {
     out.counter("rx_errors", counters_.rx_errors.load(std::memory_order_relaxed));
     out.counter("rx_segmented", counters_.rx_segmented.load(std::memory_order_relaxed));
     out.counter("next_hop_failures", counters_.next_hop_failures.load(std::memory_order_relaxed));
+    out.counter("next_hop_other_interface", counters_.next_hop_other_interface.load(std::memory_order_relaxed));
     for (std::size_t i = 0; i < kOffloadErrorCount; ++i)
         out.counter(std::string("offload_") + to_string(static_cast<OffloadError>(i)),
                     counters_.offload_errors[i].load(std::memory_order_relaxed));

@@ -28,7 +28,8 @@ public:
 
 private:
     struct Counters {
-        std::atomic<std::uint64_t> rx_packets{0}, rx_errors{0}, rx_segmented{0}, next_hop_failures{0};
+        std::atomic<std::uint64_t> rx_packets{0}, rx_errors{0}, rx_segmented{0}, next_hop_failures{0},
+            next_hop_other_interface{0};
         std::array<std::atomic<std::uint64_t>, kOffloadErrorCount> offload_errors{};
     };
     static void add(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) {

@@ -15,9 +15,11 @@
 //   3. the next hop is the gateway for `via` routes, and the destination
 //      itself for on-link ones; it goes to the neighbour cache
 //      (ipoib/neighbour_cache.h), which resolves it to a link address.
-//      The answer also names the output interface: when it is not the
-//      daemon's TUN the routes changed after the kernel routed the packet,
-//      and the daemon drops it (counted) rather than send it on the fabric.
+//      The answer also names the output interface: a gateway of a route
+//      by another link (the packet reached the TUN by IP_PKTINFO,
+//      SO_BINDTODEVICE or a packet socket, or the routes changed since) is
+//      no neighbour on the fabric, so the TUN port sends such a packet as
+//      on-link, counted (host/tun_port.h gateway_of).
 //
 // Invalidation: any route notification (monitor.h RouteEvent) or
 // ResyncNeeded clears the whole cache; so should link and address events
