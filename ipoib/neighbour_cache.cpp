@@ -23,6 +23,7 @@ void visit(const NeighbourCounters& c, CounterSink& out) {
     out.counter("drop_unresolved", c.drop_unresolved);
     out.counter("drop_table_full", c.drop_table_full);
     out.counter("drop_flushed", c.drop_flushed);
+    out.counter("drop_queued_bytes", c.drop_queued_bytes);
     out.counter("solicits", c.solicits);
     out.counter("probes", c.probes);
     out.counter("resolved", c.resolved);
@@ -53,6 +54,7 @@ std::string_view to_string(NeighbourDropReason r) {
     case NeighbourDropReason::unresolved: return "drop_unresolved";
     case NeighbourDropReason::table_full: return "drop_table_full";
     case NeighbourDropReason::flushed: return "drop_flushed";
+    case NeighbourDropReason::queued_bytes: return "drop_queued_bytes";
     }
     return "?";
 }
@@ -246,6 +248,7 @@ NeighbourActions NeighbourCache::flush() {
         out.drops.push_back({.ip = ip, .reason = NeighbourDropReason::flushed, .count = e.queue.size()});
     }
     table_.clear();
+    queued_bytes_ = 0;
     return out;
 }
 
@@ -309,7 +312,7 @@ void NeighbourCache::enter_failed(const IpAddress& ip, Entry& e, Clock::time_poi
     if (!e.queue.empty()) {
         counters_.drop_unresolved += e.queue.size();
         out.drops.push_back({.ip = ip, .reason = NeighbourDropReason::unresolved, .count = e.queue.size()});
-        e.queue.clear();
+        (void)take_queue(e);
     }
     e.state = NeighbourState::failed;
     e.hw.reset();
@@ -325,12 +328,24 @@ void NeighbourCache::queue_packet(const IpAddress& ip, Entry& e, std::span<const
         out.drops.push_back({.ip = ip, .reason = NeighbourDropReason::queue_full, .count = 1});
         return;
     }
+    if (packet.size() > config_.max_queued_bytes - std::min(queued_bytes_, config_.max_queued_bytes)) {
+        ++counters_.drop_queued_bytes;
+        out.drops.push_back({.ip = ip, .reason = NeighbourDropReason::queued_bytes, .count = 1});
+        return;
+    }
     e.queue.emplace_back(packet.begin(), packet.end());
+    queued_bytes_ += packet.size();
 }
 
 void NeighbourCache::flush_queue(const IpAddress& ip, Entry& e, NeighbourActions& out) {
-    out.flushes.push_back({.ip = ip, .to = *e.hw, .packets = std::move(e.queue)});
+    out.flushes.push_back({.ip = ip, .to = *e.hw, .packets = take_queue(e)});
+}
+
+std::vector<Packet> NeighbourCache::take_queue(Entry& e) {
+    for (const Packet& p : e.queue) queued_bytes_ -= p.size();
+    std::vector<Packet> packets = std::move(e.queue);
     e.queue.clear();  // moved-from: make it empty for sure
+    return packets;
 }
 
 NeighbourCache::Table::iterator NeighbourCache::expire(Table::iterator it, Clock::time_point now,

@@ -25,8 +25,10 @@
 //      caller transmits the packet there itself; the cache keeps nothing.
 //   3. Otherwise the cache keeps a copy (at most kMaxQueuedPerEntry, as
 //      Linux's IPoIB driver does; RFC 4861 7.2.2 asks for a small queue
-//      "of at least one packet"; the rest are dropped and counted) and asks
-//      for a solicit (ARP request / NS).
+//      "of at least one packet"; and at most Config::max_queued_bytes in
+//      all queues together, as Linux bounds each neighbour's by bytes; the
+//      rest are dropped and counted) and asks for a solicit (ARP request /
+//      NS).
 //   4. learn() with the answer returns the queued packets in a FlushAction.
 //
 // RFC 4391 9.4: "the QPN ... may change" when a peer restarts. learn() with
@@ -98,6 +100,7 @@ enum class NeighbourDropReason : std::uint8_t {
     unresolved,  // resolution failed; the queued packets go
     table_full,  // max_entries reached and no STALE/FAILED entry to evict
     flushed,     // flush(): port event dropped the queues
+    queued_bytes,  // the queues together already hold Config::max_queued_bytes
 };
 std::string_view to_string(NeighbourDropReason r);
 
@@ -144,6 +147,7 @@ struct NeighbourCounters {
     std::uint64_t drop_unresolved = 0;
     std::uint64_t drop_table_full = 0;
     std::uint64_t drop_flushed = 0;
+    std::uint64_t drop_queued_bytes = 0;  // over Config::max_queued_bytes in all queues
     std::uint64_t solicits = 0;  // broadcast/multicast ARP requests and NS
     std::uint64_t probes = 0;    // unicast solicits from PROBE
     std::uint64_t resolved = 0;  // INCOMPLETE -> usable
@@ -176,6 +180,13 @@ public:
     // Defaults are Linux's (net.ipv4.neigh.default.*), except max_entries.
     struct Config {
         std::size_t max_entries = 10'000;
+        // What the queues of all unresolved neighbours hold together. One
+        // local sender naming a new next hop per datagram fills every
+        // entry's queue: 10,000 entries x 3 datagrams of a 65,520-byte
+        // connected-mode MTU would be 2 GB. Linux bounds each neighbour's
+        // queue by bytes (unres_qlen_bytes, 212,992) and has at most 1,024
+        // (gc_thresh3).
+        std::size_t max_queued_bytes = 16 * 1024 * 1024;
         unsigned multicast_solicits = 3;  // mcast_solicit: tries while INCOMPLETE
         unsigned unicast_probes = 3;      // ucast_solicit: tries while PROBE
         std::chrono::milliseconds retrans_time{1000};
@@ -243,6 +254,8 @@ public:
     std::vector<NeighbourEntryView> entries() const;
     std::optional<NeighbourEntryView> find(const IpAddress& ip) const;
     std::size_t size() const { return table_.size(); }
+    // Bytes of the packets all entries hold, waiting for resolution.
+    std::size_t queued_bytes() const { return queued_bytes_; }
     const NeighbourCounters& counters() const { return counters_; }
     const Config& config() const { return config_; }
     // New timers and limits (SIGHUP); entries keep their current deadlines.
@@ -274,6 +287,8 @@ private:
     void enter_failed(const IpAddress& ip, Entry& e, Clock::time_point now, NeighbourActions& out);
     void queue_packet(const IpAddress& ip, Entry& e, std::span<const std::uint8_t> packet, NeighbourActions& out);
     void flush_queue(const IpAddress& ip, Entry& e, NeighbourActions& out);
+    // Empties e.queue into the result, taking its bytes off queued_bytes_.
+    std::vector<Packet> take_queue(Entry& e);
     // Removes the expired entry at `it`, or advances its timer; returns the
     // next iterator.
     Table::iterator expire(Table::iterator it, Clock::time_point now, NeighbourActions& out);
@@ -285,6 +300,7 @@ private:
     std::chrono::milliseconds reachable_time_{};
     std::optional<Clock::time_point> redraw_at_;  // set by the first tick() after a draw
     Table table_;
+    std::size_t queued_bytes_ = 0;  // in all entries' queues
     NeighbourCounters counters_;
 };
 

@@ -512,11 +512,51 @@ TEST(NeighbourTableBound, FullTableEvictsOldestStaleElseRefusesAndCounts) {
     EXPECT_FALSE(cache.find(host(7)));
 }
 
+// One sender naming a new next hop per datagram fills every entry's queue;
+// what they hold together is bounded in bytes, not only per entry (10,000
+// entries x 3 connected-mode datagrams of 64 KiB would be 2 GB).
+TEST(NeighbourQueuedBytes, AllQueuesTogetherHoldAtMostMaxQueuedBytes) {
+    Clock::time_point now = Clock::time_point{} + 1h;
+    NeighbourCache cache(NeighbourCache::Config{.max_entries = 100, .max_queued_bytes = 10 * 1000});
+    const Packet big(1000, 0x45);
+    auto host = [](std::uint8_t n) { return IpAddress::v4({198, 18, 1, n}); };
+    std::size_t dropped = 0;
+    for (std::uint8_t n = 1; n <= 5; ++n)
+        for (int i = 0; i < 3; ++i) {
+            const Resolution r = cache.lookup_or_resolve(host(n), big, now);
+            for (const DropAction& d : r.actions.drops) {
+                EXPECT_EQ(d.reason, NeighbourDropReason::queued_bytes);
+                dropped += d.count;
+            }
+        }
+    EXPECT_EQ(cache.queued_bytes(), 10u * 1000);
+    EXPECT_EQ(dropped, 5u);
+    EXPECT_EQ(cache.counters().drop_queued_bytes, 5u);
+    EXPECT_EQ(cache.find(host(4))->queued, 1u);
+    EXPECT_EQ(cache.find(host(5))->queued, 0u);
+    // Every way out of a queue gives its bytes back: an answer (the
+    // packets leave), a failed resolution, a flush.
+    EXPECT_EQ(cache.learn(host(1), hw(1), LearnKind::solicited, now).flushes.at(0).packets.size(), 3u);
+    EXPECT_EQ(cache.queued_bytes(), 7u * 1000);
+    EXPECT_TRUE(cache.lookup_or_resolve(host(5), big, now).actions.drops.empty());
+    for (int i = 0; i < 4; ++i) {
+        now += 1s;
+        (void)cache.tick(now);
+    }
+    EXPECT_EQ(cache.find(host(2))->state, NeighbourState::failed);
+    EXPECT_EQ(cache.queued_bytes(), 0u);
+    (void)cache.lookup_or_resolve(host(9), big, now);
+    EXPECT_EQ(cache.queued_bytes(), 1000u);
+    (void)cache.flush();
+    EXPECT_EQ(cache.queued_bytes(), 0u);
+}
+
 TEST(NeighbourDropReasons, NamesMatchTheCounters) {
     EXPECT_EQ(to_string(NeighbourDropReason::queue_full), "drop_queue_full");
     EXPECT_EQ(to_string(NeighbourDropReason::unresolved), "drop_unresolved");
     EXPECT_EQ(to_string(NeighbourDropReason::table_full), "drop_table_full");
     EXPECT_EQ(to_string(NeighbourDropReason::flushed), "drop_flushed");
+    EXPECT_EQ(to_string(NeighbourDropReason::queued_bytes), "drop_queued_bytes");
 }
 
 }  // namespace
