@@ -51,6 +51,9 @@ expected<std::size_t, OffloadError> gso_ip_header(bytes pkt, bool v6, std::uint8
     return ip_len;
 }
 
+// How many datagrams `payload` bytes cut at `mss` make (one without payload).
+std::size_t segment_count(std::size_t payload, std::size_t mss) { return payload == 0 ? 1 : (payload + mss - 1) / mss; }
+
 // Cuts a super-packet (`headers` bytes of IP and transport header, then the
 // payload) into segments of at most `mss` payload bytes, in `scratch`: each
 // gets the headers, its payload and a fixed IP header; then
@@ -87,6 +90,8 @@ expected<std::size_t, OffloadError> segment_udp(const VirtioNetHeader& h, bytes 
     if (!ip_len) return unexpected(ip_len.error());
     if (pkt.size() < *ip_len + 8) return unexpected(OffloadError::truncated);
     if (h.gso_size == 0) return unexpected(OffloadError::bad_headers);
+    if (segment_count(pkt.size() - *ip_len - 8, h.gso_size) > VirtioNetHeader::kMaxUdpSegments)
+        return unexpected(OffloadError::too_many_segments);
     return cut_segments(pkt, v6, *ip_len, *ip_len + 8, h.gso_size, scratch, emit,
                         [&](std::uint8_t* s, std::size_t, std::size_t n) {
                             std::uint8_t* udp = s + *ip_len;
@@ -119,6 +124,7 @@ const char* to_string(OffloadError e) {
     case OffloadError::bad_csum_offsets: return "bad_csum_offsets";
     case OffloadError::unsupported_gso: return "unsupported_gso";
     case OffloadError::bad_headers: return "bad_headers";
+    case OffloadError::too_many_segments: return "too_many_segments";
     case OffloadError::count_: break;
     }
     return "?";
@@ -154,6 +160,8 @@ expected<std::size_t, OffloadError> segment_tun_packet(mutable_bytes read, std::
     if (tcp_len < 20 || pkt.size() < ip_len + tcp_len) return unexpected(OffloadError::bad_headers);
     if (h.gso_size == 0) return unexpected(OffloadError::bad_headers);
     const std::size_t payload = pkt.size() - ip_len - tcp_len;
+    if (segment_count(payload, h.gso_size) > VirtioNetHeader::kMaxTcpSegments)
+        return unexpected(OffloadError::too_many_segments);
     const std::uint32_t seq0 = load_be32(pkt.data() + ip_len + 4);
     const std::uint8_t flags0 = pkt[ip_len + 13];
     return cut_segments(pkt, v6, ip_len, ip_len + tcp_len, h.gso_size, scratch, emit,

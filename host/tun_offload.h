@@ -26,8 +26,9 @@
 //     datagram, the IP and UDP headers copied; IPv4 Total Length,
 //     Identification and header checksum, or IPv6 Payload Length; UDP
 //     Length; the UDP checksum computed whole (0 sent as 0xFFFF);
-//  4. anything else (UFO, a header that does not parse): refused with a
-//     reason, counted by the caller.
+//  4. anything else (UFO, a header that does not parse, more segments than
+//     Linux's own senders make): refused with a reason, counted by the
+//     caller.
 #pragma once
 
 #include <cstddef>
@@ -51,6 +52,15 @@ struct VirtioNetHeader {
     static constexpr std::uint8_t kGsoTcpV6 = 4;
     static constexpr std::uint8_t kGsoUdpL4 = 5;
     static constexpr std::uint8_t kGsoEcn = 0x80;
+    // The most datagrams one super-packet is cut into. Linux's TCP never
+    // cuts finer than TCP_MIN_GSO_SIZE (8 bytes: TCP_MIN_SND_MSS 48 less 40
+    // of options), 8,192 segments of 65,535 bytes; its UDP GSO makes at
+    // most UDP_MAX_SEGMENTS (64, 128 in recent kernels) and the kernel
+    // holds packet sockets to that too. For TCP it does not: a packet
+    // socket with PACKET_VNET_HDR can hand the TUN a super-packet with a
+    // gso_size of 1, 65,000 datagrams (an engine pass each) from one read.
+    static constexpr std::size_t kMaxTcpSegments = 8192;
+    static constexpr std::size_t kMaxUdpSegments = 128;
 
     std::uint8_t flags = 0;
     std::uint8_t gso_type = 0;
@@ -68,6 +78,7 @@ enum class OffloadError : std::uint8_t {
     bad_csum_offsets,   // csum_start/csum_offset outside the packet
     unsupported_gso,    // UFO, ECN-only, or an unknown type
     bad_headers,        // IP or TCP header that does not parse for TSO
+    too_many_segments,  // more than kMaxTcpSegments / kMaxUdpSegments (gso_size too small)
     count_
 };
 inline constexpr std::size_t kOffloadErrorCount = static_cast<std::size_t>(OffloadError::count_);

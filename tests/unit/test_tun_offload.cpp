@@ -198,6 +198,35 @@ TEST(TunOffload, RefusesWhatItCannotCut) {
     EXPECT_EQ(segment_tun_packet(uso_no_mss, scratch, none).error(), OffloadError::bad_headers);
 }
 
+// A packet socket with PACKET_VNET_HDR can hand the TUN a TCP super-packet
+// with a gso_size of 1: 65,000 datagrams from one read. Linux's TCP never
+// cuts finer than 8 bytes (8,192 segments), its UDP GSO into at most 128.
+TEST(TunOffload, RefusesMoreSegmentsThanLinuxSendersMake) {
+    std::vector<std::uint8_t> scratch;
+    std::size_t emitted = 0;
+    auto count = [&](bytes) { ++emitted; };
+    const std::size_t max_payload = 65535 - 20 - 20;
+    Bytes tiny_mss = super_packet(false, max_payload, 1, 0x10);
+    EXPECT_EQ(segment_tun_packet(tiny_mss, scratch, count).error(), OffloadError::too_many_segments);
+    Bytes tiny_mss6 = super_packet(true, max_payload, 7, 0x10);
+    EXPECT_EQ(segment_tun_packet(tiny_mss6, scratch, count).error(), OffloadError::too_many_segments);
+    EXPECT_EQ(emitted, 0u);
+    // The finest Linux TCP cuts: 8 bytes, at most 8,192 segments.
+    Bytes finest = super_packet(false, VirtioNetHeader::kMaxTcpSegments * 8, 8, 0x10);
+    EXPECT_EQ(segment_tun_packet(finest, scratch, count).value(), VirtioNetHeader::kMaxTcpSegments);
+    EXPECT_EQ(emitted, VirtioNetHeader::kMaxTcpSegments);
+    // USO: 128 datagrams, not 129.
+    Bytes uso = super_packet(false, 129 * 10, 10, 0x10);
+    uso[1] = VirtioNetHeader::kGsoUdpL4;
+    uso[VirtioNetHeader::size + 9] = 17;
+    emitted = 0;
+    EXPECT_EQ(segment_tun_packet(uso, scratch, count).error(), OffloadError::too_many_segments);
+    uso.resize(uso.size() - 10 - 12);  // the UDP header is 12 bytes shorter than TCP's
+    EXPECT_EQ(segment_tun_packet(uso, scratch, count).value(), VirtioNetHeader::kMaxUdpSegments);
+    EXPECT_EQ(emitted, VirtioNetHeader::kMaxUdpSegments);
+    EXPECT_STREQ(to_string(OffloadError::too_many_segments), "too_many_segments");
+}
+
 }  // namespace
 }  // namespace ipoibd::host
 
