@@ -86,11 +86,15 @@ void read_records(bytes body, std::size_t count, IpFamily family, std::vector<Gr
         off += record_size;
         if (!is_multicast(group)) continue;
         // EXCLUDE mode (even with an empty source list) means "receive"; an
-        // INCLUDE with sources too. INCLUDE of nothing is a leave.
+        // INCLUDE with sources too. INCLUDE of nothing is a leave. ALLOW
+        // names sources added (to INCLUDE) or no longer excluded: receive;
+        // of none it changes nothing (and is never sent, RFC 3376 5.1).
         if (type == kRecordModeIsExclude || type == kRecordChangeToExclude)
             out.push_back({group, true});
-        else if (type == kRecordModeIsInclude || type == kRecordChangeToInclude || type == kRecordAllowNewSources)
+        else if (type == kRecordModeIsInclude || type == kRecordChangeToInclude)
             out.push_back({group, sources > 0});
+        else if (type == kRecordAllowNewSources && sources > 0)
+            out.push_back({group, true});
     }
 }
 

@@ -80,6 +80,17 @@ TEST(IpPacket, ReadsIgmpAndMldReports) {
     Packet bad = igmpv3_report("198.18.0.1", "239.1.2.3", true);
     store_be16(bad.data() + 20 + 8 + 2, 50);
     EXPECT_TRUE(changes(bad).empty());
+    // ALLOW_NEW_SOURCES and BLOCK_OLD_SOURCES without sources change
+    // nothing (RFC 3376 4.2.12, 5.1: such records are not even sent); the
+    // membership stays as it was, neither joined nor left.
+    for (const std::uint8_t type : {kRecordAllowNewSources, std::uint8_t{6}}) {
+        Packet v3 = igmpv3_report("198.18.0.1", "239.1.2.3", true);
+        v3[20 + 8] = type;
+        EXPECT_TRUE(changes(v3).empty()) << "IGMPv3 record type " << int{type};
+        Packet v6 = mldv2_report("2001:db8::1", "ff05::1:3", true);
+        v6[40 + 8 + 8] = type;  // after the Hop-by-Hop header and the MLD header
+        EXPECT_TRUE(changes(v6).empty()) << "MLDv2 record type " << int{type};
+    }
     // IGMPv2 report and leave.
     Packet v2 = igmpv3_report("198.18.0.1", "239.1.2.3", true);
     v2.resize(20 + 8);
