@@ -372,6 +372,54 @@ int bound_udp_socket(ChildChecks& c, std::uint32_t address, std::uint16_t port) 
     return sock;
 }
 
+// A datagram bound to the TUN (IP_PKTINFO, SO_BINDTODEVICE) whose
+// destination the routing table sends by another link: IPv4 assumes the
+// destination is on-link and puts it on the TUN, while RTM_GETROUTE names
+// the other link's gateway. gateway_of() must not hand that gateway to
+// the engine (it is no neighbour on the fabric).
+TEST(NetlinkKernel, ABoundDatagramForAnotherLinksRouteIsNotSentToItsGateway) {
+    run_in_own_netns([](ChildChecks& c) {
+        auto tun = open_tun({.name = "nltest0"});
+        auto other = open_tun({.name = "nltest1"});
+        auto nl = NetlinkSocket::open();
+        if (!NS_OK(c, tun) || !NS_OK(c, other) || !NS_OK(c, nl)) return;
+        auto a0 = nl->add_address(tun->ifindex, prefix("198.18.5.1/24"));
+        auto a1 = nl->add_address(other->ifindex, prefix("198.18.9.1/24"));
+        auto up0 = nl->set_link_up(tun->ifindex, true);
+        auto up1 = nl->set_link_up(other->ifindex, true);
+        auto dflt = nl->add_route({.destination = prefix("0.0.0.0/0"), .gateway = ip("198.18.9.254"), .oif = other->ifindex});
+        if (!NS_OK(c, a0) || !NS_OK(c, a1) || !NS_OK(c, up0) || !NS_OK(c, up1) || !NS_OK(c, dflt)) return;
+
+        const int sock = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        NS_CHECK(c, ::setsockopt(sock, SOL_SOCKET, SO_BINDTODEVICE, "nltest0", sizeof "nltest0") == 0);
+        sockaddr_in to{};
+        to.sin_family = AF_INET;
+        to.sin_port = htons(9);
+        to.sin_addr.s_addr = htonl(0xC6134D07);  // 198.19.77.7
+        NS_CHECK(c, ::sendto(sock, "x", 1, 0, reinterpret_cast<const sockaddr*>(&to), sizeof to) == 1);
+        ::close(sock);
+        // The kernel's ARP for 198.19.77.7 on a TUN (no link layer) is none:
+        // the datagram itself comes out of the TUN.
+        std::vector<std::uint8_t> packet(2048);
+        pollfd pf{.fd = tun->fd.get(), .events = POLLIN, .revents = 0};
+        ssize_t n = -1;
+        for (int i = 0; i < 10 && n < 0; ++i) {
+            if (::poll(&pf, 1, 200) == 1) n = ::read(tun->fd.get(), packet.data(), packet.size());
+            if (n > 0 && (n < 20 || packet[9] != 17)) n = -1;  // not ours (IPv6 noise): read on
+        }
+        if (!NS_CHECK(c, n >= 20)) return;
+        packet.resize(static_cast<std::size_t>(n));
+        NS_CHECK(c, host::destination_of(packet) == ip("198.19.77.7"));
+
+        NextHopCache cache([&nl](const IpAddress& d) { return nl->lookup_next_hop(d); });
+        auto hop = nl->lookup_next_hop(ip("198.19.77.7"));
+        if (NS_OK(c, hop)) NS_CHECK(c, hop->via_gateway && hop->oif == other->ifindex);
+        const host::GatewayOf g = host::gateway_of(packet, cache, tun->ifindex);
+        NS_CHECK(c, !g.gateway);
+        NS_CHECK(c, g.other_interface);
+    });
+}
+
 // What the coalescer writes, the kernel takes: three UDP datagrams of one
 // flow go to the TUN as one USO packet (when the kernel has USO) and reach a
 // socket as three datagrams, in order, intact.
