@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <optional>
 #include <vector>
 
 #include "host/tun_port.h"
@@ -42,15 +43,19 @@ expected<NextHop, NetlinkError> fake_route_get(const IpAddress& d) {
     return NextHop{.address = ip("198.18.200.1"), .oif = kEth, .via_gateway = true};
 }
 
-TEST(TunPortGateway, ARouteViaTheTunGivesItsGateway) {
+// gateway_of() for a packet to `destination`: `gateway` (none: on-link),
+// and whether it counts as other_interface; the lookup never fails here.
+void expect_hop(const char* destination, std::optional<IpAddress> gateway, bool other_interface) {
     netlink::NextHopCache cache(fake_route_get);
-    const GatewayOf hop = gateway_of(ipv4_to(ip("198.19.5.7")), cache, kTun);
-    EXPECT_EQ(hop.gateway, ip("198.18.5.2"));
-    EXPECT_FALSE(hop.failed);
-    EXPECT_FALSE(hop.other_interface);
-    const GatewayOf on_link = gateway_of(ipv4_to(ip("198.18.5.9")), cache, kTun);
-    EXPECT_FALSE(on_link.gateway);
-    EXPECT_FALSE(on_link.failed || on_link.other_interface);
+    const GatewayOf hop = gateway_of(ipv4_to(ip(destination)), cache, kTun);
+    EXPECT_EQ(hop.gateway, gateway) << destination;
+    EXPECT_EQ(hop.other_interface, other_interface) << destination;
+    EXPECT_FALSE(hop.failed) << destination;
+}
+
+TEST(TunPortGateway, ARouteViaTheTunGivesItsGateway) {
+    expect_hop("198.19.5.7", ip("198.18.5.2"), false);
+    expect_hop("198.18.5.9", std::nullopt, false);  // on-link
 }
 
 // A packet the kernel put on the TUN although its route leaves by another
@@ -59,15 +64,9 @@ TEST(TunPortGateway, ARouteViaTheTunGivesItsGateway) {
 // link, not of the fabric, so the packet goes as on-link (as the kernel
 // sends a packet bound to a link without a route), counted.
 TEST(TunPortGateway, AGatewayOfAnotherLinksRouteIsNotUsed) {
-    netlink::NextHopCache cache(fake_route_get);
-    const GatewayOf hop = gateway_of(ipv4_to(ip("198.18.77.7")), cache, kTun);
-    EXPECT_FALSE(hop.gateway) << "sent to " << to_string(*hop.gateway);
-    EXPECT_TRUE(hop.other_interface);
-    EXPECT_FALSE(hop.failed);
+    expect_hop("198.18.77.7", std::nullopt, true);
     // On-link elsewhere: nothing to take from it, nothing to count.
-    const GatewayOf elsewhere = gateway_of(ipv4_to(ip("198.18.100.7")), cache, kTun);
-    EXPECT_FALSE(elsewhere.gateway);
-    EXPECT_FALSE(elsewhere.other_interface || elsewhere.failed);
+    expect_hop("198.18.100.7", std::nullopt, false);
 }
 
 TEST(TunPortGateway, AFailedLookupIsSentAsOnLinkAndGroupsAreNotLookedUp) {
