@@ -11,6 +11,8 @@
 // networks").
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
 #include <net/if.h>
 #include <poll.h>
 #include <sched.h>
@@ -417,6 +419,62 @@ TEST(NetlinkKernel, ABoundDatagramForAnotherLinksRouteIsNotSentToItsGateway) {
         const host::GatewayOf g = host::gateway_of(packet, cache, tun->ifindex);
         NS_CHECK(c, !g.gateway);
         NS_CHECK(c, g.other_interface);
+    });
+}
+
+// A packet socket with PACKET_VNET_HDR on the TUN hands its reader a TCP
+// super-packet with whatever gso_size it asked for (the kernel checks the
+// headers, not the size; it cuts one larger than 64 KiB itself): 1 would
+// be 60,000 datagrams from one read. segment_tun_packet() refuses it.
+TEST(NetlinkKernel, ATcpSuperPacketWithATinyGsoSizeFromAPacketSocketIsRefused) {
+    run_in_own_netns([](ChildChecks& c) {
+        auto tun = open_tun({.name = "nltest0", .offload = true});
+        auto nl = NetlinkSocket::open();
+        if (!NS_OK(c, tun) || !NS_OK(c, nl)) return;
+        auto up = nl->set_link_up(tun->ifindex, true);
+        if (!NS_OK(c, up)) return;
+        const int sock = ::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_IP));
+        const int on = 1;
+        if (!NS_CHECK(c, sock >= 0 && ::setsockopt(sock, SOL_PACKET, PACKET_VNET_HDR, &on, sizeof on) == 0)) return;
+        const std::size_t payload = 60'000;
+        std::vector<std::uint8_t> m(VirtioNetHeader::size + 40 + payload, 0);
+        VirtioNetHeader h;
+        h.flags = VirtioNetHeader::kFlagNeedsCsum;
+        h.gso_type = VirtioNetHeader::kGsoTcpV4;
+        h.hdr_len = 40;
+        h.gso_size = 1;
+        h.csum_start = 20;
+        h.csum_offset = 16;
+        h.write_to(m.data());
+        std::uint8_t* ip4 = m.data() + VirtioNetHeader::size;
+        ip4[0] = 0x45;
+        store_be16(ip4 + 2, static_cast<std::uint16_t>(40 + payload));
+        ip4[8] = 64, ip4[9] = 6;
+        const std::uint8_t addrs[8] = {198, 18, 5, 1, 198, 18, 5, 2};
+        std::memcpy(ip4 + 12, addrs, 8);
+        ip4[20 + 12] = 0x50, ip4[20 + 13] = 0x10;  // data offset 5, ACK
+        sockaddr_ll to{};
+        to.sll_family = AF_PACKET;
+        to.sll_ifindex = static_cast<int>(tun->ifindex);
+        to.sll_protocol = htons(ETH_P_IP);
+        NS_CHECK(c, ::sendto(sock, m.data(), m.size(), 0, reinterpret_cast<const sockaddr*>(&to), sizeof to) ==
+                        static_cast<ssize_t>(m.size()));
+        ::close(sock);
+        std::vector<std::uint8_t> read(65535 + VirtioNetHeader::size);
+        ssize_t n = -1;
+        for (int i = 0; i < 10 && n < 0; ++i) {
+            pollfd pf{.fd = tun->fd.get(), .events = POLLIN, .revents = 0};
+            if (::poll(&pf, 1, 200) == 1) n = ::read(tun->fd.get(), read.data(), read.size());
+            if (n > 0 && read[1] != VirtioNetHeader::kGsoTcpV4) n = -1;  // IPv6 noise: read on
+        }
+        if (!NS_CHECK(c, n == static_cast<ssize_t>(m.size()))) return;
+        NS_CHECK(c, VirtioNetHeader::read_from(read.data()).gso_size == 1);  // as the sender asked
+        std::size_t emitted = 0;
+        std::vector<std::uint8_t> scratch;
+        const auto cut = host::segment_tun_packet(mutable_bytes(read.data(), static_cast<std::size_t>(n)), scratch,
+                                                  [&](bytes) { ++emitted; });
+        NS_CHECK(c, !cut && cut.error() == host::OffloadError::too_many_segments);
+        NS_CHECK(c, emitted == 0);
     });
 }
 
