@@ -14,7 +14,7 @@
 // Invariants (a violation traps):
 //   - every drop lands in a counter: nothing throws, nothing crashes;
 //   - both links stay up (no input from a peer or the host takes them down);
-//   - the tables respect their bounds;
+//   - the tables respect their bounds (entries, the neighbours' queued bytes);
 //   - afterwards, a ping from A to B still gets through.
 #include <cstddef>
 #include <cstdint>
@@ -86,6 +86,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         w.pump();
         check(a.engine.link().up && b.engine.link().up);
         check(a.engine.neighbours().size() <= a.engine.neighbours().config().max_entries);
+        check(a.engine.neighbours().queued_bytes() <= a.engine.neighbours().config().max_queued_bytes);
         check(a.engine.multicast().groups().size() <= 1024);
     }
     const Packet ping = icmp_echo_v4("198.18.0.1", "198.18.0.2", 4242);
