@@ -30,9 +30,13 @@
 //
 // Bounded: at most `capacity` entries; inserting into a full cache evicts the
 // oldest-inserted entry (a FIFO; scans of many destinations cannot pin
-// memory). Failed lookups are not cached: the kernel only hands the TUN
-// packets it has a route for, so a failure is a race with a route change
-// and the next packet should ask again.
+// memory). Failed lookups are not cached: a packet the routing table sent
+// to the TUN has a route, so a failure is a race with a route change and
+// the next packet should ask again. A datagram bound to the TUN
+// (IP_PKTINFO, SO_BINDTODEVICE) needs no route: IPv4 then takes its
+// destination as on-link, so with no route at all (no default route) each
+// such packet costs a lookup that fails (sent as on-link, counted in the
+// TUN port's next_hop_failures).
 //
 // Sans-I/O apart from the lookup callback: no sockets, no clocks.
 //
