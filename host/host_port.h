@@ -40,6 +40,14 @@
 
 namespace ipoibd::host {
 
+// A read batch also ends after the read that brings its datagrams to
+// max_reads x kBatchDatagramsPerRead. The host's own TCP cuts 64 KiB into a
+// few dozen datagrams (32 at IPoIB's 2,044-byte MTU); a packet socket with
+// PACKET_VNET_HDR can ask for up to 8,192 a read (tun_offload.h), and a
+// batch of such reads would keep the loop from its SA MADs and timers for a
+// long turn. Nothing is dropped: the rest waits for the next batch.
+inline constexpr std::size_t kBatchDatagramsPerRead = 64;
+
 // Where the packets of one read() go.
 class HostReceiver {
 public:
@@ -77,7 +85,8 @@ public:
     using Emit = std::function<void(bytes ip_packet, const std::optional<IpAddress>& next_hop)>;
     virtual ~HostQueue() = default;
     virtual int fd() const = 0;  // readable when read_batch() has work
-    // At most `max_reads` reads; returns how many read something.
+    // At most `max_reads` reads (fewer when they make many datagrams:
+    // kBatchDatagramsPerRead); returns how many read something.
     virtual std::size_t read_batch(std::size_t max_reads, const Emit& emit) = 0;
     // The host's routes changed: next hops are looked up again.
     virtual void routes_changed() = 0;
@@ -102,8 +111,9 @@ public:
     // wait. Nothing comes or goes any more.
     virtual bool gone() const { return false; }
 
-    // Reads up to `max_reads` packets from the host without blocking and
-    // hands their datagrams to `receiver`; returns the number of reads that
+    // Reads up to `max_reads` packets from the host without blocking (fewer
+    // when they make many datagrams: kBatchDatagramsPerRead) and hands
+    // their datagrams to `receiver`; returns the number of reads that
     // brought a packet. Malformed packets are dropped and counted here.
     virtual std::size_t read_batch(HostReceiver& receiver, std::size_t max_reads) = 0;
 

@@ -91,8 +91,8 @@ void TunPort::deliver(bytes ip_packet, HostReceiver& receiver) {
 }
 
 std::size_t TunPort::read_batch(HostReceiver& receiver, std::size_t max_reads) {
-    std::size_t reads = 0;
-    for (std::size_t i = 0; i < max_reads; ++i) {
+    std::size_t reads = 0, datagrams = 0;
+    for (std::size_t i = 0; i < max_reads && datagrams < max_reads * kBatchDatagramsPerRead; ++i) {
         const ssize_t n = ::read(device_.fd.get(), read_buffer_.data(), read_buffer_.size());
         if (n < 0) {
             if (errno == EBADFD) {  // the device is gone: counted once
@@ -117,6 +117,7 @@ std::size_t TunPort::read_batch(HostReceiver& receiver, std::size_t max_reads) {
             continue;
         }
         if (*segments > 1) counters_.rx_segmented += *segments;
+        datagrams += *segments;
         receiver.after_host_read(*segments, i);
     }
     return reads;

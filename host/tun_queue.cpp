@@ -31,8 +31,8 @@ std::size_t TunQueue::read_batch(std::size_t max_reads, const Emit& emit) {
         routes_seen_ = g;
         next_hops_.invalidate();
     }
-    std::size_t reads = 0;
-    for (; reads < max_reads; ++reads) {
+    std::size_t reads = 0, datagrams = 0;
+    for (; reads < max_reads && datagrams < max_reads * kBatchDatagramsPerRead; ++reads) {
         const ssize_t n = ::read(device_.fd.get(), read_buffer_.data(), read_buffer_.size());
         if (n < 0) {
             if (errno != EAGAIN && errno != EINTR) add(counters_.rx_errors);
@@ -50,6 +50,7 @@ std::size_t TunQueue::read_batch(std::size_t max_reads, const Emit& emit) {
             continue;
         }
         if (*segments > 1) add(counters_.rx_segmented, *segments);
+        datagrams += *segments;
     }
     return reads;
 }

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -422,6 +423,40 @@ TEST(NetlinkKernel, ABoundDatagramForAnotherLinksRouteIsNotSentToItsGateway) {
     });
 }
 
+// Writes a TCPv4 super-packet of `payload` bytes cut at `gso_size` on the
+// TUN `ifindex` through a packet socket with PACKET_VNET_HDR, as any process
+// with CAP_NET_RAW may; returns its size, virtio header included (0 when it
+// could not).
+std::size_t send_tcp_super_packet(ChildChecks& c, std::uint32_t ifindex, std::size_t payload, std::uint16_t gso_size) {
+    const int sock = ::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_IP));
+    const int on = 1;
+    if (!NS_CHECK(c, sock >= 0 && ::setsockopt(sock, SOL_PACKET, PACKET_VNET_HDR, &on, sizeof on) == 0)) return 0;
+    std::vector<std::uint8_t> m(VirtioNetHeader::size + 40 + payload, 0);
+    VirtioNetHeader h;
+    h.flags = VirtioNetHeader::kFlagNeedsCsum;
+    h.gso_type = VirtioNetHeader::kGsoTcpV4;
+    h.hdr_len = 40;
+    h.gso_size = gso_size;
+    h.csum_start = 20;
+    h.csum_offset = 16;
+    h.write_to(m.data());
+    std::uint8_t* ip4 = m.data() + VirtioNetHeader::size;
+    ip4[0] = 0x45;
+    store_be16(ip4 + 2, static_cast<std::uint16_t>(40 + payload));
+    ip4[8] = 64, ip4[9] = 6;
+    const std::uint8_t addrs[8] = {198, 18, 5, 1, 198, 18, 5, 2};
+    std::memcpy(ip4 + 12, addrs, 8);
+    ip4[20 + 12] = 0x50, ip4[20 + 13] = 0x10;  // data offset 5, ACK
+    sockaddr_ll to{};
+    to.sll_family = AF_PACKET;
+    to.sll_ifindex = static_cast<int>(ifindex);
+    to.sll_protocol = htons(ETH_P_IP);
+    const bool sent = NS_CHECK(c, ::sendto(sock, m.data(), m.size(), 0, reinterpret_cast<const sockaddr*>(&to),
+                                           sizeof to) == static_cast<ssize_t>(m.size()));
+    ::close(sock);
+    return sent ? m.size() : 0;
+}
+
 // A packet socket with PACKET_VNET_HDR on the TUN hands its reader a TCP
 // super-packet with whatever gso_size it asked for (the kernel checks the
 // headers, not the size; it cuts one larger than 64 KiB itself): 1 would
@@ -433,33 +468,8 @@ TEST(NetlinkKernel, ATcpSuperPacketWithATinyGsoSizeFromAPacketSocketIsRefused) {
         if (!NS_OK(c, tun) || !NS_OK(c, nl)) return;
         auto up = nl->set_link_up(tun->ifindex, true);
         if (!NS_OK(c, up)) return;
-        const int sock = ::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_IP));
-        const int on = 1;
-        if (!NS_CHECK(c, sock >= 0 && ::setsockopt(sock, SOL_PACKET, PACKET_VNET_HDR, &on, sizeof on) == 0)) return;
-        const std::size_t payload = 60'000;
-        std::vector<std::uint8_t> m(VirtioNetHeader::size + 40 + payload, 0);
-        VirtioNetHeader h;
-        h.flags = VirtioNetHeader::kFlagNeedsCsum;
-        h.gso_type = VirtioNetHeader::kGsoTcpV4;
-        h.hdr_len = 40;
-        h.gso_size = 1;
-        h.csum_start = 20;
-        h.csum_offset = 16;
-        h.write_to(m.data());
-        std::uint8_t* ip4 = m.data() + VirtioNetHeader::size;
-        ip4[0] = 0x45;
-        store_be16(ip4 + 2, static_cast<std::uint16_t>(40 + payload));
-        ip4[8] = 64, ip4[9] = 6;
-        const std::uint8_t addrs[8] = {198, 18, 5, 1, 198, 18, 5, 2};
-        std::memcpy(ip4 + 12, addrs, 8);
-        ip4[20 + 12] = 0x50, ip4[20 + 13] = 0x10;  // data offset 5, ACK
-        sockaddr_ll to{};
-        to.sll_family = AF_PACKET;
-        to.sll_ifindex = static_cast<int>(tun->ifindex);
-        to.sll_protocol = htons(ETH_P_IP);
-        NS_CHECK(c, ::sendto(sock, m.data(), m.size(), 0, reinterpret_cast<const sockaddr*>(&to), sizeof to) ==
-                        static_cast<ssize_t>(m.size()));
-        ::close(sock);
+        const std::size_t sent = send_tcp_super_packet(c, tun->ifindex, 60'000, 1);
+        if (sent == 0) return;
         std::vector<std::uint8_t> read(65535 + VirtioNetHeader::size);
         ssize_t n = -1;
         for (int i = 0; i < 10 && n < 0; ++i) {
@@ -467,7 +477,7 @@ TEST(NetlinkKernel, ATcpSuperPacketWithATinyGsoSizeFromAPacketSocketIsRefused) {
             if (::poll(&pf, 1, 200) == 1) n = ::read(tun->fd.get(), read.data(), read.size());
             if (n > 0 && read[1] != VirtioNetHeader::kGsoTcpV4) n = -1;  // IPv6 noise: read on
         }
-        if (!NS_CHECK(c, n == static_cast<ssize_t>(m.size()))) return;
+        if (!NS_CHECK(c, n == static_cast<ssize_t>(sent))) return;
         NS_CHECK(c, VirtioNetHeader::read_from(read.data()).gso_size == 1);  // as the sender asked
         std::size_t emitted = 0;
         std::vector<std::uint8_t> scratch;
@@ -475,6 +485,46 @@ TEST(NetlinkKernel, ATcpSuperPacketWithATinyGsoSizeFromAPacketSocketIsRefused) {
                                                   [&](bytes) { ++emitted; });
         NS_CHECK(c, !cut && cut.error() == host::OffloadError::too_many_segments);
         NS_CHECK(c, emitted == 0);
+    });
+}
+
+// Counts what a TunPort hands over.
+struct CountingReceiver : host::HostReceiver {
+    std::size_t packets = 0, reads = 0;
+    void on_host_packet(bytes, const std::optional<IpAddress>&) override { ++packets; }
+    void after_host_read(std::size_t, std::size_t) override { ++reads; }
+};
+
+// Super-packets cut as finely as the bound lets (8 bytes, 7,500 datagrams
+// each) end a read batch after the first: the loop turns between them
+// (host_port.h, kBatchDatagramsPerRead). Nothing is lost: the second comes
+// with the next batch.
+TEST(NetlinkKernel, AReadBatchEndsWhenItsReadsMakeManyDatagrams) {
+    run_in_own_netns([](ChildChecks& c) {
+        auto nl = NetlinkSocket::open();
+        if (!NS_OK(c, nl)) return;
+        auto tun = host::TunPort::open("nltest0", *nl);
+        if (!NS_CHECK(c, tun)) return;
+        auto up = nl->set_link_up((*tun)->ifindex(), true);
+        if (!NS_OK(c, up)) return;
+        const std::size_t payload = 60'000;
+        for (int i = 0; i < 2; ++i)
+            if (send_tcp_super_packet(c, (*tun)->ifindex(), payload, 8) == 0) return;
+        CountingReceiver receiver;
+        pollfd pf{.fd = (*tun)->fd(), .events = POLLIN, .revents = 0};
+        NS_CHECK(c, ::poll(&pf, 1, 1000) == 1);
+        // A batch of 4 reads: IPv6 noise (router solicitations, MLD) may
+        // come first, but the first super-packet ends it.
+        std::size_t batches = 0;
+        while (receiver.packets < 2 * payload / 8 && batches < 10) {
+            const std::size_t before = receiver.packets;
+            (*tun)->read_batch(receiver, 4);
+            ++batches;
+            NS_CHECK(c, receiver.packets - before <= payload / 8 + 4);
+            if (receiver.packets == before) ::poll(&pf, 1, 200);
+        }
+        NS_CHECK(c, receiver.packets >= 2 * payload / 8);
+        NS_CHECK(c, batches >= 2);
     });
 }
 
