@@ -23,6 +23,7 @@ void visit(const McastCounters& c, CounterSink& out) {
     out.counter("send_only_expired", c.send_only_expired);
     out.counter("mlid_changed", c.mlid_changed);
     out.counter("drop_queue_full", c.drop_queue_full);
+    out.counter("drop_queued_bytes", c.drop_queued_bytes);
     out.counter("drop_join_failed", c.drop_join_failed);
     out.counter("drop_table_full", c.drop_table_full);
     out.counter("drop_flushed", c.drop_flushed);
@@ -121,9 +122,8 @@ void McastManager::on_join_answer(const ib::Gid& mgid, std::uint8_t join_state,
         const auto delay = backoff(g.failures);
         g.state = GroupState::backoff;
         g.retry_at = now_ + delay;
-        const std::size_t dropped = g.queue.size();
+        const std::size_t dropped = take_queue(g).size();
         counters_.drop_join_failed += dropped;
-        g.queue.clear();
         sink_.join_failed(mgid, g.role, status, g.failures, delay, dropped);
         return;
     }
@@ -156,8 +156,7 @@ void McastManager::on_join_answer(const ib::Gid& mgid, std::uint8_t join_state,
         start_waiting();
         return;
     }
-    std::vector<Packet> frames = std::move(g.queue);
-    g.queue.clear();
+    std::vector<Packet> frames = take_queue(g);
     sink_.group_joined(mgid, g.role, g.mlid, std::move(frames));
 }
 
@@ -198,8 +197,7 @@ void McastManager::remove_full(const ib::Gid& mgid) {
 }
 
 void McastManager::leave(const ib::Gid& mgid, Group& g) {
-    counters_.drop_flushed += g.queue.size();
-    g.queue.clear();
+    counters_.drop_flushed += take_queue(g).size();
     g.request.cancel();
     if (g.attached) {
         sink_.detach(mgid, g.mlid);
@@ -258,7 +256,12 @@ McastSendResult McastManager::send(const ib::Gid& mgid, bytes frame) {
             ++counters_.drop_queue_full;
             return r;
         }
+        if (queued_bytes_ + frame.size() > config_.max_queued_bytes) {
+            ++counters_.drop_queued_bytes;
+            return r;
+        }
         g.queue.emplace_back(frame.begin(), frame.end());
+        queued_bytes_ += frame.size();
         r.outcome = McastSendResult::Outcome::queued;
         return r;
     }
@@ -304,12 +307,18 @@ void McastManager::port_down() {
     link_.reset();
     for (auto& [mgid, g] : groups_) {
         g.request.cancel();
-        counters_.drop_flushed += g.queue.size();
-        g.queue.clear();
+        counters_.drop_flushed += take_queue(g).size();
         g.state = GroupState::waiting;
         g.join_state = 0;  // the SA drops a port that went away
         g.failures = 0;
     }
+}
+
+std::vector<Packet> McastManager::take_queue(Group& g) {
+    for (const Packet& p : g.queue) queued_bytes_ -= p.size();
+    std::vector<Packet> out = std::move(g.queue);
+    g.queue.clear();
+    return out;
 }
 
 void McastManager::leave_all() {

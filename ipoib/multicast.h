@@ -90,6 +90,7 @@ struct McastCounters {
     std::uint64_t send_only_expired = 0;
     std::uint64_t mlid_changed = 0;
     std::uint64_t drop_queue_full = 0;  // over kMaxQueuedPerGroup while joining
+    std::uint64_t drop_queued_bytes = 0;  // over Config::max_queued_bytes in all groups' queues
     std::uint64_t drop_join_failed = 0; // queued frames of a failed join
     std::uint64_t drop_table_full = 0;  // max_groups reached
     std::uint64_t drop_flushed = 0;     // queued frames at port down / leave
@@ -134,6 +135,9 @@ public:
         std::chrono::milliseconds backoff_initial{1000};
         std::chrono::milliseconds backoff_max{16'000};
         std::chrono::milliseconds send_only_idle{300'000};
+        // Frames waiting for joins, all groups together (64 frames x 1,024
+        // groups of up to 64 KiB would be 4 GiB while the SA is slow).
+        std::size_t max_queued_bytes = 16 * 1024 * 1024;
     };
 
     McastManager(sa::SaClient& sa, McastSink& sink, const Clock::time_point& now, Config config)
@@ -196,6 +200,8 @@ private:
     void on_join_answer(const ib::Gid& mgid, std::uint8_t join_state,
                         const expected<sa::SaResult, sa::SaFailure>& result);
     void leave(const ib::Gid& mgid, Group& g);
+    // Empties g.queue into the result, taking its bytes off queued_bytes_.
+    std::vector<Packet> take_queue(Group& g);
     void start_waiting();
     std::chrono::milliseconds backoff(unsigned failures) const;
     transport::AddressHandle address_handle(const ib::Gid& mgid, std::uint16_t mlid) const;
@@ -213,6 +219,7 @@ private:
     // Leaves in flight: kept so the SaClient retries them until answered.
     std::vector<sa::SaClient::Handle> leaving_;
     McastCounters counters_;
+    std::size_t queued_bytes_ = 0;  // in all groups' queues
 };
 
 }  // namespace ipoibd::ipoib

@@ -104,5 +104,32 @@ TEST_F(McastManagerTest, ALeaveDeletesWhatTheSaMayHoldOnly) {
     EXPECT_EQ(deletes(), std::vector<std::uint8_t>{sa::join_state::full_member});
 }
 
+// Frames waiting for joins are bounded all groups together, not only per
+// group (64 frames x 1,024 groups of up to 64 KiB while the SA is slow); a
+// group's join gives its bytes back.
+TEST_F(McastManagerTest, AllGroupsQueuesHoldAtMostMaxQueuedBytes) {
+    McastManager::Config config;
+    config.max_queued_bytes = 10'000;
+    McastManager small{sa, sink, now, config};
+    small.start(broadcast, me, 0xFFFF);
+    auto out = sa.take_outbound();
+    ASSERT_EQ(out.size(), 1u);
+    sa.on_mad(granted(out[0], 0xC001), now);
+    ASSERT_TRUE(small.broadcast_joined());
+    ib::Gid other = group;
+    other[15] = 10;
+    const std::vector<std::uint8_t> frame(4000, 0x45);
+    EXPECT_EQ(small.send(group, frame).outcome, McastSendResult::Outcome::queued);
+    EXPECT_EQ(small.send(group, frame).outcome, McastSendResult::Outcome::queued);
+    EXPECT_EQ(small.send(other, frame).outcome, McastSendResult::Outcome::dropped);  // 12,000 > 10,000
+    EXPECT_EQ(small.counters().drop_queued_bytes, 1u);
+    EXPECT_EQ(small.counters().drop_queue_full, 0u);
+    // The first group's join is granted: its frames leave, its bytes with them.
+    for (const sa::SaMad& mad : sa.take_outbound())
+        if (sa::get_record<sa::McMemberRecord>(mad).mgid == group) sa.on_mad(granted(mad, 0xC002), now);
+    EXPECT_EQ(small.send(other, frame).outcome, McastSendResult::Outcome::queued);
+    EXPECT_EQ(small.counters().drop_queued_bytes, 1u);
+}
+
 }  // namespace
 }  // namespace ipoibd::ipoib
