@@ -14,6 +14,7 @@ void visit(const PathCounters& c, CounterSink& out) {
     out.counter("failures", c.failures);
     out.counter("refresh_kept", c.refresh_kept);
     out.counter("drop_queue_full", c.drop_queue_full);
+    out.counter("drop_queued_bytes", c.drop_queued_bytes);
     out.counter("drop_failed", c.drop_failed);
     out.counter("drop_table_full", c.drop_table_full);
     out.counter("drop_origin_busy", c.drop_origin_busy);
@@ -50,6 +51,22 @@ void PathCache::stop_resolving(Entry& e) {
     e.origin = 0;
 }
 
+void PathCache::enqueue(Entry& e, std::uint32_t qpn, bytes frame, std::uint8_t flags) {
+    if (queued_bytes_ + frame.size() > config_.max_queued_bytes) {
+        ++counters_.drop_queued_bytes;
+        return;
+    }
+    e.queue.push_back({qpn, Packet(frame.begin(), frame.end()), flags});
+    queued_bytes_ += frame.size();
+}
+
+std::vector<QueuedFrame> PathCache::take_queue(Entry& e) {
+    for (const QueuedFrame& f : e.queue) queued_bytes_ -= f.frame.size();
+    std::vector<QueuedFrame> out = std::move(e.queue);
+    e.queue.clear();
+    return out;
+}
+
 std::optional<PathInfo> PathCache::lookup(const ib::Gid& dgid, std::uint32_t qpn, bytes frame,
                                           Clock::time_point now, std::uint8_t flags, std::uint16_t origin) {
     auto it = table_.find(dgid);
@@ -65,7 +82,7 @@ std::optional<PathInfo> PathCache::lookup(const ib::Gid& dgid, std::uint32_t qpn
         it = table_.emplace(dgid, Entry{}).first;
         start_resolving(it->second, origin);
         it->second.last_used = now;
-        it->second.queue.push_back({qpn, Packet(frame.begin(), frame.end()), flags});
+        enqueue(it->second, qpn, frame, flags);
         start_query(dgid, now);  // a refusal drops the frame, counted
         return std::nullopt;
     }
@@ -105,7 +122,7 @@ std::optional<PathInfo> PathCache::lookup(const ib::Gid& dgid, std::uint32_t qpn
             ++counters_.drop_queue_full;
             return std::nullopt;
         }
-        it->second.queue.push_back({qpn, Packet(frame.begin(), frame.end()), flags});
+        enqueue(it->second, qpn, frame, flags);
         return std::nullopt;
     }
     return std::nullopt;
@@ -169,13 +186,13 @@ void PathCache::on_answer(const ib::Gid& dgid, const expected<sa::SaResult, sa::
         }
         if (e.state == PathState::valid) {
             // The SA says there is no such path now: resolve afresh next time.
+            (void)take_queue(e);
             table_.erase(it);
             sink_.path_failed(dgid, status, 0);
             return;
         }
-        const std::size_t dropped = e.queue.size();
+        const std::size_t dropped = take_queue(e).size();
         counters_.drop_failed += dropped;
-        e.queue.clear();
         stop_resolving(e);
         e.state = PathState::failed;
         e.failed_until = now_ + config_.failed_hold;
@@ -189,8 +206,7 @@ void PathCache::on_answer(const ib::Gid& dgid, const expected<sa::SaResult, sa::
     stop_resolving(e);
     e.state = PathState::valid;
     e.path = path;
-    std::vector<QueuedFrame> frames = std::move(e.queue);
-    e.queue.clear();
+    std::vector<QueuedFrame> frames = take_queue(e);
     if (!was_valid || changed || !frames.empty()) sink_.path_ready(dgid, *path, std::move(frames));
 }
 
@@ -200,6 +216,7 @@ std::size_t PathCache::flush() {
     counters_.drop_flushed += dropped;
     ++counters_.flushes;
     table_.clear();  // Handles cancel the queries in flight
+    queued_bytes_ = 0;
     resolving_by_origin_.clear();
     return dropped;
 }

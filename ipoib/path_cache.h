@@ -81,6 +81,7 @@ struct PathCounters {
     std::uint64_t failures = 0;        // queries that failed (status, timeout, bad record)
     std::uint64_t refresh_kept = 0;    // refreshes with no answer: the path held stays in use
     std::uint64_t drop_queue_full = 0;
+    std::uint64_t drop_queued_bytes = 0;  // over Config::max_queued_bytes in all paths' queues
     std::uint64_t drop_failed = 0;     // queued frames of a failed query, and frames during failed_hold
     std::uint64_t drop_table_full = 0;
     std::uint64_t drop_origin_busy = 0;  // kMaxResolvingPerOrigin paths already resolving for that LID
@@ -117,6 +118,9 @@ public:
         std::chrono::milliseconds lifetime{300'000};   // re-query a path this old when it is used
         std::chrono::milliseconds failed_hold{1000};   // after a failure, drop for this long
         std::chrono::milliseconds refresh_retry{10'000};  // after a refresh with no answer
+        // Frames waiting for paths, all together (3 frames x ~1,000 paths
+        // resolving at once, up to 64 KiB each in connected mode).
+        std::size_t max_queued_bytes = 16 * 1024 * 1024;
     };
 
     // `now` is the owner's clock reading, current whenever the SaClient runs
@@ -169,6 +173,10 @@ private:
     bool origin_busy(std::uint16_t origin) const;
     void start_resolving(Entry& e, std::uint16_t origin);
     void stop_resolving(Entry& e);
+    // Queues `frame` on `e` if the byte budget allows (else counted).
+    void enqueue(Entry& e, std::uint32_t qpn, bytes frame, std::uint8_t flags);
+    // Empties e.queue into the result, taking its bytes off queued_bytes_.
+    std::vector<QueuedFrame> take_queue(Entry& e);
     // Sends a PathRecord Get for the entry of `dgid`. The SaClient calls
     // back before submit() returns when it refuses the request (its queue
     // full, sa_client.h): then on_answer() has run, and the entry may be
@@ -187,6 +195,7 @@ private:
     std::map<ib::Gid, Entry> table_;
     std::map<std::uint16_t, std::size_t> resolving_by_origin_;
     PathCounters counters_;
+    std::size_t queued_bytes_ = 0;  // in all entries' queues
 };
 
 }  // namespace ipoibd::ipoib
