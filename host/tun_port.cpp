@@ -277,6 +277,7 @@ void TunPort::visit_counters(CounterSink& out) const {
     const netlink::NextHopCounters& nh = next_hops_.counters();
     out.counter("next_hop_hits", nh.hits);
     out.counter("next_hop_misses", nh.misses);
+    out.counter("next_hop_no_route_hits", nh.no_route_hits);
     out.counter("next_hop_invalidations", nh.invalidations);
     out.counter("next_hop_evictions", nh.evictions);
     if (coalescer_) {

@@ -30,13 +30,13 @@
 //
 // Bounded: at most `capacity` entries; inserting into a full cache evicts the
 // oldest-inserted entry (a FIFO; scans of many destinations cannot pin
-// memory). Failed lookups are not cached: a packet the routing table sent
-// to the TUN has a route, so a failure is a race with a route change and
-// the next packet should ask again. A datagram bound to the TUN
-// (IP_PKTINFO, SO_BINDTODEVICE) needs no route: IPv4 then takes its
-// destination as on-link, so with no route at all (no default route) each
-// such packet costs a lookup that fails (sent as on-link, counted in the
-// TUN port's next_hop_failures).
+// memory). The kernel's "no route" (ENETUNREACH, EHOSTUNREACH) is cached
+// like an answer, until the next invalidation: a datagram bound to the TUN
+// (IP_PKTINFO, SO_BINDTODEVICE) needs no route (IPv4 then takes its
+// destination as on-link), and with no route at all (no default route)
+// every such packet cost a netlink round trip before (~10 us), for any
+// local sender naming destination after destination. Other failures (a
+// timeout, ENOBUFS) are not cached: the next packet asks again.
 //
 // Sans-I/O apart from the lookup callback: no sockets, no clocks.
 //
@@ -65,7 +65,8 @@ using NextHopLookup = std::function<expected<NextHop, NetlinkError>(const IpAddr
 struct NextHopCounters {
     std::uint64_t hits = 0;
     std::uint64_t misses = 0;          // each one a lookup
-    std::uint64_t lookups_failed = 0;  // misses whose lookup failed (not cached)
+    std::uint64_t lookups_failed = 0;  // misses whose lookup failed (only "no route" cached)
+    std::uint64_t no_route_hits = 0;   // hits on a cached "no route"
     std::uint64_t invalidations = 0;   // invalidate() calls
     std::uint64_t evictions = 0;       // entries dropped to make room
     bool operator==(const NextHopCounters&) const = default;
@@ -95,7 +96,12 @@ public:
 private:
     NextHopLookup lookup_;
     std::size_t capacity_;
-    std::unordered_map<IpAddress, NextHop, IpAddressHash> entries_;
+    // nullopt: the kernel said there is no route (its errno kept).
+    struct Entry {
+        std::optional<NextHop> hop;
+        int error = 0;
+    };
+    std::unordered_map<IpAddress, Entry, IpAddressHash> entries_;
     std::deque<IpAddress> insertion_order_;  // front: the oldest entry; same keys as entries_
     NextHopCounters counters_;
 };

@@ -66,15 +66,38 @@ TEST_F(NextHopCacheTest, FamiliesAreSeparateKeys) {
     EXPECT_EQ(cache.size(), 2u);
 }
 
-TEST_F(NextHopCacheTest, FailedLookupIsReturnedCountedAndNotCached) {
+// "No route" is the kernel's answer and is remembered until the routes
+// change: a sender naming destinations with no route (a datagram bound to
+// the TUN) cost one netlink round trip a packet.
+TEST_F(NextHopCacheTest, NoRouteIsCachedUntilTheRoutesChange) {
     auto hop = cache.resolve(ip("198.20.0.1"));
     ASSERT_FALSE(hop);
     EXPECT_EQ(hop.error().error, ENETUNREACH);
     EXPECT_EQ(hop.error().message(), "RTM_GETROUTE 198.20.0.1: Network is unreachable");
+    auto again = cache.resolve(ip("198.20.0.1"));
+    ASSERT_FALSE(again);
+    EXPECT_EQ(again.error().error, ENETUNREACH);
+    EXPECT_EQ(kernel.asked.size(), 1u);
+    EXPECT_EQ(cache.counters(), (NextHopCounters{.hits = 1, .misses = 1, .lookups_failed = 1, .no_route_hits = 1}));
+    EXPECT_EQ(cache.size(), 1u);
+    EXPECT_FALSE(cache.peek(ip("198.20.0.1")));
+    cache.invalidate();
     EXPECT_FALSE(cache.resolve(ip("198.20.0.1")));
-    EXPECT_EQ(kernel.asked.size(), 2u);  // asked again: failures are not remembered
-    EXPECT_EQ(cache.counters(), (NextHopCounters{.misses = 2, .lookups_failed = 2}));
-    EXPECT_EQ(cache.size(), 0u);
+    EXPECT_EQ(kernel.asked.size(), 2u);
+}
+
+// Other failures (a timeout, the socket's buffer) are not the kernel's
+// answer: the next packet asks again.
+TEST_F(NextHopCacheTest, OtherFailuresAreNotCached) {
+    int calls = 0;
+    NextHopCache timing_out{[&](const IpAddress& d) -> expected<NextHop, NetlinkError> {
+        ++calls;
+        return unexpected(NetlinkError{.operation = "RTM_GETROUTE " + to_string(d), .error = ETIMEDOUT});
+    }};
+    EXPECT_FALSE(timing_out.resolve(ip("198.20.0.1")));
+    EXPECT_FALSE(timing_out.resolve(ip("198.20.0.1")));
+    EXPECT_EQ(calls, 2);
+    EXPECT_EQ(timing_out.size(), 0u);
 }
 
 TEST_F(NextHopCacheTest, RouteChangeInvalidatesEverything) {
