@@ -27,19 +27,28 @@ UniqueFd connect_to(const SocketAddress& a) {
     return fd;
 }
 
-// What the server writes on `fd` until it closes, the loop stepped meanwhile.
-std::string read_until_closed(EventLoop& loop, int fd) {
+// Everything the server writes on `fd` until it closes or the connection
+// fails (a reset: its errno), the loop stepped meanwhile.
+struct Received {
     std::string answer;
+    int error = 0;
     bool closed = false;
+};
+Received receive_until_closed(EventLoop& loop, int fd) {
+    Received r;
     run_until(loop, [&] {
         char buf[4096];
-        const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (n > 0) answer.append(buf, static_cast<std::size_t>(n));
-        if (n == 0) closed = true;
-        return closed;
+        ssize_t n = 0;
+        while ((n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT)) > 0) r.answer.append(buf, static_cast<std::size_t>(n));
+        if (n == 0) r.closed = true;
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) r.error = errno;
+        return r.closed || r.error != 0;
     });
-    return answer;
+    return r;
 }
+
+// What the server writes on `fd` until it closes, the loop stepped meanwhile.
+std::string read_until_closed(EventLoop& loop, int fd) { return receive_until_closed(loop, fd).answer; }
 
 // Runs the loop for `d`.
 void run_for(EventLoop& loop, std::chrono::milliseconds d) {
@@ -143,6 +152,16 @@ TEST_F(MetricsHttpTest, SilentClientsTimeOutAndTheBusyAreTurnedAway) {
     EXPECT_TRUE(exchange(*loop, server->local_address(), "GET /metrics HTTP/1.0\r\n\r\n").starts_with("HTTP/1.1 200"));
 }
 
+// A client with a small receive buffer: a large answer waits in the
+// server's send queue.
+UniqueFd connect_slow_reader(const SocketAddress& a) {
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const int small = 4096;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    EXPECT_EQ(::connect(fd.get(), a.get(), a.length), 0);
+    return fd;
+}
+
 // A client that sends a body (or pipelines a second request) leaves bytes
 // unread when the answer is done; a TCP close() with unread input sends a
 // reset and throws away what is still in the send queue, so a large answer
@@ -153,30 +172,16 @@ TEST(MetricsHttp, AnswerIsWholeWhenTheClientSentMoreThanTheHead) {
     const std::string body(1u << 20, 'x');
     auto s = MetricsHttpServer::open(*loop, *parse_socket_address("127.0.0.1:0"), [&] { return body; });
     ASSERT_TRUE(s) << s.error().message();
-    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    const int small = 4096;  // a slow reader: the answer waits in the server's send queue
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-    const SocketAddress a = (*s)->local_address();
-    ASSERT_EQ(::connect(fd.get(), a.get(), a.length), 0);
+    UniqueFd fd = connect_slow_reader((*s)->local_address());
     // More than the server reads at once, so some is still unread when the
     // head is answered.
     const std::string request = "GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 3000\r\n\r\n" +
                                 std::string(3000, 'b');
     ASSERT_EQ(::send(fd.get(), request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
-    std::string answer;
-    int error = 0;
-    bool closed = false;
-    run_until(*loop, [&] {
-        char buf[4096];
-        ssize_t n = 0;
-        while ((n = ::recv(fd.get(), buf, sizeof buf, MSG_DONTWAIT)) > 0) answer.append(buf, static_cast<std::size_t>(n));
-        if (n == 0) closed = true;
-        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) error = errno;
-        return closed || error != 0;
-    });
-    EXPECT_EQ(error, 0) << std::strerror(error);
-    EXPECT_TRUE(closed);
-    EXPECT_TRUE(answer.ends_with("\r\n\r\n" + body)) << answer.size() << " bytes";
+    const Received r = receive_until_closed(*loop, fd.get());
+    EXPECT_EQ(r.error, 0) << std::strerror(r.error);
+    EXPECT_TRUE(r.closed);
+    EXPECT_TRUE(r.answer.ends_with("\r\n\r\n" + body)) << r.answer.size() << " bytes";
     EXPECT_EQ((*s)->counters().scrapes, 1u);
     EXPECT_EQ((*s)->counters().timeouts, 0u);
 }
@@ -190,11 +195,7 @@ TEST(MetricsHttp, AnswerIsWholeWhenTheClientWritesAfterIt) {
     const std::string body(1u << 20, 'x');
     auto s = MetricsHttpServer::open(*loop, *parse_socket_address("127.0.0.1:0"), [&] { return body; });
     ASSERT_TRUE(s) << s.error().message();
-    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    const int small = 4096;  // a slow reader: the answer waits in the server's send queue
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-    const SocketAddress a = (*s)->local_address();
-    ASSERT_EQ(::connect(fd.get(), a.get(), a.length), 0);
+    UniqueFd fd = connect_slow_reader((*s)->local_address());
     const std::string request = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
     ASSERT_EQ(::send(fd.get(), request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
     // Answered: on loopback the server's send buffer takes the whole MiB at
@@ -203,20 +204,10 @@ TEST(MetricsHttp, AnswerIsWholeWhenTheClientWritesAfterIt) {
     for (int i = 0; i < 5; ++i) ASSERT_TRUE(loop->run_once(std::chrono::milliseconds(10)).has_value());
     const std::string next = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
     ASSERT_EQ(::send(fd.get(), next.data(), next.size(), 0), static_cast<ssize_t>(next.size()));
-    std::string answer;
-    int error = 0;
-    bool closed = false;
-    run_until(*loop, [&] {
-        char buf[4096];
-        ssize_t n = 0;
-        while ((n = ::recv(fd.get(), buf, sizeof buf, MSG_DONTWAIT)) > 0) answer.append(buf, static_cast<std::size_t>(n));
-        if (n == 0) closed = true;
-        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) error = errno;
-        return closed || error != 0;
-    });
-    EXPECT_EQ(error, 0) << std::strerror(error);
-    EXPECT_TRUE(closed);
-    EXPECT_TRUE(answer.ends_with("\r\n\r\n" + body)) << answer.size() << " bytes";
+    const Received r = receive_until_closed(*loop, fd.get());
+    EXPECT_EQ(r.error, 0) << std::strerror(r.error);
+    EXPECT_TRUE(r.closed);
+    EXPECT_TRUE(r.answer.ends_with("\r\n\r\n" + body)) << r.answer.size() << " bytes";
     EXPECT_EQ((*s)->counters().scrapes, 1u);
     fd.reset();
     // The lingering connection ends with the client's close, not a timeout.
