@@ -53,8 +53,7 @@ std::optional<std::string> text_problem(std::string_view text) {
         if ((c < 0x20 && c != '\t') || c == 0x7f) return "control character " + hex(c) + column;
         const std::size_t n = utf8_sequence_length(text.substr(i));
         if (n == 0) return "byte " + hex(c) + column + " is not UTF-8";
-        if (n == 2 && c == 0xc2 && static_cast<unsigned char>(text[i + 1]) <= 0x9f)
-        {
+        if (starts_with_c1_control(text.substr(i))) {
             char buf[8];
             std::snprintf(buf, sizeof buf, "U+%04X", static_cast<unsigned char>(text[i + 1]));
             return "control character " + std::string(buf) + column;

@@ -16,9 +16,7 @@ void append_json_string(std::string& out, std::string_view text) {
             if (n == 0) {
                 out += "\xef\xbf\xbd";  // U+FFFD REPLACEMENT CHARACTER
                 text.remove_prefix(1);
-            } else if (n == 2 && c == 0xc2 && static_cast<unsigned char>(text[1]) <= 0x9f) {
-                // C1 control (U+0080..U+009F), escaped like C0: a terminal
-                // takes U+009B as CSI.
+            } else if (starts_with_c1_control(text)) {  // escaped like C0
                 const auto low = static_cast<unsigned char>(text[1]);
                 out += "\\u00";
                 out += kHex[low >> 4];

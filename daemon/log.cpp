@@ -127,8 +127,7 @@ void append_escaped(std::string& out, char c) {
 void append_text(std::string& out, std::string_view text, bool quote) {
     while (!text.empty()) {
         const std::size_t n = utf8_sequence_length(text);
-        const bool c1 = n == 2 && static_cast<unsigned char>(text[0]) == 0xc2 && static_cast<unsigned char>(text[1]) <= 0x9f;
-        if (n > 1 && !c1) {
+        if (n > 1 && !starts_with_c1_control(text)) {
             out += text.substr(0, n);
             text.remove_prefix(n);
             continue;

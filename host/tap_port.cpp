@@ -40,12 +40,7 @@ std::size_t TapPort::read_batch(HostReceiver& receiver, std::size_t max_reads) {
     for (std::size_t i = 0; i < max_reads && datagrams < max_reads * kBatchDatagramsPerRead; ++i) {
         const ssize_t n = ::read(device_.fd.get(), read_buffer_.data(), read_buffer_.size());
         if (n < 0) {
-            if (errno == EBADFD) {  // the device is gone: counted once
-                if (!gone_) ++counters_.rx_errors;
-                gone_ = true;
-            } else if (errno != EAGAIN && errno != EINTR) {
-                ++counters_.rx_errors;
-            }
+            on_read_error(errno);
             break;
         }
         ++counters_.rx_packets;

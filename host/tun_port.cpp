@@ -90,17 +90,21 @@ void TunPort::deliver(bytes ip_packet, HostReceiver& receiver) {
     receiver.on_host_packet(ip_packet, hop.gateway);
 }
 
+void TunPort::on_read_error(int error) {
+    if (error == EBADFD) {  // the device is gone: counted once
+        if (!gone_) ++counters_.rx_errors;
+        gone_ = true;
+    } else if (error != EAGAIN && error != EINTR) {
+        ++counters_.rx_errors;
+    }
+}
+
 std::size_t TunPort::read_batch(HostReceiver& receiver, std::size_t max_reads) {
     std::size_t reads = 0, datagrams = 0;
     for (std::size_t i = 0; i < max_reads && datagrams < max_reads * kBatchDatagramsPerRead; ++i) {
         const ssize_t n = ::read(device_.fd.get(), read_buffer_.data(), read_buffer_.size());
         if (n < 0) {
-            if (errno == EBADFD) {  // the device is gone: counted once
-                if (!gone_) ++counters_.rx_errors;
-                gone_ = true;
-            } else if (errno != EAGAIN && errno != EINTR) {
-                ++counters_.rx_errors;
-            }
+            on_read_error(errno);
             break;
         }
         ++counters_.rx_packets;

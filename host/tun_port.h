@@ -103,6 +103,9 @@ protected:
     TunPort(TunDevice device, netlink::NetlinkSocket& nl);
     void deliver(bytes ip_packet, HostReceiver& receiver);
     void write_now(bytes data);
+    // A read that failed with `error`: counted, and EBADFD (the device was
+    // deleted) marks the port gone(), counted once.
+    void on_read_error(int error);
     // /proc/sys/net/ipv6/conf/<name>/addr_gen_mode = none: the link-local
     // address is RFC 4391's, added by the owner.
     void no_kernel_link_local();

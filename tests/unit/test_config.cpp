@@ -373,6 +373,12 @@ TEST(ConfigText, EscapeTextWritesWhatIsNotTextAsHex) {
     EXPECT_EQ(escape_text("caf\xc3\xa9"), "caf\xc3\xa9");
     EXPECT_EQ(escape_text(std::string("a\0b\x1b[m\xff\xc2\x9b", 9)), "a\\x00b\\x1b[m\\xff\\xc2\\x9b");
     EXPECT_EQ(escape_text("\xe2\x82"), "\\xe2\\x82");  // a cut sequence
+    // C1 ends at U+009F; U+00A0 (no-break space) is text.
+    EXPECT_EQ(escape_text("\xc2\x80\xc2\x9f\xc2\xa0"), "\\xc2\\x80\\xc2\\x9f\xc2\xa0");
+    EXPECT_EQ(text_problem("a\xc2\x9f").value_or(""), "control character U+009F at column 2");
+    EXPECT_FALSE(text_problem("a\xc2\xa0").has_value());
+    EXPECT_FALSE(starts_with_c1_control("\xc2"));
+    EXPECT_FALSE(starts_with_c1_control("\xc2\x7f"));
 }
 
 TEST_P(BadFileTest, FailsNamingFileLineKeyAndValue) {
