@@ -47,6 +47,7 @@ void visit(const CmCounters& c, CounterSink& out) {
     out.counter("cm_timeouts", c.timeouts);
     out.counter("cm_duplicate_reqs", c.duplicate_reqs);
     out.counter("cm_stale_reqs", c.stale_reqs);
+    out.counter("cm_stale_reqs_elsewhere", c.stale_reqs_elsewhere);
     out.counter("cm_unknown_service", c.unknown_service);
     out.counter("cm_no_room", c.no_room);
     out.counter("cm_unmatched", c.unmatched);
@@ -88,6 +89,10 @@ CmEngine::Conn* CmEngine::by_peer(std::uint32_t remote_id, std::uint64_t remote_
     for (auto& [id, c] : conns_)
         if (c.remote_known && c.remote_id == remote_id && c.remote_ca_guid == remote_ca_guid) return &c;
     return nullptr;
+}
+
+bool CmEngine::same_port(const Address& a, const Address& b) {
+    return a.lid == b.lid && (!a.gid || !b.gid || *a.gid == *b.gid);
 }
 
 bool CmEngine::push(Outgoing o) {
@@ -173,6 +178,7 @@ expected<ConnectionId, std::string> CmEngine::connect(const ConnectParams& p, Cl
     c.active = true;
     c.state = State::req_sent;
     c.peer = p.peer;
+    c.source = p.peer;
     c.local_qpn = p.local_qpn;
     c.req_tid = std::uint64_t{tid_high_} << 32 | id;
     send(p.peer, r, c.req_tid);
@@ -289,8 +295,17 @@ void CmEngine::on_req(const Req& m, std::uint64_t tid, const Address& from, Cloc
     for (auto& [id, c] : conns_) {
         if (c.remote_ca_guid == m.local_ca_guid && c.remote_qpn == m.local_qpn &&
             (c.state == State::established || c.state == State::rep_sent || c.state == State::req_rcvd)) {
-            ++counters_.stale_reqs;
             send_rej(from, 0, m.local_comm_id, MessageKind::req, rej::stale_connection, tid);
+            // The CA GUID and QPN are the sender's word: only the port the
+            // connection's peer is at ends it so, or any port that reaches
+            // our QP1 (whatever its partition) could end anyone's
+            // connection by naming its QP. A peer whose LID changed waits
+            // for the old one to go (idle, RC errors).
+            if (!same_port(c.source, from)) {
+                ++counters_.stale_reqs_elsewhere;
+                return;
+            }
+            ++counters_.stale_reqs;
             if (c.state == State::established) {
                 const Dreq d{.local_comm_id = c.id, .remote_comm_id = c.remote_id, .remote_qpn = c.remote_qpn};
                 c.dreq_tid = std::uint64_t{tid_high_ ^ 1u} << 32 | c.id;
@@ -322,6 +337,7 @@ void CmEngine::on_req(const Req& m, std::uint64_t tid, const Address& from, Cloc
     c.state = State::req_rcvd;
     // Replies go to the REQ's primary local port (the sender), as ib_cm's.
     c.peer = from;
+    c.source = from;
     if (ib::is_unicast_lid(m.primary.local_lid)) c.peer.lid = m.primary.local_lid;
     c.remote_id = m.local_comm_id;
     c.remote_ca_guid = m.local_ca_guid;

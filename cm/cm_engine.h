@@ -27,7 +27,9 @@
 //  - a duplicate REQ (same local comm ID and CA GUID) is answered with the
 //    REP again once there is one, else dropped; a REQ from a (CA GUID,
 //    QPN) that has a live connection is stale: REJ 10 to it and a DREQ on
-//    the old one; a ServiceID nobody listens on: REJ 8; no room: REJ 3;
+//    the old one (only when it comes from the old one's port: the CA GUID
+//    and QPN are the sender's word); a ServiceID nobody listens on: REJ 8;
+//    no room: REJ 3;
 //  - a REJ or MRA is matched by both comm IDs once the peer's is known (a
 //    REJ or MRA of our REQ before the REP: by ours alone); a REJ "timeout"
 //    by its sender's comm ID and the CA GUID in its ARI (the sender may have
@@ -142,6 +144,7 @@ struct CmCounters {
     std::uint64_t timeouts = 0;
     std::uint64_t duplicate_reqs = 0;
     std::uint64_t stale_reqs = 0;
+    std::uint64_t stale_reqs_elsewhere = 0;  // stale REQs from another port than the connection's peer: REJ 10, the connection kept
     std::uint64_t unknown_service = 0;     // REQs rejected with 8
     std::uint64_t no_room = 0;             // REQs rejected with 3
     std::uint64_t unmatched = 0;           // messages for no connection, or in the wrong state
@@ -195,6 +198,9 @@ private:
         State state = State::req_sent;
         bool active = false;
         Address peer;
+        // Where the peer's MADs come from, as the fabric says (not a field
+        // of theirs): the REQ's sender (passive), whom we connect to (active).
+        Address source;
         std::uint32_t remote_id = 0;
         std::uint64_t remote_ca_guid = 0;
         bool remote_known = false;         // the two above: from the REQ (passive) or the REP (active)
@@ -221,6 +227,7 @@ private:
     Conn* by_remote(std::uint32_t remote_id, std::uint64_t remote_ca_guid);
     Conn* by_peer(std::uint32_t remote_id, std::uint64_t remote_ca_guid);
     static bool from_peer(const Conn& c, std::uint32_t sender_comm_id);
+    static bool same_port(const Address& a, const Address& b);
     Conn* rejected(const Rej& m);
     void arm(Conn& c, Clock::duration after, unsigned retries, Clock::time_point now);
     void enter_timewait(Conn& c, Clock::time_point now);

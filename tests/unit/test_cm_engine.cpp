@@ -341,6 +341,33 @@ TEST_F(Pair, AReqFromAQpWithALiveConnectionIsStale) {
     (void)ida;
 }
 
+TEST_F(Pair, AStaleReqFromAnotherPortIsRejectedButEndsNoConnection) {
+    const auto [ida, idb] = connect_pair();
+    // A port at LID 9 names A's CA GUID and QP to B (a passive connection
+    // there), and B's to A (an active one): a forgery, or a peer that moved.
+    const Address at_forger{.lid = 9};
+    auto forged = [](std::uint32_t comm_id, std::uint64_t guid, std::uint32_t qpn) {
+        Req r{.local_comm_id = comm_id, .service_id = kService, .local_ca_guid = guid, .local_qpn = qpn, .path_mtu = 4};
+        r.primary = {.local_lid = 9, .remote_lid = 2};
+        return encode(r, 7);
+    };
+    b.receive(forged(0x5150, kGuidA, 0x101), at_forger, now);
+    a.receive(forged(0x5151, kGuidB, 0x202), at_forger, now);
+    for (CmEngine* e : {&a, &b}) {
+        const auto out = e->take_output();
+        ASSERT_EQ(out.size(), 1u) << "a REJ to the sender, no DREQ on the connection";
+        EXPECT_EQ(out[0].to, at_forger);
+        const auto rej_msg = decode(out[0].mad);
+        ASSERT_TRUE(rej_msg);
+        EXPECT_EQ(std::get<Rej>(rej_msg->message).reason, rej::stale_connection);
+        EXPECT_EQ(e->counters().stale_reqs_elsewhere, 1u);
+        EXPECT_EQ(e->counters().stale_reqs, 0u);
+        EXPECT_TRUE(e->take_events().empty());
+    }
+    EXPECT_EQ(a.state(ida), State::established);
+    EXPECT_EQ(b.state(idb), State::established);
+}
+
 TEST_F(Pair, DreqsAreMatchedByIdsAndQpn) {
     const auto [ida, idb] = connect_pair();
     // The wrong QPN: dropped, silently.
