@@ -46,6 +46,7 @@ void visit(const CmCounters& c, CounterSink& out) {
     out.counter("cm_retransmitted", c.retransmitted);
     out.counter("cm_timeouts", c.timeouts);
     out.counter("cm_duplicate_reqs", c.duplicate_reqs);
+    out.counter("cm_duplicate_mras", c.duplicate_mras);
     out.counter("cm_stale_reqs", c.stale_reqs);
     out.counter("cm_stale_reqs_elsewhere", c.stale_reqs_elsewhere);
     out.counter("cm_unknown_service", c.unknown_service);
@@ -435,8 +436,17 @@ void CmEngine::on_mra(const Mra& m, Clock::time_point now) {
         ++counters_.unmatched;
         return;
     }
-    // The peer needs longer: wait its service timeout on top of the path's.
-    c->deadline = now + cm_timeout(m.service_timeout) + 2 * cm_timeout(config_.packet_life_time);
+    // The peer needs longer: wait its service timeout on top of the path's,
+    // once, and no longer than Linux asks: an MRA before each of the
+    // REQ's 16 sends, each asking 31 (~2.4 h), would hold it (and the
+    // connection's waiting frames and slot) some 39 h.
+    if (c->mra_received) {
+        ++counters_.duplicate_mras;
+        return;
+    }
+    c->mra_received = true;
+    const auto service = std::min(m.service_timeout, config_.max_service_timeout);
+    c->deadline = now + cm_timeout(service) + 2 * cm_timeout(config_.packet_life_time);
 }
 
 void CmEngine::on_dreq(const Dreq& m, std::uint64_t tid, const Address& from, Clock::time_point now) {

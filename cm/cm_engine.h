@@ -22,8 +22,9 @@
 //  - a REQ is resent after 2 x PacketLifeTime + the remote CM response
 //    timeout, max CM retries times, then timeout (and a REJ "timeout" with
 //    our CA GUID as ARI); a REP after the REQ's local CM response timeout,
-//    as many times; a DREQ after 2 x PacketLifeTime; an MRA stretches the
-//    wait by its service timeout;
+//    as many times; a DREQ after 2 x PacketLifeTime; the first MRA for a
+//    REQ or REP stretches the wait by its service timeout (at most
+//    Config::max_service_timeout), later ones are ignored;
 //  - a duplicate REQ (same local comm ID and CA GUID) is answered with the
 //    REP again once there is one, else dropped; a REQ from a (CA GUID,
 //    QPN) that has a live connection is stale: REJ 10 to it and a DREQ on
@@ -143,6 +144,7 @@ struct CmCounters {
     std::uint64_t retransmitted = 0;
     std::uint64_t timeouts = 0;
     std::uint64_t duplicate_reqs = 0;
+    std::uint64_t duplicate_mras = 0;  // MRAs after the first for a REQ or REP: ignored
     std::uint64_t stale_reqs = 0;
     std::uint64_t stale_reqs_elsewhere = 0;  // stale REQs from another port than the connection's peer: REJ 10, the connection kept
     std::uint64_t unknown_service = 0;     // REQs rejected with 8
@@ -164,6 +166,9 @@ public:
         std::uint8_t cm_response_timeout = 20;        // exponent (~4.3 s), ours and what we ask of the peer
         std::uint8_t max_cm_retries = 15;
         std::uint8_t local_ack_timeout = 18;          // the REQ's primary path field
+        // The longest service timeout an MRA gets (exponent): Linux's ib_cm
+        // asks 24 (~69 s); a peer asking 31 (~2.4 h) gets this.
+        std::uint8_t max_service_timeout = 24;
         std::size_t max_output = 4096;
         std::size_t max_events = 4096;
     };
@@ -213,6 +218,7 @@ private:
         bool timer = false;
         Clock::duration retry_after{};
         unsigned retries_left = 0;
+        bool mra_received = false;         // the REQ or REP has had its MRA (one per message, as ib_cm's MRA_*_RCVD)
         // Passive: how long the REQ's sender waits for our REP, and how often.
         Clock::duration peer_response{};
         unsigned peer_retries = 0;

@@ -278,6 +278,35 @@ TEST_F(Pair, AnMraStretchesTheWait) {
     EXPECT_EQ(a.state(*id), State::req_sent);
 }
 
+TEST_F(Pair, APeerCannotHoldAReqForADayWithMras) {
+    b.listen(kService);
+    auto id = a.connect(params(), now);
+    ASSERT_TRUE(id);
+    run();  // B has the REQ; its consumer never answers
+    const ConnectionId bid = ev_b[0].id;
+    // B answers every wait with an MRA asking for the longest service
+    // timeout there is (31: ~2.4 h).
+    const Mra mra{.local_comm_id = bid, .remote_comm_id = *id, .message_mraed = MessageKind::req,
+                  .service_timeout = 31};
+    const auto start = now;
+    int mras = 0;
+    for (; mras < 100 && a.state(*id); ++mras) {
+        a.receive(encode(mra, 0), at_b, now);
+        const auto next = a.next_deadline();
+        ASSERT_TRUE(next);
+        now = *next;
+        a.tick(now);
+        (void)a.take_output();
+    }
+    EXPECT_FALSE(a.state(*id)) << "still in " << to_string(*a.state(*id)) << " after " << mras << " MRAs";
+    // The first MRA stretches one wait, at most to Linux's service timeout
+    // (24, ~69 s); then the REQ's retries run out as without it.
+    const auto request_wait = 2 * cm_timeout(16) + cm_timeout(20);
+    EXPECT_LE(now - start, cm_timeout(24) + 2 * cm_timeout(16) + 15 * request_wait);
+    EXPECT_EQ(a.counters().duplicate_mras, static_cast<std::uint64_t>(mras - 1));
+    EXPECT_EQ(a.counters().timeouts, 1u);
+}
+
 TEST_F(Pair, ARejOrMraIsMatchedByBothCommIdsOnceThePeerHasNamedItsOwn) {
     b.listen(kService);
     auto id = a.connect(params(), now);
