@@ -57,6 +57,7 @@ void visit(const ConnectedCounters& c, CounterSink& out) {
     out.counter("rx_messages", c.rx_messages);
     out.counter("tx_queued", c.tx_queued);
     out.counter("drop_queue_full", c.drop_queue_full);
+    out.counter("drop_queued_bytes", c.drop_queued_bytes);
     out.counter("drop_connect_failed", c.drop_connect_failed);
     out.counter("drop_send_full", c.drop_send_full);
     out.counter("drop_refused", c.drop_refused);
@@ -110,7 +111,7 @@ void ConnectedLink::close(Clock::time_point now) {
     for (Key k : keys) {
         Conn* c = find(k);
         if (c->cm_id) (void)cm_.disconnect(*c->cm_id, now);
-        counters_.drop_connect_failed += c->queue.size();
+        counters_.drop_connect_failed += take_queue(*c).size();
         erase(k);
     }
     by_cm_.clear();
@@ -125,6 +126,7 @@ void ConnectedLink::erase(Key k) {
         SumSink sum(closed_rc_);
         visit(c.qp->counters(), sum);
     }
+    (void)take_queue(c);
     buffers_in_use_ -= std::min(buffers_in_use_, c.active ? std::size_t{0} : config_.ring);
     if (c.active) {
         auto a = active_.find({c.peer.gid, c.peer.qpn});
@@ -152,8 +154,7 @@ void ConnectedLink::tear_down(Key k, const std::string& why, Clock::time_point n
         erase(k);
         return;
     }
-    counters_.drop_connect_failed += c->queue.size();
-    c->queue.clear();
+    counters_.drop_connect_failed += take_queue(*c).size();
     if (c->qp) {
         SumSink sum(closed_rc_);
         visit(c->qp->counters(), sum);
@@ -194,9 +195,7 @@ ConnectedSend ConnectedLink::send(const HwAddress& to, const PathInfo& path, byt
                         ++counters_.drop_queue_full;
                         return {.outcome = Outcome::dropped};
                     }
-                    assign_bytes(c.queue.emplace_back(), frame);
-                    ++counters_.tx_queued;
-                    return {.outcome = Outcome::queued};
+                    return enqueue(c, frame);
                 case ConnState::up:
                     if (small_over_datagram(c, fits_datagram)) return {};
                     if (frame.size() > c.peer_mtu)
@@ -219,9 +218,25 @@ ConnectedSend ConnectedLink::send(const HwAddress& to, const PathInfo& path, byt
     start_connect(k, c, path, now);
     if (c.state == ConnState::failed) return {};
     if (small_over_datagram(c, fits_datagram)) return {};  // the connection comes up meanwhile
+    return enqueue(c, frame);
+}
+
+ConnectedSend ConnectedLink::enqueue(Conn& c, bytes frame) {
+    if (queued_bytes_ + frame.size() > config_.max_queued_bytes) {
+        ++counters_.drop_queued_bytes;
+        return {.outcome = Outcome::dropped};
+    }
     assign_bytes(c.queue.emplace_back(), frame);
+    queued_bytes_ += frame.size();
     ++counters_.tx_queued;
     return {.outcome = Outcome::queued};
+}
+
+std::deque<std::vector<std::uint8_t>> ConnectedLink::take_queue(Conn& c) {
+    for (const auto& f : c.queue) queued_bytes_ -= f.size();
+    std::deque<std::vector<std::uint8_t>> out;
+    out.swap(c.queue);
+    return out;
 }
 
 bool ConnectedLink::small_over_datagram(const Conn& c, bool fits_datagram) {
@@ -320,9 +335,7 @@ void ConnectedLink::on_rep(Key k, Conn& c, const cm::Event& e, Clock::time_point
     failures_.erase({c.peer.gid, c.peer.qpn});
     c.last_used = now;
     ++counters_.connected;
-    std::deque<std::vector<std::uint8_t>> waiting;
-    waiting.swap(c.queue);
-    for (const auto& f : waiting) {
+    for (const auto& f : take_queue(c)) {
         if (f.size() > c.peer_mtu) {
             ++counters_.drop_too_big_queued;
             continue;
@@ -630,6 +643,7 @@ void ConnectedLink::visit_counters(CounterSink& out) const {
     out.counter("connections_active", active);
     out.counter("connections_passive", passive);
     out.counter("receive_buffers_in_use", buffers_in_use_);
+    out.counter("queued_bytes", queued_bytes_);
     visit(counters_, out);
     std::map<std::string, std::uint64_t> rc = closed_rc_;
     SumSink sum(rc);

@@ -9,8 +9,9 @@
 //     creates an RC QP and sends a REQ (ServiceID 0x10..00 | the peer's UD
 //     QPN, private data: our UD QPN and receive size 65524) on the path the
 //     engine resolved; frames wait meanwhile (small ones go UD instead,
-//     Config::datagram_when_idle; at most Config::queue wait, the
-//     rest dropped and counted).
+//     Config::datagram_when_idle; at most Config::queue wait, and
+//     Config::max_queued_bytes in all connections, the rest dropped and
+//     counted).
 //  2. The REP: our QP to RTS (its Starting PSN is our send PSN, its RNR
 //     retry count ours), RTU, the waiting frames sent. Frames longer than
 //     the peer's receive size are refused (too_big: the engine answers
@@ -84,6 +85,7 @@ struct ConnectedCounters {
     std::uint64_t rx_messages = 0;
     std::uint64_t tx_queued = 0;           // frames that waited for a connection
     std::uint64_t drop_queue_full = 0;     // frames beyond Config::queue while connecting
+    std::uint64_t drop_queued_bytes = 0;   // frames beyond Config::max_queued_bytes in all connections' queues
     std::uint64_t drop_connect_failed = 0; // waiting frames of a connection that failed
     std::uint64_t drop_send_full = 0;      // Config::send_depth SENDs outstanding
     std::uint64_t drop_refused = 0;        // post_send refused
@@ -116,6 +118,9 @@ public:
         // sends from; without a limit one port could take every slot.
         std::size_t max_passive_per_peer = 8;
         std::size_t queue = 16;             // frames waiting per connecting peer
+        // Frames waiting for connections, all together: `queue` frames of
+        // up to 64 KiB for each of max_connections peers would be 256 MiB.
+        std::size_t max_queued_bytes = 16 * 1024 * 1024;
         std::size_t send_depth = 128;       // SENDs outstanding per connection
         // Ours closed after this long unused, a peer's after 4x. Also the
         // bound on a connection of ours whose SENDs make no progress: one
@@ -184,6 +189,7 @@ public:
     std::optional<ConnectionView> connection_to(const HwAddress& peer) const;
     std::size_t connections() const { return conns_.size(); }
     std::size_t buffers_in_use() const { return buffers_in_use_; }
+    std::size_t queued_bytes() const { return queued_bytes_; }
     const ConnectedCounters& counters() const { return counters_; }
     // Ours, then the RC counters of every connection, closed ones included
     // (as rc_*).
@@ -219,6 +225,10 @@ private:
     void on_rep(Key k, Conn& c, const cm::Event& e, Clock::time_point now);
     void on_req(const cm::Event& e, Clock::time_point now);
     ConnectedSend post(Conn& c, bytes frame, Clock::time_point now);
+    // Queues `frame` on `c` if the byte budget allows (else counted).
+    ConnectedSend enqueue(Conn& c, bytes frame);
+    // Empties `c`'s queue, its bytes back in the budget.
+    std::deque<std::vector<std::uint8_t>> take_queue(Conn& c);
     // Config::datagram_when_idle: whether `c` lets this frame go UD (counted).
     bool small_over_datagram(const Conn& c, bool fits_datagram);
     // The QP goes (its counters kept); an active connection becomes FAILED
@@ -247,6 +257,7 @@ private:
     static constexpr std::size_t kMaxBackoffPeers = 1024;
     std::map<std::pair<ib::Gid, std::uint32_t>, unsigned> failures_;
     std::size_t buffers_in_use_ = 0;
+    std::size_t queued_bytes_ = 0;  // in every connection's queue
     std::map<std::string, std::uint64_t> closed_rc_;  // RC counters of connections gone
     ConnectedCounters counters_;
 };

@@ -157,6 +157,32 @@ TEST_F(ConnectedLinkTest, TheFirstFrameSendsALinuxStyleReqAndWaitingIsBounded) {
     EXPECT_EQ(link_->connection_to(peer())->queued, 2u);
 }
 
+TEST_F(ConnectedLinkTest, AllConnectionsQueuesHoldAtMostMaxQueuedBytes) {
+    config_.max_queued_bytes = 3000;
+    link_ = std::make_unique<ConnectedLink>(*a_, cm_, config_, [](EngineEventKind, std::string, auto) {}, 7);
+    ASSERT_TRUE(link_->open(kOurUdQpn, 0xFFFF, now_));
+    HwAddress first = peer(), second = peer();
+    second.qpn = 0x300;
+    // Two peers whose CMs are slow: each may hold `queue` (2) frames, all of
+    // them together 3000 bytes.
+    EXPECT_EQ(link_->send(first, path(), frame(1000), now_).outcome, Outcome::queued);
+    EXPECT_EQ(link_->send(first, path(), frame(1000), now_).outcome, Outcome::queued);
+    EXPECT_EQ(link_->send(second, path(), frame(1000), now_).outcome, Outcome::queued);
+    EXPECT_EQ(link_->send(second, path(), frame(1000), now_).outcome, Outcome::dropped);
+    EXPECT_EQ(link_->counters().drop_queued_bytes, 1u);
+    EXPECT_EQ(link_->queued_bytes(), 3000u);
+    // The first peer rejects: its frames are dropped and their bytes free.
+    ASSERT_EQ(cm_.connects.size(), 2u);
+    link_->cm_event(cm::Event{.kind = cm::EventKind::rejected, .id = 100, .reason = cm::rej::consumer_reject}, now_);
+    EXPECT_EQ(link_->counters().drop_connect_failed, 2u);
+    EXPECT_EQ(link_->queued_bytes(), 1000u);
+    EXPECT_EQ(link_->send(second, path(), frame(1000), now_).outcome, Outcome::queued);
+    EXPECT_EQ(link_->queued_bytes(), 2000u);
+    // Closing drops the rest.
+    link_->close(now_);
+    EXPECT_EQ(link_->queued_bytes(), 0u);
+}
+
 TEST_F(ConnectedLinkTest, TheRepBringsTheConnectionUpAndTheWaitingFramesLeave) {
     ASSERT_EQ(link_->send(peer(), path(), frame(100, 1), now_).outcome, Outcome::queued);
     ASSERT_EQ(link_->send(peer(), path(), frame(5000, 2), now_).outcome, Outcome::queued);
