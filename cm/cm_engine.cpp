@@ -51,6 +51,7 @@ void visit(const CmCounters& c, CounterSink& out) {
     out.counter("cm_stale_reqs_elsewhere", c.stale_reqs_elsewhere);
     out.counter("cm_unknown_service", c.unknown_service);
     out.counter("cm_no_room", c.no_room);
+    out.counter("cm_port_no_room", c.port_no_room);
     out.counter("cm_unmatched", c.unmatched);
     out.counter("cm_dreq_qpn_mismatch", c.dreq_qpn_mismatch);
     out.counter("cm_output_dropped", c.output_dropped);
@@ -326,6 +327,13 @@ void CmEngine::on_req(const Req& m, std::uint64_t tid, const Address& from, Cloc
     }
     if (m.transport_service_type != 0) {
         send_rej(from, 0, m.local_comm_id, MessageKind::req, rej::invalid_transport_type, tid);
+        return;
+    }
+    const auto from_port = std::count_if(conns_.begin(), conns_.end(),
+                                         [&](const auto& kv) { return !kv.second.active && same_port(kv.second.source, from); });
+    if (static_cast<std::size_t>(from_port) >= config_.max_per_port) {
+        ++counters_.port_no_room;
+        send_rej(from, 0, m.local_comm_id, MessageKind::req, rej::no_resources, tid);
         return;
     }
     if (conns_.size() >= config_.max_connections) {

@@ -40,7 +40,8 @@
 //    remote QPN is not the connection's local QPN is dropped; a DREQ for no
 //    connection still gets a DREP; a LAP gets an APR "unsupported" (no
 //    path migration here).
-// Everything is bounded: connections (max_connections, TIMEWAIT included),
+// Everything is bounded: connections (max_connections, TIMEWAIT included;
+// max_per_port of them from one port's REQs),
 // output and events (drained by the owner every turn; a full queue drops
 // and counts). Every refusal is counted by reason.
 #pragma once
@@ -149,6 +150,7 @@ struct CmCounters {
     std::uint64_t stale_reqs_elsewhere = 0;  // stale REQs from another port than the connection's peer: REJ 10, the connection kept
     std::uint64_t unknown_service = 0;     // REQs rejected with 8
     std::uint64_t no_room = 0;             // REQs rejected with 3
+    std::uint64_t port_no_room = 0;        // REQs rejected with 3: their port holds max_per_port connections
     std::uint64_t unmatched = 0;           // messages for no connection, or in the wrong state
     std::uint64_t dreq_qpn_mismatch = 0;
     std::uint64_t output_dropped = 0;
@@ -162,6 +164,11 @@ public:
     struct Config {
         std::uint64_t local_ca_guid = 0;
         std::size_t max_connections = 1024;
+        // Connections one port's REQs (by the MAD's source LID, which the
+        // fabric vouches for) may hold, TimeWait and DREQ_SENT included:
+        // one that ends we keep up to ~77 s (a DREQ unanswered), so without
+        // this one port cycling REQ, RTU and a new REQ would take every slot.
+        std::size_t max_per_port = 64;
         std::uint8_t packet_life_time = 16;           // exponent (~268 ms)
         std::uint8_t cm_response_timeout = 20;        // exponent (~4.3 s), ours and what we ask of the peer
         std::uint8_t max_cm_retries = 15;

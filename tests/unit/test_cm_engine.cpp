@@ -442,6 +442,32 @@ TEST_F(Pair, ConnectionsAreBoundedAndAFloodOfReqsGetsRejections) {
     EXPECT_EQ(b.take_events().size(), 8u);
 }
 
+TEST_F(Pair, OnePortsReqsHoldAtMostMaxPerPortConnections) {
+    CmEngine c({.local_ca_guid = kGuidB, .max_connections = 8, .max_per_port = 4}, 3);
+    c.listen(kService);
+    // A port that opens connection after connection: each is accepted (a
+    // consumer's own limits aside, every one of them ends in a DREQ_SENT or
+    // TimeWait the CM keeps a while).
+    const Address at_flooder{.lid = 9};
+    for (std::uint32_t i = 0; i < 8; ++i) {
+        Req r{.local_comm_id = 0x7000 + i, .service_id = kService, .local_ca_guid = 0x9999, .local_qpn = 0x500 + i,
+              .path_mtu = 4};
+        r.primary = {.local_lid = 9};
+        c.receive(encode(r, i), at_flooder, now);
+        for (const Event& e : c.take_events()) ASSERT_TRUE(c.accept(e.id, {.local_qpn = 0x600 + i}, now));
+    }
+    (void)c.take_output();
+    EXPECT_EQ(c.connections(), 4u);
+    EXPECT_EQ(c.counters().port_no_room, 4u);
+    // Another port's REQ still finds room.
+    ASSERT_TRUE(a.connect(params(), now));
+    for (const Outgoing& o : a.take_output()) c.receive(o.mad, at_a, now);
+    const auto ev = c.take_events();
+    ASSERT_EQ(ev.size(), 1u);
+    EXPECT_EQ(ev[0].kind, EventKind::req_received);
+    EXPECT_EQ(c.counters().no_room, 0u);
+}
+
 TEST_F(Pair, TheConsumerRejectsAndMalformedMadsAreCountedByReason) {
     b.listen(kService);
     ASSERT_TRUE(a.connect(params(), now));
