@@ -60,6 +60,7 @@ void visit(const ConnectedCounters& c, CounterSink& out) {
     out.counter("drop_queued_bytes", c.drop_queued_bytes);
     out.counter("drop_connect_failed", c.drop_connect_failed);
     out.counter("drop_send_full", c.drop_send_full);
+    out.counter("drop_send_bytes", c.drop_send_bytes);
     out.counter("drop_refused", c.drop_refused);
     out.counter("drop_too_big_queued", c.drop_too_big_queued);
     out.counter("rx_errors", c.rx_errors);
@@ -127,6 +128,7 @@ void ConnectedLink::erase(Key k) {
         visit(c.qp->counters(), sum);
     }
     (void)take_queue(c);
+    forget_sends(c);
     buffers_in_use_ -= std::min(buffers_in_use_, c.active ? std::size_t{0} : config_.ring);
     if (c.active) {
         auto a = active_.find({c.peer.gid, c.peer.qpn});
@@ -166,6 +168,7 @@ void ConnectedLink::tear_down(Key k, const std::string& why, Clock::time_point n
     }
     c->state = ConnState::failed;
     c->outstanding = 0;
+    forget_sends(*c);
     const std::pair<ib::Gid, std::uint32_t> peer{c->peer.gid, c->peer.qpn};
     if (!failures_.count(peer) && failures_.size() >= kMaxBackoffPeers) failures_.erase(failures_.begin());
     const unsigned failures = failures_[peer] = std::min(failures_[peer] + 1, 16u);
@@ -230,6 +233,11 @@ ConnectedSend ConnectedLink::enqueue(Conn& c, bytes frame) {
     queued_bytes_ += frame.size();
     ++counters_.tx_queued;
     return {.outcome = Outcome::queued};
+}
+
+void ConnectedLink::forget_sends(Conn& c) {
+    for (const auto& [wr_id, size] : c.in_flight) send_bytes_ -= size;
+    c.in_flight.clear();
 }
 
 std::deque<std::vector<std::uint8_t>> ConnectedLink::take_queue(Conn& c) {
@@ -349,13 +357,20 @@ ConnectedSend ConnectedLink::post(Conn& c, bytes frame, Clock::time_point now) {
         ++counters_.drop_send_full;
         return {.outcome = Outcome::dropped};
     }
+    if (send_bytes_ + frame.size() > config_.max_send_bytes) {
+        ++counters_.drop_send_bytes;
+        return {.outcome = Outcome::dropped};
+    }
     transport::rc::SendWr wr;
     wr.wr_id = c.next_wr++;
+    const std::uint64_t wr_id = wr.wr_id;
     assign_bytes(wr.payload, frame);
     if (auto r = c.qp->post_send(std::move(wr)); !r) {
         ++counters_.drop_refused;
         return {.outcome = Outcome::dropped};
     }
+    c.in_flight.emplace(wr_id, frame.size());
+    send_bytes_ += frame.size();
     if (c.outstanding == 0) c.send_progress = now;
     ++c.outstanding;
     ++counters_.tx_messages;
@@ -551,6 +566,10 @@ std::size_t ConnectedLink::poll(const ReceiveCallback& on_receive, Clock::time_p
                 on_receive(ReceivedDatagram{.payload = wc.data, .src_qp = src_qp, .slid = slid});
             } else {
                 if (c->outstanding) --c->outstanding;
+                if (auto f = c->in_flight.find(wc.wr_id); f != c->in_flight.end()) {
+                    send_bytes_ -= f->second;
+                    c->in_flight.erase(f);
+                }
                 c->send_progress = now;
                 if (wc.status != transport::rc::Status::success && wc.status != transport::rc::Status::flushed) {
                     ++counters_.tx_errors;
@@ -644,6 +663,7 @@ void ConnectedLink::visit_counters(CounterSink& out) const {
     out.counter("connections_passive", passive);
     out.counter("receive_buffers_in_use", buffers_in_use_);
     out.counter("queued_bytes", queued_bytes_);
+    out.counter("send_bytes", send_bytes_);
     visit(counters_, out);
     std::map<std::string, std::uint64_t> rc = closed_rc_;
     SumSink sum(rc);

@@ -88,6 +88,7 @@ struct ConnectedCounters {
     std::uint64_t drop_queued_bytes = 0;   // frames beyond Config::max_queued_bytes in all connections' queues
     std::uint64_t drop_connect_failed = 0; // waiting frames of a connection that failed
     std::uint64_t drop_send_full = 0;      // Config::send_depth SENDs outstanding
+    std::uint64_t drop_send_bytes = 0;     // Config::max_send_bytes outstanding in all connections
     std::uint64_t drop_refused = 0;        // post_send refused
     std::uint64_t drop_too_big_queued = 0; // waiting frames longer than the peer's receive size
     std::uint64_t rx_errors = 0;           // receive completions with an error (not flushes)
@@ -122,6 +123,10 @@ public:
         // up to 64 KiB for each of max_connections peers would be 256 MiB.
         std::size_t max_queued_bytes = 16 * 1024 * 1024;
         std::size_t send_depth = 128;       // SENDs outstanding per connection
+        // Bytes of SENDs outstanding in all connections together: send_depth
+        // messages of up to 64 KiB on each of max_connections would be 2 GiB,
+        // held for `idle` by peers that post no receives (RNR NAKs).
+        std::size_t max_send_bytes = 64 * 1024 * 1024;
         // Ours closed after this long unused, a peer's after 4x. Also the
         // bound on a connection of ours whose SENDs make no progress: one
         // outstanding and none completed for this long is taken down (the
@@ -190,6 +195,7 @@ public:
     std::size_t connections() const { return conns_.size(); }
     std::size_t buffers_in_use() const { return buffers_in_use_; }
     std::size_t queued_bytes() const { return queued_bytes_; }
+    std::size_t send_bytes() const { return send_bytes_; }
     const ConnectedCounters& counters() const { return counters_; }
     // Ours, then the RC counters of every connection, closed ones included
     // (as rc_*).
@@ -211,6 +217,7 @@ private:
         std::uint8_t path_mtu = 0;  // IBA code
         std::deque<std::vector<std::uint8_t>> queue;
         std::size_t outstanding = 0;
+        std::map<std::uint64_t, std::size_t> in_flight;  // wr_id -> bytes of each SEND outstanding
         // The last send completion, or the post that found none outstanding:
         // the bound on a connection that makes no progress (tick()).
         Clock::time_point send_progress{};
@@ -229,6 +236,8 @@ private:
     ConnectedSend enqueue(Conn& c, bytes frame);
     // Empties `c`'s queue, its bytes back in the budget.
     std::deque<std::vector<std::uint8_t>> take_queue(Conn& c);
+    // `c`'s SENDs outstanding are no longer ours to wait for (its QP goes).
+    void forget_sends(Conn& c);
     // Config::datagram_when_idle: whether `c` lets this frame go UD (counted).
     bool small_over_datagram(const Conn& c, bool fits_datagram);
     // The QP goes (its counters kept); an active connection becomes FAILED
@@ -258,6 +267,7 @@ private:
     std::map<std::pair<ib::Gid, std::uint32_t>, unsigned> failures_;
     std::size_t buffers_in_use_ = 0;
     std::size_t queued_bytes_ = 0;  // in every connection's queue
+    std::size_t send_bytes_ = 0;    // of every connection's SENDs outstanding
     std::map<std::string, std::uint64_t> closed_rc_;  // RC counters of connections gone
     ConnectedCounters counters_;
 };

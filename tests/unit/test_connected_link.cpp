@@ -199,6 +199,29 @@ TEST_F(ConnectedLinkTest, TheRepBringsTheConnectionUpAndTheWaitingFramesLeave) {
     EXPECT_EQ(link_->counters().tx_messages, 3u);
 }
 
+TEST_F(ConnectedLinkTest, SendsOutstandingHoldAtMostMaxSendBytes) {
+    config_.max_send_bytes = 3000;
+    link_ = std::make_unique<ConnectedLink>(*a_, cm_, config_, [](EngineEventKind, std::string, auto) {}, 7);
+    ASSERT_TRUE(link_->open(kOurUdQpn, 0xFFFF, now_));
+    ASSERT_EQ(link_->send(peer(), path(), frame(1000), now_).outcome, Outcome::queued);
+    answer_rep();
+    EXPECT_EQ(link_->send(peer(), path(), frame(1000), now_).outcome, Outcome::sent);
+    EXPECT_EQ(link_->send(peer(), path(), frame(1000), now_).outcome, Outcome::sent);
+    // Three unacknowledged (a peer that never reads would hold them for
+    // `idle`): the next is dropped, not held.
+    EXPECT_EQ(link_->send(peer(), path(), frame(1000), now_).outcome, Outcome::dropped);
+    EXPECT_EQ(link_->counters().drop_send_bytes, 1u);
+    EXPECT_EQ(link_->send_bytes(), 3000u);
+    // Their completions give the bytes back.
+    EXPECT_EQ(peer_received().size(), 3u);
+    EXPECT_EQ(link_->send_bytes(), 0u);
+    EXPECT_EQ(link_->send(peer(), path(), frame(1000), now_).outcome, Outcome::sent);
+    EXPECT_EQ(link_->send_bytes(), 1000u);
+    // So does the connection's end.
+    link_->cm_event(cm::Event{.kind = cm::EventKind::disconnect_requested, .id = cm_.next - 1}, now_);
+    EXPECT_EQ(link_->send_bytes(), 0u);
+}
+
 TEST_F(ConnectedLinkTest, ASmallFrameTakesUdOnlyWhileTheConnectionHasNothingInFlight) {
     // The first frame starts the connection; a small one goes UD meanwhile.
     ASSERT_EQ(link_->send(peer(), path(), frame(100, 0), now_, true).outcome, Outcome::use_datagram);
