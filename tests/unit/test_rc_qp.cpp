@@ -234,6 +234,36 @@ TEST_F(RcPair, AnAckForPacketsNeverSentIsAGhost) {
     EXPECT_EQ(a.counters().ghost_acks, 1u);
 }
 
+// A limited SEND's next packet waits for the ACK of its probe (C9-163).
+// That wait ended on any ACK naming the probe's PSN or a later one, before
+// the ACK's PSN was checked against what was sent: a ghost ACK naming a
+// held packet, or one far ahead, released the next packet although the
+// probe was never acknowledged.
+TEST_F(RcPair, AGhostAckReleasesNoPacketOfALimitedSend) {
+    connect(0x40, 0x80);
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .payload = message(700, 3)}));  // 3 packets, limited: no credits known
+    std::vector<RcPacket> out;
+    a.output(out, now);
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_EQ(out[0].psn, 0x40u);
+    for (const std::uint32_t psn : {0x41u, 0x42u, 0x40u + 1000u}) {
+        a.receive(RcPacket{.opcode = op::rc_acknowledge, .dest_qp = 0x100, .psn = psn, .aeth = Aeth{Aeth::kSyndromeAck, 0}},
+                  now);
+        out.clear();
+        a.output(out, now);
+        EXPECT_TRUE(out.empty()) << "a ghost ACK for PSN " << psn << " released " << out.size() << " packets";
+    }
+    EXPECT_EQ(a.counters().ghost_acks, 3u);
+    // The probe's own ACK (still no credit) releases exactly the next packet.
+    a.receive(RcPacket{.opcode = op::rc_acknowledge, .dest_qp = 0x100, .psn = 0x40, .aeth = Aeth{Aeth::kSyndromeAck, 0}},
+              now);
+    out.clear();
+    a.output(out, now);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].psn, 0x41u);
+    EXPECT_TRUE(out[0].ack_req);
+}
+
 // The requester remembers every message started since the peer's MSN (the
 // limit counts those that take no receive WQE). A peer that acknowledges
 // every message but never moves its MSN (C9-148 says each completed one

@@ -439,9 +439,6 @@ void RcQp::receive(const RcPacket& p, Clock::time_point now) {
     if ((p.opcode == op::rc_acknowledge || is_read_response(p.opcode)) && p.aeth &&
         (p.aeth->syndrome & Aeth::kSyndromeTypeMask) == Aeth::kSyndromeAck) {
         take_credits(*p.aeth);
-        // A limited SEND's next packet waits for the ACK of the one before
-        // (C9-163); NAKs and other responses do not count.
-        if (awaiting_ack_ && hand_until_ && psn_diff(p.psn, psn_add(*hand_until_, -1)) >= 0) awaiting_ack_ = false;
     }
     if (p.opcode == op::rc_acknowledge) {
         if (sending() && p.aeth) {
@@ -601,6 +598,12 @@ void RcQp::requester(const RcPacket& p) {
         return;
     }
     if (type == Aeth::kSyndromeAck) {
+        // A limited SEND's next packet waits for the ACK of the one before
+        // (C9-163): this one, now that its PSN names a packet sent (a ghost
+        // naming a held one, or one far ahead, released it before). NAKs
+        // and read responses do not count: nothing starts behind a limited
+        // message, so no READ's responses come after its packets.
+        if (awaiting_ack_ && hand_until_ && psn_diff(p.psn, psn_add(*hand_until_, -1)) >= 0) awaiting_ack_ = false;
         acknowledged(p.psn);
         acknowledge_up_to(p.psn);
         // An ACK for a PSN past a READ whose responses are missing: they

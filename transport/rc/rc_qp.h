@@ -85,8 +85,8 @@
 // End-to-end credits, requester side (9.7.7.2.4-5): the limit is the MSN
 // plus its credits plus the messages since that take no receive WQE; a
 // SEND beyond it goes one packet at a time with AckReq, a WRITE with
-// immediate whole, each then waiting for an ACK, and nothing starts behind
-// it; a responder that says 0x1F lifts the limit for good. At most
+// immediate whole, each then waiting for an ACK (one the requester takes:
+// a ghost ends no wait), and nothing starts behind it; a responder that says 0x1F lifts the limit for good. At most
 // kMaxOutstanding messages go beyond the MSN (more wait: only a responder
 // whose MSN lags its ACKs gets there). At most max_rd_atomic READs are
 // outstanding.
