@@ -7,6 +7,8 @@
 
 #include <map>
 #include <random>
+#include <set>
+#include <string_view>
 
 #include "transport/rc/rc_qp.h"
 #include "transport/wire/opcodes.h"
@@ -758,6 +760,67 @@ TEST(RcMemory, RegionsCheckKeyRangeAndRights) {
     EXPECT_FALSE(m.find(r.rkey, ~0ULL - 5, 10, access::remote_read)) << "wrapping address";
     EXPECT_TRUE(m.deregister(r.rkey));
     EXPECT_FALSE(m.find(r.rkey, r.va, 10, access::remote_read));
+}
+
+// R_Keys were a random base stepped by 2: a peer that learned one key (its
+// own buffer's) knew its neighbours', other connections' buffers on the
+// same port. Now each is 32 random bits, unique among the live regions.
+TEST(RcMemory, KeysOfSuccessiveRegistrationsFollowNoStride) {
+    MemoryRegions m;
+    std::vector<std::uint8_t> buf(64);
+    std::vector<std::uint32_t> keys;
+    for (int i = 0; i < 64; ++i) keys.push_back(m.register_region(buf, access::remote_read).rkey);
+    std::set<std::uint32_t> strides, distinct(keys.begin(), keys.end());
+    for (std::size_t i = 1; i < keys.size(); ++i) strides.insert(keys[i] - keys[i - 1]);
+    EXPECT_EQ(distinct.size(), keys.size()) << "unique among the live regions";
+    EXPECT_FALSE(distinct.contains(0u));
+    EXPECT_GT(strides.size(), keys.size() / 2) << "successive keys are a fixed stride apart";
+    // A new domain does not start where another's sequence would.
+    MemoryRegions other;
+    const std::uint32_t k = other.register_region(buf, access::remote_read).rkey;
+    for (const std::uint32_t s : {1u, 2u, 4u}) EXPECT_NE(k, keys.back() + s);
+}
+
+// A peer that knows the key of the region it was given guesses its
+// neighbours' (the next key and the one before) to READ and WRITE another
+// connection's region, and tries a key after its region is deregistered:
+// each is a NAK remote access error, and nothing is read or written.
+TEST_F(RcPair, GuessedNeighbourKeysAndADeregisteredKeyAreRefused) {
+    std::vector<std::uint8_t> given(64, 1), victim(64, 2);
+    const MemoryRegion known = memory_b.register_region(given, access::remote_read | access::remote_write);
+    const MemoryRegion other = memory_b.register_region(victim, access::remote_read | access::remote_write);
+    struct Guess {
+        const char* name;
+        std::uint32_t rkey;
+        std::uint64_t va;
+        bool write;
+    };
+    const std::vector<Guess> guesses = {
+        {"READ, the next key", known.rkey + 2, other.va, false},
+        {"WRITE, the next key", known.rkey + 2, other.va, true},
+        {"READ, the key before", known.rkey - 2, other.va, false},
+        {"READ, the deregistered key", known.rkey, known.va, false},
+    };
+    for (const Guess& g : guesses) {
+        if (std::string_view(g.name).find("deregistered") != std::string_view::npos) {
+            ASSERT_TRUE(memory_b.deregister(known.rkey));
+        }
+        b = RcQp(0x200, &memory_b);
+        ASSERT_TRUE(b.to_init());
+        ASSERT_TRUE(b.to_rtr({.dest_qpn = 0x100, .pmtu = 256}));
+        ASSERT_TRUE(b.to_rts({}));
+        RcPacket p{.opcode = g.write ? op::rc_rdma_write_only : op::rc_rdma_read_request, .dest_qp = 0x200, .psn = 0,
+                   .ack_req = true, .reth = ib::Reth{g.va, g.rkey, 64}};
+        if (g.write) p.payload = Bytes(64, 0xEE);
+        b.receive(p, now);
+        const auto out = b_output();
+        ASSERT_EQ(out.size(), 1u) << g.name;
+        EXPECT_EQ(out[0].opcode, op::rc_acknowledge) << g.name << ": not a NAK (read response?)";
+        ASSERT_TRUE(out[0].aeth) << g.name;
+        EXPECT_EQ(out[0].aeth->syndrome, Aeth::kSyndromeNak | nak::remote_access_error) << g.name;
+        EXPECT_EQ(b.counters().access_errors, 1u) << g.name;
+        EXPECT_EQ(victim, Bytes(64, 2)) << g.name;
+    }
 }
 
 TEST_F(RcPair, WritesLandInRegisteredMemoryAndWithImmediateTakeABuffer) {

@@ -1,8 +1,11 @@
 // One RC queue pair; the rules are at the top of rc_qp.h.
 #include "transport/rc/rc_qp.h"
 
+#include <sys/random.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <random>
 
 #include "transport/wire/opcodes.h"
@@ -69,10 +72,18 @@ std::uint32_t packets_for(std::size_t bytes, std::uint32_t pmtu) {
 
 }  // namespace
 
-MemoryRegions::MemoryRegions() {
-    std::random_device rd;
-    next_rkey_ = static_cast<std::uint32_t>(rd()) | 1;
+namespace {
+// 32 bits from the kernel's CSPRNG: getrandom(2), which blocks only until
+// it is seeded at boot; where it is missing (ENOSYS), std::random_device,
+// which reads the same pool through /dev/urandom.
+std::uint32_t random_key() {
+    std::uint32_t k = 0;
+    for (;;) {
+        if (::getrandom(&k, sizeof k, 0) == static_cast<ssize_t>(sizeof k)) return k;
+        if (errno != EINTR) return static_cast<std::uint32_t>(std::random_device{}());
+    }
 }
+}  // namespace
 
 MemoryRegion MemoryRegions::register_region(std::span<std::uint8_t> memory, std::uint32_t access_flags) {
     MemoryRegion r;
@@ -80,9 +91,10 @@ MemoryRegion MemoryRegions::register_region(std::span<std::uint8_t> memory, std:
     r.va = reinterpret_cast<std::uintptr_t>(memory.data());
     r.length = static_cast<std::uint32_t>(memory.size());
     r.access = access_flags;
-    r.rkey = next_rkey_;
-    next_rkey_ += 2;  // odd, never 0, not reused
-    regions_[r.rkey] = r;
+    // Unpredictable, unique among the live regions, never 0.
+    do r.rkey = random_key();
+    while (r.rkey == 0 || regions_.contains(r.rkey));
+    regions_.emplace(r.rkey, r);
     return r;
 }
 

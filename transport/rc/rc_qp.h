@@ -101,6 +101,7 @@
 #include <span>
 #include <string>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "common/byte_io.h"
@@ -185,11 +186,20 @@ struct MemoryRegion {
     std::uint8_t* data = nullptr;
 };
 
-// A protection domain's registered memory. R_Keys start from a random base
-// and are never reused within the domain's life.
+// A protection domain's registered memory. Each region's key (its R_Key,
+// and its L_Key: one key here) is 32 random bits from getrandom(2), drawn
+// again until no live region of the domain has it and it is not 0. A peer
+// that knows one key learns nothing of another (keys in a sequence would
+// give away their neighbours: other connections' buffers on the same
+// port). Not the layout HCAs use (24 bits of table
+// index, the low 8 bits the consumer's key part): 8 random bits are 1 guess
+// in 256, and a peer that can reconnect may guess again; here a guess hits
+// one of n live regions with a chance of n in 2^32. A deregistered key is
+// refused at once; it comes back only if a later registration draws it
+// again (2^-32 each).
 class MemoryRegions {
 public:
-    MemoryRegions();
+    MemoryRegions() = default;
     // The owner keeps `memory` alive until it deregisters it.
     MemoryRegion register_region(std::span<std::uint8_t> memory, std::uint32_t access_flags);
     bool deregister(std::uint32_t rkey);
@@ -203,8 +213,9 @@ public:
     std::size_t size() const { return regions_.size(); }
 
 private:
-    std::map<std::uint32_t, MemoryRegion> regions_;
-    std::uint32_t next_rkey_;
+    // By key: one hash lookup per WRITE packet and READ request (the keys
+    // are random, so they spread over the buckets as they are).
+    std::unordered_map<std::uint32_t, MemoryRegion> regions_;
 };
 
 struct RcPacket {
