@@ -59,6 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (int i = 0; i < 4; ++i)
         (void)q.post_send({.wr_id = 100u + static_cast<std::uint64_t>(i), .payload = std::vector<std::uint8_t>(300)});
     static std::vector<std::uint8_t> read_into(700);
+    (void)memory.register_region(read_into, access::local_write);
     (void)q.post_send({.wr_id = 200, .opcode = WrOpcode::rdma_read, .remote_va = 0x1000, .rkey = 5, .read_into = read_into});
     Clock::time_point now{};
     std::vector<RcPacket> out;

@@ -91,6 +91,12 @@ struct RcPair : ::testing::Test {
         return RcPacket{.opcode = op::rc_rdma_read_request, .dest_qp = 0x200, .psn = psn, .ack_req = true,
                         .reth = ib::Reth{r.va, r.rkey, len}};
     }
+    // `buffer`, registered in A's memory for local write: where A's READs
+    // may land.
+    std::span<std::uint8_t> landing(Bytes& buffer) {
+        memory_a.register_region(buffer, access::local_write);
+        return buffer;
+    }
     // What B sends now.
     std::vector<RcPacket> b_output() {
         std::vector<RcPacket> out;
@@ -316,7 +322,7 @@ TEST_F(RcPair, TheLimitCountsMessagesThatTakeAReceiveWqe) {
     a.receive(ack_with(0x13, 4, 2), now);
     std::vector<std::uint8_t> memory(16);
     ASSERT_TRUE(a.post_send({.wr_id = 6, .payload = message(10, 1), .opcode = WrOpcode::rdma_write, .rkey = 1}));
-    ASSERT_TRUE(a.post_send({.wr_id = 7, .opcode = WrOpcode::rdma_read, .rkey = 1, .read_into = memory}));
+    ASSERT_TRUE(a.post_send({.wr_id = 7, .opcode = WrOpcode::rdma_read, .rkey = 1, .read_into = landing(memory)}));
     ASSERT_TRUE(a.post_send({.wr_id = 8, .payload = message(10, 1)}));
     ASSERT_TRUE(a.post_send({.wr_id = 9, .payload = message(10, 1), .imm = 1, .opcode = WrOpcode::rdma_write, .rkey = 1}));
     out.clear();
@@ -849,9 +855,9 @@ TEST_F(RcPair, ReadsFetchRegisteredMemory) {
     Bytes source = message(2500, 9);
     const MemoryRegion r = memory_b.register_region(source, access::remote_read);
     Bytes into(2500, 0), small(10, 0);
-    ASSERT_TRUE(a.post_send({.wr_id = 1, .opcode = WrOpcode::rdma_read, .remote_va = r.va, .rkey = r.rkey, .read_into = into}));
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .opcode = WrOpcode::rdma_read, .remote_va = r.va, .rkey = r.rkey, .read_into = landing(into)}));
     ASSERT_TRUE(a.post_send({.wr_id = 2, .opcode = WrOpcode::rdma_read, .remote_va = r.va + 5, .rkey = r.rkey,
-                             .read_into = small}));
+                             .read_into = landing(small)}));
     run();
     ASSERT_EQ(done_a.size(), 2u);
     EXPECT_EQ(done_a[0].status, Status::success);
@@ -859,6 +865,51 @@ TEST_F(RcPair, ReadsFetchRegisteredMemory) {
     EXPECT_EQ(into, source);
     EXPECT_TRUE(std::equal(small.begin(), small.end(), source.begin() + 5));
     EXPECT_TRUE(done_b.empty());
+}
+
+// A READ's buffer was checked at post only: its responses were copied into
+// it although the application had deregistered its region (and perhaps
+// freed the memory) while the READ was outstanding. The data has nowhere
+// to go: the READ completes with a local protection error, as on verbs,
+// and the QP goes to ERR.
+TEST_F(RcPair, AReadWhoseBufferIsDeregisteredMeanwhileWritesNothingMore) {
+    connect(0, 0, {}, 256);
+    Bytes source = message(600, 5);
+    const MemoryRegion r = memory_b.register_region(source, access::remote_read);
+    Bytes into(600, 0);
+    const MemoryRegion l = memory_a.register_region(into, access::local_write);
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .opcode = WrOpcode::rdma_read, .remote_va = r.va, .rkey = r.rkey, .read_into = into}));
+    ASSERT_TRUE(a.post_send({.wr_id = 2, .opcode = WrOpcode::rdma_read, .remote_va = r.va, .rkey = r.rkey, .read_into = into}));
+    std::vector<RcPacket> requests;
+    a.output(requests, now);
+    ASSERT_EQ(requests.size(), 2u);
+    for (const RcPacket& p : requests) b.receive(p, now);
+    const auto responses = b_output();
+    ASSERT_EQ(responses.size(), 6u);  // 3 per READ
+    a.receive(responses[0], now);
+    EXPECT_TRUE(std::equal(into.begin(), into.begin() + 256, source.begin())) << "the region is still there";
+    ASSERT_TRUE(memory_a.deregister(l.rkey));
+    for (std::size_t i = 1; i < responses.size(); ++i) a.receive(responses[i], now);
+    EXPECT_TRUE(std::all_of(into.begin() + 256, into.end(), [](std::uint8_t x) { return x == 0; }))
+        << "written after its region was deregistered";
+    const auto done = a.poll();
+    ASSERT_EQ(done.size(), 2u);
+    EXPECT_EQ(done[0].wr_id, 1u);
+    EXPECT_EQ(done[0].status, Status::local_protection_error);
+    EXPECT_EQ(done[1].status, Status::flushed);
+    EXPECT_EQ(a.state(), QpState::err);
+}
+
+// The buffer is checked at post, in the engine (PortCore's QPs and any
+// other owner alike): outside registered memory, or without the local
+// write right, the READ is refused.
+TEST_F(RcPair, AReadIntoUnregisteredMemoryIsRefusedAtPost) {
+    connect();
+    Bytes into(64), readonly(64);
+    memory_a.register_region(readonly, access::remote_read);
+    EXPECT_FALSE(a.post_send({.wr_id = 1, .opcode = WrOpcode::rdma_read, .rkey = 1, .read_into = into}));
+    EXPECT_FALSE(a.post_send({.wr_id = 2, .opcode = WrOpcode::rdma_read, .rkey = 1, .read_into = readonly}));
+    EXPECT_TRUE(a.post_send({.wr_id = 3, .opcode = WrOpcode::rdma_read, .rkey = 1, .read_into = landing(into)}));
 }
 
 TEST_F(RcPair, AccessErrorsEndTheConnection) {
@@ -888,7 +939,7 @@ TEST_F(RcPair, AccessErrorsEndTheConnection) {
         if (c.opcode == WrOpcode::rdma_write) {
             wr.payload = Bytes(50, 1);
         } else {
-            wr.read_into = local;
+            wr.read_into = landing(local);
         }
         ASSERT_TRUE(a.post_send(wr)) << c.name;
         ASSERT_TRUE(a.post_send({.wr_id = 2, .payload = Bytes(5)})) << c.name;
@@ -929,7 +980,7 @@ TEST_F(RcPair, ALostReadResponseMeansTheReadAgain) {
         dropped = true;
         return true;
     };
-    ASSERT_TRUE(a.post_send({.wr_id = 1, .opcode = WrOpcode::rdma_read, .remote_va = r.va, .rkey = r.rkey, .read_into = into}));
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .opcode = WrOpcode::rdma_read, .remote_va = r.va, .rkey = r.rkey, .read_into = landing(into)}));
     run();
     ASSERT_EQ(done_a.size(), 1u);
     EXPECT_EQ(done_a[0].status, Status::success);
@@ -960,7 +1011,7 @@ TEST_F(RcPair, NaksAndReadGapsWhileARetryIsOnItsWayStartNoOther) {
     connect(0, 0, {.retry_count = 1});
     a.receive(ack_at(0xFFFFFF), now);  // no end-to-end credits: send freely
     Bytes into(512, 0);
-    ASSERT_TRUE(a.post_send({.wr_id = 1, .opcode = WrOpcode::rdma_read, .remote_va = 0x1000, .rkey = 7, .read_into = into}));
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .opcode = WrOpcode::rdma_read, .remote_va = 0x1000, .rkey = 7, .read_into = landing(into)}));
     ASSERT_TRUE(a.post_send({.wr_id = 2, .payload = message(10, 1)}));
     std::vector<RcPacket> out;
     a.output(out, now);
@@ -1056,7 +1107,7 @@ void read_then_three_sends(RcQp& a, Clock::time_point now, std::span<std::uint8_
 TEST_F(RcPair, AcknowledgementsBehindAWaitingReadAreProgress) {
     connect(0, 0, {.retry_count = 1});
     Bytes into(100, 0);
-    read_then_three_sends(a, now, into);
+    read_then_three_sends(a, now, landing(into));
     std::vector<RcPacket> out;
     a.receive(nak_at(2), now);  // B has 0 and 1: the one retry
     out.clear();
@@ -1076,7 +1127,7 @@ TEST_F(RcPair, AcknowledgementsBehindAWaitingReadAreProgress) {
 TEST_F(RcPair, PacketsAcknowledgedBehindAWaitingReadCompleteWithIt) {
     connect();
     Bytes into(100, 0);
-    read_then_three_sends(a, now, into);
+    read_then_three_sends(a, now, landing(into));
     std::vector<RcPacket> out;
     a.receive(ack_at(2), now);  // B has 0 to 2; the READ's response was lost: a retry
     EXPECT_EQ(a.counters().read_gaps, 1u);
@@ -1101,7 +1152,7 @@ TEST_F(RcPair, ANakAboutAPacketFirstSentAfterARetryIsNews) {
     connect(0, 0, {.timeout = 10});
     a.receive(ack_at(0xFFFFFF), now);
     Bytes into(100, 0);
-    ASSERT_TRUE(a.post_send({.wr_id = 1, .opcode = WrOpcode::rdma_read, .remote_va = 0x1000, .rkey = 7, .read_into = into}));
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .opcode = WrOpcode::rdma_read, .remote_va = 0x1000, .rkey = 7, .read_into = landing(into)}));
     ASSERT_TRUE(a.post_send({.wr_id = 2, .payload = message(10, 1)}));
     std::vector<RcPacket> out;
     a.output(out, now);
@@ -1127,7 +1178,7 @@ TEST_F(RcPair, AReadResponsesImpliedAcknowledgementIsProgress) {
     a.receive(ack_at(0xFFFFFF), now);
     Bytes into(512, 0);
     ASSERT_TRUE(a.post_send({.wr_id = 1, .payload = message(10, 1)}));  // PSN 0
-    ASSERT_TRUE(a.post_send({.wr_id = 2, .opcode = WrOpcode::rdma_read, .remote_va = 0x1000, .rkey = 7, .read_into = into}));  // 1, 2
+    ASSERT_TRUE(a.post_send({.wr_id = 2, .opcode = WrOpcode::rdma_read, .remote_va = 0x1000, .rkey = 7, .read_into = landing(into)}));  // 1, 2
     std::vector<RcPacket> out;
     a.output(out, now);
     ASSERT_EQ(out.size(), 2u);
@@ -1156,7 +1207,7 @@ TEST_F(RcPair, AReadWhoseResponsesNeverComeRunsOutThoughAcksComeBehindIt) {
     run();  // credits
     ba.drop_if = [](const RcPacket& p) { return p.opcode >= op::rc_rdma_read_response_first && p.opcode <= op::rc_rdma_read_response_only; };
     Bytes into(256, 0);
-    ASSERT_TRUE(a.post_send({.wr_id = 1, .opcode = WrOpcode::rdma_read, .remote_va = rr.va, .rkey = rr.rkey, .read_into = into}));
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .opcode = WrOpcode::rdma_read, .remote_va = rr.va, .rkey = rr.rkey, .read_into = landing(into)}));
     for (std::uint64_t wr = 2; wr < 40 && a.state() == QpState::rts; ++wr) {
         ASSERT_TRUE(a.post_send({.wr_id = wr, .payload = message(10, 1)}));
         run(5ms);  // about one timeout
@@ -1208,7 +1259,7 @@ void RcMixed::mixed_over_lossy_wire(RtsAttributes rts) {
             default:
                 reads[i].assign(len, 0);
                 ASSERT_TRUE(a.post_send({.wr_id = i, .opcode = WrOpcode::rdma_read, .remote_va = rr.va + i * 100,
-                                         .rkey = rr.rkey, .read_into = reads[i]}));
+                                         .rkey = rr.rkey, .read_into = landing(reads[i])}));
         }
     }
     run(600s);
@@ -1365,7 +1416,7 @@ TEST_F(RcPair, TheWindowCountsAReadsResponses) {
     connect(0, 0, {}, 256);
     Bytes source(256 * 300), into(256 * 300);
     const MemoryRegion r = memory_b.register_region(source, access::remote_read);
-    ASSERT_TRUE(a.post_send({.wr_id = 1, .opcode = WrOpcode::rdma_read, .remote_va = r.va, .rkey = r.rkey, .read_into = into}));
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .opcode = WrOpcode::rdma_read, .remote_va = r.va, .rkey = r.rkey, .read_into = landing(into)}));
     ASSERT_TRUE(a.post_send({.wr_id = 2, .payload = message(10, 1)}));
     std::vector<RcPacket> out;
     a.output(out, now);
@@ -1560,7 +1611,7 @@ TEST_P(RcSlowWire, EightOutstandingMixedOverASlowLossyWire) {
                 reads[i].assign(length(i), 0);
                 wr.remote_va = rr.va + (i % 16) * 2048;
                 wr.rkey = rr.rkey;
-                wr.read_into = reads[i];
+                wr.read_into = landing(reads[i]);
             } else {
                 wr.payload = message(length(i), static_cast<std::uint8_t>(i));
                 if (kind == WrOpcode::rdma_write) {

@@ -28,6 +28,7 @@ std::vector<RcPacket> exchange() {
     Bytes target(2000), source(2000, 0x3C), into(700);
     const MemoryRegion w = mb.register_region(target, access::remote_write);
     const MemoryRegion r = mb.register_region(source, access::remote_read);
+    EXPECT_TRUE(ma.register_region(into, access::local_write).length);
     for (int i = 0; i < 4; ++i) EXPECT_TRUE(b.post_recv({.wr_id = static_cast<std::uint64_t>(i), .capacity = 2000}));
     EXPECT_TRUE(a.post_send({.wr_id = 1, .payload = Bytes(600, 1), .imm = 0x11223344}));
     EXPECT_TRUE(a.post_send({.wr_id = 2, .payload = Bytes(100, 2)}));

@@ -98,13 +98,17 @@ MemoryRegion MemoryRegions::register_region(std::span<std::uint8_t> memory, std:
     return r;
 }
 
-bool MemoryRegions::deregister(std::uint32_t rkey) { return regions_.erase(rkey) > 0; }
+bool MemoryRegions::deregister(std::uint32_t rkey) {
+    if (regions_.erase(rkey) == 0) return false;
+    ++deregistrations_;
+    return true;
+}
 
-bool MemoryRegions::find_local(std::span<const std::uint8_t> local, std::uint32_t needed) const {
+std::optional<std::uint32_t> MemoryRegions::find_local(std::span<const std::uint8_t> local, std::uint32_t needed) const {
     for (const auto& [rkey, r] : regions_)
         if (local.data() >= r.data && local.data() + local.size() <= r.data + r.length && (r.access & needed) == needed)
-            return true;
-    return false;
+            return rkey;
+    return std::nullopt;
 }
 
 std::optional<std::span<std::uint8_t>> MemoryRegions::find(std::uint32_t rkey, std::uint64_t va, std::uint32_t length,
@@ -271,7 +275,7 @@ void RcQp::to_error() {
     unacked_.clear();
     next_to_send_ = 0;
     reads_outstanding_ = 0;
-    for (const SendWr& w : send_queue_) completions_.push_back({.wr_id = w.wr_id, .status = Status::flushed});
+    for (const Queued& q : send_queue_) completions_.push_back({.wr_id = q.wr.wr_id, .status = Status::flushed});
     send_queue_.clear();
     if (open_) completions_.push_back({.wr_id = open_->wr.wr_id, .receive = true, .status = Status::flushed});
     open_.reset();
@@ -293,7 +297,18 @@ expected<void, std::string> RcQp::post_send(SendWr wr) {
         return unexpected("a message of more than 16 MiB");
     if (wr.opcode == WrOpcode::rdma_read && (!wr.payload.empty() || wr.imm))
         return unexpected(std::string("a READ carries no payload and no immediate data"));
-    send_queue_.push_back(std::move(wr));
+    // A READ's buffer lies in memory registered for local write (the
+    // verbs' lkey check); its region is remembered, to be checked again
+    // when the data comes (it may be deregistered meanwhile).
+    Queued q;
+    if (wr.opcode == WrOpcode::rdma_read && !wr.read_into.empty()) {
+        const auto lkey = memory_ ? memory_->find_local(wr.read_into, access::local_write) : std::nullopt;
+        if (!lkey) return unexpected(std::string("the READ's buffer is not in a region registered for local write"));
+        q.read_lkey = *lkey;
+        q.read_checked = memory_->deregistrations();
+    }
+    q.wr = std::move(wr);
+    send_queue_.push_back(std::move(q));
     return {};
 }
 
@@ -307,7 +322,8 @@ expected<void, std::string> RcQp::post_recv(RecvWr wr) {
     return {};
 }
 
-void RcQp::segment(const SendWr& wr) {
+void RcQp::segment(const Queued& q) {
+    const SendWr& wr = q.wr;
     const std::size_t pmtu = rtr_.pmtu;
     if (wr.opcode == WrOpcode::rdma_read) {
         // One request; its responses take as many PSNs as they are packets.
@@ -321,6 +337,8 @@ void RcQp::segment(const SendWr& wr) {
         o.last = true;
         o.read_packets = packets_for(wr.read_into.size(), rtr_.pmtu);
         o.read_into = wr.read_into;
+        o.read_lkey = q.read_lkey;
+        o.read_checked = q.read_checked;
         npsn_ = psn_add(npsn_, o.read_packets);
         unacked_.push_back(std::move(o));
         return;
@@ -382,7 +400,7 @@ void RcQp::output(std::vector<RcPacket>& out, Clock::time_point now) {
     // window goes alone); none while the send queue drains.
     while (state_ == QpState::rts && !send_queue_.empty() && !limited_ssn_) {
         const std::size_t pmtu = rtr_.pmtu;
-        const SendWr& next = send_queue_.front();
+        const SendWr& next = send_queue_.front().wr;
         // The window counts PSNs, a READ's responses included (C9-61: at most
         // 2^23 outstanding; this window is far below).
         const std::size_t psns = packets_for(next.opcode == WrOpcode::rdma_read ? next.read_into.size() : next.payload.size(),
@@ -715,6 +733,19 @@ void RcQp::read_response(const RcPacket& p) {
     if (!opcode_ok || p.payload.size() != expected_len) {
         ++counters_.ghost_acks;  // not a response this READ can take: ignored
         return;
+    }
+    // The buffer's region may have been deregistered since the READ was
+    // posted, its memory freed: the data has nowhere to go. Verbs
+    // completes the READ with a local protection error and the QP goes to
+    // ERR. Looked up again only after some deregistration, not for every
+    // response.
+    if (!o.read_into.empty() && o.read_checked != memory_->deregistrations()) {
+        if (!memory_->find(o.read_lkey, reinterpret_cast<std::uintptr_t>(o.read_into.data()),
+                           static_cast<std::uint32_t>(o.read_into.size()), access::local_write)) {
+            complete_error(Status::local_protection_error);
+            return;
+        }
+        o.read_checked = memory_->deregistrations();
     }
     std::copy(p.payload.begin(), p.payload.end(), o.read_into.begin() + static_cast<std::ptrdiff_t>(offset));
     ++o.read_received;

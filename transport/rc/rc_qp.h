@@ -18,7 +18,9 @@
 //    as its responses; at most kMaxOutstanding packets unacknowledged;
 //  - read responses, in order, fill the READ's buffer and acknowledge what
 //    came before the READ (implied ACK); a gap in them retransmits from the
-//    oldest unacknowledged request (a retry);
+//    oldest unacknowledged request (a retry); a buffer whose region was
+//    deregistered since the post takes nothing: the READ completes with
+//    local protection error and the QP goes to ERR;
 //  - an ACK acknowledges every packet up to its PSN (later ones imply the
 //    earlier: coalesced ACKs), completing the messages it covers in order;
 //    duplicate and ghost ACKs (PSNs not outstanding, or not yet sent: a
@@ -203,19 +205,24 @@ public:
     // The owner keeps `memory` alive until it deregisters it.
     MemoryRegion register_region(std::span<std::uint8_t> memory, std::uint32_t access_flags);
     bool deregister(std::uint32_t rkey);
-    // Whether `local` lies wholly inside one region that allows `needed`
-    // (a READ's buffer, by its address).
-    bool find_local(std::span<const std::uint8_t> local, std::uint32_t needed) const;
+    // The key (L_Key) of a region that holds `local` wholly and allows
+    // `needed` (a READ's buffer, by its address: a scan, at post).
+    std::optional<std::uint32_t> find_local(std::span<const std::uint8_t> local, std::uint32_t needed) const;
     // [va, va + length) of the region `rkey` names, if it lies wholly inside
     // and the region allows `needed`; nullopt otherwise.
     std::optional<std::span<std::uint8_t>> find(std::uint32_t rkey, std::uint64_t va, std::uint32_t length,
                                                 std::uint32_t needed) const;
     std::size_t size() const { return regions_.size(); }
+    // Regions deregistered so far: what was found before is still there
+    // while this has not moved (a READ's buffer need not be looked up
+    // again for each response).
+    std::uint64_t deregistrations() const { return deregistrations_; }
 
 private:
     // By key: one hash lookup per WRITE packet and READ request (the keys
     // are random, so they spread over the buckets as they are).
     std::unordered_map<std::uint32_t, MemoryRegion> regions_;
+    std::uint64_t deregistrations_ = 0;
 };
 
 struct RcPacket {
@@ -239,7 +246,7 @@ enum class Status : std::uint8_t {
     remote_access_error,
     remote_operational_error,
     flushed,                // the QP went to ERR before this request ran
-    local_protection_error, // verbs: a buffer outside registered memory (the software engine checks at post)
+    local_protection_error, // a READ's buffer no longer registered when its data came (at post: refused)
     local_error,            // verbs: any other failure the HCA reports (local QP operation, fatal, ...)
 };
 const char* to_string(Status s);
@@ -262,7 +269,7 @@ struct SendWr {
     WrOpcode opcode = WrOpcode::send;
     std::uint64_t remote_va = 0;           // WRITE, READ
     std::uint32_t rkey = 0;                // WRITE, READ
-    std::span<std::uint8_t> read_into;     // READ: where the data goes (kept alive by the owner)
+    std::span<std::uint8_t> read_into;     // READ: where the data goes, in a region registered for local write
 };
 struct RecvWr {
     std::uint64_t wr_id = 0;
@@ -357,7 +364,14 @@ private:
         std::uint32_t read_packets = 0;
         std::uint32_t read_received = 0;
         std::span<std::uint8_t> read_into;
+        std::uint32_t read_lkey = 0;       // the region that holds read_into,
+        std::uint64_t read_checked = 0;    // found there at this many deregistrations
         bool read_resent = false;  // sent again for a gap: later gaps wait for its responses
+    };
+    struct Queued {
+        SendWr wr;
+        std::uint32_t read_lkey = 0;     // READ: the region of its buffer, found at post
+        std::uint64_t read_checked = 0;
     };
     struct OpenReceive {  // a SEND or WRITE being received
         bool write = false;
@@ -392,7 +406,7 @@ private:
     void progress();  // the retry counts reloaded
     void restart_ack_timer(Clock::time_point now);
     void complete_error(Status s);
-    void segment(const SendWr& wr);
+    void segment(const Queued& q);
     void read_response(const RcPacket& p);
     // The responses to a READ request (new or duplicate); false when its
     // memory check failed (a new one has been NAKed, a duplicate dropped).
@@ -405,7 +419,7 @@ private:
     RtrAttributes rtr_;
     RtsAttributes rts_;
     // requester
-    std::deque<SendWr> send_queue_;         // not yet segmented
+    std::deque<Queued> send_queue_;         // not yet segmented
     std::deque<Outstanding> unacked_;       // sent (or to send), oldest first
     std::size_t next_to_send_ = 0;          // index into unacked_ of the first not yet handed over
     std::uint32_t npsn_ = 0;                // next PSN to assign
