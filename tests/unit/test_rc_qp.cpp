@@ -1412,6 +1412,93 @@ TEST_F(RcPair, DuplicateReadsBeyondTheResponderResourcesAreDropped) {
     EXPECT_EQ(b_output().size(), 16u);
 }
 
+// A READ's responses were built whole when it was executed: with
+// max_dest_rd_atomic new READs of 16 MiB in one batch (and as many
+// duplicates), one output() held 16 x 16 MiB of packets. They are built
+// as they go now, at most kMaxResponseBytes per output(); the rest, and
+// the ACK queued behind them, go at the next ones, in PSN order, nothing
+// lost, and next_deadline() says to come back at once.
+TEST_F(RcPair, ReadResponsesAreBuiltAtMostABudgetPerOutputAndAllGoInOrder) {
+    ASSERT_TRUE(a.to_init());
+    ASSERT_TRUE(b.to_init());
+    ASSERT_TRUE(b.to_rtr({.dest_qpn = 0x100, .pmtu = 4096, .max_dest_rd_atomic = 4}));
+    ASSERT_TRUE(b.to_rts({}));
+    ASSERT_TRUE(b.post_recv({.wr_id = 1, .capacity = 100}));
+    (void)b_output();  // the unsolicited credit ACK
+    Bytes source(RcQp::kMaxMessage, 0);
+    for (std::size_t i = 0; i < source.size(); i += 4096) source[i] = static_cast<std::uint8_t>(i / 4096);
+    const MemoryRegion r = memory_b.register_region(source, access::remote_read);
+    constexpr std::uint32_t kPerRead = RcQp::kMaxMessage / 4096;
+    for (std::uint32_t k = 0; k < 4; ++k) b.receive(read_request(r, k * kPerRead, RcQp::kMaxMessage), now);
+    b.receive(RcPacket{.opcode = op::rc_send_only, .dest_qp = 0x200, .psn = 4 * kPerRead, .ack_req = true,
+                       .payload = Bytes(10)},
+              now);
+    std::uint32_t expected_psn = 0;
+    std::size_t outputs = 0;
+    bool acked = false;
+    for (; outputs < 1000 && !acked; ++outputs) {
+        const auto out = b_output();
+        ASSERT_FALSE(out.empty()) << "deferred responses never went";
+        std::size_t bytes = 0;
+        for (const RcPacket& p : out) {
+            bytes += p.payload.size();
+            ASSERT_FALSE(acked) << "a packet after the SEND's ACK";
+            ASSERT_EQ(p.psn, expected_psn);
+            if (p.opcode == op::rc_acknowledge) {
+                acked = true;
+                continue;
+            }
+            ASSERT_EQ(p.payload.size(), 4096u);
+            EXPECT_EQ(p.payload[0], static_cast<std::uint8_t>(expected_psn % kPerRead));
+            ++expected_psn;
+        }
+        ASSERT_LE(bytes, RcQp::kMaxResponseBytes) << "in one output()";
+        if (!acked) {
+            ASSERT_TRUE(b.next_deadline());
+            EXPECT_LE(*b.next_deadline(), now) << "the owner comes back at once";
+        }
+    }
+    EXPECT_TRUE(acked);
+    EXPECT_EQ(expected_psn, 4 * kPerRead) << "every response, once";
+    EXPECT_EQ(b.counters().read_responses_deferred, outputs - 1);
+    EXPECT_FALSE(b.next_deadline());
+    EXPECT_EQ(b.state(), QpState::rts);
+}
+
+// End to end: a READ larger than one output()'s budget completes.
+TEST_F(RcPair, AReadLargerThanTheResponseBudgetCompletes) {
+    connect(0, 0, {}, 4096);
+    Bytes source = message(4u << 20, 3), into(4u << 20, 0);
+    const MemoryRegion r = memory_b.register_region(source, access::remote_read);
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .opcode = WrOpcode::rdma_read, .remote_va = r.va, .rkey = r.rkey,
+                             .read_into = landing(into)}));
+    run();
+    ASSERT_EQ(done_a.size(), 1u);
+    EXPECT_EQ(done_a[0].status, Status::success);
+    EXPECT_EQ(into, source);
+    EXPECT_GE(b.counters().read_responses_deferred, 3u);
+}
+
+// Responses built later read the region as it is then: one deregistered
+// while a READ is answered sends a NAK remote access error in place of the
+// next response, and nothing more from it.
+TEST_F(RcPair, ARegionDeregisteredWhileItsReadIsAnsweredEndsItWithARemoteAccessError) {
+    connect(0, 0, {}, 4096);
+    Bytes source(2u << 20, 7);
+    const MemoryRegion r = memory_b.register_region(source, access::remote_read);
+    b.receive(read_request(r, 0, static_cast<std::uint32_t>(source.size())), now);
+    const auto first = b_output();
+    ASSERT_EQ(first.size(), RcQp::kMaxResponseBytes / 4096);
+    ASSERT_TRUE(memory_b.deregister(r.rkey));
+    const auto rest = b_output();
+    ASSERT_EQ(rest.size(), 1u);
+    EXPECT_EQ(rest[0].opcode, op::rc_acknowledge);
+    EXPECT_EQ(rest[0].psn, first.size());
+    EXPECT_EQ(rest[0].aeth->syndrome, Aeth::kSyndromeNak | nak::remote_access_error);
+    EXPECT_EQ(b.state(), QpState::err);
+    EXPECT_TRUE(b_output().empty());
+}
+
 TEST_F(RcPair, TheWindowCountsAReadsResponses) {
     connect(0, 0, {}, 256);
     Bytes source(256 * 300), into(256 * 300);

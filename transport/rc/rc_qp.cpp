@@ -197,6 +197,7 @@ void visit(const RcCounters& c, CounterSink& out) {
     out.counter("rc_msn_stalls", c.msn_stalls);
     out.counter("rc_read_resources_exhausted", c.read_resources_exhausted);
     out.counter("rc_duplicate_reads_dropped", c.duplicate_reads_dropped);
+    out.counter("rc_read_responses_deferred", c.read_responses_deferred);
     out.counter("rc_invalid_requests", c.invalid_requests);
     out.counter("rc_access_errors", c.access_errors);
     out.counter("rc_duplicate_reads", c.duplicate_reads);
@@ -282,6 +283,9 @@ void RcQp::to_error() {
     for (const RecvWr& w : recv_queue_) completions_.push_back({.wr_id = w.wr_id, .receive = true, .status = Status::flushed});
     recv_queue_.clear();
     to_send_.clear();
+    reads_answering_ = 0;
+    duplicate_reads_answering_ = 0;
+    responses_deferred_.reset();
     ack_deadline_.reset();
     rnr_until_.reset();
 }
@@ -385,11 +389,9 @@ void RcQp::output(std::vector<RcPacket>& out, Clock::time_point now) {
         ++counters_.unsolicited_acks;
     }
     credit_update_ = false;
-    // ACKs and NAKs first; a NAK that put this QP in ERR still leaves.
-    for (RcPacket& p : to_send_) out.push_back(std::move(p));
-    to_send_.clear();
-    reads_this_batch_ = 0;  // their responses are out: the resources are free
-    duplicate_reads_this_batch_ = 0;
+    // ACKs, NAKs and read responses first; a NAK that put this QP in ERR
+    // still leaves.
+    output_responses(out, now);
     if (!sending()) return;
     if (rnr_until_) {
         if (now < *rnr_until_) return;
@@ -589,6 +591,7 @@ void RcQp::tick(Clock::time_point now) {
 
 std::optional<Clock::time_point> RcQp::next_deadline() const {
     std::optional<Clock::time_point> d = ack_deadline_;
+    if (responses_deferred_ && (!d || *responses_deferred_ < *d)) d = responses_deferred_;
     if (rnr_until_ && (!d || *rnr_until_ < *d)) d = rnr_until_;
     return d;
 }
@@ -839,9 +842,10 @@ void RcQp::send_ack(std::uint8_t syndrome, std::uint32_t psn) {
     // for the same or a later PSN, which acknowledges everything it did (a
     // duplicate's ACK for an older PSN goes as it is).
     const auto is_ack = [](std::uint8_t s) { return (s & Aeth::kSyndromeTypeMask) == Aeth::kSyndromeAck; };
-    if (is_ack(syndrome) && !to_send_.empty() && to_send_.back().opcode == op::rc_acknowledge &&
-        to_send_.back().aeth && is_ack(to_send_.back().aeth->syndrome) && psn_diff(psn, to_send_.back().psn) >= 0) {
-        to_send_.back() = std::move(ack);
+    RcPacket* last = to_send_.empty() ? nullptr : std::get_if<RcPacket>(&to_send_.back());
+    if (is_ack(syndrome) && last && last->opcode == op::rc_acknowledge && last->aeth && is_ack(last->aeth->syndrome) &&
+        psn_diff(psn, last->psn) >= 0) {
+        *last = std::move(ack);
         ++counters_.acks_coalesced;
         return;
     }
@@ -856,14 +860,16 @@ void RcQp::responder_error(std::uint8_t nak_code, std::uint32_t psn, Status rece
     }
     open_.reset();
     // The requester's QP goes to ERR on this NAK; so does this one, after
-    // the NAK has left.
-    std::vector<RcPacket> nak = std::move(to_send_);
+    // the NAK (and the responses queued before it) has left.
+    auto queued = std::move(to_send_);
+    const std::size_t reads = reads_answering_, duplicates = duplicate_reads_answering_;
     to_error();
-    to_send_ = std::move(nak);
+    to_send_ = std::move(queued);
+    reads_answering_ = reads;
+    duplicate_reads_answering_ = duplicates;
 }
 
-bool RcQp::execute_read(const RcPacket& p, bool duplicate) {
-    const std::uint32_t n = packets_for(p.reth->dma_len, rtr_.pmtu);
+bool RcQp::execute_read(const RcPacket& p, bool duplicate, std::uint32_t msn) {
     // A zero-length READ names no memory: its R_Key is not checked (C9-88).
     const auto src = p.reth->dma_len == 0 ? std::optional<std::span<std::uint8_t>>(std::span<std::uint8_t>())
                      : memory_ ? memory_->find(p.reth->rkey, p.reth->va, p.reth->dma_len, access::remote_read)
@@ -873,22 +879,81 @@ bool RcQp::execute_read(const RcPacket& p, bool duplicate) {
         if (!duplicate) responder_error(nak::remote_access_error, p.psn, Status::flushed);
         return false;
     }
-    for (std::uint32_t k = 0; k < n; ++k) {
-        RcPacket r;
-        r.opcode = n == 1 ? op::rc_rdma_read_response_only
-                   : k == 0 ? op::rc_rdma_read_response_first
-                   : k + 1 == n ? op::rc_rdma_read_response_last
-                                : op::rc_rdma_read_response_middle;
-        r.dest_qp = rtr_.dest_qpn;
-        r.psn = psn_add(p.psn, k);
-        const std::size_t offset = std::size_t{k} * rtr_.pmtu;
-        const std::size_t len = std::min<std::size_t>(rtr_.pmtu, src->size() - offset);
-        assign_bytes(r.payload, bytes(*src).subspan(offset, len));
-        if (r.opcode != op::rc_rdma_read_response_middle)
-            r.aeth = Aeth{static_cast<std::uint8_t>(Aeth::kSyndromeAck | credit_field()), msn_};
-        to_send_.push_back(std::move(r));
-    }
+    // Its responses are built as they go (output()): queued whole, a READ
+    // of 16 MiB was 16 MiB of packets at once, max_dest_rd_atomic of them
+    // (and as many duplicates) in one batch.
+    to_send_.push_back(ReadResponses{.psn = p.psn, .packets = packets_for(p.reth->dma_len, rtr_.pmtu),
+                                     .rkey = p.reth->rkey, .va = p.reth->va, .length = p.reth->dma_len, .msn = msn,
+                                     .duplicate = duplicate, .source = *src,
+                                     .checked = memory_ ? memory_->deregistrations() : 0});
+    ++(duplicate ? duplicate_reads_answering_ : reads_answering_);
     return true;
+}
+
+RcQp::Built RcQp::build_read_responses(ReadResponses& r, std::vector<RcPacket>& out, std::size_t& budget) {
+    // The region may have been deregistered since the last responses were
+    // built (its memory freed): looked up again then, not for every packet.
+    if (r.length > 0 && r.checked != memory_->deregistrations()) {
+        const auto src = memory_->find(r.rkey, r.va, r.length, access::remote_read);
+        if (!src) return Built::region_gone;
+        r.source = *src;
+        r.checked = memory_->deregistrations();
+    }
+    for (; r.next < r.packets; ++r.next) {
+        const std::size_t offset = std::size_t{r.next} * rtr_.pmtu;
+        const std::size_t len = std::min<std::size_t>(rtr_.pmtu, r.source.size() - offset);
+        if (len > budget) return Built::budget_spent;
+        budget -= len;
+        RcPacket p;
+        p.opcode = r.packets == 1        ? op::rc_rdma_read_response_only
+                   : r.next == 0         ? op::rc_rdma_read_response_first
+                   : r.next + 1 == r.packets ? op::rc_rdma_read_response_last
+                                         : op::rc_rdma_read_response_middle;
+        p.dest_qp = rtr_.dest_qpn;
+        p.psn = psn_add(r.psn, r.next);
+        assign_bytes(p.payload, r.source.subspan(offset, len));
+        if (p.opcode != op::rc_rdma_read_response_middle)
+            p.aeth = Aeth{static_cast<std::uint8_t>(Aeth::kSyndromeAck | credit_field()), r.msn};
+        out.push_back(std::move(p));
+    }
+    return Built::all;
+}
+
+void RcQp::output_responses(std::vector<RcPacket>& out, Clock::time_point now) {
+    responses_deferred_.reset();
+    std::size_t budget = kMaxResponseBytes;
+    while (!to_send_.empty()) {
+        if (RcPacket* p = std::get_if<RcPacket>(&to_send_.front())) {
+            out.push_back(std::move(*p));
+            to_send_.pop_front();
+            continue;
+        }
+        ReadResponses& r = std::get<ReadResponses>(to_send_.front());
+        const Built built = build_read_responses(r, out, budget);
+        if (built == Built::budget_spent) {
+            // The rest, and what is queued behind it, at the next output():
+            // the owner is told to come back at once (next_deadline()).
+            ++counters_.read_responses_deferred;
+            responses_deferred_ = now;
+            return;
+        }
+        if (built == Built::region_gone && !r.duplicate) {
+            // A NAK in place of the next response (its PSN), and ERR; what is
+            // queued behind it is about later PSNs and does not go.
+            ++counters_.access_errors;
+            RcPacket refusal{.opcode = op::rc_acknowledge, .dest_qp = rtr_.dest_qpn, .psn = psn_add(r.psn, r.next)};
+            refusal.aeth = Aeth{static_cast<std::uint8_t>(Aeth::kSyndromeNak | nak::remote_access_error), msn_};
+            out.push_back(std::move(refusal));
+            to_send_.clear();  // also when the QP is in ERR already (a NAK behind this READ)
+            reads_answering_ = 0;
+            duplicate_reads_answering_ = 0;
+            to_error();
+            return;
+        }
+        if (built == Built::region_gone) ++counters_.duplicate_reads_dropped;  // never NAKed (C9-115)
+        --(r.duplicate ? duplicate_reads_answering_ : reads_answering_);
+        to_send_.pop_front();
+    }
 }
 
 void RcQp::receive_invalid(std::uint32_t psn, Clock::time_point) {
@@ -927,14 +992,13 @@ void RcQp::responder(const RcPacket& p) {
             // resources as new READs do, from their own budget (a retry that
             // crosses the originals in one batch must not cost a conforming
             // requester its connection). Over it, dropped: never NAKed (C9-115).
-            if (duplicate_reads_this_batch_ >= std::max<std::size_t>(rtr_.max_dest_rd_atomic, 1) ||
+            if (duplicate_reads_answering_ >= std::max<std::size_t>(rtr_.max_dest_rd_atomic, 1) ||
                 p.reth->dma_len > kMaxMessage) {
                 ++counters_.duplicate_reads_dropped;
                 return;
             }
-            ++duplicate_reads_this_batch_;
             ++counters_.duplicate_reads;
-            (void)execute_read(p, true);
+            (void)execute_read(p, true, msn_);
             return;
         }
         if (p.ack_req) send_ack(Aeth::kSyndromeAck, psn_add(epsn_, -1));
@@ -962,23 +1026,17 @@ void RcQp::responder(const RcPacket& p) {
             responder_error(nak::invalid_request, p.psn, Status::flushed);
             return;
         }
-        // Responder resources (C9-86): READs in a batch, and the bytes of
-        // one (its responses are queued whole, at once: no more than the
-        // largest message this engine sends).
-        if (reads_this_batch_ >= std::max<std::size_t>(rtr_.max_dest_rd_atomic, 1) || p.reth->dma_len > kMaxMessage) {
+        // Responder resources (C9-86): READs being answered, and the bytes
+        // of one (no more than the largest message this engine sends).
+        if (reads_answering_ >= std::max<std::size_t>(rtr_.max_dest_rd_atomic, 1) || p.reth->dma_len > kMaxMessage) {
             ++counters_.read_resources_exhausted;
             responder_error(nak::invalid_request, p.psn, Status::flushed);
             return;
         }
-        ++reads_this_batch_;
-        const std::uint32_t n = packets_for(p.reth->dma_len, rtr_.pmtu);
-        const std::size_t first_response = to_send_.size();
-        if (!execute_read(p, false)) return;
-        epsn_ = psn_add(epsn_, n);
+        // Its responses carry the MSN after it.
+        if (!execute_read(p, false, (msn_ + 1) & kPsnMask)) return;
+        epsn_ = psn_add(epsn_, packets_for(p.reth->dma_len, rtr_.pmtu));
         msn_ = (msn_ + 1) & kPsnMask;
-        // This READ's responses carry the MSN after it.
-        for (std::size_t i = first_response; i < to_send_.size(); ++i)
-            if (to_send_[i].aeth) to_send_[i].aeth->msn = msn_;
         return;
     }
     // Opcode sequence (9.7.5.1.5) and lengths (9.7.5.1.6); an opcode "with

@@ -64,10 +64,15 @@
 //  - a PSN behind it (within 2^23): a duplicate, not executed again, and
 //    re-acknowledged with the current MSN; a duplicate READ is executed
 //    again (9.7.5.1.4), its responses with its own PSNs, at most
-//    max_dest_rd_atomic of them in a batch (more are dropped, never NAKed);
-//  - a READ's responses are queued whole: one over kMaxMessage bytes is
-//    beyond the responder's resources (NAK invalid request; a duplicate
-//    is dropped);
+//    max_dest_rd_atomic of them answered at once (more are dropped, never
+//    NAKed);
+//  - a READ's responses are built as output() sends them, at most
+//    kMaxResponseBytes per call (the rest, and everything queued behind,
+//    waits for the next: next_deadline() says now), from the memory as it
+//    is then: a region deregistered meanwhile ends a new READ's responses
+//    with a NAK remote access error (and ERR), a duplicate's silently. One
+//    over kMaxMessage bytes is beyond the responder's resources (NAK
+//    invalid request; a duplicate is dropped);
 //  - WRITE and READ name memory by R_Key, address and length: a region
 //    that does not exist, does not hold the whole range or lacks the right
 //    (remote write, remote read) is a NAK remote access error; a WRITE
@@ -82,8 +87,8 @@
 //    WQEs posted beyond the MSN), and an unsolicited ACK hands credits over
 //    at RTR and when receives are posted to a requester told of none;
 //  - requests the port found invalid beyond their headers (receive_invalid:
-//    reserved or unsupported opcodes, PadCnt, lengths) and more new READs
-//    in a batch than max_dest_rd_atomic are NAKed invalid request.
+//    reserved or unsupported opcodes, PadCnt, lengths) and a new READ while
+//    max_dest_rd_atomic are being answered are NAKed invalid request.
 // End-to-end credits, requester side (9.7.7.2.4-5): the limit is the MSN
 // plus its credits plus the messages since that take no receive WQE; a
 // SEND beyond it goes one packet at a time with AckReq, a WRITE with
@@ -104,6 +109,7 @@
 #include <string>
 #include <optional>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include "common/byte_io.h"
@@ -138,8 +144,8 @@ struct RtrAttributes {
     // does, unless on an SRQ); false: every ACK says 0x1F.
     bool generate_credits = true;
     // READs this responder takes at once (responder resources, verbs'
-    // max_dest_rd_atomic): more new READs than this in one batch before
-    // their responses leave are NAKed invalid request (C9-86).
+    // max_dest_rd_atomic): a new READ while this many have responses yet
+    // to leave is NAKed invalid request (C9-86).
     std::uint8_t max_dest_rd_atomic = 16;
 };
 struct RtsAttributes {
@@ -299,7 +305,8 @@ struct RcCounters {
     std::uint64_t retries_folded = 0;    // a NAK or read gap about packets sent before a retry one started, while it was on its way, or a copy of the RNR NAK being waited out: nothing sent again
     std::uint64_t retries_uncounted = 0;  // a NAK or read gap after a timeout's retry: sent again without a count
     std::uint64_t read_resources_exhausted = 0;  // a new READ over max_dest_rd_atomic, or over kMaxMessage bytes: NAKed (C9-86)
-    std::uint64_t duplicate_reads_dropped = 0;   // a duplicate READ over max_dest_rd_atomic in a batch, or over kMaxMessage bytes: dropped (C9-115)
+    std::uint64_t duplicate_reads_dropped = 0;   // a duplicate READ over max_dest_rd_atomic answered at once, over kMaxMessage bytes, or whose region went while it was answered: dropped (C9-115)
+    std::uint64_t read_responses_deferred = 0;   // output() stopped at kMaxResponseBytes of read responses: the rest went at the next
     std::uint64_t messages_sent = 0;
     std::uint64_t messages_received = 0;
 };
@@ -312,6 +319,7 @@ public:
     static constexpr std::size_t kMaxSendQueue = 1024;
     static constexpr std::size_t kMaxRecvQueue = 1024;
     static constexpr std::size_t kMaxMessage = 16u << 20;  // bytes per message posted, and per READ a peer asks for (IBA allows 2^31; memory here is copied)
+    static constexpr std::size_t kMaxResponseBytes = 1u << 20;  // read response payload built per output()
 
     // `memory`: the protection domain WRITE and READ requests from the peer
     // may reach (none: every one is a remote access error).
@@ -373,6 +381,21 @@ private:
         std::uint32_t read_lkey = 0;     // READ: the region of its buffer, found at post
         std::uint64_t read_checked = 0;
     };
+    // A READ being answered (responder): its responses are built as
+    // output() sends them, from the region as it is then.
+    struct ReadResponses {
+        std::uint32_t psn = 0;      // the READ's: its first response's
+        std::uint32_t packets = 0;  // responses in all
+        std::uint32_t next = 0;     // responses built so far
+        std::uint32_t rkey = 0;
+        std::uint64_t va = 0;
+        std::uint32_t length = 0;
+        std::uint32_t msn = 0;      // what its responses carry
+        bool duplicate = false;
+        bytes source;               // the range read, found at this many deregistrations:
+        std::uint64_t checked = 0;
+    };
+    enum class Built : std::uint8_t { all, budget_spent, region_gone };
     struct OpenReceive {  // a SEND or WRITE being received
         bool write = false;
         RecvWr wr;                       // SEND
@@ -408,9 +431,14 @@ private:
     void complete_error(Status s);
     void segment(const Queued& q);
     void read_response(const RcPacket& p);
-    // The responses to a READ request (new or duplicate); false when its
-    // memory check failed (a new one has been NAKed, a duplicate dropped).
-    bool execute_read(const RcPacket& p, bool duplicate);
+    // Queues the responses to a READ request (new or duplicate) carrying
+    // `msn`; false when its memory check failed (a new one has been NAKed,
+    // a duplicate dropped).
+    bool execute_read(const RcPacket& p, bool duplicate, std::uint32_t msn);
+    // Builds `r`'s next responses into `out` while `budget` (bytes) lasts.
+    Built build_read_responses(ReadResponses& r, std::vector<RcPacket>& out, std::size_t& budget);
+    // Moves ACKs, NAKs and read responses to `out`, in order.
+    void output_responses(std::vector<RcPacket>& out, Clock::time_point now);
     void responder_error(std::uint8_t nak_code, std::uint32_t psn, Status receive_status);
 
     std::uint32_t qpn_;
@@ -450,8 +478,8 @@ private:
     std::optional<std::uint32_t> hand_until_;    // packets from this PSN on wait (a limited SEND's rest)
     bool awaiting_ack_ = false;
     std::size_t reads_outstanding_ = 0;  // READs sent, not yet completed (initiator depth)
-    std::size_t reads_this_batch_ = 0;   // new READs executed since the last output (responder resources)
-    std::size_t duplicate_reads_this_batch_ = 0;  // duplicate READs executed again since then (their own budget)
+    std::size_t reads_answering_ = 0;             // new READs in to_send_ (responder resources)
+    std::size_t duplicate_reads_answering_ = 0;   // duplicate READs in to_send_ (their own budget)
     // Responder side: credits the requester was last told of, less the
     // WQEs consumed since; posting a receive while it is 0 sends them.
     std::uint32_t advertised_ = 0;
@@ -462,7 +490,9 @@ private:
     bool nak_sent_ = false;   // one NAK per sequence error
     std::deque<RecvWr> recv_queue_;
     std::optional<OpenReceive> open_;
-    std::vector<RcPacket> to_send_;  // ACKs and NAKs
+    // ACKs, NAKs and READs being answered, in the order they go.
+    std::deque<std::variant<RcPacket, ReadResponses>> to_send_;
+    std::optional<Clock::time_point> responses_deferred_;  // output() left read responses to build
     std::vector<Completion> completions_;
     RcCounters counters_;
 };
