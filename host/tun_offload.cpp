@@ -137,7 +137,7 @@ expected<std::size_t, OffloadError> segment_tun_packet(mutable_bytes read, std::
     const mutable_bytes pkt = read.subspan(VirtioNetHeader::size);
     const std::uint8_t gso = static_cast<std::uint8_t>(h.gso_type & ~VirtioNetHeader::kGsoEcn);
 
-    if (gso == VirtioNetHeader::kGsoNone) {
+    if (h.gso_type == VirtioNetHeader::kGsoNone) {
         if (h.flags & VirtioNetHeader::kFlagNeedsCsum) {
             const std::size_t field = static_cast<std::size_t>(h.csum_start) + h.csum_offset;
             if (h.csum_start > pkt.size() || field + 2 > pkt.size()) return unexpected(OffloadError::bad_csum_offsets);

@@ -172,6 +172,11 @@ TEST(TunOffload, RefusesWhatItCannotCut) {
     Bytes udp = super_packet(false, 100, 50, 0x10);
     udp[1] = VirtioNetHeader::kGsoUdp;
     EXPECT_EQ(segment_tun_packet(udp, scratch, none).error(), OffloadError::unsupported_gso);
+    // The ECN bit alone names no GSO type (the kernel's virtio_net_hdr_to_skb
+    // refuses it too): not a plain packet.
+    Bytes ecn_only = super_packet(false, 100, 50, 0x10);
+    ecn_only[1] = VirtioNetHeader::kGsoEcn;
+    EXPECT_EQ(segment_tun_packet(ecn_only, scratch, none).error(), OffloadError::unsupported_gso);
     Bytes offsets = super_packet(false, 100, 0, 0x10);
     offsets[1] = 0;
     store_le16(offsets.data() + 6, 5000);
