@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <random>
 
+#include "common/random.h"
+
 namespace ipoibd::cm {
 
 Clock::duration cm_timeout(std::uint8_t exponent) {
@@ -62,15 +64,20 @@ void visit(const CmCounters& c, CounterSink& out) {
 CmEngine::CmEngine(Config config, std::uint64_t seed) : config_(config) {
     std::mt19937_64 rng(seed);
     tid_high_ = static_cast<std::uint32_t>(rng());
-    id_salt_ = static_cast<std::uint32_t>(rng());
 }
 
 void CmEngine::listen(std::uint64_t service_id) { listening_[service_id] = true; }
 void CmEngine::unlisten(std::uint64_t service_id) { listening_.erase(service_id); }
 
+// Unpredictable: a REJ of our REQ is matched by our comm ID alone, every
+// other message by both, so IDs in a sequence would let a port that learnt
+// one (its own connection's) name its neighbours and end them. Not from
+// the seed, which the owner may derive from little. An ID a connection
+// here holds, TimeWait included, is drawn again: one comes back only after
+// its TimeWait, and then by a chance of 1 in 2^32.
 ConnectionId CmEngine::new_id() {
     for (;;) {
-        const ConnectionId id = id_salt_ ^ (++id_counter_ * 0x9E3779B1u);
+        const ConnectionId id = config_.comm_id_source ? config_.comm_id_source() : random_u32();
         if (id != 0 && !conns_.contains(id)) return id;
     }
 }

@@ -15,6 +15,10 @@
 //               disconnect_requested and is answered with a DREP at once;
 //               either way TIMEWAIT follows, then timewait_exit and the
 //               connection is gone.
+// Local comm IDs are unpredictable (32 bits from getrandom(2) each, never
+// 0, none a connection here has, TimeWait included): messages are matched
+// by comm IDs, so nobody may name a connection whose IDs it has not seen
+// (ib_cm's, an allocator index XOR one random, give each other away).
 // As Linux's ib_cm (../shared/reference/ipoib-cm.md sec. 3):
 //  - REQ and DREQ carry TID (a per-engine random high half | local comm
 //    ID); REP, REJ, MRA and RTU reuse the REQ's, DREP the DREQ's; messages
@@ -50,6 +54,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -178,8 +183,13 @@ public:
         std::uint8_t max_service_timeout = 24;
         std::size_t max_output = 4096;
         std::size_t max_events = 4096;
+        // Where local comm IDs come from: empty, 32 unpredictable bits each
+        // (random_u32(), getrandom(2)); a fuzz target names its own so that
+        // its inputs can name our connections.
+        std::function<std::uint32_t()> comm_id_source;
     };
 
+    // `seed`: the TIDs' high half (comm IDs: Config::comm_id_source).
     CmEngine(Config config, std::uint64_t seed);
 
     void listen(std::uint64_t service_id);
@@ -257,8 +267,6 @@ private:
 
     Config config_;
     std::uint32_t tid_high_;
-    std::uint32_t id_salt_;
-    std::uint32_t id_counter_ = 0;
     std::map<std::uint64_t, bool> listening_;
     std::map<ConnectionId, Conn> conns_;
     std::vector<Outgoing> output_;

@@ -33,7 +33,11 @@ void check(bool ok) {
 
 namespace {
 void engine_run(const std::uint8_t* data, std::size_t size) {
-    cm::CmEngine e({.local_ca_guid = 0xABCD, .max_connections = 4, .max_output = 64, .max_events = 64}, 7);
+    // Comm IDs 1, 2, 3...: inputs can name our connections (random ones
+    // they could not, and runs would not repeat).
+    cm::CmEngine e({.local_ca_guid = 0xABCD, .max_connections = 4, .max_output = 64, .max_events = 64,
+                    .comm_id_source = [n = std::uint32_t{0}]() mutable { return ++n; }},
+                   7);
     e.listen(cm::ipoib_service_id(0x48));
     auto now = cm::Clock::time_point{} + std::chrono::hours(1);
     for (std::size_t at = 0; at + ib::kMadSize <= size; at += ib::kMadSize) {

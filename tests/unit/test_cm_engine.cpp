@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <set>
 
 #include "cm/cm_engine.h"
 
@@ -395,6 +396,130 @@ TEST_F(Pair, AStaleReqFromAnotherPortIsRejectedButEndsNoConnection) {
     }
     EXPECT_EQ(a.state(ida), State::established);
     EXPECT_EQ(b.state(idb), State::established);
+}
+
+TEST(CmIds, SuccessiveIdsFollowNoStrideAndOweNothingToTheSeed) {
+    // Engines from the same seed (the daemon's is 32 bits of random_device
+    // XOR the port GUID, which the SA publishes), and from another.
+    const CmEngine::Config config{.local_ca_guid = kGuidA, .max_connections = 64};
+    CmEngine x(config, 7), y(config, 7), z(config, 8);
+    std::vector<ConnectionId> ids_x, ids_y, ids_z;
+    const Clock::time_point now = Clock::time_point{} + 1h;
+    for (std::uint32_t i = 0; i < 64; ++i) {
+        const ConnectParams p{.peer = {.lid = 2}, .service_id = kService, .local_qpn = 0x100 + i};
+        for (auto [e, ids] : {std::pair{&x, &ids_x}, std::pair{&y, &ids_y}, std::pair{&z, &ids_z}}) {
+            auto id = e->connect(p, now);
+            ASSERT_TRUE(id);
+            ids->push_back(*id);
+        }
+    }
+    EXPECT_EQ(std::count(ids_x.begin(), ids_x.end(), 0u), 0);
+    EXPECT_EQ(std::set<ConnectionId>(ids_x.begin(), ids_x.end()).size(), ids_x.size());
+    EXPECT_NE(ids_x, ids_y) << "the same seed, the same IDs";
+    // No pattern one engine's IDs share with another's: neither a step
+    // (arithmetic) nor an XOR distance from the first.
+    std::vector<ConnectionId> step_x, step_z, xor_x, xor_z;
+    for (std::size_t i = 1; i < ids_x.size(); ++i) {
+        step_x.push_back(ids_x[i] - ids_x[i - 1]);
+        step_z.push_back(ids_z[i] - ids_z[i - 1]);
+        xor_x.push_back(ids_x[i] ^ ids_x[0]);
+        xor_z.push_back(ids_z[i] ^ ids_z[0]);
+    }
+    EXPECT_GT(std::set<ConnectionId>(step_x.begin(), step_x.end()).size(), 1u) << "a constant stride";
+    EXPECT_NE(step_x, step_z);
+    EXPECT_NE(xor_x, xor_z) << "IDs a fixed sequence XOR a per-engine secret";
+}
+
+// The IDs an observer who learnt `seen` (an ID of the same engine, handed
+// out just before) would try next: its numeric neighbours, and the next one
+// of a multiplicative sequence XORed with one secret (our old allocator's
+// shape, and ib_cm's index XOR random) for each place `seen` may have had
+// in it.
+std::vector<ConnectionId> guesses_after(ConnectionId seen) {
+    std::vector<ConnectionId> g{seen + 1, seen - 1, seen ^ 1};
+    for (std::uint32_t k = 1; k <= 16; ++k) {
+        g.push_back(seen ^ (k * 0x9E3779B1u) ^ ((k + 1) * 0x9E3779B1u));
+        g.push_back(seen ^ k ^ (k + 1));
+    }
+    return g;
+}
+
+TEST_F(Pair, AForgedRejOrDreqWithGuessedNeighbouringCommIdsEndsNothing) {
+    const Address at_forger{.lid = 9};
+    b.listen(kService);
+    // The forger learns one comm ID of each engine from its own connection:
+    // A connects to it (A's REQ), and it connects to B (B's REP).
+    auto to_forger = params();
+    to_forger.peer = at_forger;
+    auto own = a.connect(to_forger, now);
+    ASSERT_TRUE(own);
+    const auto req_to_forger = a.take_output();
+    ASSERT_EQ(req_to_forger.size(), 1u);
+    const ConnectionId seen_a = std::get<Req>(decode(req_to_forger[0].mad)->message).local_comm_id;
+    Req forger_req{.local_comm_id = 0x5150, .service_id = kService, .local_ca_guid = 0x0002C90300000C0CULL,
+                   .local_qpn = 0x909, .path_mtu = 4};
+    forger_req.primary = {.local_lid = 9};
+    b.receive(encode(forger_req, 1), at_forger, now);
+    const auto forger_ev = b.take_events();
+    ASSERT_EQ(forger_ev.size(), 1u);
+    ASSERT_TRUE(b.accept(forger_ev[0].id, {.local_qpn = 0x808}, now));
+    const auto rep_to_forger = b.take_output();
+    ASSERT_EQ(rep_to_forger.size(), 1u);
+    const ConnectionId seen_b = std::get<Rep>(decode(rep_to_forger[0].mad)->message).local_comm_id;
+
+    // A connects to B; before B's REP, a REJ naming A's comm ID alone ends
+    // the REQ (as ib_cm's): the forger tries A's likely next IDs.
+    auto id = a.connect(params(), now);
+    ASSERT_TRUE(id);
+    const auto ga = guesses_after(seen_a), gb = guesses_after(seen_b);
+    std::uint64_t forged = 0;
+    for (ConnectionId g : ga) {
+        a.receive(encode(Rej{.local_comm_id = 0x5151, .remote_comm_id = g, .message_rejected = MessageKind::req,
+                             .reason = rej::consumer_reject},
+                         2),
+                  at_forger, now);
+        ++forged;
+    }
+    EXPECT_EQ(a.state(*id), State::req_sent);
+    EXPECT_EQ(a.counters().unmatched, forged);
+    EXPECT_TRUE(a.take_events().empty());
+
+    // Established: DREQs and REJs naming guesses of both IDs, with the
+    // right QPNs (allocated in order, so as good as known).
+    run();
+    ASSERT_EQ(kinds(ev_b), std::vector{EventKind::req_received});
+    const ConnectionId bid = ev_b[0].id;
+    ASSERT_TRUE(b.accept(bid, {.local_qpn = 0x202}, now));
+    run();
+    ASSERT_TRUE(a.establish(*id, now));
+    run();
+    ASSERT_EQ(b.state(bid), State::established);
+    const std::uint64_t unmatched_a = a.counters().unmatched, unmatched_b = b.counters().unmatched;
+    std::uint64_t pairs = 0;
+    for (ConnectionId guess_a : ga)
+        for (ConnectionId guess_b : gb) {
+            b.receive(encode(Dreq{.local_comm_id = guess_a, .remote_comm_id = guess_b, .remote_qpn = 0x202}, 3),
+                      at_forger, now);
+            a.receive(encode(Dreq{.local_comm_id = guess_b, .remote_comm_id = guess_a, .remote_qpn = 0x101}, 4),
+                      at_forger, now);
+            b.receive(encode(Rej{.local_comm_id = guess_a, .remote_comm_id = guess_b,
+                                 .message_rejected = MessageKind::other, .reason = rej::consumer_reject},
+                             5),
+                      at_forger, now);
+            a.receive(encode(Rej{.local_comm_id = guess_b, .remote_comm_id = guess_a,
+                                 .message_rejected = MessageKind::other, .reason = rej::consumer_reject},
+                             6),
+                      at_forger, now);
+            ++pairs;
+            (void)a.take_output();
+            (void)b.take_output();
+        }
+    EXPECT_EQ(a.state(*id), State::established);
+    EXPECT_EQ(b.state(bid), State::established);
+    EXPECT_EQ(a.counters().unmatched - unmatched_a, 2 * pairs);
+    EXPECT_EQ(b.counters().unmatched - unmatched_b, 2 * pairs);
+    EXPECT_TRUE(a.take_events().empty());
+    EXPECT_TRUE(b.take_events().empty());
 }
 
 TEST_F(Pair, DreqsAreMatchedByIdsAndQpn) {
