@@ -104,6 +104,13 @@ bool CmEngine::same_port(const Address& a, const Address& b) {
     return a.lid == b.lid && (!a.gid || !b.gid || *a.gid == *b.gid);
 }
 
+// A wait a peer's REQ sets, within our bounds (Config::min_peer_timeout,
+// max_peer_timeout).
+Clock::duration CmEngine::peer_timeout(std::uint8_t exponent) const {
+    const std::uint8_t low = config_.min_peer_timeout;
+    return cm_timeout(std::clamp(exponent, low, std::max(low, config_.max_peer_timeout)));
+}
+
 bool CmEngine::push(Outgoing o) {
     if (output_.size() >= config_.max_output) {
         ++counters_.output_dropped;
@@ -360,7 +367,7 @@ void CmEngine::on_req(const Req& m, std::uint64_t tid, const Address& from, Cloc
     c.remote_known = true;
     c.remote_qpn = m.local_qpn;
     c.req_tid = tid;
-    c.peer_response = cm_timeout(m.local_cm_response_timeout);
+    c.peer_response = peer_timeout(m.local_cm_response_timeout);
     c.peer_retries = m.max_cm_retries;
     const ConnectionId id = c.id;
     const Address peer = c.peer;

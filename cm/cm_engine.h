@@ -25,8 +25,8 @@
 //    are matched by communication IDs, not TIDs;
 //  - a REQ is resent after 2 x PacketLifeTime + the remote CM response
 //    timeout, max CM retries times, then timeout (and a REJ "timeout" with
-//    our CA GUID as ARI); a REP after the REQ's local CM response timeout,
-//    as many times; a DREQ after 2 x PacketLifeTime; the first MRA for a
+//    our CA GUID as ARI); a REP after the REQ's local CM response timeout
+//    (bounded: Config::min_peer_timeout, max_peer_timeout), as many times; a DREQ after 2 x PacketLifeTime; the first MRA for a
 //    REQ or REP stretches the wait by its service timeout (at most
 //    Config::max_service_timeout), later ones are ignored;
 //  - a duplicate REQ (same local comm ID and CA GUID) is answered with the
@@ -181,6 +181,13 @@ public:
         // The longest service timeout an MRA gets (exponent): Linux's ib_cm
         // asks 24 (~69 s); a peer asking 31 (~2.4 h) gets this.
         std::uint8_t max_service_timeout = 24;
+        // Bounds on the waits a peer's REQ sets (exponents): its Local CM
+        // Response Timeout, after which our REP goes again. At least ib_cm's
+        // floor (2^(t-8) ms, never below 1 ms): 0 would send all 16 REPs
+        // within 70 us, the timer firing back to back. At most what an MRA
+        // gets: 31 (~2.4 h a wait) would hold the REP some 39 h.
+        std::uint8_t min_peer_timeout = 8;
+        std::uint8_t max_peer_timeout = 24;
         std::size_t max_output = 4096;
         std::size_t max_events = 4096;
         // Where local comm IDs come from: empty, 32 unpredictable bits each
@@ -251,6 +258,7 @@ private:
     Conn* by_peer(std::uint32_t remote_id, std::uint64_t remote_ca_guid);
     static bool from_peer(const Conn& c, std::uint32_t sender_comm_id);
     static bool same_port(const Address& a, const Address& b);
+    Clock::duration peer_timeout(std::uint8_t exponent) const;
     Conn* rejected(const Rej& m);
     void arm(Conn& c, Clock::duration after, unsigned retries, Clock::time_point now);
     void enter_timewait(Conn& c, Clock::time_point now);

@@ -204,6 +204,42 @@ TEST_F(Pair, ALostRepIsSentAgainAndADuplicateReqGetsTheSameRep) {
     EXPECT_EQ(b.state(ev_b[0].id), State::established);
 }
 
+TEST_F(Pair, TheRepWaitAPeerAsksIsAtLeastIbCmsMillisecondAndAtMost24) {
+    b.listen(kService);
+    // REQs from a port that never answers our REPs, asking us to resend
+    // them after 0 (4 us), 31 (~2.4 h) and 20 (~4.3 s, Linux's).
+    const Address at_peer{.lid = 9};
+    std::uint32_t qpn = 0x500;
+    for (const std::uint8_t asked : std::array<std::uint8_t, 3>{0, 31, 20}) {
+        Req r{.local_comm_id = 0x7000u + asked, .service_id = kService, .local_ca_guid = 0x9999, .local_qpn = ++qpn,
+              .local_cm_response_timeout = asked, .path_mtu = 4, .max_cm_retries = 15};
+        r.primary = {.local_lid = 9};
+        b.receive(encode(r, asked), at_peer, now);
+        const auto ev = b.take_events();
+        ASSERT_EQ(ev.size(), 1u);
+        ASSERT_TRUE(b.accept(ev[0].id, {.local_qpn = 0x600}, now));
+        (void)b.take_output();
+        const auto start = now;
+        std::vector<Clock::duration> waits;
+        for (int guard = 0; guard < 100 && b.state(ev[0].id) == State::rep_sent; ++guard) {
+            const auto next = b.next_deadline();
+            ASSERT_TRUE(next);
+            waits.push_back(*next - now);
+            now = *next;
+            b.tick(now);
+            (void)b.take_output();
+            (void)b.take_events();
+        }
+        ASSERT_EQ(waits.size(), 16u) << "the REP, 15 more, then the timeout";
+        const auto expected = asked == 0 ? cm_timeout(8) : asked == 31 ? cm_timeout(24) : cm_timeout(20);
+        for (const auto& w : waits) EXPECT_EQ(w, expected) << "asked " << int{asked};
+        EXPECT_EQ(now - start, 16 * expected);
+        run(true);  // its TimeWait
+        ASSERT_FALSE(b.state(ev[0].id));
+    }
+    EXPECT_EQ(b.counters().retransmitted, 3 * 15u);
+}
+
 TEST_F(Pair, ARejTimeoutFromAReqsSenderEndsTheConnectionItsRepNeverReached) {
     b.listen(kService);
     carry = [](const Message& m, bool) { return m.index() != 3; };  // every REP lost
