@@ -47,6 +47,7 @@ void visit(const CmCounters& c, CounterSink& out) {
         out.counter(std::string("cm_malformed_") + to_string(static_cast<DecodeError>(i)), c.malformed[i]);
     out.counter("cm_retransmitted", c.retransmitted);
     out.counter("cm_timeouts", c.timeouts);
+    out.counter("cm_unanswered", c.unanswered);
     out.counter("cm_duplicate_reqs", c.duplicate_reqs);
     out.counter("cm_duplicate_mras", c.duplicate_mras);
     out.counter("cm_stale_reqs", c.stale_reqs);
@@ -137,6 +138,13 @@ void CmEngine::arm(Conn& c, Clock::duration after, unsigned retries, Clock::time
     c.deadline = now + after;
     c.retry_after = after;
     c.retries_left = retries;
+}
+
+// How long a sender waits for the answer to a message it sends 1 + `retries`
+// times, each after 2 x PacketLifeTime + `response`: after this it has given
+// up, and an answer we never gave is no use to it.
+Clock::duration CmEngine::answer_wait(Clock::duration response, unsigned retries) const {
+    return static_cast<int>(retries + 1) * (2 * cm_timeout(config_.packet_life_time) + response);
 }
 
 void CmEngine::enter_timewait(Conn& c, Clock::time_point now) {
@@ -369,13 +377,15 @@ void CmEngine::on_req(const Req& m, std::uint64_t tid, const Address& from, Cloc
     c.req_tid = tid;
     c.peer_response = peer_timeout(m.local_cm_response_timeout);
     c.peer_retries = m.max_cm_retries;
+    // Until accept() or reject(); no retransmission (nothing sent yet).
+    arm(c, answer_wait(peer_timeout(m.remote_cm_response_timeout), m.max_cm_retries), 0, now);
     const ConnectionId id = c.id;
     const Address peer = c.peer;
     conns_.emplace(id, std::move(c));
     event({.kind = EventKind::req_received, .id = id, .peer = peer, .req = m});
 }
 
-void CmEngine::on_rep(const Rep& m, std::uint64_t, const Address&, Clock::time_point) {
+void CmEngine::on_rep(const Rep& m, std::uint64_t, const Address&, Clock::time_point now) {
     Conn* c = find(m.remote_comm_id);
     if (!c || !c->active) {
         ++counters_.unmatched;
@@ -387,8 +397,10 @@ void CmEngine::on_rep(const Rep& m, std::uint64_t, const Address&, Clock::time_p
         c->remote_ca_guid = m.local_ca_guid;
         c->remote_known = true;
         c->state = State::rep_rcvd;
-        c->timer = false;
         c->last.reset();
+        // Until establish() or reject(): the peer resends its REP after the
+        // REQ's Local CM Response Timeout (ours), max CM retries times.
+        arm(*c, answer_wait(cm_timeout(config_.cm_response_timeout), config_.max_cm_retries), 0, now);
         event({.kind = EventKind::rep_received, .id = c->id, .peer = c->peer, .rep = m});
         return;
     }
@@ -518,6 +530,15 @@ void CmEngine::tick(Clock::time_point now) {
         if (!c.timer || now < c.deadline) continue;
         if (c.state == State::timewait) {
             event({.kind = EventKind::timewait_exit, .id = id, .peer = c.peer});
+            gone.push_back(id);
+            continue;
+        }
+        if (c.state == State::req_rcvd || c.state == State::rep_rcvd) {
+            // The owner never answered and the peer has given up waiting.
+            ++counters_.unanswered;
+            event({.kind = EventKind::timed_out, .id = id, .peer = c.peer});
+            send_rej(c.peer, id, c.remote_id, c.state == State::req_rcvd ? MessageKind::req : MessageKind::rep,
+                     rej::timeout, c.req_tid);
             gone.push_back(id);
             continue;
         }

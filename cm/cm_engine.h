@@ -40,6 +40,12 @@
 //    by its sender's comm ID and the CA GUID in its ARI (the sender may have
 //    given up before it learnt ours: a REQ whose REP never reached it names
 //    Remote Comm ID 0);
+//  - a REQ or REP the owner leaves unanswered (its event dropped, or the
+//    owner gone quiet) is rejected with a REJ "timeout" and freed once its
+//    sender has given up waiting: all its sends, each after 2 x
+//    PacketLifeTime + the response timeout it allows us (a REQ's Remote CM
+//    Response Timeout within the Config bounds; for a REP, ours); ib_cm
+//    waits for its consumer for ever;
 //  - a duplicate REP in ESTABLISHED gets the RTU again; a DREQ whose
 //    remote QPN is not the connection's local QPN is dropped; a DREQ for no
 //    connection still gets a DREP; a LAP gets an APR "unsupported" (no
@@ -94,7 +100,7 @@ enum class EventKind : std::uint8_t {
     rep_received,          // active: bring the QP to RTS, then establish()
     established,           // passive: the RTU came
     rejected,              // a REJ: `reason`; the connection is gone (or in TIMEWAIT)
-    timed_out,             // REQ, REP or DREQ retries ran out
+    timed_out,             // REQ, REP or DREQ retries ran out, or a REQ or REP went unanswered: gone
     disconnect_requested,  // the peer's DREQ (answered): take the QP down
     timewait_exit,         // gone for good; its IDs may be reused
 };
@@ -149,6 +155,7 @@ struct CmCounters {
     std::uint64_t malformed[kDecodeErrorCount]{};
     std::uint64_t retransmitted = 0;
     std::uint64_t timeouts = 0;
+    std::uint64_t unanswered = 0;          // REQs and REPs the owner never answered while the peer waited: REJ 4, gone
     std::uint64_t duplicate_reqs = 0;
     std::uint64_t duplicate_mras = 0;  // MRAs after the first for a REQ or REP: ignored
     std::uint64_t stale_reqs = 0;
@@ -261,6 +268,7 @@ private:
     Clock::duration peer_timeout(std::uint8_t exponent) const;
     Conn* rejected(const Rej& m);
     void arm(Conn& c, Clock::duration after, unsigned retries, Clock::time_point now);
+    Clock::duration answer_wait(Clock::duration response, unsigned retries) const;
     void enter_timewait(Conn& c, Clock::time_point now);
     void on_req(const Req& m, std::uint64_t tid, const Address& from, Clock::time_point now);
     void on_rep(const Rep& m, std::uint64_t tid, const Address& from, Clock::time_point now);

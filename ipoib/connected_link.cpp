@@ -333,6 +333,9 @@ void ConnectedLink::on_rep(Key k, Conn& c, const cm::Event& e, Clock::time_point
         return;
     }
     if (auto r = cm_.establish(e.id, now); !r) {
+        // Not left in REP_RCVD, holding the CM's slot (librdmacm: the id)
+        // until the peer gives up.
+        (void)cm_.reject(e.id, cm::rej::consumer_reject, {}, now);
         ++counters_.connect_errors;
         tear_down(k, "the CM refused the RTU: " + r.error(), now, true);
         return;
@@ -480,6 +483,7 @@ void ConnectedLink::on_req(const cm::Event& e, Clock::time_point now) {
     cm::write_ipoib_data(a.private_data, {.ud_qpn = ud_qpn_, .receive_size = kConnectedReceiveSize});
     if (auto r = cm_.accept(e.id, a, now); !r) {
         erase(k);
+        refuse(cm::rej::consumer_reject, {});  // not left in REQ_RCVD
         return;
     }
     c.state = ConnState::up;

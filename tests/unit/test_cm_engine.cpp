@@ -298,6 +298,83 @@ TEST_F(Pair, TheRepForADuplicateReqIsCountedAsDroppedWhenTheOutputIsFull) {
     EXPECT_EQ(full.counters().output_dropped, 1u);
 }
 
+TEST_F(Pair, AReqTheOwnerNeverAnswersIsRejectedWithTimeoutOnceItsSenderGaveUp) {
+    b.listen(kService);
+    // A port whose REQ (Linux's timeouts: 20, 15 retries) reaches B; its
+    // req_received goes unanswered (dropped, or the owner is stuck), and
+    // the sender's own REJ "timeout" never comes.
+    const Address at_peer{.lid = 9};
+    Req r{.local_comm_id = 0x7001, .service_id = kService, .local_ca_guid = 0x9999, .local_qpn = 0x501,
+          .remote_cm_response_timeout = 20, .local_cm_response_timeout = 20, .path_mtu = 4, .max_cm_retries = 15};
+    r.primary = {.local_lid = 9};
+    b.receive(encode(r, 1), at_peer, now);
+    const auto ev = b.take_events();
+    ASSERT_EQ(ev.size(), 1u);
+    const ConnectionId bid = ev[0].id;
+    ASSERT_EQ(b.state(bid), State::req_rcvd);
+    // It waits as long as the sender does: 16 sends, each 2 x
+    // PacketLifeTime + the 20 it gives us.
+    const auto wait = 16 * (2 * cm_timeout(16) + cm_timeout(20));
+    ASSERT_EQ(b.next_deadline(), now + wait);
+    b.tick(now + wait - 1ns);
+    EXPECT_EQ(b.state(bid), State::req_rcvd);
+    b.tick(now + wait);
+    EXPECT_FALSE(b.state(bid));
+    EXPECT_EQ(b.connections(), 0u);
+    EXPECT_EQ(b.counters().unanswered, 1u);
+    const auto out = b.take_output();
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].to, at_peer);
+    const Rej rej_msg = std::get<Rej>(decode(out[0].mad)->message);
+    EXPECT_EQ(rej_msg.reason, rej::timeout);
+    EXPECT_EQ(rej_msg.message_rejected, MessageKind::req);
+    EXPECT_EQ(rej_msg.remote_comm_id, 0x7001u);
+    EXPECT_EQ(load_be64(rej_msg.ari.data()), kGuidB);
+    const auto after = b.take_events();
+    ASSERT_EQ(after.size(), 1u);
+    EXPECT_EQ(after[0].kind, EventKind::timed_out);
+    EXPECT_EQ(after[0].id, bid);
+    // accept() in time stops that clock: the REP's own takes over.
+    r.local_comm_id = 0x7002;
+    r.local_qpn = 0x502;
+    b.receive(encode(r, 2), at_peer, now);
+    const auto second = b.take_events();
+    ASSERT_EQ(second.size(), 1u);
+    ASSERT_TRUE(b.accept(second[0].id, {.local_qpn = 0x602}, now));
+    EXPECT_EQ(b.next_deadline(), now + cm_timeout(20));
+}
+
+TEST_F(Pair, ARepTheOwnerNeverAnswersIsRejectedWithTimeoutOnceItsSenderGaveUp) {
+    b.listen(kService);
+    auto id = a.connect(params(), now);
+    ASSERT_TRUE(id);
+    run();
+    const ConnectionId bid = ev_b[0].id;
+    ASSERT_TRUE(b.accept(bid, {.local_qpn = 0x202}, now));
+    run();
+    ASSERT_EQ(kinds(ev_a), std::vector{EventKind::rep_received});
+    // A's owner never calls establish() (its event lost); B has gone
+    // quiet (none of its REPs or its REJ "timeout" arrive). A waits as long
+    // as B would resend its REP: our 20, our 15 retries.
+    const auto start = now;
+    const auto wait = 16 * (2 * cm_timeout(16) + cm_timeout(20));
+    ASSERT_EQ(a.next_deadline(), now + wait);
+    now = *a.next_deadline();
+    a.tick(now);
+    EXPECT_FALSE(a.state(*id));
+    EXPECT_EQ(a.counters().unanswered, 1u);
+    ASSERT_EQ(a.take_events().size(), 1u);
+    const auto out = a.take_output();
+    ASSERT_EQ(out.size(), 1u);
+    const Rej rej_msg = std::get<Rej>(decode(out[0].mad)->message);
+    EXPECT_EQ(rej_msg.reason, rej::timeout);
+    EXPECT_EQ(rej_msg.message_rejected, MessageKind::rep);
+    EXPECT_EQ(rej_msg.remote_comm_id, bid);
+    // Had B still been waiting, the REJ would have ended its REP_SENT.
+    b.receive(out[0].mad, at_a, start);
+    EXPECT_EQ(b.state(bid), State::timewait);
+}
+
 TEST_F(Pair, AnMraStretchesTheWait) {
     b.listen(kService);
     auto id = a.connect(params(), now);

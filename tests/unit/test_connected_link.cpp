@@ -27,6 +27,8 @@ struct FakeCm final : cm::CmAccess {
     std::vector<cm::ConnectionId> establishes, disconnects;
     std::vector<std::uint64_t> listening;
     bool refuse_connect = false;
+    bool refuse_accept = false;
+    bool refuse_establish = false;
     cm::ConnectionId next = 100;
 
     std::uint64_t ca_guid() const override { return 0x1111; }
@@ -41,6 +43,7 @@ struct FakeCm final : cm::CmAccess {
         return next++;
     }
     expected<void, std::string> accept(cm::ConnectionId id, const cm::AcceptParams& p, cm::Clock::time_point) override {
+        if (refuse_accept) return unexpected(std::string("no such connection"));
         accepts.emplace_back(id, p);
         return {};
     }
@@ -50,6 +53,7 @@ struct FakeCm final : cm::CmAccess {
         return {};
     }
     expected<void, std::string> establish(cm::ConnectionId id, cm::Clock::time_point) override {
+        if (refuse_establish) return unexpected(std::string("rdma_establish: Invalid argument"));
         establishes.push_back(id);
         return {};
     }
@@ -381,6 +385,36 @@ TEST_F(ConnectedLinkTest, AConnectTheCmRefusesFallsBackToUd) {
     EXPECT_EQ(link_->send(peer(), path(), frame(100), now_).outcome, Outcome::use_datagram);
     EXPECT_EQ(link_->counters().connect_errors, 1u);
     EXPECT_EQ(link_->connection_to(peer())->state, ConnState::failed);
+}
+
+// The CM refusing the RTU (librdmacm's rdma_establish failing) or the REP:
+// the connection is rejected, not left in REP_RCVD or REQ_RCVD holding the
+// CM's slot until the peer gives up.
+TEST_F(ConnectedLinkTest, AnRtuOrRepTheCmRefusesRejectsTheConnection) {
+    cm_.refuse_establish = true;
+    EXPECT_EQ(link_->send(peer(), path(), frame(100), now_).outcome, Outcome::queued);
+    answer_rep();
+    ASSERT_EQ(cm_.rejects.size(), 1u);
+    EXPECT_EQ(cm_.rejects[0], std::make_pair(cm::ConnectionId{100}, cm::rej::consumer_reject));
+    EXPECT_EQ(link_->counters().connect_errors, 1u);
+    EXPECT_EQ(link_->connection_to(peer())->state, ConnState::failed);
+
+    cm_.refuse_accept = true;
+    cm::Req r;
+    r.local_comm_id = 0x9001;
+    r.service_id = cm::ipoib_service_id(kOurUdQpn);
+    r.local_qpn = 0x501;
+    r.pkey = 0xFFFF;
+    r.path_mtu = 4;
+    r.primary.local_lid = b_->attributes().lid;
+    r.primary.local_gid = b_->attributes().gid();
+    r.primary.remote_gid = a_->attributes().gid();
+    cm::write_ipoib_data(r.private_data, {.ud_qpn = kPeerUdQpn, .receive_size = kConnectedReceiveSize});
+    const cm::Event req{.kind = cm::EventKind::req_received, .id = 7, .peer = {.lid = b_->attributes().lid}, .req = r};
+    link_->cm_event(req, now_);
+    ASSERT_EQ(cm_.rejects.size(), 2u);
+    EXPECT_EQ(cm_.rejects[1], std::make_pair(cm::ConnectionId{7}, cm::rej::consumer_reject));
+    EXPECT_EQ(link_->buffers_in_use(), 0u);
 }
 
 TEST_F(ConnectedLinkTest, TheConnectionsAreBoundedFailedOnesIncluded) {
