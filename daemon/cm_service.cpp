@@ -103,6 +103,15 @@ void CmService::flush(cm::Clock::time_point now) {
         }
         send_output();
     }
+    // An event the engine dropped (its queue full) may have been the last of
+    // its connection (timewait_exit, timed_out, rejected), the one after
+    // which its owner entry goes: whenever the engine has dropped one, the
+    // entries of connections it no longer holds go now. Every other end of
+    // a connection is an event handed over above or the owner's own call.
+    if (engine_.counters().events_dropped != drops_swept_) {
+        drops_swept_ = engine_.counters().events_dropped;
+        std::erase_if(owners_, [&](const auto& kv) { return !engine_.state(kv.first); });
+    }
     dispatching_ = false;
 }
 

@@ -10,7 +10,9 @@
 // rather than timing out.
 //
 // The owner calls tick() at next_deadline(); received MADs come through
-// the agent. Sends the path refuses are counted (send_errors).
+// the agent. Sends the path refuses are counted (send_errors). A
+// connection's user is forgotten when the connection ends, even when the
+// engine dropped the event that said so (its queue full).
 #pragma once
 
 #include <chrono>
@@ -49,6 +51,8 @@ public:
     void forget(cm::CmUser& user) override;
 
     cm::CmEngine& engine() { return engine_; }
+    // Connections with a user to hand their events to.
+    std::size_t owned() const { return owners_.size(); }
     void visit_counters(CounterSink& out) const;
 
 private:
@@ -67,6 +71,7 @@ private:
     std::map<std::uint64_t, cm::CmUser*> listeners_;       // by ServiceID
     std::map<cm::ConnectionId, cm::CmUser*> owners_;       // by our communication ID
     bool dispatching_ = false;
+    std::uint64_t drops_swept_ = 0;  // the engine's events_dropped at the last sweep of owners_
     std::uint64_t send_errors_ = 0;
     std::uint64_t events_unhandled_ = 0;  // events of connections no user owns (any more)
 };
