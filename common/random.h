@@ -21,5 +21,6 @@ inline std::uint32_t random_u32() {
         if (errno != EINTR) return static_cast<std::uint32_t>(std::random_device{}());
     }
 }
+inline std::uint64_t random_u64() { return std::uint64_t{random_u32()} << 32 | random_u32(); }
 
 }  // namespace ipoibd

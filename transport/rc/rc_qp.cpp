@@ -1,13 +1,11 @@
 // One RC queue pair; the rules are at the top of rc_qp.h.
 #include "transport/rc/rc_qp.h"
 
-#include <sys/random.h>
-
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <random>
 
+#include "common/random.h"
 #include "transport/wire/opcodes.h"
 
 namespace ipoibd::transport::rc {
@@ -72,18 +70,6 @@ std::uint32_t packets_for(std::size_t bytes, std::uint32_t pmtu) {
 
 }  // namespace
 
-namespace {
-// 32 bits from the kernel's CSPRNG: getrandom(2), which blocks only until
-// it is seeded at boot; where it is missing (ENOSYS), std::random_device,
-// which reads the same pool through /dev/urandom.
-std::uint32_t random_key() {
-    std::uint32_t k = 0;
-    for (;;) {
-        if (::getrandom(&k, sizeof k, 0) == static_cast<ssize_t>(sizeof k)) return k;
-        if (errno != EINTR) return static_cast<std::uint32_t>(std::random_device{}());
-    }
-}
-}  // namespace
 
 MemoryRegion MemoryRegions::register_region(std::span<std::uint8_t> memory, std::uint32_t access_flags) {
     MemoryRegion r;
@@ -92,7 +78,7 @@ MemoryRegion MemoryRegions::register_region(std::span<std::uint8_t> memory, std:
     r.length = static_cast<std::uint32_t>(memory.size());
     r.access = access_flags;
     // Unpredictable, unique among the live regions, never 0.
-    do r.rkey = random_key();
+    do r.rkey = random_u32();
     while (r.rkey == 0 || regions_.contains(r.rkey));
     regions_.emplace(r.rkey, r);
     return r;

@@ -2,12 +2,12 @@
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/random.h>
 #include <sys/timerfd.h>
 
 #include <algorithm>
 #include <cerrno>
 
+#include "common/random.h"
 #include "transport/soft/route_hint.h"
 #include "transport/wire/link.h"
 
@@ -35,8 +35,7 @@ Error sys_error(const std::string& what, int err) { return Error{Errc::system_er
 // cannot answer them.
 std::uint64_t random_nonce() {
     std::uint64_t n = 0;
-    while (n == 0)
-        if (::getrandom(&n, sizeof n, 0) != static_cast<ssize_t>(sizeof n)) n = 0;
+    while (n == 0) n = random_u64();
     return n;
 }
 
