@@ -32,6 +32,22 @@ struct Pair : ::testing::Test {
         write_ipoib_data(p.private_data, {.ud_qpn = 0x44, .receive_size = 65524});
         return p;
     }
+    // B listens, A connects, B accepts, and the REP reaches A: A's and B's
+    // IDs, or nullopt (the failure reported).
+    std::optional<std::pair<ConnectionId, ConnectionId>> accepted() {
+        b.listen(kService);
+        const auto id = a.connect(params(), now);
+        EXPECT_TRUE(id);
+        run();
+        EXPECT_EQ(ev_b.size(), 1u);
+        if (!id || ev_b.empty()) return std::nullopt;
+        const ConnectionId bid = ev_b[0].id;
+        const bool ok = b.accept(bid, {.local_qpn = 0x202}, now).has_value();
+        EXPECT_TRUE(ok);
+        if (!ok) return std::nullopt;
+        run();
+        return std::pair{*id, bid};
+    }
     // Moves MADs until nothing moves; then, if `timers`, time to the next
     // deadline, until quiet or `limit`.
     void run(bool timers = false, Clock::duration limit = 10min) {
@@ -345,13 +361,9 @@ TEST_F(Pair, AReqTheOwnerNeverAnswersIsRejectedWithTimeoutOnceItsSenderGaveUp) {
 }
 
 TEST_F(Pair, ARepTheOwnerNeverAnswersIsRejectedWithTimeoutOnceItsSenderGaveUp) {
-    b.listen(kService);
-    auto id = a.connect(params(), now);
-    ASSERT_TRUE(id);
-    run();
-    const ConnectionId bid = ev_b[0].id;
-    ASSERT_TRUE(b.accept(bid, {.local_qpn = 0x202}, now));
-    run();
+    const auto ids = accepted();
+    ASSERT_TRUE(ids);
+    const auto [id, bid] = *ids;
     ASSERT_EQ(kinds(ev_a), std::vector{EventKind::rep_received});
     // A's owner never calls establish() (its event lost); B has gone
     // quiet (none of its REPs or its REJ "timeout" arrive). A waits as long
@@ -361,7 +373,7 @@ TEST_F(Pair, ARepTheOwnerNeverAnswersIsRejectedWithTimeoutOnceItsSenderGaveUp) {
     ASSERT_EQ(a.next_deadline(), now + wait);
     now = *a.next_deadline();
     a.tick(now);
-    EXPECT_FALSE(a.state(*id));
+    EXPECT_FALSE(a.state(id));
     EXPECT_EQ(a.counters().unanswered, 1u);
     ASSERT_EQ(a.take_events().size(), 1u);
     const auto out = a.take_output();
@@ -422,46 +434,42 @@ TEST_F(Pair, APeerCannotHoldAReqForADayWithMras) {
 }
 
 TEST_F(Pair, ARejOrMraIsMatchedByBothCommIdsOnceThePeerHasNamedItsOwn) {
-    b.listen(kService);
-    auto id = a.connect(params(), now);
-    ASSERT_TRUE(id);
-    run();
-    const ConnectionId bid = ev_b[0].id;
-    ASSERT_TRUE(b.accept(bid, {.local_qpn = 0x202}, now));
-    run();
+    const auto ids = accepted();
+    ASSERT_TRUE(ids);
+    const auto [id, bid] = *ids;
     ASSERT_EQ(b.state(bid), State::rep_sent);
     // An MRA for B's REP naming B's comm ID but not A's: the wait stays.
     const auto before = b.next_deadline();
-    b.receive(encode(Mra{.local_comm_id = *id ^ 1, .remote_comm_id = bid, .message_mraed = MessageKind::rep,
+    b.receive(encode(Mra{.local_comm_id = id ^ 1, .remote_comm_id = bid, .message_mraed = MessageKind::rep,
                          .service_timeout = 24},
                      1),
               at_a, now);
     EXPECT_EQ(b.next_deadline(), before);
     EXPECT_EQ(b.counters().unmatched, 1u);
-    b.receive(encode(Mra{.local_comm_id = *id, .remote_comm_id = bid, .message_mraed = MessageKind::rep,
+    b.receive(encode(Mra{.local_comm_id = id, .remote_comm_id = bid, .message_mraed = MessageKind::rep,
                          .service_timeout = 24},
                      1),
               at_a, now);
     EXPECT_EQ(b.next_deadline(), now + cm_timeout(24) + 2 * cm_timeout(16));
-    ASSERT_TRUE(a.establish(*id, now));
+    ASSERT_TRUE(a.establish(id, now));
     run();
-    ASSERT_EQ(a.state(*id), State::established);
+    ASSERT_EQ(a.state(id), State::established);
     // REJs naming A's comm ID but not B's (another sender's, or a forgery):
     // the connection stays.
     for (const MessageKind what : {MessageKind::other, MessageKind::rep, MessageKind::req})
-        a.receive(encode(Rej{.local_comm_id = bid ^ 1, .remote_comm_id = *id, .message_rejected = what,
+        a.receive(encode(Rej{.local_comm_id = bid ^ 1, .remote_comm_id = id, .message_rejected = what,
                              .reason = rej::consumer_reject},
                          2),
                   Address{.lid = 9}, now);
-    EXPECT_EQ(a.state(*id), State::established);
+    EXPECT_EQ(a.state(id), State::established);
     EXPECT_EQ(a.counters().unmatched, 3u);
     EXPECT_TRUE(ev_a.size() == 1 && a.take_events().empty());
     // B's own REJ names both.
-    a.receive(encode(Rej{.local_comm_id = bid, .remote_comm_id = *id, .message_rejected = MessageKind::other,
+    a.receive(encode(Rej{.local_comm_id = bid, .remote_comm_id = id, .message_rejected = MessageKind::other,
                          .reason = rej::consumer_reject},
                      3),
               at_b, now);
-    EXPECT_EQ(a.state(*id), State::timewait);
+    EXPECT_EQ(a.state(id), State::timewait);
     ASSERT_EQ(a.take_events().size(), 1u);
 }
 
