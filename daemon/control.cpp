@@ -5,10 +5,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <optional>
 
 #include "daemon/json.h"
 
@@ -52,33 +55,54 @@ expected<sockaddr_un, SysError> unix_address(const std::string& path) {
     return addr;
 }
 
+// Why `st`, a directory on the way to the socket, is not safe: someone but
+// root and us may replace what is in it (its owner, or group and others
+// without the sticky bit); nullopt when it is safe.
+std::optional<std::string> unsafe_directory(const struct stat& st) {
+    if (st.st_uid != 0 && st.st_uid != ::geteuid())
+        return "owned by uid " + std::to_string(st.st_uid) + ", neither root nor this process";
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0)
+        return std::string("group or others may write to it, without the sticky bit");
+    return std::nullopt;
+}
+
 // The directory the socket lives in, created 0700 when missing. An existing
 // one keeps its mode, but must be safe: whoever may write to it could swap
 // the socket for a symbolic link between bind() and chmod() (we would chmod
 // the link's target) or for a socket of their own that ipoibctl trusts. So
 // it belongs to root or to us, and group and others may not write to it
-// unless the sticky bit keeps them off our socket (as in /tmp).
+// unless the sticky bit keeps them off our socket (as in /tmp). The same
+// holds for every directory above it (as OpenSSH's checks of its keys):
+// whoever may write to one could rename ours away and put their own in its
+// place.
 expected<void, SysError> make_socket_dir(const std::string& path) {
     const auto slash = path.rfind('/');
     if (slash == std::string::npos || slash == 0) return {};
     const std::string dir = path.substr(0, slash);
     if (::mkdir(dir.c_str(), 0700) == 0) {
         if (::chmod(dir.c_str(), 0700) < 0) return unexpected(SysError{"set mode 0700 on " + dir, errno});
-        return {};
+    } else {
+        if (errno != EEXIST) return unexpected(SysError{"create directory " + dir, errno});
+        struct stat st {};
+        if (::stat(dir.c_str(), &st) < 0) return unexpected(SysError{"stat " + dir, errno});
+        if (!S_ISDIR(st.st_mode))
+            return unexpected(SysError{"use " + dir + " as the control socket directory", ENOTDIR});
+        if (const auto why = unsafe_directory(st))
+            return unexpected(SysError{"use " + dir + " as the control socket directory (" + *why + ")", EPERM});
     }
-    if (errno != EEXIST) return unexpected(SysError{"create directory " + dir, errno});
-    struct stat st {};
-    if (::stat(dir.c_str(), &st) < 0) return unexpected(SysError{"stat " + dir, errno});
-    if (!S_ISDIR(st.st_mode)) return unexpected(SysError{"use " + dir + " as the control socket directory", ENOTDIR});
-    if (st.st_uid != 0 && st.st_uid != ::geteuid())
-        return unexpected(SysError{"use " + dir + " as the control socket directory (owned by uid " +
-                                       std::to_string(st.st_uid) + ", neither root nor this process)",
-                                   EPERM});
-    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0)
-        return unexpected(SysError{"use " + dir +
-                                       " as the control socket directory (group or others may write to it, "
-                                       "without the sticky bit)",
-                                   EPERM});
+    char* real = ::realpath(dir.c_str(), nullptr);
+    if (!real) return unexpected(SysError{"resolve " + dir, errno});
+    std::string above(real);
+    std::free(real);
+    while (above != "/") {
+        above.resize(std::max<std::size_t>(above.rfind('/'), 1));
+        struct stat st {};
+        if (::stat(above.c_str(), &st) < 0) return unexpected(SysError{"stat " + above, errno});
+        if (const auto why = unsafe_directory(st))
+            return unexpected(SysError{"use " + dir + " as the control socket directory (" + above + " above it is " +
+                                           "not safe: " + *why + ")",
+                                       EPERM});
+    }
     return {};
 }
 

@@ -75,6 +75,26 @@ TEST_F(ControlTest, DirectoryOthersMayWriteToIsRefused) {
                                              "nor this process): Operation not permitted");
 }
 
+// The same for every directory above it: whoever may write to one could
+// rename the socket's directory away and put one of their own in its place.
+TEST_F(ControlTest, ADirectoryAboveOthersMayWriteToIsRefused) {
+    const std::string run = (tmp.path() / "run").string();
+    fs::create_directories(dir);
+    ::chmod(run.c_str(), 0777);
+    auto above = ControlServer::open(*loop, path, echo_handler);
+    ASSERT_FALSE(above.has_value());
+    EXPECT_EQ(above.error().error, EPERM);
+    EXPECT_EQ(above.error().message(), "could not use " + dir + " as the control socket directory (" +
+                                           fs::canonical(run).string() +
+                                           " above it is not safe: group or others may write to it, without the "
+                                           "sticky bit): Operation not permitted");
+    EXPECT_FALSE(fs::exists(path));
+    fs::remove(dir);  // one the daemon creates itself is no safer there
+    EXPECT_FALSE(ControlServer::open(*loop, path, echo_handler).has_value());
+    ::chmod(run.c_str(), 01777);  // as /tmp
+    EXPECT_TRUE(ControlServer::open(*loop, path, echo_handler).has_value());
+}
+
 TEST_F(ControlTest, AnswersOneRequestPerConnection) {
     auto server = open();
     ASSERT_TRUE(server);
