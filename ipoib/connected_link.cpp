@@ -167,7 +167,6 @@ void ConnectedLink::tear_down(Key k, const std::string& why, Clock::time_point n
         c->cm_id.reset();
     }
     c->state = ConnState::failed;
-    c->outstanding = 0;
     forget_sends(*c);
     const std::pair<ib::Gid, std::uint32_t> peer{c->peer.gid, c->peer.qpn};
     if (!failures_.count(peer) && failures_.size() >= kMaxBackoffPeers) failures_.erase(failures_.begin());
@@ -252,7 +251,7 @@ bool ConnectedLink::small_over_datagram(const Conn& c, bool fits_datagram) {
     // unacknowledged (on the peer each pass delivers RC completions before
     // UD ones, and a kernel peer has one completion queue for both), none
     // waiting for the connection.
-    if (!fits_datagram || !config_.datagram_when_idle || c.outstanding != 0 || !c.queue.empty()) return false;
+    if (!fits_datagram || !config_.datagram_when_idle || !c.in_flight.empty() || !c.queue.empty()) return false;
     ++counters_.idle_datagram;
     return true;
 }
@@ -356,7 +355,7 @@ void ConnectedLink::on_rep(Key k, Conn& c, const cm::Event& e, Clock::time_point
 }
 
 ConnectedSend ConnectedLink::post(Conn& c, bytes frame, Clock::time_point now) {
-    if (c.outstanding >= config_.send_depth) {
+    if (c.in_flight.size() >= config_.send_depth) {
         ++counters_.drop_send_full;
         return {.outcome = Outcome::dropped};
     }
@@ -372,10 +371,9 @@ ConnectedSend ConnectedLink::post(Conn& c, bytes frame, Clock::time_point now) {
         ++counters_.drop_refused;
         return {.outcome = Outcome::dropped};
     }
+    if (c.in_flight.empty()) c.send_progress = now;
     c.in_flight.emplace(wr_id, frame.size());
     send_bytes_ += frame.size();
-    if (c.outstanding == 0) c.send_progress = now;
-    ++c.outstanding;
     ++counters_.tx_messages;
     c.last_used = now;
     return {.outcome = Outcome::sent};
@@ -569,7 +567,6 @@ std::size_t ConnectedLink::poll(const ReceiveCallback& on_receive, Clock::time_p
                     ++c->posted;
                 on_receive(ReceivedDatagram{.payload = wc.data, .src_qp = src_qp, .slid = slid});
             } else {
-                if (c->outstanding) --c->outstanding;
                 if (auto f = c->in_flight.find(wc.wr_id); f != c->in_flight.end()) {
                     send_bytes_ -= f->second;
                     c->in_flight.erase(f);
@@ -603,7 +600,7 @@ void ConnectedLink::tick(Clock::time_point now) {
             if (now >= c.failed_until) expired.push_back(k);
         } else if (c.state == ConnState::up) {
             const auto limit = c.active ? config_.idle : 4 * config_.idle;
-            if (c.outstanding == 0) {
+            if (c.in_flight.empty()) {
                 if (now - c.last_used >= limit) idle.push_back(k);
             } else if (now - c.send_progress >= config_.idle) {
                 stalled.push_back(k);
@@ -628,7 +625,7 @@ void ConnectedLink::tick(Clock::time_point now) {
         tear_down(k,
                   "no SEND completed for " +
                       std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - c->send_progress).count()) +
-                      " s (" + std::to_string(c->outstanding) + " outstanding)",
+                      " s (" + std::to_string(c->in_flight.size()) + " outstanding)",
                   now, true);
     }
 }
@@ -640,7 +637,7 @@ std::optional<Clock::time_point> ConnectedLink::next_deadline() const {
     };
     for (const auto& [k, c] : conns_) {
         if (c.state == ConnState::failed) consider(c.failed_until);
-        else if (c.state == ConnState::up && c.outstanding == 0)
+        else if (c.state == ConnState::up && c.in_flight.empty())
             consider(c.last_used + (c.active ? config_.idle : 4 * config_.idle));
         else if (c.state == ConnState::up) consider(c.send_progress + config_.idle);
     }

@@ -216,8 +216,7 @@ private:
         std::uint32_t our_psn = 0;
         std::uint8_t path_mtu = 0;  // IBA code
         std::deque<std::vector<std::uint8_t>> queue;
-        std::size_t outstanding = 0;
-        std::map<std::uint64_t, std::size_t> in_flight;  // wr_id -> bytes of each SEND outstanding
+        std::map<std::uint64_t, std::size_t> in_flight;  // wr_id -> bytes of each SEND outstanding (their count too)
         // The last send completion, or the post that found none outstanding:
         // the bound on a connection that makes no progress (tick()).
         Clock::time_point send_progress{};
