@@ -8,6 +8,7 @@
 #include <string>
 
 #include "config/load.h"
+#include "daemon/heap.h"
 #include "daemon/node.h"
 
 using namespace ipoibd;
@@ -57,6 +58,7 @@ int main(int argc, char** argv) {
                                      : command_line->log_target == "journal" ? daemon::LogTarget::journal
                                                                              : daemon::LogTarget::automatic;
     daemon::Logger log({.target = target, .min_level = static_cast<daemon::LogLevel>(config->daemon.log_level)});
+    if (!daemon::tune_heap()) log.warning("could not set malloc's trim and mmap thresholds: freed message buffers may go back to the kernel");
     daemon::Notifier notify;
     auto loop = daemon::EventLoop::create();
     if (!loop) return fail(log, "could not create the event loop: " + loop.error().message());
