@@ -62,5 +62,20 @@ TEST(Expected, ValueAndError) {
     EXPECT_STREQ(b.error(), "odd");
 }
 
+TEST(ByteIo, AssignAndAppendBytes) {
+    std::vector<std::uint8_t> v(100, 0xEE);
+    const std::uint8_t a[] = {1, 2, 3}, b[] = {4, 5};
+    assign_bytes(v, a);
+    EXPECT_EQ(v, (std::vector<std::uint8_t>{1, 2, 3}));
+    append_bytes(v, b);
+    EXPECT_EQ(v, (std::vector<std::uint8_t>{1, 2, 3, 4, 5}));
+    append_bytes(v, {});
+    EXPECT_EQ(v.size(), 5u);
+    assign_bytes(v, {});  // an empty span (a null pointer) empties it
+    EXPECT_TRUE(v.empty());
+    append_bytes(v, b);
+    EXPECT_EQ(v, (std::vector<std::uint8_t>{4, 5}));
+}
+
 }  // namespace
 }  // namespace ipoibd
