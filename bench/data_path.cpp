@@ -15,6 +15,13 @@
 //   BM_Decapsulate/N       classify a received frame (header, EtherType)
 //   BM_NeighbourLookup/E   lookup_or_resolve over E REACHABLE entries, in a
 //                          pseudo-random order (the engine's unicast path)
+//   BM_RcSendMessage/N     the RC engine alone (transport/rc, no wire, no
+//                          CRC): one N-byte SEND posted on a QP, its 4096-byte
+//                          packets received by the peer's QP, the peer's ACK
+//                          received back, both completions polled; posted
+//                          and received as the port does (each packet
+//                          handed over by a PacketSink), a receive posted
+//                          again for each message
 //
 // Bytes/s count the IBA packet (build, parse), the bytes a CRC covers, or
 // the frame written (encapsulate); items/s are packets or lookups.
@@ -30,6 +37,7 @@
 #include "ipoib/frame.h"
 #include "ipoib/hw_address.h"
 #include "ipoib/neighbour_cache.h"
+#include "transport/rc/rc_qp.h"
 #include "transport/wire/crc.h"
 #include "transport/wire/opcodes.h"
 #include "transport/wire/packet.h"
@@ -205,6 +213,45 @@ void BM_NeighbourLookup(benchmark::State& state) {
 
 }  // namespace
 
+void BM_RcSendMessage(benchmark::State& state) {
+    namespace rc = transport::rc;
+    const auto n = static_cast<std::size_t>(state.range(0));
+    rc::RcQp a(0x100), b(0x200);
+    (void)a.to_init();
+    (void)b.to_init();
+    (void)a.to_rtr({.dest_qpn = 0x200, .pmtu = 4096});
+    (void)b.to_rtr({.dest_qpn = 0x100, .pmtu = 4096});
+    (void)a.to_rts({});
+    (void)b.to_rts({});
+    const auto now = rc::Clock::now();
+    // What the port does with each packet output() hands over, short of the
+    // wire: the peer's QP takes it (header and payload apart).
+    struct To final : rc::RcQp::PacketSink {
+        explicit To(rc::RcQp& q, rc::Clock::time_point t) : qp(q), at(t) {}
+        void send(const rc::RcPacket& p, bytes payload) override { qp.receive(p, payload, at); }
+        rc::RcQp& qp;
+        rc::Clock::time_point at;
+    } to_b(b, now), to_a(a, now);
+    std::uint64_t wr = 0;
+    for (int i = 0; i < 64; ++i) (void)b.post_recv({.wr_id = wr++, .capacity = 65536});
+    const auto message = datagram(n);
+    for (auto _ : state) {
+        rc::SendWr s;
+        s.wr_id = wr++;
+        assign_bytes(s.payload, message);
+        (void)a.post_send(std::move(s));
+        a.output(to_b, now);
+        b.output(to_a, now);
+        for (auto& c : b.poll()) {
+            benchmark::DoNotOptimize(c.data.data());
+            (void)b.post_recv({.wr_id = wr++, .capacity = 65536});
+        }
+        benchmark::DoNotOptimize(a.poll());
+    }
+    state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(n));
+    state.SetItemsProcessed(state.iterations());
+}
+
 BENCHMARK(BM_BuildUdPacket)->Arg(2044)->Arg(4092);
 BENCHMARK(BM_ParseUdPacket)->Arg(2044)->Arg(4092);
 BENCHMARK(BM_Icrc)->Arg(2044)->Arg(4092);
@@ -213,5 +260,6 @@ BENCHMARK(BM_Encapsulate)->Arg(2044)->Arg(4092);
 BENCHMARK(BM_EncapsulateInPlace)->Arg(2044)->Arg(4092);
 BENCHMARK(BM_Decapsulate)->Arg(2044)->Arg(4092);
 BENCHMARK(BM_NeighbourLookup)->Arg(10'000);
+BENCHMARK(BM_RcSendMessage)->Arg(4092)->Arg(65524);
 
 BENCHMARK_MAIN();

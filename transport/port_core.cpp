@@ -462,7 +462,7 @@ void PortCore::receive_rc(const ib::Packet& pkt, std::chrono::steady_clock::time
         count(DeliveryDrop::pkey_mismatch);
         return;
     }
-    const auto p = rc::decode_rc_packet(pkt);
+    const auto p = rc::decode_rc_header(pkt);
     if (!p) {
         // An atomic request: a function this QP does not support (C9-83).
         if (pkt.bth.opcode == ib::op::rc_compare_swap || pkt.bth.opcode == ib::op::rc_fetch_add) {
@@ -477,19 +477,29 @@ void PortCore::receive_rc(const ib::Packet& pkt, std::chrono::steady_clock::time
     // What the packet calls for (ACKs, read responses, a window that
     // opened) leaves at the backend's next service_rc(), after the batch
     // this packet came in: the engine coalesces ACKs over it.
-    e.engine.receive(*p, now);
+    e.engine.receive(*p, pkt.payload, now);
 }
 
 void PortCore::send_rc(RcEntry& e, std::chrono::steady_clock::time_point now) {
-    std::vector<rc::RcPacket> out;
-    e.engine.output(out, now);
-    if (out.empty()) return;
+    // Each packet encoded as the engine hands it over (its payload read
+    // where the engine keeps it) and queued on the link.
+    struct Encoder final : rc::RcQp::PacketSink {
+        Encoder(PortCore& p, const rc::RcPath& r) : port(p), path(r) {}
+        void send(const rc::RcPacket& p, bytes payload) override {
+            sent = true;
+            if (const auto n = rc::encode_rc_packet_into(p, payload, path, port.rc_wire_))
+                (void)port.transmit_raw(bytes(port.rc_wire_).first(*n));
+        }
+        PortCore& port;
+        const rc::RcPath& path;
+        bool sent = false;
+    };
     const rc::RcPath path{.slid = attributes_.lid, .dlid = e.remote_lid,
                           .pkey = e.pkey_index < attributes_.pkey_table.size() ? attributes_.pkey_table[e.pkey_index]
                                                                                : ib::kPKeyDefault};
-    for (const rc::RcPacket& p : out)
-        if (rc::encode_rc_packet_into(p, path, rc_wire_)) (void)transmit_raw(rc_wire_);
-    link_.flush();
+    Encoder encoder(*this, path);
+    e.engine.output(encoder, now);
+    if (encoder.sent) link_.flush();
 }
 
 expected<rc::MemoryRegion, Error> PortCore::register_memory(std::span<std::uint8_t> memory, std::uint32_t access) {

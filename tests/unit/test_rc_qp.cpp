@@ -510,6 +510,52 @@ TEST_F(RcPair, MessagesOfEverySizeArriveOnceInOrderIntact) {
     EXPECT_EQ(a.counters().retransmitted, 0u);
 }
 
+// The port's way (port_core.cpp): output() hands each packet to a sink with
+// its payload read where the engine keeps the message, and receive() takes
+// the payload apart. A timeout's retransmission carries the same bytes as
+// the first copy; the message arrives intact.
+TEST_F(RcPair, ASinkGetsEachPacketWithItsPayloadAndARetransmissionTheSameBytes) {
+    connect(0x10, 0x20, {.timeout = 10});
+    struct Record final : RcQp::PacketSink {
+        void send(const RcPacket& p, bytes payload) override {
+            headers.push_back(p);
+            payloads.emplace_back(payload.begin(), payload.end());
+        }
+        std::vector<RcPacket> headers;
+        std::vector<Bytes> payloads;
+    } first, again;
+    const Bytes m = message(1000, 9);
+    ASSERT_TRUE(b.post_recv({.wr_id = 7, .capacity = 4096}));
+    run();  // B's credits reach A: the message goes whole
+    ASSERT_TRUE(a.post_send({.wr_id = 1, .payload = m}));
+    a.output(first, now);  // lost
+    ASSERT_EQ(first.headers.size(), 4u);  // 256 + 256 + 256 + 232
+    Bytes joined;
+    for (std::size_t i = 0; i < first.headers.size(); ++i) {
+        EXPECT_TRUE(first.headers[i].payload.empty()) << "the payload is handed apart, not copied into the header";
+        joined.insert(joined.end(), first.payloads[i].begin(), first.payloads[i].end());
+    }
+    EXPECT_EQ(joined, m);
+    now = *a.next_deadline();
+    a.tick(now);
+    a.output(again, now);
+    ASSERT_EQ(again.headers.size(), first.headers.size());
+    EXPECT_EQ(a.counters().retransmitted, 4u);
+    for (std::size_t i = 0; i < again.headers.size(); ++i) {
+        EXPECT_EQ(again.headers[i].psn, first.headers[i].psn);
+        EXPECT_EQ(again.payloads[i], first.payloads[i]) << i;
+        b.receive(again.headers[i], again.payloads[i], now);
+    }
+    const auto got = b.poll();
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].wr_id, 7u);
+    EXPECT_EQ(got[0].status, Status::success);
+    EXPECT_EQ(got[0].data, m);
+    run();
+    ASSERT_EQ(done_a.size(), 1u);
+    EXPECT_EQ(done_a[0].status, Status::success);
+}
+
 // 10% loss, 2% duplication and 5% reordering both ways, for several seeds:
 // every message still arrives exactly once, in order, intact.
 struct RcLossy : RcPair, ::testing::WithParamInterface<std::uint64_t> {};

@@ -89,6 +89,31 @@ TEST(RcWire, EveryPacketRoundTripsThroughTheWireForm) {
     EXPECT_FALSE(encode_rc_packet(RcPacket{.opcode = ib::op::ud_send_only}, {}));
 }
 
+// The port's way (port_core.cpp): the payload apart, into a buffer that
+// keeps its size, and a header decoded without copying the payload.
+TEST(RcWire, ThePayloadApartEncodesAndDecodesTheSame) {
+    Bytes buffer(8192, 0xEE);
+    for (const RcPacket& p : exchange()) {
+        const auto whole = encode_rc_packet(p, {.slid = 2, .dlid = 3});
+        ASSERT_TRUE(whole);
+        RcPacket header = p;
+        header.payload.clear();
+        const auto n = encode_rc_packet_into(header, p.payload, {.slid = 2, .dlid = 3}, buffer);
+        ASSERT_TRUE(n);
+        EXPECT_EQ(buffer.size(), 8192u) << "shrunk, to be zeroed again by the next";
+        EXPECT_EQ(Bytes(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(*n)), *whole) << int(p.opcode);
+        const auto parsed = ib::parse_packet(bytes(buffer).first(*n), {.pmtu = 256});
+        ASSERT_TRUE(parsed);
+        const auto back = decode_rc_header(*parsed);
+        ASSERT_TRUE(back);
+        EXPECT_EQ(*back, header) << int(p.opcode);
+        EXPECT_EQ(Bytes(parsed->payload.begin(), parsed->payload.end()), p.payload) << int(p.opcode);
+    }
+    // A header its opcode lacks is refused here too, and leaves the buffer be.
+    EXPECT_FALSE(encode_rc_packet_into(RcPacket{.opcode = ib::op::rc_acknowledge}, {}, {}, buffer));
+    EXPECT_EQ(buffer.size(), 8192u);
+}
+
 TEST(RcWire, TsharkDecodesEveryPacketAsBuilt) {
     const auto packets = exchange();
     std::vector<Bytes> wires;

@@ -312,8 +312,8 @@ expected<void, std::string> RcQp::post_recv(RecvWr wr) {
     return {};
 }
 
-void RcQp::segment(const Queued& q) {
-    const SendWr& wr = q.wr;
+void RcQp::segment(Queued& q) {
+    SendWr& wr = q.wr;
     const std::size_t pmtu = rtr_.pmtu;
     if (wr.opcode == WrOpcode::rdma_read) {
         // One request; its responses take as many PSNs as they are packets.
@@ -335,6 +335,10 @@ void RcQp::segment(const Queued& q) {
     }
     const bool write = wr.opcode == WrOpcode::rdma_write;
     const std::size_t n = packets_for(wr.payload.size(), rtr_.pmtu);
+    const std::size_t size = wr.payload.size();
+    // The packets read the payload where it is (one buffer per message, kept
+    // until its last packet is acknowledged).
+    const auto message = std::make_shared<const std::vector<std::uint8_t>>(std::move(wr.payload));
     for (std::size_t i = 0; i < n; ++i) {
         const bool first = i == 0, last = i + 1 == n;
         RcPacket p;
@@ -351,14 +355,16 @@ void RcQp::segment(const Queued& q) {
                              : (wr.imm ? op::rc_send_last_imm : op::rc_send_last);
         else
             p.opcode = write ? op::rc_rdma_write_middle : op::rc_send_middle;
-        if (write && first) p.reth = ib::Reth{wr.remote_va, wr.rkey, static_cast<std::uint32_t>(wr.payload.size())};
+        if (write && first) p.reth = ib::Reth{wr.remote_va, wr.rkey, static_cast<std::uint32_t>(size)};
         if (last) p.imm = wr.imm;
-        const std::size_t begin = i * pmtu, end = std::min(wr.payload.size(), begin + pmtu);
-        assign_bytes(p.payload, bytes(wr.payload).subspan(begin, end - begin));
+        const std::size_t begin = i * pmtu, end = std::min(size, begin + pmtu);
         p.ack_req = last || ++since_ack_req_ >= kAckReqEvery;
         if (p.ack_req) since_ack_req_ = 0;
         Outstanding o{};
         o.packet = std::move(p);
+        o.message = message;
+        o.offset = static_cast<std::uint32_t>(begin);
+        o.length = static_cast<std::uint32_t>(end - begin);
         o.wr_id = wr.wr_id;
         o.last = last;
         unacked_.push_back(std::move(o));
@@ -369,6 +375,18 @@ void RcQp::segment(const Queued& q) {
 // Moving packets
 
 void RcQp::output(std::vector<RcPacket>& out, Clock::time_point now) {
+    struct Collect final : PacketSink {
+        explicit Collect(std::vector<RcPacket>& v) : into(v) {}
+        void send(const RcPacket& p, bytes payload) override {
+            into.push_back(p);
+            if (p.payload.empty()) assign_bytes(into.back().payload, payload);
+        }
+        std::vector<RcPacket>& into;
+    } collect(out);
+    output(collect, now);
+}
+
+void RcQp::output(PacketSink& out, Clock::time_point now) {
     if (credit_update_ && (state_ == QpState::rtr || sending())) {
         // An unsolicited ACK: the newest positive ACK again, with the credits.
         send_ack(Aeth::kSyndromeAck, psn_add(epsn_, -1));
@@ -441,7 +459,7 @@ void RcQp::output(std::vector<RcPacket>& out, Clock::time_point now) {
         if (hand_until_ && psn_diff(o.packet.psn, *hand_until_) >= 0) break;
         const std::uint32_t end = psn_add(o.packet.psn, o.read_packets > 0 ? o.read_packets : 1);
         if (psn_diff(end, sent_end_) > 0) sent_end_ = end;
-        out.push_back(o.packet);
+        out.send(o.packet, o.message ? bytes(*o.message).subspan(o.offset, o.length) : bytes{});
         ++counters_.packets_sent;
         handed = true;
     }
@@ -449,7 +467,9 @@ void RcQp::output(std::vector<RcPacket>& out, Clock::time_point now) {
         if (const auto t = local_ack_timeout(rts_.timeout)) ack_deadline_ = now + *t;
 }
 
-void RcQp::receive(const RcPacket& p, Clock::time_point now) {
+void RcQp::receive(const RcPacket& p, Clock::time_point now) { receive(p, p.payload, now); }
+
+void RcQp::receive(const RcPacket& p, bytes payload, Clock::time_point now) {
     if (state_ != QpState::rtr && !sending()) {
         ++counters_.not_receiving;
         return;
@@ -474,7 +494,7 @@ void RcQp::receive(const RcPacket& p, Clock::time_point now) {
         if (sending()) {
             const auto before = unacked_.size();
             const std::uint32_t received = unacked_.empty() ? 0 : unacked_.front().read_received;
-            read_response(p);
+            read_response(p, payload);
             // Every response in order is an acknowledgement: the timer
             // starts again (9.7.6.1.3), also in the middle of a long READ.
             if (unacked_.size() != before || (!unacked_.empty() && unacked_.front().read_received != received))
@@ -485,7 +505,7 @@ void RcQp::receive(const RcPacket& p, Clock::time_point now) {
         return;
     }
     if (is_send(p.opcode) || is_write(p.opcode) || p.opcode == op::rc_rdma_read_request) {
-        responder(p);
+        responder(p, payload);
         return;
     }
     // A request this engine does not carry (SEND with Invalidate): C9-83.
@@ -686,7 +706,7 @@ void RcQp::acknowledge_up_to(std::uint32_t psn) {
     }
 }
 
-void RcQp::read_response(const RcPacket& p) {
+void RcQp::read_response(const RcPacket& p, bytes payload) {
     // The READ whose PSNs hold this response.
     auto it = std::find_if(unacked_.begin(), unacked_.end(), [&](const Outstanding& o) {
         const std::int32_t k = psn_diff(p.psn, o.packet.psn);
@@ -719,7 +739,7 @@ void RcQp::read_response(const RcPacket& p) {
                            : k == 0            ? p.opcode == op::rc_rdma_read_response_first
                            : last              ? p.opcode == op::rc_rdma_read_response_last
                                                : p.opcode == op::rc_rdma_read_response_middle;
-    if (!opcode_ok || p.payload.size() != expected_len) {
+    if (!opcode_ok || payload.size() != expected_len) {
         ++counters_.ghost_acks;  // not a response this READ can take: ignored
         return;
     }
@@ -736,7 +756,7 @@ void RcQp::read_response(const RcPacket& p) {
         }
         o.read_checked = memory_->deregistrations();
     }
-    std::copy(p.payload.begin(), p.payload.end(), o.read_into.begin() + static_cast<std::ptrdiff_t>(offset));
+    std::copy(payload.begin(), payload.end(), o.read_into.begin() + static_cast<std::ptrdiff_t>(offset));
     ++o.read_received;
     o.read_resent = false;
     progress();
@@ -876,7 +896,7 @@ bool RcQp::execute_read(const RcPacket& p, bool duplicate, std::uint32_t msn) {
     return true;
 }
 
-RcQp::Built RcQp::build_read_responses(ReadResponses& r, std::vector<RcPacket>& out, std::size_t& budget) {
+RcQp::Built RcQp::build_read_responses(ReadResponses& r, PacketSink& out, std::size_t& budget) {
     // The region may have been deregistered since the last responses were
     // built (its memory freed): looked up again then, not for every packet.
     if (r.length > 0 && r.checked != memory_->deregistrations()) {
@@ -900,17 +920,17 @@ RcQp::Built RcQp::build_read_responses(ReadResponses& r, std::vector<RcPacket>& 
         assign_bytes(p.payload, r.source.subspan(offset, len));
         if (p.opcode != op::rc_rdma_read_response_middle)
             p.aeth = Aeth{static_cast<std::uint8_t>(Aeth::kSyndromeAck | credit_field()), r.msn};
-        out.push_back(std::move(p));
+        out.send(p, p.payload);
     }
     return Built::all;
 }
 
-void RcQp::output_responses(std::vector<RcPacket>& out, Clock::time_point now) {
+void RcQp::output_responses(PacketSink& out, Clock::time_point now) {
     responses_deferred_.reset();
     std::size_t budget = kMaxResponseBytes;
     while (!to_send_.empty()) {
         if (RcPacket* p = std::get_if<RcPacket>(&to_send_.front())) {
-            out.push_back(std::move(*p));
+            out.send(*p, p->payload);
             to_send_.pop_front();
             continue;
         }
@@ -929,7 +949,7 @@ void RcQp::output_responses(std::vector<RcPacket>& out, Clock::time_point now) {
             ++counters_.access_errors;
             RcPacket refusal{.opcode = op::rc_acknowledge, .dest_qp = rtr_.dest_qpn, .psn = psn_add(r.psn, r.next)};
             refusal.aeth = Aeth{static_cast<std::uint8_t>(Aeth::kSyndromeNak | nak::remote_access_error), msn_};
-            out.push_back(std::move(refusal));
+            out.send(refusal, {});
             to_send_.clear();  // also when the QP is in ERR already (a NAK behind this READ)
             reads_answering_ = 0;
             duplicate_reads_answering_ = 0;
@@ -964,7 +984,7 @@ void RcQp::receive_invalid(std::uint32_t psn, Clock::time_point) {
     responder_error(nak::invalid_request, psn, Status::flushed);
 }
 
-void RcQp::responder(const RcPacket& p) {
+void RcQp::responder(const RcPacket& p, bytes payload) {
     const bool read = p.opcode == op::rc_rdma_read_request;
     if (read && !p.reth) return;  // not a READ request this engine can parse
     const std::int32_t d = psn_diff(p.psn, epsn_);
@@ -1036,8 +1056,8 @@ void RcQp::responder(const RcPacket& p) {
     }
     const bool full_packet = !ends;  // FIRST and MIDDLE carry exactly the PMTU
     const bool last_of_several = ends && !starts;  // a LAST carries 1..PMTU (C9-92)
-    if ((full_packet && p.payload.size() != rtr_.pmtu) || p.payload.size() > rtr_.pmtu ||
-        (last_of_several && p.payload.empty())) {
+    if ((full_packet && payload.size() != rtr_.pmtu) || payload.size() > rtr_.pmtu ||
+        (last_of_several && payload.empty())) {
         responder_error(nak::invalid_request, p.psn, Status::local_length_error);
         return;
     }
@@ -1080,30 +1100,30 @@ void RcQp::responder(const RcPacket& p) {
         open_ = std::move(o);
     }
     if (open_->write) {
-        if (open_->written + p.payload.size() > open_->length ||
-            (ends && open_->written + p.payload.size() != open_->length)) {
+        if (open_->written + payload.size() > open_->length ||
+            (ends && open_->written + payload.size() != open_->length)) {
             responder_error(nak::invalid_request, p.psn, Status::flushed);  // more or less than DMALen
             return;
         }
         // Looked up again for every packet: the region may have gone since
         // the first (deregistered memory is never written).
-        if (!p.payload.empty()) {
+        if (!payload.empty()) {
             const auto target = memory_ ? memory_->find(open_->rkey, open_->va, open_->length, access::remote_write)
                                         : std::nullopt;
             if (!target) {
                 responder_error(nak::remote_access_error, p.psn, Status::flushed);
                 return;
             }
-            std::copy(p.payload.begin(), p.payload.end(), target->begin() + static_cast<std::ptrdiff_t>(open_->written));
+            std::copy(payload.begin(), payload.end(), target->begin() + static_cast<std::ptrdiff_t>(open_->written));
         }
-        open_->written += p.payload.size();
+        open_->written += payload.size();
     } else {
-        if (open_->data.size() + p.payload.size() > open_->wr.capacity) {
+        if (open_->data.size() + payload.size() > open_->wr.capacity) {
             responder_error(nak::invalid_request, p.psn, Status::local_length_error);  // longer than its buffer
             return;
         }
         if (open_->data.empty()) open_->data.reserve(std::min<std::size_t>(open_->wr.capacity, 1u << 16));  // one allocation per message
-        append_bytes(open_->data, p.payload);
+        append_bytes(open_->data, payload);
     }
     epsn_ = psn_add(epsn_, 1);
     if (ends) {

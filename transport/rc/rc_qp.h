@@ -9,7 +9,11 @@
 // order), receive() takes what came for it, and tick() runs its timers by
 // next_deadline(). Packets are RcPacket values (opcode, PSN, AckReq, AETH,
 // immediate, payload); their wire form is the owner's (BTH/AETH codecs in
-// transport/wire).
+// transport/wire). On the port's path a payload is copied once each way:
+// a posted SEND or WRITE becomes one buffer its packets are read from (the
+// first time and at every retransmission) as output() hands them to a
+// PacketSink, and receive() takes a payload where the port received it,
+// copying it into the message or memory it is for.
 //
 // Requester (9.7.2-9.7.6):
 //  - a SEND or WRITE becomes packets of at most the path MTU, PSNs modulo
@@ -105,6 +109,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <optional>
@@ -346,14 +351,29 @@ public:
     expected<void, std::string> post_recv(RecvWr wr);
 
     void receive(const RcPacket& p, Clock::time_point now);
+    // The same with the payload apart (`header.payload` is ignored): the
+    // port's receive buffer, read where it lies (what a SEND carries is
+    // copied once, into its message).
+    void receive(const RcPacket& header, bytes payload, Clock::time_point now);
     // A request packet for this QP that the port found invalid beyond its
     // headers (a reserved or unsupported opcode: atomics, SEND with
     // Invalidate; a bad PadCnt; a payload length the opcode does not allow):
     // at the expected PSN a NAK invalid request (C9-83 to C9-85, C9-93) and
     // ERR; ahead of it a sequence error; behind it, a duplicate, dropped.
     void receive_invalid(std::uint32_t psn, Clock::time_point now);
-    // Moves the packets to send into `out` (appending); starts the timer of
-    // what it hands over.
+    // Hands the packets to send to `out`, in order (each only for the call:
+    // the owner encodes it there and then, nothing copied); starts the timer
+    // of what it hands over.
+    class PacketSink {
+    public:
+        // `payload` is the packet's (`p.payload` is empty or the same).
+        virtual void send(const RcPacket& p, bytes payload) = 0;
+
+    protected:
+        ~PacketSink() = default;
+    };
+    void output(PacketSink& out, Clock::time_point now);
+    // The same, appended to `out` (copies: for tests and tools).
     void output(std::vector<RcPacket>& out, Clock::time_point now);
     void tick(Clock::time_point now);
     std::optional<Clock::time_point> next_deadline() const;
@@ -365,7 +385,10 @@ public:
 
 private:
     struct Outstanding {
-        RcPacket packet;
+        RcPacket packet;  // SEND, WRITE: without its payload, which is
+        std::shared_ptr<const std::vector<std::uint8_t>> message;  // [offset, offset + length) of the message's
+        std::uint32_t offset = 0;
+        std::uint32_t length = 0;
         std::uint64_t wr_id;
         bool last;  // the message's last packet (a READ: itself)
         // READ: the responses expected, those received in order, the buffer.
@@ -406,7 +429,7 @@ private:
         std::size_t written = 0;         // WRITE
     };
 
-    void responder(const RcPacket& p);
+    void responder(const RcPacket& p, bytes payload);
     void requester(const RcPacket& p);
     bool sending() const { return state_ == QpState::rts || state_ == QpState::sqd; }
     std::uint8_t credit_field() const;
@@ -429,16 +452,16 @@ private:
     void progress();  // the retry counts reloaded
     void restart_ack_timer(Clock::time_point now);
     void complete_error(Status s);
-    void segment(const Queued& q);
-    void read_response(const RcPacket& p);
+    void segment(Queued& q);  // takes the payload
+    void read_response(const RcPacket& p, bytes payload);
     // Queues the responses to a READ request (new or duplicate) carrying
     // `msn`; false when its memory check failed (a new one has been NAKed,
     // a duplicate dropped).
     bool execute_read(const RcPacket& p, bool duplicate, std::uint32_t msn);
     // Builds `r`'s next responses into `out` while `budget` (bytes) lasts.
-    Built build_read_responses(ReadResponses& r, std::vector<RcPacket>& out, std::size_t& budget);
+    Built build_read_responses(ReadResponses& r, PacketSink& out, std::size_t& budget);
     // Moves ACKs, NAKs and read responses to `out`, in order.
-    void output_responses(std::vector<RcPacket>& out, Clock::time_point now);
+    void output_responses(PacketSink& out, Clock::time_point now);
     void responder_error(std::uint8_t nak_code, std::uint32_t psn, Status receive_status);
 
     std::uint32_t qpn_;

@@ -29,10 +29,18 @@ expected<std::vector<std::uint8_t>, ib::BuildError> encode_rc_packet(const RcPac
 // packet to the next): the packet's length.
 expected<std::size_t, ib::BuildError> encode_rc_packet_into(const RcPacket& p, const RcPath& path,
                                                             std::vector<std::uint8_t>& out);
+// The same with the payload apart (`p.payload` ignored) into `out`, which
+// keeps its size when it is longer (nothing zeroed again from one packet to
+// the next): the packet is its first n bytes.
+expected<std::size_t, ib::BuildError> encode_rc_packet_into(const RcPacket& p, bytes payload, const RcPath& path,
+                                                            std::vector<std::uint8_t>& out);
 
 // The RcPacket of a parsed RC packet (LRH..VCRC checked by parse_packet);
 // nullopt for another transport or an opcode this engine does not carry
 // (atomics).
 std::optional<RcPacket> decode_rc_packet(const ib::Packet& packet);
+// The same without the payload (left empty: it stays in `packet.payload`,
+// for RcQp::receive(header, payload, now)).
+std::optional<RcPacket> decode_rc_header(const ib::Packet& packet);
 
 }  // namespace ipoibd::transport::rc
