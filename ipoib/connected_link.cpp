@@ -372,7 +372,7 @@ ConnectedSend ConnectedLink::post(Conn& c, bytes frame, Clock::time_point now) {
         return {.outcome = Outcome::dropped};
     }
     if (c.in_flight.empty()) c.send_progress = now;
-    c.in_flight.emplace(wr_id, frame.size());
+    c.in_flight.emplace_back(wr_id, frame.size());
     send_bytes_ += frame.size();
     ++counters_.tx_messages;
     c.last_used = now;
@@ -567,7 +567,13 @@ std::size_t ConnectedLink::poll(const ReceiveCallback& on_receive, Clock::time_p
                     ++c->posted;
                 on_receive(ReceivedDatagram{.payload = wc.data, .src_qp = src_qp, .slid = slid});
             } else {
-                if (auto f = c->in_flight.find(wc.wr_id); f != c->in_flight.end()) {
+                // In order: the oldest; a completion out of order (none
+                // should be) is found by a scan.
+                auto f = !c->in_flight.empty() && c->in_flight.front().first == wc.wr_id
+                             ? c->in_flight.begin()
+                             : std::find_if(c->in_flight.begin(), c->in_flight.end(),
+                                            [&](const auto& s) { return s.first == wc.wr_id; });
+                if (f != c->in_flight.end()) {
                     send_bytes_ -= f->second;
                     c->in_flight.erase(f);
                 }

@@ -216,7 +216,9 @@ private:
         std::uint32_t our_psn = 0;
         std::uint8_t path_mtu = 0;  // IBA code
         std::deque<std::vector<std::uint8_t>> queue;
-        std::map<std::uint64_t, std::size_t> in_flight;  // wr_id -> bytes of each SEND outstanding (their count too)
+        // Each SEND outstanding, oldest first: wr_id and bytes (their count
+        // too). An RC send queue completes in the order it was posted.
+        std::deque<std::pair<std::uint64_t, std::size_t>> in_flight;
         // The last send completion, or the post that found none outstanding:
         // the bound on a connection that makes no progress (tick()).
         Clock::time_point send_progress{};
