@@ -23,8 +23,23 @@ inline constexpr std::size_t kHeapTrimThreshold = std::size_t{16} << 20;
 // this is set too: every message buffer and batch stays in the heap.
 inline constexpr std::size_t kHeapMmapThreshold = std::size_t{4} << 20;
 
+// Whether malloc is glibc's: a sanitizer build (ASan, TSan, MSan) brings
+// its own allocator, where mallopt() does nothing.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kGlibcHeap = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+inline constexpr bool kGlibcHeap = false;
+#else
+inline constexpr bool kGlibcHeap = true;
+#endif
+#else
+inline constexpr bool kGlibcHeap = true;
+#endif
+
 // Sets both (mallopt(3)); false if glibc refused either. Called once at
-// start-up, before the data path allocates; process-wide.
+// start-up, before the data path allocates; process-wide. Under a
+// sanitizer's allocator: nothing to set, true.
 bool tune_heap();
 
 }  // namespace ipoibd::daemon

@@ -9,18 +9,6 @@
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitizerHeap = true;  // their allocator, not glibc's: mallopt means nothing there
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-constexpr bool kSanitizerHeap = true;
-#else
-constexpr bool kSanitizerHeap = false;
-#endif
-#else
-constexpr bool kSanitizerHeap = false;
-#endif
-
 long minor_faults() {
     rusage u{};
     getrusage(RUSAGE_SELF, &u);
@@ -33,7 +21,7 @@ long minor_faults() {
 // each round's buffers fault their pages in again (16 x 16 pages a round:
 // about 22,000 faults in 100 rounds); tuned, only the first round faults.
 TEST(HeapTest, MessageBuffersFreedTogetherDoNotFaultTheirPagesInAgain) {
-    if (kSanitizerHeap) GTEST_SKIP() << "the sanitizer's allocator replaces glibc's malloc";
+    if (!ipoibd::daemon::kGlibcHeap) GTEST_SKIP() << "the sanitizer's allocator replaces glibc's malloc";
     ASSERT_TRUE(ipoibd::daemon::tune_heap());
     constexpr int kRounds = 100, kBuffers = 16;
     constexpr std::size_t kMessage = 65524;
