@@ -161,6 +161,11 @@ struct UmadTransportConfig {
     // for its response. Longer than the SaClient's longest retry interval,
     // so a late response still gets through; the SaClient times out itself.
     std::chrono::milliseconds response_window{8000};
+    // The SA's Reports (method 0x06, unsolicited) come in too: what a
+    // subscriber needs (ibsaquery subscribe --listen). The kernel's MAD
+    // layer gives a class's method to one agent per port, so only a
+    // subscriber asks; opening fails while another agent holds it.
+    bool take_reports = false;
 };
 expected<std::unique_ptr<MadTransport>, MadTransportError> open_umad_transport(const UmadTransportConfig& config);
 bool umad_transport_built();

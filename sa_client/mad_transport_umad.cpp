@@ -4,7 +4,8 @@
 // 1. open: umad_init, umad_get_port (LID, SM LID and SL, GID), umad_open_port,
 //    umad_register for SubnAdm class version 2 with RMPP version 0: the
 //    SaClient does RMPP itself (reassembly and ACKs), which the kernel MAD
-//    layer allows for an agent that did not ask it to ("user RMPP")
+//    layer allows for an agent that did not ask it to ("user RMPP"); with
+//    the Report method in its mask for a subscriber (take_reports)
 // 2. send: umad_set_addr(SM LID, QP1, SM SL, Q_Key 0x80010000), P_Key
 //    index 0; requests with a kernel timeout (response_window), since the
 //    kernel delivers only responses that match an open send
@@ -269,13 +270,22 @@ expected<std::unique_ptr<MadTransport>, MadTransportError> open_umad_transport(c
         umad_release_port(&port);
         return fail(umad_error("umad_open_port", portid));
     }
-    // SubnAdm, class version 2, RMPP version 0 (the SaClient does RMPP), no
-    // method mask: only responses to our own requests come in.
-    const int agent = umad_register(portid, ib::mgmt_class::subn_adm, ib::class_version::subn_adm, 0, nullptr);
+    // SubnAdm, class version 2, RMPP version 0 (the SaClient does RMPP).
+    // Without a method mask only responses to our own requests come in; a
+    // subscriber asks for Reports as well.
+    long mask[16 / sizeof(long)] = {};
+    constexpr unsigned kReport = ib::method::report;
+    mask[kReport / (8 * sizeof(long))] |= 1L << (kReport % (8 * sizeof(long)));
+    const int agent = umad_register(portid, ib::mgmt_class::subn_adm, ib::class_version::subn_adm, 0,
+                                    config.take_reports ? mask : nullptr);
     if (agent < 0) {
         umad_close_port(portid);
         umad_release_port(&port);
-        return fail(umad_error("umad_register (SubnAdm class version 2)", agent));
+        return fail(umad_error(config.take_reports
+                                   ? "umad_register (SubnAdm class version 2, with its Report method: another "
+                                     "agent on this port may hold it)"
+                                   : "umad_register (SubnAdm class version 2)",
+                               agent));
     }
     return std::unique_ptr<MadTransport>(new UmadTransport(config, port, portid, agent));
 }

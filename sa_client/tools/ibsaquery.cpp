@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -370,8 +371,12 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "ibsaquery: %s\n", options.error().what.c_str());
         return 2;
     }
-    const Options& o = *options;
+    Options& o = *options;
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
+    // subscribe --listen prints the SA's Reports: on an HCA the kernel
+    // hands them only to an agent registered for them.
+    o.umad.take_reports = std::any_of(o.requests.begin(), o.requests.end(),
+                                      [](const Request& r) { return r.listen.count() > 0; });
 
     auto connection = open_connection(o);
     if (!connection) {

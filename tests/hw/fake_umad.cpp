@@ -120,7 +120,10 @@ int umad_close_port(int portid) {
 int umad_register(int portid, int mgmt_class, int class_version, uint8_t, long* method_mask) {
     if (portid != kPortId) return -EINVAL;
     if (mgmt_class == 0x03) {
+        const bool reports = method_mask && (method_mask[0] & (1L << 6));
+        if (reports && !state().config.sa_reports_free) return -EINVAL;
         ++state().stats.registered;
+        state().stats.sa_takes_reports = reports;
         return kAgent;
     }
     // The CM's class: its Send (method 3) in the mask, version 2, and free.

@@ -25,6 +25,9 @@ struct Config {
     // registering for it fails with EINVAL as the MAD layer's would; true:
     // an agent may take it.
     bool cm_class_free = false;
+    // false: SubnAdm's Report method is held by another agent (a
+    // subscriber already running), and registering for it fails.
+    bool sa_reports_free = true;
 };
 
 // A CM MAD the fake's port sent (umad_send through the class 0x07 agent)
@@ -39,6 +42,7 @@ void reset(const Config& config = Config{});
 ipoibd::ipoib::test::ScriptedSa& sa();
 struct Stats {
     int sent = 0, received = 0, registered = 0, open_ports = 0;
+    bool sa_takes_reports = false;  // the SubnAdm agent registered with Report (0x06) in its method mask
     std::vector<SentMad> cm_sent;
 };
 const Stats& stats();

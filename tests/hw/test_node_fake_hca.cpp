@@ -14,6 +14,7 @@
 #include "ipoib/arp.h"
 #include "ipoib/frame.h"
 #include "ipoib/link.h"
+#include "sa_client/mad_transport.h"
 #include "tests/hw/fake_rdmacm.h"
 #include "tests/hw/fake_umad.h"
 #include "tests/hw/fake_verbs.h"
@@ -469,6 +470,32 @@ TEST_F(NodeOnFakeHca, OwnCmOverUmadWhereTheKernelsIsNotLoaded) {
     EXPECT_EQ(fake_verbs::stats().live_qps, 0);
 }
 #endif  // IPOIBD_TEST_RDMACM
+
+// The SubnAdm agent's method mask: the SA's Reports are unsolicited, and
+// the kernel's MAD layer hands them only to an agent registered for them,
+// one per port. ipoibd does not ask (it subscribes to nothing, and would
+// keep a subscriber from running); ibsaquery subscribe --listen does.
+TEST(UmadTransportOnFakeHca, OnlyASubscriberRegistersForTheSasReports) {
+    fake_umad::reset();
+    {
+        auto plain = sa::open_umad_transport({});
+        ASSERT_TRUE(plain) << plain.error().message();
+        EXPECT_FALSE(fake_umad::stats().sa_takes_reports);
+    }
+    fake_umad::reset();
+    auto subscriber = sa::open_umad_transport({.take_reports = true});
+    ASSERT_TRUE(subscriber) << subscriber.error().message();
+    EXPECT_TRUE(fake_umad::stats().sa_takes_reports);
+}
+
+TEST(UmadTransportOnFakeHca, ReportsHeldByAnotherAgentFailTheSubscriberNotTheOthers) {
+    fake_umad::reset({.sa_reports_free = false});
+    auto subscriber = sa::open_umad_transport({.take_reports = true});
+    ASSERT_FALSE(subscriber);
+    EXPECT_NE(subscriber.error().message().find("Report method"), std::string::npos) << subscriber.error().message();
+    fake_umad::reset({.sa_reports_free = false});
+    EXPECT_TRUE(sa::open_umad_transport({}));
+}
 
 }  // namespace
 }  // namespace ipoibd
