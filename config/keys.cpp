@@ -463,6 +463,23 @@ std::optional<ChildInconsistency> check_children(const DaemonConfig& c) {
                 return ChildInconsistency{child.name, "pkey",
                                           format_pkey(child.pkey) + " is already the partition of [child " +
                                               c.children[j].name + "]"};
+        // One address, one interface: the kernel would take it on both
+        // devices, and the daemon's answers (ARP, ND) for it would come from
+        // whichever engine a request reached.
+        auto owner = [&](const IpAddress& a) -> std::optional<std::pair<std::string, IpPrefix>> {
+            for (const IpPrefix& p : c.interface.addresses)
+                if (p.address == a) return std::pair{std::string("[interface]"), p};
+            for (std::size_t j = 0; j < i; ++j)
+                for (const IpPrefix& p : c.children[j].addresses)
+                    if (p.address == a) return std::pair{"[" + std::string(kChildSection) + " " + c.children[j].name + "]", p};
+            return std::nullopt;
+        };
+        for (const IpPrefix& a : child.addresses)
+            if (const auto o = owner(a.address))
+                return ChildInconsistency{child.name, "address",
+                                          format_ip(a.address) + " is already " + o->first + " address = " +
+                                              format_prefix(o->second) + " (an address belongs to one interface)",
+                                          format_prefix(a)};
     }
     return std::nullopt;
 }

@@ -61,11 +61,13 @@ std::optional<std::string_view> child_name_of(std::string_view section);
 // A child's name: a valid interface name (as [interface] name).
 expected<void, Reason> check_child_name(std::string_view name);
 // What is wrong with the children as a whole (a missing or repeated P_Key,
-// the parent's P_Key or name): the child to blame and why.
+// the parent's P_Key or name, an address the parent or an earlier child
+// has): the child to blame and why.
 struct ChildInconsistency {
     std::string child;
-    std::string key;  // "pkey", "name"
+    std::string key;    // "pkey", "name", "address"
     Reason reason;
+    std::string value;  // a repeatable key's entry to blame (address: as written back, format_prefix)
 };
 std::optional<ChildInconsistency> check_children(const DaemonConfig& config);
 

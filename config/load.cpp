@@ -388,11 +388,14 @@ expected<void, ConfigError> Loader::apply_overrides(std::span<const ConfigOverri
 expected<void, ConfigError> Loader::check() const {
     if (const auto child = check_children(config_)) {
         const std::string name = std::string(kChildSection) + " " + child->child;
+        const auto entry = child->value.empty() ? entry_where_.end()
+                                                : entry_where_.find(entry_name(name + "." + child->key, child->value));
         const auto set = set_where_.find(name + "." + child->key);
         const auto line = child_line_.find(child->child);
         const std::string where =
-            set != set_where_.end() ? set->second
-                                    : at(line != child_line_.end() ? line->second : 0) + "[" + name + "] " + child->key;
+            entry != entry_where_.end() ? entry->second
+            : set != set_where_.end()   ? set->second
+                                        : at(line != child_line_.end() ? line->second : 0) + "[" + name + "] " + child->key;
         return fail(where + ": " + child->reason);
     }
     if (const auto route = check_routes(config_)) {

@@ -195,6 +195,16 @@ const BadFile kBadFiles[] = {
      "FILE:3: [child ib0.8001] queue = 3: unknown key; a [child] section has pkey, mode, mtu, connected-mode, address, route"},
     {"child_pkey_twice", "[child ib0.8001]\npkey = 0x8001\npkey = 0x8002\n",
      "FILE:3: [child ib0.8001] pkey = 0x8002: pkey is already set on line 2"},
+    {"child_with_the_parents_address",
+     "[interface]\naddress = 198.18.0.1/24\n[child ib0.8001]\npkey = 0x8001\naddress = 198.18.1.1/24\n"
+     "address = 198.18.0.1/16\n",
+     "FILE:6: [child ib0.8001] address = 198.18.0.1/16: 198.18.0.1 is already [interface] address = 198.18.0.1/24 "
+     "(an address belongs to one interface)"},
+    {"children_share_an_address",
+     "[child ib0.8001]\npkey = 0x8001\naddress = 2001:db8:1::1/64\n[child ib0.8002]\npkey = 0x8002\n"
+     "address = 2001:db8:1::1/128\n",
+     "FILE:6: [child ib0.8002] address = 2001:db8:1::1/128: 2001:db8:1::1 is already [child ib0.8001] address = "
+     "2001:db8:1::1/64 (an address belongs to one interface)"},
     {"child_bad_address", "[child ib0.8001]\npkey = 0x8001\naddress = 198.18.1.300/24\n",
      "FILE:3: [child ib0.8001] address = 198.18.1.300/24: '198.18.1.300' is not an IPv4 or IPv6 address"},
     {"address_not_parsable", "[interface]\naddress = 198.18.0.300/24\n",
