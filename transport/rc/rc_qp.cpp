@@ -917,10 +917,9 @@ RcQp::Built RcQp::build_read_responses(ReadResponses& r, PacketSink& out, std::s
                                          : op::rc_rdma_read_response_middle;
         p.dest_qp = rtr_.dest_qpn;
         p.psn = psn_add(r.psn, r.next);
-        assign_bytes(p.payload, r.source.subspan(offset, len));
         if (p.opcode != op::rc_rdma_read_response_middle)
             p.aeth = Aeth{static_cast<std::uint8_t>(Aeth::kSyndromeAck | credit_field()), r.msn};
-        out.send(p, p.payload);
+        out.send(p, r.source.subspan(offset, len));  // read from the region as the sink encodes it
     }
     return Built::all;
 }
