@@ -101,6 +101,7 @@ const char* to_string(SimDrop d) {
         case SimDrop::ctl_bad_length: return "ctl_bad_length";
         case SimDrop::ctl_bad_payload: return "ctl_bad_payload";
         case SimDrop::ctl_unknown_client: return "ctl_unknown_client";
+        case SimDrop::ctl_not_permitted: return "ctl_not_permitted";
         case SimDrop::clients_full: return "clients_full";
         case SimDrop::node_has_sm: return "node_has_sm";
         case SimDrop::attach_failed: return "attach_failed";
@@ -192,6 +193,12 @@ expected<std::unique_ptr<SimServer>, std::string> SimServer::open(SimServerOptio
         return unexpected("could not bind the sim control socket @" + ctl_name + ": " + std::strerror(e) +
                           (e == EADDRINUSE ? " (another ibsim or ibfabricd serves that name)" : ""));
     }
+    // Every datagram then carries its sender's pid, uid and gid, checked
+    // at CONNECT (client_uids).
+    const int on = 1;
+    if (::setsockopt(ctl.get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0)
+        return unexpected(std::string("setsockopt(SO_PASSCRED) on the sim control socket: ") + std::strerror(errno));
+    if (options.client_uids.empty()) options.client_uids = {0, ::geteuid()};
     UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
     if (!epoll) return unexpected(std::string("epoll_create1: ") + std::strerror(errno));
     epoll_event ev{};
@@ -311,10 +318,25 @@ void SimServer::on_control(Clock::time_point now) {
     for (std::size_t i = 0; i < kDatagramsPerWakeup; ++i) {
         std::array<std::uint8_t, sim::kCtlMessageSize + 1> buf{};
         sockaddr_un from{};
-        socklen_t from_len = sizeof from;
-        const ssize_t n = ::recvfrom(ctl_.get(), buf.data(), buf.size(), MSG_TRUNC, reinterpret_cast<sockaddr*>(&from),
-                                     &from_len);
+        iovec iov{buf.data(), buf.size()};
+        alignas(cmsghdr) std::array<std::uint8_t, CMSG_SPACE(sizeof(ucred))> control{};
+        msghdr msg{};
+        msg.msg_name = &from;
+        msg.msg_namelen = sizeof from;
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.data();
+        msg.msg_controllen = control.size();
+        const ssize_t n = ::recvmsg(ctl_.get(), &msg, MSG_TRUNC | MSG_CMSG_CLOEXEC);
         if (n < 0) return;
+        const socklen_t from_len = msg.msg_namelen;
+        std::optional<ucred> cred;
+        for (cmsghdr* h = CMSG_FIRSTHDR(&msg); h != nullptr; h = CMSG_NXTHDR(&msg, h))
+            if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_CREDENTIALS && h->cmsg_len >= CMSG_LEN(sizeof(ucred))) {
+                ucred u{};
+                std::memcpy(&u, CMSG_DATA(h), sizeof u);
+                cred = u;
+            }
         ++counters_.control_messages;
         std::vector<std::uint8_t> sender;
         if (from_len > sim::kSunFamilySize)
@@ -336,7 +358,7 @@ void SimServer::on_control(Clock::time_point now) {
         }
         sim::CtlMessage m = *parsed;
         if (m.type == sim::CtlType::connect) {
-            connect_client(m, sender, now);
+            connect_client(m, sender, cred, now);
             continue;
         }
         if (m.type == sim::CtlType::error) {
@@ -460,7 +482,20 @@ void SimServer::answer_waiting(Clock::time_point now) {
     }
 }
 
-void SimServer::connect_client(sim::CtlMessage m, const std::vector<std::uint8_t>& from, Clock::time_point now) {
+void SimServer::connect_client(sim::CtlMessage m, const std::vector<std::uint8_t>& from,
+                               const std::optional<ucred>& cred, Clock::time_point now) {
+    // The user first: a node of this fabric speaks with the fabric key,
+    // which only the server's own user (and root) may read.
+    if (!cred || std::find(options_.client_uids.begin(), options_.client_uids.end(), cred->uid) ==
+                     options_.client_uids.end()) {
+        refuse(SimDrop::ctl_not_permitted, 0, from);
+        if (log_)
+            log_("sim: CONNECT refused: " +
+                 (cred ? "pid " + std::to_string(cred->pid) + " runs as uid " + std::to_string(cred->uid) +
+                             ", which may not attach (root and ibfabricd's own user may)"
+                       : std::string("no sender credentials")));
+        return;
+    }
     auto info = sim::read_client_info(m);
     if (!info) {
         refuse(SimDrop::ctl_bad_payload, 0, from);

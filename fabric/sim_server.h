@@ -42,6 +42,9 @@
 // tick(now) every 50 ms or so.
 #pragma once
 
+#include <sys/socket.h>
+#include <sys/types.h>
+
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -68,6 +71,12 @@ struct SimServerOptions {
     std::optional<FabricKeys> keys;
     std::map<std::string, std::uint64_t> node_guids;  // by node name
     std::string default_node = "sim";                 // for clients with an empty $SIM_HOST
+    // Who may CONNECT: the user ids whose processes' CONNECTs are taken
+    // (their credentials, SO_PASSCRED). The abstract namespace has no file
+    // permissions: without this any user of the network namespace could
+    // plug a node, with the fabric key, into the fabric. Empty: root and
+    // the server's effective uid (SimServer::open fills it in).
+    std::vector<uid_t> client_uids;
     std::chrono::milliseconds attach_wait{5000};
     std::chrono::milliseconds request_timeout{1000};
     std::size_t max_outstanding = 64;  // requests in flight, per client
@@ -82,6 +91,7 @@ enum class SimDrop : std::uint8_t {
     ctl_bad_length,       // len above 64
     ctl_bad_payload,      // a payload the type cannot carry (short, unterminated name, SET_ISSM 2)
     ctl_unknown_client,   // a client id that is no connected slot, or not from that client's socket
+    ctl_not_permitted,    // CONNECT from a user not in client_uids (or without credentials)
     clients_full,         // CONNECT with every slot taken
     node_has_sm,          // a second IsSM client on one node
     attach_failed,        // the node's port or the slot's socket could not be opened
@@ -162,7 +172,8 @@ private:
     void on_control(Clock::time_point now);
     void reply(const sim::CtlMessage& m, const std::vector<std::uint8_t>& to);
     void refuse(SimDrop why, std::uint32_t client_id, const std::vector<std::uint8_t>& to);
-    void connect_client(sim::CtlMessage m, const std::vector<std::uint8_t>& from, Clock::time_point now);
+    void connect_client(sim::CtlMessage m, const std::vector<std::uint8_t>& from, const std::optional<ucred>& cred,
+                        Clock::time_point now);
     bool answer_port_info(Client& c, sim::CtlMessage m, const std::vector<std::uint8_t>& to, Clock::time_point now,
                           bool waited);
     void release(unsigned slot, bool reaped);

@@ -552,6 +552,29 @@ TEST_F(SimServer, ARequestFromAnotherSocketThanTheSlotsClientIsRefused) {
     EXPECT_EQ(sim().client_count(), 1u);
 }
 
+TEST_F(SimServer, AConnectFromAUserNotAllowedIsRefused) {
+    // The abstract names have no permissions: the server checks the
+    // sender's credentials. Here only a uid that is not ours may attach.
+    const uid_t other = ::geteuid() == 4242 ? 4243 : 4242;
+    start([other](SimServerOptions& o) { o.client_uids = {other}; });
+    FakeClient& c = new_client();
+    auto reply = connect_client(c, "hostA");
+    ASSERT_TRUE(reply.has_value());
+    EXPECT_EQ(reply->type, CtlType::error);
+    EXPECT_EQ(dropped(SimDrop::ctl_not_permitted), 1u);
+    EXPECT_EQ(sim().client_count(), 0u);
+    EXPECT_EQ(sim().node_port("hostA"), nullptr);  // no node plugged in for it
+}
+
+TEST_F(SimServer, RootAndTheServersOwnUserMayConnectByDefault) {
+    start();
+    EXPECT_EQ(sim().options().client_uids, (std::vector<uid_t>{0, ::geteuid()}));
+    FakeClient& c = new_client();
+    auto reply = connect_client(c, "hostA");
+    ASSERT_TRUE(reply.has_value());
+    EXPECT_EQ(reply->type, CtlType::connect);
+}
+
 TEST_F(SimServer, SlotsAreBoundedByMaxClients) {
     start([](SimServerOptions& o) { o.max_clients = 2; });
     FakeClient& a = new_client();
