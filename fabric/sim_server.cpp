@@ -113,6 +113,7 @@ const char* to_string(SimDrop d) {
         case SimDrop::request_send_failed: return "request_send_failed";
         case SimDrop::too_many_outstanding: return "too_many_outstanding";
         case SimDrop::response_no_client: return "response_no_client";
+        case SimDrop::response_unexpected: return "response_unexpected";
         case SimDrop::request_no_sm: return "request_no_sm";
         case SimDrop::client_queue_full: return "client_queue_full";
         case SimDrop::fabric_not_mad: return "fabric_not_mad";
@@ -857,6 +858,10 @@ void SimServer::on_node_gmp(Node& node, bytes mad, std::uint16_t slid, std::uint
             ++counters_.dropped[static_cast<std::size_t>(SimDrop::response_no_client)];
             return;
         }
+        if (!answers_request(*target, tid_of(r), r.mad[1], slid)) {
+            ++counters_.dropped[static_cast<std::size_t>(SimDrop::response_unexpected)];
+            return;
+        }
         if (r.mad[1] == ib::mgmt_class::subn_adm && !sa_transfer(node, *target, r)) return;
         target->outstanding.erase(tid_of(r));
     } else {
@@ -873,6 +878,17 @@ void SimServer::on_node_gmp(Node& node, bytes mad, std::uint16_t slid, std::uint
         target = slots_[*node.sm_client].get();
     }
     to_client(*target, r);
+}
+
+bool SimServer::answers_request(const Client& c, std::uint64_t tid, std::uint8_t mgmt_class,
+                                std::optional<std::uint16_t> slid) const {
+    // Anyone on the fabric may send a response with any TID (the slot
+    // bits are easy to guess): only one that matches is the client's.
+    const auto it = c.outstanding.find(tid);
+    if (it == c.outstanding.end()) return false;
+    const sim::SimRequest& request = it->second.request;
+    if (request.mad[1] != mgmt_class) return false;
+    return !slid || request.dlid == *slid;
 }
 
 bool SimServer::sa_transfer(Node& node, Client& c, sim::SimRequest& r) {
@@ -934,6 +950,12 @@ bool SimServer::on_node_smp(Node& node, const ib::Packet& packet) {
         const unsigned slot = sim::slot_of(smp->transaction_id);
         if (slot >= slots_.size() || !slots_[slot] || !node.clients.contains(slot)) {
             ++counters_.dropped[static_cast<std::size_t>(SimDrop::response_no_client)];
+            return true;
+        }
+        const std::optional<std::uint16_t> from =
+            smp->is_directed_route() ? std::nullopt : std::optional<std::uint16_t>(packet.lrh.slid);
+        if (!answers_request(*slots_[slot], smp->transaction_id, smp->mgmt_class, from)) {
+            ++counters_.dropped[static_cast<std::size_t>(SimDrop::response_unexpected)];
             return true;
         }
         slots_[slot]->outstanding.erase(smp->transaction_id);

@@ -103,6 +103,7 @@ enum class SimDrop : std::uint8_t {
     request_send_failed,  // the port refused the packet
     too_many_outstanding, // a client over max_outstanding requests in flight
     response_no_client,   // a response whose TID names no client of that node
+    response_unexpected,  // a response that answers no request the client has in flight (TID, class, source LID)
     request_no_sm,        // an unsolicited request for a node without an SM client
     client_queue_full,    // a client's socket did not take a datagram (EAGAIN)
     fabric_not_mad,       // a packet for a client that is no MAD (short, bad SMP, a failed receive)
@@ -191,6 +192,12 @@ private:
     void on_node(Node& node, Clock::time_point now);
     bool on_node_smp(Node& node, const ib::Packet& packet);
     void on_node_gmp(Node& node, bytes mad, std::uint16_t slid, std::uint32_t src_qp);
+    // Whether a response answers a request c has in flight, as the
+    // kernel's MAD layer matches one to its send: the same TID and class,
+    // from the LID the request went to (slid null: directed route, which
+    // has none to compare).
+    bool answers_request(const Client& c, std::uint64_t tid, std::uint8_t mgmt_class,
+                         std::optional<std::uint16_t> slid) const;
     // An SA response for client c: true when r is now what to deliver (one
     // MAD, or a completed RMPP transfer), false while a transfer goes on.
     bool sa_transfer(Node& node, Client& c, sim::SimRequest& r);

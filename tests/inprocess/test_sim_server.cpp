@@ -923,6 +923,45 @@ TEST_F(SimServer, UnsolicitedRequestsGoToTheNodesSmClient) {
     EXPECT_EQ(sim().counters().timeouts, 0u);
 }
 
+TEST_F(SimServer, AResponseReachesAClientOnlyWhenItAnswersOneOfItsRequests) {
+    start();
+    FakeClient& a = new_client();
+    FakeClient& b = new_client();
+    FakeClient& m = new_client();
+    ASSERT_NE(attach(a, "hostA"), 0u);
+    const std::uint16_t lid_b = attach(b, "hostB");
+    ASSERT_NE(lid_b, 0u);
+    const std::uint16_t lid_a = sim().node_port("hostA")->attributes().lid;
+    ASSERT_NE(attach(m, "hostM"), 0u);
+
+    // a asks hostB something its node does not answer (DevMgt, no SM
+    // client there): the request stays in flight.
+    const std::uint64_t tid = sim::with_slot(0x0000'0004'0000'0031ULL, static_cast<std::uint16_t>(*a.slot()));
+    a.send_data(request_with(lid_b, 1, gmp_get(ib::mgmt_class::dev_mgt, 0x0001, tid)));
+    ASSERT_TRUE(run_until([&] { return dropped(SimDrop::request_no_sm) == 1; }));
+
+    auto response = [&](std::uint8_t mgmt_class, std::uint64_t t) {
+        SimRequest r = request_with(lid_a, 1, gmp_get(mgmt_class, 0x0001, t));
+        r.mad[3] = ib::method::get_resp;
+        return r;
+    };
+    m.send_data(response(ib::mgmt_class::dev_mgt, tid));                 // a TID a uses, from another LID
+    b.send_data(response(ib::mgmt_class::dev_mgt, sim::with_slot(0x99, static_cast<std::uint16_t>(*a.slot()))));  // no such request
+    b.send_data(response(ib::mgmt_class::perf_mgt, tid));                // another class
+    ASSERT_TRUE(run_until([&] { return dropped(SimDrop::response_unexpected) == 3; }));
+    b.send_data(response(ib::mgmt_class::dev_mgt, tid));                 // the answer
+    auto got = await_data(a);
+    ASSERT_TRUE(got.has_value());
+    EXPECT_EQ(got->slid, lid_b);
+    EXPECT_EQ(got->mad[1], ib::mgmt_class::dev_mgt);
+    EXPECT_EQ(got->mad[3], ib::method::get_resp);
+    EXPECT_EQ(tid_of(*got), tid);
+    EXPECT_EQ(got->status, sim::kStatusOk);
+    run_for(50ms);
+    EXPECT_FALSE(a.take_data().has_value());  // none of the forged ones came through
+    EXPECT_EQ(dropped(SimDrop::response_unexpected), 3u);
+}
+
 // ---------------------------------------------------------------------------
 // Liveness
 
