@@ -115,6 +115,7 @@ const char* to_string(SimDrop d) {
         case SimDrop::response_no_client: return "response_no_client";
         case SimDrop::response_unexpected: return "response_unexpected";
         case SimDrop::request_no_sm: return "request_no_sm";
+        case SimDrop::request_no_agent: return "request_no_agent";
         case SimDrop::client_queue_full: return "client_queue_full";
         case SimDrop::fabric_not_mad: return "fabric_not_mad";
         case SimDrop::reply_send_failed: return "reply_send_failed";
@@ -873,6 +874,14 @@ void SimServer::on_node_gmp(Node& node, bytes mad, std::uint16_t slid, std::uint
         }
         if (!node.sm_client) {
             ++counters_.dropped[static_cast<std::size_t>(SimDrop::request_no_sm)];
+            return;
+        }
+        // The shim hands a MAD to the umad agent of its class, and has
+        // none for a class the program never registered: it dereferences
+        // null and dies. OpenSM takes SA requests on QP1 and nothing else
+        // unasked (CM, DevMgt, vendor classes: any port could send them).
+        if (r.mad[1] != ib::mgmt_class::subn_adm) {
+            ++counters_.dropped[static_cast<std::size_t>(SimDrop::request_no_agent)];
             return;
         }
         target = slots_[*node.sm_client].get();

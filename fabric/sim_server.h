@@ -105,6 +105,7 @@ enum class SimDrop : std::uint8_t {
     response_no_client,   // a response whose TID names no client of that node
     response_unexpected,  // a response that answers no request the client has in flight (TID, class, source LID)
     request_no_sm,        // an unsolicited request for a node without an SM client
+    request_no_agent,     // an unsolicited GMP of a class other than SubnAdm (the shim would crash on it)
     client_queue_full,    // a client's socket did not take a datagram (EAGAIN)
     fabric_not_mad,       // a packet for a client that is no MAD (short, bad SMP, a failed receive)
     reply_send_failed,    // the node's own PMA answer or RMPP ACK/ABORT the port did not take

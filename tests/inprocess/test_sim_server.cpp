@@ -923,6 +923,29 @@ TEST_F(SimServer, UnsolicitedRequestsGoToTheNodesSmClient) {
     EXPECT_EQ(sim().counters().timeouts, 0u);
 }
 
+TEST_F(SimServer, AnSmClientGetsNoUnsolicitedGmpOfAClassOtherThanSubnAdm) {
+    start();
+    FakeClient& sm = new_client();
+    FakeClient& a = new_client();
+    const std::uint16_t lid_s = attach(sm, "hostS", true);
+    ASSERT_NE(lid_s, 0u);
+    ASSERT_NE(attach(a, "hostA"), 0u);
+    // A DevMgt Get and a CM Send (as a REQ would be) to the SM's node:
+    // libumad2sim has no agent for them and would crash OpenSM.
+    a.send_data(request_with(lid_s, 1, gmp_get(ib::mgmt_class::dev_mgt, 0x0001, 0x0000'0001'0000'0001ULL)));
+    auto cm = gmp_get(ib::mgmt_class::com_mgt, 0x0010, 0x0000'0001'0000'0002ULL);
+    cm[3] = ib::method::send;
+    a.send_data(request_with(lid_s, 1, cm));
+    ASSERT_TRUE(run_until([&] { return dropped(SimDrop::request_no_agent) == 2; }));
+    // An SA request still reaches it.
+    a.send_data(request_with(lid_s, 1, sa_request(ib::method::get, sa::sa_attr::class_port_info, 0x0000'0001'0000'0003ULL)));
+    auto at_sm = await_data(sm);
+    ASSERT_TRUE(at_sm.has_value());
+    EXPECT_EQ(at_sm->mad[1], ib::mgmt_class::subn_adm);
+    run_for(50ms);
+    EXPECT_FALSE(sm.take_data().has_value());
+}
+
 TEST_F(SimServer, AResponseReachesAClientOnlyWhenItAnswersOneOfItsRequests) {
     start();
     FakeClient& a = new_client();
