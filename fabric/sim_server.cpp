@@ -106,6 +106,7 @@ const char* to_string(SimDrop d) {
         case SimDrop::node_has_sm: return "node_has_sm";
         case SimDrop::attach_failed: return "attach_failed";
         case SimDrop::request_wrong_size: return "request_wrong_size";
+        case SimDrop::request_stale: return "request_stale";
         case SimDrop::request_bad_length: return "request_bad_length";
         case SimDrop::request_not_mad: return "request_not_mad";
         case SimDrop::request_bad_lid: return "request_bad_lid";
@@ -157,7 +158,7 @@ struct SimServer::Client {
     std::string node;            // name of its node
     std::vector<std::uint8_t> ctl_address;  // sun_path bytes of B:ctl<pid>
     std::string in_name;         // B:in<pid>
-    UniqueFd data;               // B:out<slot>, connected to B:in<pid>
+    int data = -1;               // B:out<slot> (slot_sockets_), connected to B:in<pid>
     std::map<std::uint64_t, Outstanding> outstanding;  // by TID (slot stamped)
     // GET_PORTINFO held until the port is ACTIVE (or attach_deadline).
     std::optional<sim::CtlMessage> waiting_port_info;
@@ -201,6 +202,19 @@ expected<std::unique_ptr<SimServer>, std::string> SimServer::open(SimServerOptio
     if (::setsockopt(ctl.get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0)
         return unexpected(std::string("setsockopt(SO_PASSCRED) on the sim control socket: ") + std::strerror(errno));
     if (options.client_uids.empty()) options.client_uids = {0, ::geteuid()};
+    std::vector<UniqueFd> slot_sockets;
+    for (unsigned slot = 0; slot < options.max_clients; ++slot) {
+        const std::string name = sim::server_out_name(options.base_name, slot);
+        UniqueFd s = unix_dgram_socket();
+        if (!s) return unexpected(std::string("could not create a unix socket: ") + std::strerror(errno));
+        const sockaddr_un out = unix_address(name, len);
+        if (::bind(s.get(), reinterpret_cast<const sockaddr*>(&out), len) != 0) {
+            const int e = errno;
+            return unexpected("could not bind the sim slot socket @" + name + ": " + std::strerror(e) +
+                              (e == EADDRINUSE ? " (another process holds that name)" : ""));
+        }
+        slot_sockets.push_back(std::move(s));
+    }
     UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
     if (!epoll) return unexpected(std::string("epoll_create1: ") + std::strerror(errno));
     epoll_event ev{};
@@ -209,11 +223,17 @@ expected<std::unique_ptr<SimServer>, std::string> SimServer::open(SimServerOptio
     if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, ctl.get(), &ev) != 0)
         return unexpected(std::string("epoll_ctl: ") + std::strerror(errno));
     options.fabric = reachable(options.fabric);
-    return std::unique_ptr<SimServer>(new SimServer(std::move(options), std::move(log), std::move(ctl), std::move(epoll)));
+    return std::unique_ptr<SimServer>(new SimServer(std::move(options), std::move(log), std::move(ctl),
+                                                    std::move(slot_sockets), std::move(epoll)));
 }
 
-SimServer::SimServer(SimServerOptions options, Log log, UniqueFd ctl, UniqueFd epoll)
-    : options_(std::move(options)), log_(std::move(log)), ctl_(std::move(ctl)), epoll_(std::move(epoll)) {
+SimServer::SimServer(SimServerOptions options, Log log, UniqueFd ctl, std::vector<UniqueFd> slot_sockets,
+                     UniqueFd epoll)
+    : options_(std::move(options)),
+      log_(std::move(log)),
+      ctl_(std::move(ctl)),
+      slot_sockets_(std::move(slot_sockets)),
+      epoll_(std::move(epoll)) {
     slots_.resize(options_.max_clients);
 }
 
@@ -534,17 +554,22 @@ void SimServer::connect_client(sim::CtlMessage m, const std::vector<std::uint8_t
     client->ctl_address = from;
     client->in_name = sim::client_in_name(options_.base_name, info->id);
     client->attach_deadline = now + options_.attach_wait;
-    client->data = unix_dgram_socket();
-    socklen_t len = 0;
-    const sockaddr_un out = unix_address(sim::server_out_name(options_.base_name, slot), len);
+    client->data = slot_sockets_[slot].get();
     socklen_t in_len = 0;
     const sockaddr_un in = unix_address(client->in_name, in_len);
-    if (!client->data || ::bind(client->data.get(), reinterpret_cast<const sockaddr*>(&out), len) != 0 ||
-        ::connect(client->data.get(), reinterpret_cast<const sockaddr*>(&in), in_len) != 0) {
+    if (::connect(client->data, reinterpret_cast<const sockaddr*>(&in), in_len) != 0) {
         const int e = errno;
         refuse(SimDrop::attach_failed, 0, from);
         if (log_) log_("sim: client " + std::to_string(info->id) + " refused: its data socket: " + std::strerror(e));
         return;
+    }
+    // Only B:in<pid> may send to the slot now; what came before (anyone
+    // could send to a slot never connected, the previous client to its
+    // old one) is not this client's.
+    for (std::size_t i = 0; i < 4 * kDatagramsPerWakeup; ++i) {
+        std::array<std::uint8_t, 1> junk{};
+        if (::recv(client->data, junk.data(), junk.size(), MSG_DONTWAIT | MSG_TRUNC) < 0) break;
+        ++counters_.dropped[static_cast<std::size_t>(SimDrop::request_stale)];
     }
     if (!node) {
         std::string error;
@@ -558,7 +583,7 @@ void SimServer::connect_client(sim::CtlMessage m, const std::vector<std::uint8_t
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = tag(kSlot, slot);
-    (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, client->data.get(), &ev);
+    (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, client->data, &ev);
     node->clients.insert(slot);
     if (info->issm) {
         node->sm_client = slot;
@@ -581,7 +606,7 @@ void SimServer::release(unsigned slot, bool reaped) {
     if (slot >= slots_.size() || !slots_[slot]) return;
     std::unique_ptr<Client> c = std::move(slots_[slot]);
     if (reaped) ++counters_.clients_reaped;
-    (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c->data.get(), nullptr);
+    (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c->data, nullptr);
     if (log_)
         log_("sim: client " + std::to_string(c->pid) + " (slot " + std::to_string(slot) + ", node " + c->node + ") " +
              (reaped ? "is gone" : "disconnected"));
@@ -664,7 +689,7 @@ void SimServer::on_client_data(unsigned slot, Clock::time_point now) {
         Client* c = slots_[slot].get();
         if (!c) return;
         std::array<std::uint8_t, sim::kSimRequestSize + 1> buf{};
-        const ssize_t n = ::recv(c->data.get(), buf.data(), buf.size(), MSG_TRUNC);
+        const ssize_t n = ::recv(c->data, buf.data(), buf.size(), MSG_TRUNC);
         if (n < 0) {
             if (errno == ECONNREFUSED) release(slot, true);
             return;
@@ -990,7 +1015,7 @@ void SimServer::to_client(Client& c, const sim::SimRequest& r) {
     if (c.gone) return;
     auto out = sim::encode_request(r);
     if (!out) return;
-    const ssize_t n = ::send(c.data.get(), out->data(), out->size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n = ::send(c.data, out->data(), out->size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n == static_cast<ssize_t>(out->size())) {
         ++counters_.mads_to_clients;
         ++c.mads_out;

@@ -5,8 +5,9 @@
 // The protocol is in sim_wire.h. What this adds is the fabric side:
 //
 // 1. Sockets. open() binds the control socket B:ctl (B the base name, as
-//    the clients' $IBSIM_SOCKNAME). A CONNECT takes the lowest free slot,
-//    binds B:out<slot> and connects it to the client's B:in<pid>; the reply
+//    the clients' $IBSIM_SOCKNAME) and every slot's B:out<slot>. A CONNECT
+//    takes the lowest free slot and connects B:out<slot> to the client's
+//    B:in<pid> (from then on only that socket may send to it); the reply
 //    names the slot. Every control message gets an 80-byte reply from B:ctl,
 //    ERROR (type 0) for anything refused (the client then exits instead of
 //    waiting for ever); every refusal is counted by SimDrop.
@@ -96,6 +97,7 @@ enum class SimDrop : std::uint8_t {
     node_has_sm,          // a second IsSM client on one node
     attach_failed,        // the node's port or the slot's socket could not be opened
     request_wrong_size,   // a data datagram of other than 288 bytes
+    request_stale,        // a datagram waiting on a slot's socket from before its client connected
     request_bad_length,   // length above 256
     request_not_mad,      // BaseVersion not 1, or a directed-route SMP the requester's hop rule refuses
     request_bad_lid,      // a LID-routed MAD to LID 0 or a multicast LID
@@ -169,7 +171,7 @@ private:
         sim::SimRequest request;  // as sent: slot in the TID, SLID filled in
     };
 
-    SimServer(SimServerOptions options, Log log, UniqueFd ctl, UniqueFd epoll);
+    SimServer(SimServerOptions options, Log log, UniqueFd ctl, std::vector<UniqueFd> slot_sockets, UniqueFd epoll);
 
     void on_control(Clock::time_point now);
     void reply(const sim::CtlMessage& m, const std::vector<std::uint8_t>& to);
@@ -209,6 +211,10 @@ private:
     SimServerOptions options_;
     Log log_;
     UniqueFd ctl_;
+    // B:out<slot> for every slot, bound at open() and held for good (as
+    // ibsim does): a name the server let go between clients could be
+    // bound by anyone, and every CONNECT to that slot would then fail.
+    std::vector<UniqueFd> slot_sockets_;
     UniqueFd epoll_;
     std::vector<std::unique_ptr<Client>> slots_;  // index = slot; null = free
     std::map<std::string, std::unique_ptr<Node>> nodes_;

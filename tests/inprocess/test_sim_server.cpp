@@ -575,6 +575,34 @@ TEST_F(SimServer, RootAndTheServersOwnUserMayConnectByDefault) {
     EXPECT_EQ(reply->type, CtlType::connect);
 }
 
+TEST_F(SimServer, NobodyTakesASlotsSocketNameOrQueuesDatagramsForItsNextClient) {
+    start([](SimServerOptions& o) { o.max_clients = 2; });
+    // The slots' names are the server's from the start: a squatter on
+    // B:out0 would make every CONNECT given slot 0 fail.
+    UniqueFd squatter = dgram_socket();
+    EXPECT_FALSE(bind_to(squatter.get(), sim::server_out_name(base_, 0)));
+    // A stranger queues MADs on slot 0 before anyone holds it.
+    UniqueFd stranger = dgram_socket();
+    ASSERT_TRUE(connect_to(stranger.get(), sim::server_out_name(base_, 0))) << std::strerror(errno);
+    const auto mad = *sim::encode_request(
+        request_with(kSwitchLid, 1, sa_request(ib::method::get, sa::sa_attr::class_port_info, 5)));
+    for (int k = 0; k < 3; ++k)
+        ASSERT_EQ(::send(stranger.get(), mad.data(), mad.size(), MSG_NOSIGNAL), static_cast<ssize_t>(mad.size()));
+
+    FakeClient& c = new_client();
+    auto reply = connect_client(c, "hostA");
+    ASSERT_TRUE(reply.has_value());
+    ASSERT_EQ(reply->type, CtlType::connect);
+    EXPECT_EQ(reply->client_id, 0u);
+    EXPECT_EQ(dropped(SimDrop::request_stale), 3u);
+    EXPECT_EQ(dropped(SimDrop::attach_failed), 0u);
+    // Now only c's socket may send to it.
+    EXPECT_LT(::send(stranger.get(), mad.data(), mad.size(), MSG_NOSIGNAL), 0);
+    run_for(100ms);
+    EXPECT_EQ(sim().counters().mads_from_clients, 0u);  // none went out as c's
+    EXPECT_FALSE(c.take_data().has_value());
+}
+
 TEST_F(SimServer, SlotsAreBoundedByMaxClients) {
     start([](SimServerOptions& o) { o.max_clients = 2; });
     FakeClient& a = new_client();
