@@ -1,7 +1,9 @@
 #include "fabric/sim_server.h"
 
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -102,6 +104,7 @@ const char* to_string(SimDrop d) {
         case SimDrop::ctl_bad_payload: return "ctl_bad_payload";
         case SimDrop::ctl_unknown_client: return "ctl_unknown_client";
         case SimDrop::ctl_not_permitted: return "ctl_not_permitted";
+        case SimDrop::ctl_no_reply: return "ctl_no_reply";
         case SimDrop::clients_full: return "clients_full";
         case SimDrop::node_has_sm: return "node_has_sm";
         case SimDrop::attach_failed: return "attach_failed";
@@ -317,18 +320,39 @@ void SimServer::tick(Clock::time_point now) {
 // ---------------------------------------------------------------------------
 // Control
 
-void SimServer::reply(const sim::CtlMessage& m, const std::vector<std::uint8_t>& to) {
-    auto bytes_out = sim::encode_ctl(m);
-    if (!bytes_out) return;
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    const std::size_t n = std::min(to.size(), sizeof a.sun_path);
-    std::memcpy(a.sun_path, to.data(), n);
-    (void)::sendto(ctl_.get(), bytes_out->data(), bytes_out->size(), MSG_NOSIGNAL, reinterpret_cast<const sockaddr*>(&a),
-                   static_cast<socklen_t>(sim::kSunFamilySize + n));
+bool SimServer::permitted(const std::optional<ucred>& cred) const {
+    return cred && std::find(options_.client_uids.begin(), options_.client_uids.end(), cred->uid) !=
+                       options_.client_uids.end();
 }
 
-void SimServer::refuse(SimDrop why, std::uint32_t client_id, const std::vector<std::uint8_t>& to) {
+void SimServer::reply(const sim::CtlMessage& m, const CtlSender& to) {
+    auto bytes_out = sim::encode_ctl(m);
+    if (!bytes_out) return;
+    // A reply stays charged to B:ctl's send buffer until its receiver
+    // reads it, and the client's socket, connected to B:ctl, takes any
+    // number: a sender that never reads could fill the buffer and leave
+    // every client waiting for ever on a reply never sent. Senders of
+    // other users get their ERRORs while at least 3/4 of it is free.
+    if (!to.permitted) {
+        int queued = 0;
+        int buffer = 0;
+        socklen_t size = sizeof buffer;
+        if (::ioctl(ctl_.get(), SIOCOUTQ, &queued) != 0 ||
+            ::getsockopt(ctl_.get(), SOL_SOCKET, SO_SNDBUF, &buffer, &size) != 0 || queued > buffer / 4) {
+            ++counters_.dropped[static_cast<std::size_t>(SimDrop::ctl_no_reply)];
+            return;
+        }
+    }
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    const std::size_t n = std::min(to.address.size(), sizeof a.sun_path);
+    std::memcpy(a.sun_path, to.address.data(), n);
+    if (::sendto(ctl_.get(), bytes_out->data(), bytes_out->size(), MSG_NOSIGNAL | MSG_DONTWAIT,
+                 reinterpret_cast<const sockaddr*>(&a), static_cast<socklen_t>(sim::kSunFamilySize + n)) < 0)
+        ++counters_.dropped[static_cast<std::size_t>(SimDrop::ctl_no_reply)];
+}
+
+void SimServer::refuse(SimDrop why, std::uint32_t client_id, const CtlSender& to) {
     ++counters_.dropped[static_cast<std::size_t>(why)];
     sim::CtlMessage m;
     m.client_id = client_id;
@@ -360,10 +384,12 @@ void SimServer::on_control(Clock::time_point now) {
                 cred = u;
             }
         ++counters_.control_messages;
-        std::vector<std::uint8_t> sender;
+        CtlSender sender;
         if (from_len > sim::kSunFamilySize)
-            sender.assign(reinterpret_cast<const std::uint8_t*>(from.sun_path),
-                          reinterpret_cast<const std::uint8_t*>(from.sun_path) + (from_len - sim::kSunFamilySize));
+            sender.address.assign(reinterpret_cast<const std::uint8_t*>(from.sun_path),
+                                  reinterpret_cast<const std::uint8_t*>(from.sun_path) + (from_len - sim::kSunFamilySize));
+        sender.cred = cred;
+        sender.permitted = permitted(cred);
         const std::size_t got = std::min<std::size_t>(static_cast<std::size_t>(n), buf.size());
         auto parsed = sim::parse_ctl(bytes(buf.data(), static_cast<std::size_t>(n) > buf.size() ? buf.size() : got));
         if (static_cast<std::size_t>(n) != sim::kCtlMessageSize) {
@@ -380,7 +406,7 @@ void SimServer::on_control(Clock::time_point now) {
         }
         sim::CtlMessage m = *parsed;
         if (m.type == sim::CtlType::connect) {
-            connect_client(m, sender, cred, now);
+            connect_client(m, sender, now);
             continue;
         }
         if (m.type == sim::CtlType::error) {
@@ -389,7 +415,7 @@ void SimServer::on_control(Clock::time_point now) {
         }
         // Everything else must come from the client of that slot.
         Client* c = m.client_id < slots_.size() ? slots_[m.client_id].get() : nullptr;
-        if (!c || c->ctl_address != sender) {
+        if (!c || c->ctl_address != sender.address) {
             refuse(SimDrop::ctl_unknown_client, m.client_id, sender);
             continue;
         }
@@ -479,8 +505,8 @@ void SimServer::on_control(Clock::time_point now) {
     }
 }
 
-bool SimServer::answer_port_info(Client& c, sim::CtlMessage m, const std::vector<std::uint8_t>& to,
-                                 Clock::time_point now, bool waited) {
+bool SimServer::answer_port_info(Client& c, sim::CtlMessage m, const CtlSender& to, Clock::time_point now,
+                                 bool waited) {
     Node& node = *nodes_.at(c.node);
     const bool active = node.port->attributes().state == transport::PortState::active;
     if (!active && !waited && now < c.attach_deadline) return false;
@@ -500,22 +526,20 @@ void SimServer::answer_waiting(Clock::time_point now) {
         if (!active && now < c->attach_deadline) continue;
         const sim::CtlMessage m = *c->waiting_port_info;
         c->waiting_port_info.reset();
-        answer_port_info(*c, m, c->ctl_address, now, true);
+        answer_port_info(*c, m, CtlSender{.address = c->ctl_address, .cred = std::nullopt, .permitted = true}, now, true);
     }
 }
 
-void SimServer::connect_client(sim::CtlMessage m, const std::vector<std::uint8_t>& from,
-                               const std::optional<ucred>& cred, Clock::time_point now) {
+void SimServer::connect_client(sim::CtlMessage m, const CtlSender& from, Clock::time_point now) {
     // The user first: a node of this fabric speaks with the fabric key,
     // which only the server's own user (and root) may read.
-    if (!cred || std::find(options_.client_uids.begin(), options_.client_uids.end(), cred->uid) ==
-                     options_.client_uids.end()) {
+    if (!from.permitted) {
         refuse(SimDrop::ctl_not_permitted, 0, from);
         if (log_)
             log_("sim: CONNECT refused: " +
-                 (cred ? "pid " + std::to_string(cred->pid) + " runs as uid " + std::to_string(cred->uid) +
-                             ", which may not attach (root and ibfabricd's own user may)"
-                       : std::string("no sender credentials")));
+                 (from.cred ? "pid " + std::to_string(from.cred->pid) + " runs as uid " + std::to_string(from.cred->uid) +
+                                  ", which may not attach (root and ibfabricd's own user may)"
+                            : std::string("no sender credentials")));
         return;
     }
     auto info = sim::read_client_info(m);
@@ -525,7 +549,7 @@ void SimServer::connect_client(sim::CtlMessage m, const std::vector<std::uint8_t
     }
     // The sender must be the client's own control socket B:ctl<pid>.
     const auto expected_ctl = sim::abstract_address(sim::client_ctl_name(options_.base_name, info->id));
-    if (expected_ctl != from) {
+    if (expected_ctl != from.address) {
         refuse(SimDrop::ctl_unknown_client, 0, from);
         return;
     }
@@ -551,7 +575,7 @@ void SimServer::connect_client(sim::CtlMessage m, const std::vector<std::uint8_t
     client->slot = slot;
     client->pid = info->id;
     client->node = name;
-    client->ctl_address = from;
+    client->ctl_address = from.address;
     client->in_name = sim::client_in_name(options_.base_name, info->id);
     client->attach_deadline = now + options_.attach_wait;
     client->data = slot_sockets_[slot].get();

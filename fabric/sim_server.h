@@ -93,6 +93,7 @@ enum class SimDrop : std::uint8_t {
     ctl_bad_payload,      // a payload the type cannot carry (short, unterminated name, SET_ISSM 2)
     ctl_unknown_client,   // a client id that is no connected slot, or not from that client's socket
     ctl_not_permitted,    // CONNECT from a user not in client_uids (or without credentials)
+    ctl_no_reply,         // a reply not sent: B:ctl's send buffer full, or a quarter of it held for other users' senders
     clients_full,         // CONNECT with every slot taken
     node_has_sm,          // a second IsSM client on one node
     attach_failed,        // the node's port or the slot's socket could not be opened
@@ -174,12 +175,18 @@ private:
     SimServer(SimServerOptions options, Log log, UniqueFd ctl, std::vector<UniqueFd> slot_sockets, UniqueFd epoll);
 
     void on_control(Clock::time_point now);
-    void reply(const sim::CtlMessage& m, const std::vector<std::uint8_t>& to);
-    void refuse(SimDrop why, std::uint32_t client_id, const std::vector<std::uint8_t>& to);
-    void connect_client(sim::CtlMessage m, const std::vector<std::uint8_t>& from, const std::optional<ucred>& cred,
-                        Clock::time_point now);
-    bool answer_port_info(Client& c, sim::CtlMessage m, const std::vector<std::uint8_t>& to, Clock::time_point now,
-                          bool waited);
+    // Who sent a control message: its address (the sun_path bytes) and
+    // whether its user may attach (client_uids).
+    struct CtlSender {
+        std::vector<std::uint8_t> address;
+        std::optional<ucred> cred;
+        bool permitted = false;
+    };
+    bool permitted(const std::optional<ucred>& cred) const;
+    void reply(const sim::CtlMessage& m, const CtlSender& to);
+    void refuse(SimDrop why, std::uint32_t client_id, const CtlSender& to);
+    void connect_client(sim::CtlMessage m, const CtlSender& from, Clock::time_point now);
+    bool answer_port_info(Client& c, sim::CtlMessage m, const CtlSender& to, Clock::time_point now, bool waited);
     void release(unsigned slot, bool reaped);
     Node* open_node(const std::string& name, std::string& error);
     void close_node(Node& node);

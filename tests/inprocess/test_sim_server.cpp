@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -564,6 +566,37 @@ TEST_F(SimServer, AConnectFromAUserNotAllowedIsRefused) {
     EXPECT_EQ(dropped(SimDrop::ctl_not_permitted), 1u);
     EXPECT_EQ(sim().client_count(), 0u);
     EXPECT_EQ(sim().node_port("hostA"), nullptr);  // no node plugged in for it
+}
+
+TEST_F(SimServer, AnotherUsersSenderThatNeverReadsItsRepliesCannotStarveTheClients) {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root, to send as another user";
+    start();
+    // A process of user nobody sends 2,000 control messages (bad magic,
+    // each refused with an ERROR) and reads none of the replies, which
+    // stay charged to B:ctl's send buffer.
+    const std::string flood_name = base_ + ":flood";
+    const std::string ctl_name = sim::server_ctl_name(base_);
+    const pid_t child = ::fork();
+    if (child == 0) {
+        if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
+        const int s = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);  // blocking: paced by the server
+        if (s < 0 || !bind_to(s, flood_name) || !connect_to(s, ctl_name)) ::_exit(3);
+        const std::array<std::uint8_t, sim::kCtlMessageSize> junk{};
+        for (int k = 0; k < 2000; ++k) (void)::send(s, junk.data(), junk.size(), MSG_NOSIGNAL);
+        ::pause();
+        ::_exit(0);
+    }
+    ASSERT_GT(child, 0);
+    const bool flooded = run_until([&] { return sim().counters().control_messages >= 2000; }, 20s);
+    FakeClient& c = new_client();
+    auto reply = flooded ? connect_client(c, "hostA") : std::nullopt;
+    ::kill(child, SIGKILL);
+    (void)::waitpid(child, nullptr, 0);
+    ASSERT_TRUE(flooded);
+    ASSERT_TRUE(reply.has_value());  // the client is answered
+    EXPECT_EQ(reply->type, CtlType::connect);
+    EXPECT_EQ(dropped(SimDrop::ctl_bad_magic), 2000u);
+    EXPECT_GT(dropped(SimDrop::ctl_no_reply), 0u);
 }
 
 TEST_F(SimServer, RootAndTheServersOwnUserMayConnectByDefault) {
