@@ -2,9 +2,11 @@
 
 #include <linux/sockios.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -65,6 +67,21 @@ bool client_socket_exists(const std::string& name) {
     socklen_t len = 0;
     const sockaddr_un a = unix_address(name, len);
     return ::connect(probe.get(), reinterpret_cast<const sockaddr*>(&a), len) == 0 || errno != ECONNREFUSED;
+}
+
+// A pidfd of the process that sent the CONNECT (its credentials), or none
+// (no pidfd_open(2) before Linux 5.3; pid 0: a process of a pid namespace
+// this one cannot see).
+UniqueFd open_pidfd(pid_t pid) {
+    if (pid <= 0) return UniqueFd();
+    return UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+}
+
+// Whether the process behind a pidfd has exited (the pidfd is readable).
+bool process_exited(const UniqueFd& pidfd) {
+    if (!pidfd) return false;
+    pollfd p{pidfd.get(), POLLIN, 0};
+    return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
 }
 
 bool is_smp_class(std::uint8_t mgmt_class) {
@@ -161,6 +178,7 @@ struct SimServer::Client {
     std::string node;            // name of its node
     std::vector<std::uint8_t> ctl_address;  // sun_path bytes of B:ctl<pid>
     std::string in_name;         // B:in<pid>
+    UniqueFd process;            // pidfd of the process that connected, when the kernel gives one
     int data = -1;               // B:out<slot> (slot_sockets_), connected to B:in<pid>
     std::map<std::uint64_t, Outstanding> outstanding;  // by TID (slot stamped)
     // GET_PORTINFO held until the port is ACTIVE (or attach_deadline).
@@ -310,8 +328,11 @@ void SimServer::tick(Clock::time_point now) {
     reap_gone();
     if (now >= next_liveness_) {
         next_liveness_ = now + kLivenessInterval;
+        // The process first: its socket's name, once it let it go, is
+        // anyone's to bind, and would then keep the slot for ever.
         for (unsigned slot = 0; slot < slots_.size(); ++slot)
-            if (slots_[slot] && !client_socket_exists(slots_[slot]->in_name)) release(slot, true);
+            if (slots_[slot] && (process_exited(slots_[slot]->process) || !client_socket_exists(slots_[slot]->in_name)))
+                release(slot, true);
     }
     for (auto& [name, node] : nodes_) on_node(*node, now);  // process() may queue MADs on QP1: deliver them now
     answer_waiting(now);
@@ -576,6 +597,7 @@ void SimServer::connect_client(sim::CtlMessage m, const CtlSender& from, Clock::
     client->pid = info->id;
     client->node = name;
     client->ctl_address = from.address;
+    client->process = open_pidfd(from.cred ? from.cred->pid : 0);
     client->in_name = sim::client_in_name(options_.base_name, info->id);
     client->attach_deadline = now + options_.attach_wait;
     client->data = slot_sockets_[slot].get();
