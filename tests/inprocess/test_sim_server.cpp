@@ -1062,38 +1062,31 @@ TEST_F(SimServer, AClientThatDisappearsIsReapedAndItsNodeClosed) {
     EXPECT_EQ(sim().counters().nodes_closed, 1u);
 }
 
-TEST_F(SimServer, AClientProcessThatExitedIsReapedEvenWhenSomeoneTakesItsSocketsName) {
+TEST_F(SimServer, AClientProcessThatExitedIsReapedEvenWhenItsSocketsNameLivesOn) {
     start();
-    // A real process connects (its pid in the CONNECT, as the shim sends)
-    // and exits without DISCONNECT.
-    const std::string base = base_;
+    // The sockets are made here, then a child process sends the CONNECT
+    // on them and exits without DISCONNECT. This process keeps the same
+    // sockets, so B:in<id> lives on, as when another process binds the
+    // name of a killed client's socket: only the process is gone.
+    FakeClient& c = new_client();
     const pid_t child = ::fork();
     if (child == 0) {
-        const auto id = static_cast<std::uint32_t>(::getpid());
-        const int ctl = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        const int in = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        if (ctl < 0 || in < 0 || !bind_to(ctl, sim::client_ctl_name(base, id)) ||
-            !connect_to(ctl, sim::server_ctl_name(base)) || !bind_to(in, sim::client_in_name(base, id)))
-            ::_exit(2);
-        const timeval wait{5, 0};
-        (void)::setsockopt(ctl, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
-        const auto m = sim::encode_ctl(connect_message("hostA", id, false));
-        std::array<std::uint8_t, sim::kCtlMessageSize> reply{};
-        if (!m || ::send(ctl, m->data(), m->size(), 0) != static_cast<ssize_t>(m->size()) ||
-            ::recv(ctl, reply.data(), reply.size(), 0) != static_cast<ssize_t>(reply.size()))
-            ::_exit(3);
-        ::_exit(load_le32(reply.data() + sim::ctl_offset::type) == static_cast<std::uint32_t>(CtlType::connect) ? 0 : 4);
+        c.send_ctl(connect_message("hostA", c.id(), false));
+        for (int k = 0; k < 500; ++k) {
+            if (auto reply = c.take_ctl()) {
+                auto m = sim::parse_ctl(bytes(reply->data(), reply->size()));
+                ::_exit(m && m->type == CtlType::connect ? 0 : 4);
+            }
+            ::usleep(10000);
+        }
+        ::_exit(3);
     }
     ASSERT_GT(child, 0);
     int status = -1;
     ASSERT_TRUE(run_until([&] { return ::waitpid(child, &status, WNOHANG) == child; }));
     ASSERT_TRUE(WIFEXITED(status));
-    ASSERT_EQ(WEXITSTATUS(status), 0);
-    ASSERT_EQ(sim().client_count(), 1u);
-    // Another process binds the dead client's B:in<pid> before the server
-    // looks: the name exists again, the process does not.
-    UniqueFd squatter = dgram_socket();
-    ASSERT_TRUE(bind_to(squatter.get(), sim::client_in_name(base_, static_cast<std::uint32_t>(child))));
+    ASSERT_EQ(WEXITSTATUS(status), 0);  // attached
+    EXPECT_EQ(sim().counters().clients_connected, 1u);
     ASSERT_TRUE(run_until([&] { return sim().client_count() == 0; }, 3s));
     EXPECT_EQ(sim().counters().clients_reaped, 1u);
     EXPECT_EQ(sim().node_port("hostA"), nullptr);
