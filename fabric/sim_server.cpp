@@ -32,6 +32,7 @@ constexpr std::size_t kGsiReceiveBuffers = 64;
 constexpr std::size_t kGsiBufferSize = transport::kGrhSlotSize + ib::kMadSize;
 constexpr std::size_t kDatagramsPerWakeup = 64;  // per socket and process()
 constexpr std::chrono::seconds kLivenessInterval{1};
+constexpr std::size_t kMaxStaleDatagrams = 4096;  // counted when a client goes
 constexpr std::size_t kMaxTransfers = 8;  // RMPP transfers per client
 // What of a reassembled SA table a client can see: libumad2sim copies 224
 // bytes of a MAD, so the records that end within them, and the length
@@ -67,6 +68,16 @@ bool client_socket_exists(const std::string& name) {
     socklen_t len = 0;
     const sockaddr_un a = unix_address(name, len);
     return ::connect(probe.get(), reinterpret_cast<const sockaddr*>(&a), len) == 0 || errno != ECONNREFUSED;
+}
+
+// Connects a free slot's socket to the server's own control socket, which
+// never sends to it: a datagram socket connected to another takes
+// datagrams from that one alone, so nobody can queue MADs for the slot's
+// next client, and the previous one's socket is cut off.
+bool park_slot(int slot_socket, std::string_view base) {
+    socklen_t len = 0;
+    const sockaddr_un ctl = unix_address(sim::server_ctl_name(base), len);
+    return ::connect(slot_socket, reinterpret_cast<const sockaddr*>(&ctl), len) == 0;
 }
 
 // A pidfd of the process that sent the CONNECT (its credentials), or none
@@ -234,6 +245,9 @@ expected<std::unique_ptr<SimServer>, std::string> SimServer::open(SimServerOptio
             return unexpected("could not bind the sim slot socket @" + name + ": " + std::strerror(e) +
                               (e == EADDRINUSE ? " (another process holds that name)" : ""));
         }
+        if (!park_slot(s.get(), options.base_name))
+            return unexpected("could not connect the sim slot socket @" + name + " to @" + ctl_name + ": " +
+                              std::strerror(errno));
         slot_sockets.push_back(std::move(s));
     }
     UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
@@ -609,14 +623,6 @@ void SimServer::connect_client(sim::CtlMessage m, const CtlSender& from, Clock::
         if (log_) log_("sim: client " + std::to_string(info->id) + " refused: its data socket: " + std::strerror(e));
         return;
     }
-    // Only B:in<pid> may send to the slot now; what came before (anyone
-    // could send to a slot never connected, the previous client to its
-    // old one) is not this client's.
-    for (std::size_t i = 0; i < 4 * kDatagramsPerWakeup; ++i) {
-        std::array<std::uint8_t, 1> junk{};
-        if (::recv(client->data, junk.data(), junk.size(), MSG_DONTWAIT | MSG_TRUNC) < 0) break;
-        ++counters_.dropped[static_cast<std::size_t>(SimDrop::request_stale)];
-    }
     if (!node) {
         std::string error;
         node = open_node(name, error);
@@ -653,6 +659,16 @@ void SimServer::release(unsigned slot, bool reaped) {
     std::unique_ptr<Client> c = std::move(slots_[slot]);
     if (reaped) ++counters_.clients_reaped;
     (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c->data, nullptr);
+    // What the client left unread goes with it, counted: reconnecting the
+    // socket throws it away unseen. (A client sending as fast as this
+    // reads could keep it here: what is left after the bound goes
+    // uncounted.)
+    for (std::size_t i = 0; i < kMaxStaleDatagrams; ++i) {
+        std::array<std::uint8_t, 1> junk{};
+        if (::recv(c->data, junk.data(), junk.size(), MSG_DONTWAIT | MSG_TRUNC) < 0) break;
+        ++counters_.dropped[static_cast<std::size_t>(SimDrop::request_stale)];
+    }
+    (void)park_slot(c->data, options_.base_name);
     if (log_)
         log_("sim: client " + std::to_string(c->pid) + " (slot " + std::to_string(slot) + ", node " + c->node + ") " +
              (reaped ? "is gone" : "disconnected"));

@@ -7,7 +7,8 @@
 // 1. Sockets. open() binds the control socket B:ctl (B the base name, as
 //    the clients' $IBSIM_SOCKNAME) and every slot's B:out<slot>. A CONNECT
 //    takes the lowest free slot and connects B:out<slot> to the client's
-//    B:in<pid> (from then on only that socket may send to it); the reply
+//    B:in<pid> (from then on only that socket may send to it; a free
+//    slot's is connected to B:ctl, which sends it nothing); the reply
 //    names the slot. Every control message gets an 80-byte reply from B:ctl,
 //    ERROR (type 0) for anything refused (the client then exits instead of
 //    waiting for ever); every refusal is counted by SimDrop.
@@ -98,7 +99,7 @@ enum class SimDrop : std::uint8_t {
     node_has_sm,          // a second IsSM client on one node
     attach_failed,        // the node's port or the slot's socket could not be opened
     request_wrong_size,   // a data datagram of other than 288 bytes
-    request_stale,        // a datagram waiting on a slot's socket from before its client connected
+    request_stale,        // a datagram its client left unread on the slot's socket when it went
     request_bad_length,   // length above 256
     request_not_mad,      // BaseVersion not 1, or a directed-route SMP the requester's hop rule refuses
     request_bad_lid,      // a LID-routed MAD to LID 0 or a multicast LID

@@ -135,6 +135,7 @@ public:
         ASSERT_TRUE(b.has_value());
         send_data_raw(bytes(b->data(), b->size()));
     }
+    int data_fd() const { return data_.get(); }
     std::optional<std::vector<std::uint8_t>> take_data() const {
         return receive(data_.get(), sim::kSimRequestSize + 16);
     }
@@ -614,26 +615,43 @@ TEST_F(SimServer, NobodyTakesASlotsSocketNameOrQueuesDatagramsForItsNextClient) 
     // B:out0 would make every CONNECT given slot 0 fail.
     UniqueFd squatter = dgram_socket();
     EXPECT_FALSE(bind_to(squatter.get(), sim::server_out_name(base_, 0)));
-    // A stranger queues MADs on slot 0 before anyone holds it.
+    // Nor can anyone queue MADs on a free slot for its next client.
     UniqueFd stranger = dgram_socket();
-    ASSERT_TRUE(connect_to(stranger.get(), sim::server_out_name(base_, 0))) << std::strerror(errno);
     const auto mad = *sim::encode_request(
         request_with(kSwitchLid, 1, sa_request(ib::method::get, sa::sa_attr::class_port_info, 5)));
-    for (int k = 0; k < 3; ++k)
-        ASSERT_EQ(::send(stranger.get(), mad.data(), mad.size(), MSG_NOSIGNAL), static_cast<ssize_t>(mad.size()));
+    socklen_t len = 0;
+    const sockaddr_un out0 = unix_address(sim::server_out_name(base_, 0), len);
+    EXPECT_LT(::sendto(stranger.get(), mad.data(), mad.size(), MSG_NOSIGNAL, reinterpret_cast<const sockaddr*>(&out0),
+                       len),
+              0);
 
     FakeClient& c = new_client();
     auto reply = connect_client(c, "hostA");
     ASSERT_TRUE(reply.has_value());
     ASSERT_EQ(reply->type, CtlType::connect);
     EXPECT_EQ(reply->client_id, 0u);
-    EXPECT_EQ(dropped(SimDrop::request_stale), 3u);
     EXPECT_EQ(dropped(SimDrop::attach_failed), 0u);
-    // Now only c's socket may send to it.
-    EXPECT_LT(::send(stranger.get(), mad.data(), mad.size(), MSG_NOSIGNAL), 0);
-    run_for(100ms);
-    EXPECT_EQ(sim().counters().mads_from_clients, 0u);  // none went out as c's
-    EXPECT_FALSE(c.take_data().has_value());
+
+    // A client that said goodbye can no longer send to the slot.
+    auto bye = exchange(c, request_message(CtlType::disconnect, 0));
+    ASSERT_TRUE(bye.has_value());
+    ASSERT_EQ(bye->type, CtlType::disconnect);
+    EXPECT_LT(::send(c.data_fd(), mad.data(), mad.size(), MSG_NOSIGNAL), 0);
+}
+
+TEST_F(SimServer, WhatAClientLeftUnreadOnItsSlotIsCountedWhenItGoes) {
+    start();
+    FakeClient& c = new_client();
+    ASSERT_EQ(connect_client(c, "hostA")->type, CtlType::connect);
+    // More datagrams than the server reads before it handles the
+    // DISCONNECT (up to 64 a wake-up, and 64 more for the DISCONNECT).
+    const std::vector<std::uint8_t> junk(10, 0x01);
+    for (int k = 0; k < 200; ++k) c.send_data_raw(bytes(junk.data(), junk.size()));
+    auto bye = exchange(c, request_message(CtlType::disconnect, 0));
+    ASSERT_TRUE(bye.has_value());
+    ASSERT_EQ(bye->type, CtlType::disconnect);
+    EXPECT_GT(dropped(SimDrop::request_stale), 0u);
+    EXPECT_EQ(dropped(SimDrop::request_stale) + dropped(SimDrop::request_wrong_size), 200u);
 }
 
 TEST_F(SimServer, SlotsAreBoundedByMaxClients) {
