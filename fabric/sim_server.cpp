@@ -454,6 +454,12 @@ void SimServer::on_control(Clock::time_point now) {
             refuse(SimDrop::ctl_unknown_client, m.client_id, sender);
             continue;
         }
+        // And from a user who may attach: once a killed client let its
+        // B:ctl<pid> go, anyone may bind the name until it is reaped.
+        if (!sender.permitted) {
+            refuse(SimDrop::ctl_not_permitted, m.client_id, sender);
+            continue;
+        }
         Node& node = *nodes_.at(c->node);
         const auto& sma = node.port->managed().sma();
         switch (m.type) {

@@ -93,7 +93,7 @@ enum class SimDrop : std::uint8_t {
     ctl_bad_length,       // len above 64
     ctl_bad_payload,      // a payload the type cannot carry (short, unterminated name, SET_ISSM 2)
     ctl_unknown_client,   // a client id that is no connected slot, or not from that client's socket
-    ctl_not_permitted,    // CONNECT from a user not in client_uids (or without credentials)
+    ctl_not_permitted,    // a message from a user not in client_uids (or without credentials)
     ctl_no_reply,         // a reply not sent: B:ctl's send buffer full, or a quarter of it held for other users' senders
     clients_full,         // CONNECT with every slot taken
     node_has_sm,          // a second IsSM client on one node

@@ -140,6 +140,7 @@ public:
         return receive(data_.get(), sim::kSimRequestSize + 16);
     }
 
+    void close_ctl() { ctl_.reset(); }
     // Gone without DISCONNECT (a SIGKILLed process).
     void vanish() {
         ctl_.reset();
@@ -598,6 +599,45 @@ TEST_F(SimServer, AnotherUsersSenderThatNeverReadsItsRepliesCannotStarveTheClien
     EXPECT_EQ(reply->type, CtlType::connect);
     EXPECT_EQ(dropped(SimDrop::ctl_bad_magic), 2000u);
     EXPECT_GT(dropped(SimDrop::ctl_no_reply), 0u);
+}
+
+TEST_F(SimServer, AnotherUserHoldingAClientsControlSocketNameCannotSpeakForIt) {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root, to send as another user";
+    start();
+    FakeClient& c = new_client();
+    ASSERT_EQ(connect_client(c, "hostA")->type, CtlType::connect);
+    // Its control socket goes (its data socket stays: the client is not
+    // reaped), and a process of user nobody binds the free name.
+    c.close_ctl();
+    const std::string ctl_name = sim::client_ctl_name(base_, c.id());
+    const std::string server = sim::server_ctl_name(base_);
+    const CtlMessage set_issm = [] {
+        CtlMessage m;
+        sim::put_set_issm(true, m);
+        m.client_id = 0;
+        return m;
+    }();
+    const pid_t child = ::fork();
+    if (child == 0) {
+        if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
+        const int s = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (s < 0 || !bind_to(s, ctl_name) || !connect_to(s, server)) ::_exit(3);
+        const timeval wait{5, 0};
+        (void)::setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+        const auto m = sim::encode_ctl(set_issm);
+        std::array<std::uint8_t, sim::kCtlMessageSize> reply{};
+        if (!m || ::send(s, m->data(), m->size(), 0) != static_cast<ssize_t>(m->size()) ||
+            ::recv(s, reply.data(), reply.size(), 0) != static_cast<ssize_t>(reply.size()))
+            ::_exit(4);
+        ::_exit(load_le32(reply.data() + sim::ctl_offset::type) == static_cast<std::uint32_t>(CtlType::error) ? 0 : 5);
+    }
+    ASSERT_GT(child, 0);
+    int status = -1;
+    ASSERT_TRUE(run_until([&] { return ::waitpid(child, &status, WNOHANG) == child; }));
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0);  // refused
+    EXPECT_EQ(dropped(SimDrop::ctl_not_permitted), 1u);
+    EXPECT_FALSE(sim().stats().find("IsSM") != std::string::npos) << sim().stats();
 }
 
 TEST_F(SimServer, RootAndTheServersOwnUserMayConnectByDefault) {
