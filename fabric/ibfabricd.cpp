@@ -308,9 +308,9 @@ const cli::Option<Options> kOptions[] = {
      [](Options& o, const std::string& v) -> cli::Applied {
          const auto eq = v.find('=');
          const auto guid = eq == std::string::npos ? std::nullopt : number(v.substr(eq + 1), ~0ULL - 1);
-         if (eq == 0 || eq == std::string::npos || eq > sim::ClientInfo::max_nodeid_length || !guid || *guid == 0)
-             return unexpected("--sim-node '" + v + "': expected NAME=GUID (a name of at most 31 characters, a "
-                               "non-zero GUID)");
+         if (eq == 0 || eq == std::string::npos || !sim::is_valid_nodeid(v.substr(0, eq)) || !guid || *guid == 0)
+             return unexpected("--sim-node '" + v + "': expected NAME=GUID (a name of at most 31 printable ASCII "
+                               "characters, a non-zero GUID)");
          sim_options(o).node_guids[v.substr(0, eq)] = *guid;
          return {};
      }},

@@ -78,6 +78,7 @@ const char* to_string(PayloadError e) {
         case PayloadError::nodeid_too_long: return "nodeid is longer than 31 characters";
         case PayloadError::nodeid_has_nul: return "nodeid holds a NUL";
         case PayloadError::nodeid_unterminated: return "nodeid has no NUL within 32 bytes";
+        case PayloadError::nodeid_not_printable: return "nodeid holds a byte outside printable ASCII";
         case PayloadError::bad_issm_value: return "SET_ISSM value is neither 0 nor 1";
     }
     return "unknown";
@@ -103,9 +104,21 @@ expected<const std::uint8_t*, PayloadError> payload_of(const CtlMessage& m, CtlT
 
 }  // namespace
 
+namespace {
+bool printable(std::uint8_t c) { return c >= 0x20 && c <= 0x7E; }
+bool all_printable(std::string_view s) {
+    return std::all_of(s.begin(), s.end(), [](char c) { return printable(static_cast<std::uint8_t>(c)); });
+}
+}  // namespace
+
+bool is_valid_nodeid(std::string_view nodeid) {
+    return nodeid.size() <= ClientInfo::max_nodeid_length && all_printable(nodeid);
+}
+
 expected<void, PayloadError> put_client_info(const ClientInfo& info, CtlMessage& m) {
     if (info.nodeid.size() > ClientInfo::max_nodeid_length) return unexpected(PayloadError::nodeid_too_long);
     if (info.nodeid.find('\0') != std::string::npos) return unexpected(PayloadError::nodeid_has_nul);
+    if (!all_printable(info.nodeid)) return unexpected(PayloadError::nodeid_not_printable);
     std::uint8_t* p = start_payload(CtlType::connect, m);
     store_le32(p + client_info_offset::id, info.id);
     store_le32(p + client_info_offset::qp, info.qp);
@@ -121,6 +134,7 @@ expected<ClientInfo, PayloadError> read_client_info(const CtlMessage& m) {
     const std::uint8_t* name_end = name + ClientInfo::nodeid_size;
     const std::uint8_t* nul = std::find(name, name_end, std::uint8_t{0});
     if (nul == name_end) return unexpected(PayloadError::nodeid_unterminated);
+    if (!std::all_of(name, nul, printable)) return unexpected(PayloadError::nodeid_not_printable);
     ClientInfo info;
     info.id = load_le32(*p + client_info_offset::id);
     info.qp = load_le32(*p + client_info_offset::qp);

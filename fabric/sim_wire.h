@@ -153,6 +153,7 @@ enum class PayloadError : std::uint8_t {
     nodeid_too_long,      // encode: more than 31 characters
     nodeid_has_nul,       // encode: a NUL inside the name would end it early
     nodeid_unterminated,  // decode: no NUL within the 32 bytes
+    nodeid_not_printable, // a byte outside printable ASCII (0x20..0x7E): it would become a NodeDescription and log text
     bad_issm_value,       // SET_ISSM: neither 0 nor 1
 };
 inline constexpr PayloadError kLastPayloadError = PayloadError::bad_issm_value;
@@ -187,6 +188,9 @@ struct ClientInfo {
 static_assert(client_info_offset::nodeid + ClientInfo::nodeid_size == ClientInfo::size);
 static_assert(ClientInfo::size == ctl_payload_size(CtlType::connect) && ClientInfo::size <= kCtlDataSize);
 
+// Whether a node name is one a client may give: printable ASCII, at most
+// 31 characters (what put_client_info and read_client_info accept).
+bool is_valid_nodeid(std::string_view nodeid);
 expected<void, PayloadError> put_client_info(const ClientInfo& info, CtlMessage& m);
 expected<ClientInfo, PayloadError> read_client_info(const CtlMessage& m);
 

@@ -194,7 +194,8 @@ TEST(SimCtl, ErrorsHaveDistinctNames) {
     const CtlError ctl[] = {CtlError::wrong_size, CtlError::bad_magic, CtlError::unknown_type, CtlError::bad_length};
     const PayloadError payload[] = {PayloadError::wrong_type,         PayloadError::short_payload,
                                     PayloadError::nodeid_too_long,    PayloadError::nodeid_has_nul,
-                                    PayloadError::nodeid_unterminated, PayloadError::bad_issm_value};
+                                    PayloadError::nodeid_unterminated, PayloadError::nodeid_not_printable,
+                                    PayloadError::bad_issm_value};
     const RequestError request[] = {RequestError::wrong_size, RequestError::bad_length};
     std::vector<std::string> names;
     for (auto e : ctl) names.emplace_back(to_string(e));
@@ -249,6 +250,11 @@ TEST(SimClientInfo, NodeidTable) {
         {"31 characters, the most that fits", std::string(31, 'n'), true, {}},
         {"32 characters leave no room for the NUL", std::string(32, 'n'), false, PayloadError::nodeid_too_long},
         {"a NUL inside", std::string("Hca\0" "1", 5), false, PayloadError::nodeid_has_nul},
+        {"a space, as NodeDescriptions have", "Hca1 HCA-1", true, {}},
+        {"a newline would start a log line of its own", "Hca1\nsim: client 1 attached", false,
+         PayloadError::nodeid_not_printable},
+        {"an escape sequence for the terminal", "\x1b[2JHca1", false, PayloadError::nodeid_not_printable},
+        {"a byte above 0x7E", "Hca\xc3\xa9", false, PayloadError::nodeid_not_printable},
     };
     for (const Case& c : cases) {
         SCOPED_TRACE(c.name);
@@ -281,6 +287,8 @@ TEST(SimClientInfo, ReadRefusesWhatIsNotAWholeTerminatedClientInfo) {
         {"32 nodeid bytes without a NUL",
          [](CtlMessage& m) { std::fill_n(m.data.begin() + client_info_offset::nodeid, 32, std::uint8_t{'x'}); },
          PayloadError::nodeid_unterminated},
+        {"a control character in the name", [](CtlMessage& m) { m.data[client_info_offset::nodeid + 1] = '\r'; },
+         PayloadError::nodeid_not_printable},
         {"a GET_VENDOR message", [](CtlMessage& m) { m.type = CtlType::get_vendor; }, PayloadError::wrong_type},
         {"len 43", [](CtlMessage& m) { m.len = 43; }, PayloadError::short_payload},
         {"len 0", [](CtlMessage& m) { m.len = 0; }, PayloadError::short_payload},
