@@ -80,6 +80,18 @@ bool park_slot(int slot_socket, std::string_view base) {
     return ::connect(slot_socket, reinterpret_cast<const sockaddr*>(&ctl), len) == 0;
 }
 
+// The sender's credentials the kernel attached to a datagram (SO_PASSCRED).
+std::optional<ucred> credentials_of(msghdr& msg) {
+    for (cmsghdr* h = CMSG_FIRSTHDR(&msg); h != nullptr; h = CMSG_NXTHDR(&msg, h)) {
+        if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_CREDENTIALS || h->cmsg_len < CMSG_LEN(sizeof(ucred)))
+            continue;
+        ucred u{};
+        std::memcpy(&u, CMSG_DATA(h), sizeof u);
+        return u;
+    }
+    return std::nullopt;
+}
+
 // A pidfd of the process that sent the CONNECT (its credentials), or none
 // (no pidfd_open(2) before Linux 5.3; pid 0: a process of a pid namespace
 // this one cannot see).
@@ -411,20 +423,14 @@ void SimServer::on_control(Clock::time_point now) {
         const ssize_t n = ::recvmsg(ctl_.get(), &msg, MSG_TRUNC | MSG_CMSG_CLOEXEC);
         if (n < 0) return;
         const socklen_t from_len = msg.msg_namelen;
-        std::optional<ucred> cred;
-        for (cmsghdr* h = CMSG_FIRSTHDR(&msg); h != nullptr; h = CMSG_NXTHDR(&msg, h))
-            if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_CREDENTIALS && h->cmsg_len >= CMSG_LEN(sizeof(ucred))) {
-                ucred u{};
-                std::memcpy(&u, CMSG_DATA(h), sizeof u);
-                cred = u;
-            }
         ++counters_.control_messages;
         CtlSender sender;
-        if (from_len > sim::kSunFamilySize)
-            sender.address.assign(reinterpret_cast<const std::uint8_t*>(from.sun_path),
-                                  reinterpret_cast<const std::uint8_t*>(from.sun_path) + (from_len - sim::kSunFamilySize));
-        sender.cred = cred;
-        sender.permitted = permitted(cred);
+        if (from_len > sim::kSunFamilySize) {
+            const auto* path = reinterpret_cast<const std::uint8_t*>(from.sun_path);
+            sender.address.assign(path, path + (from_len - sim::kSunFamilySize));
+        }
+        sender.cred = credentials_of(msg);
+        sender.permitted = permitted(sender.cred);
         const std::size_t got = std::min<std::size_t>(static_cast<std::size_t>(n), buf.size());
         auto parsed = sim::parse_ctl(bytes(buf.data(), static_cast<std::size_t>(n) > buf.size() ? buf.size() : got));
         if (static_cast<std::size_t>(n) != sim::kCtlMessageSize) {
@@ -567,7 +573,8 @@ void SimServer::answer_waiting(Clock::time_point now) {
         if (!active && now < c->attach_deadline) continue;
         const sim::CtlMessage m = *c->waiting_port_info;
         c->waiting_port_info.reset();
-        answer_port_info(*c, m, CtlSender{.address = c->ctl_address, .cred = std::nullopt, .permitted = true}, now, true);
+        const CtlSender client{.address = c->ctl_address, .cred = std::nullopt, .permitted = true};
+        answer_port_info(*c, m, client, now, true);
     }
 }
 
@@ -576,11 +583,11 @@ void SimServer::connect_client(sim::CtlMessage m, const CtlSender& from, Clock::
     // which only the server's own user (and root) may read.
     if (!from.permitted) {
         refuse(SimDrop::ctl_not_permitted, 0, from);
-        if (log_)
-            log_("sim: CONNECT refused: " +
-                 (from.cred ? "pid " + std::to_string(from.cred->pid) + " runs as uid " + std::to_string(from.cred->uid) +
-                                  ", which may not attach (root and ibfabricd's own user may)"
-                            : std::string("no sender credentials")));
+        if (log_ && from.cred)
+            log_("sim: CONNECT refused: pid " + std::to_string(from.cred->pid) + " runs as uid " +
+                 std::to_string(from.cred->uid) + ", which may not attach (root and ibfabricd's own user may)");
+        else if (log_)
+            log_("sim: CONNECT refused: no sender credentials");
         return;
     }
     auto info = sim::read_client_info(m);

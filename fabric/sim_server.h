@@ -11,7 +11,10 @@
 //    slot's is connected to B:ctl, which sends it nothing); the reply
 //    names the slot. Every control message gets an 80-byte reply from B:ctl,
 //    ERROR (type 0) for anything refused (the client then exits instead of
-//    waiting for ever); every refusal is counted by SimDrop.
+//    waiting for ever); every refusal is counted by SimDrop. Abstract names
+//    have no permissions: only root's and the server's own user's
+//    processes are served (their credentials, client_uids), and other
+//    users' ERRORs are not allowed to fill B:ctl's send buffer.
 // 2. Nodes. A client attaches to a node by name ($SIM_HOST; empty: the
 //    default node). A node is a channel adapter of one port: a soft port
 //    (transport/soft/soft_port.h) of this process plugged into the switch
@@ -30,14 +33,17 @@
 //    HopCount 0 is answered by the node's own SMA), everything else from
 //    the node's GSI QP (QP1, Q_Key 0x80010000) by LID. A request's TID gets
 //    the slot in bits 63..48; a response coming back goes to the client of
-//    that slot. Unsolicited requests (SA queries, SMInfo, traps) go to the
-//    node's SM client (the one that set IsSM), and only to it.
+//    that slot when it answers one of its requests in flight (TID, class,
+//    source LID). Unsolicited requests (SA queries, SMInfo, traps) go to
+//    the node's SM client (the one that set IsSM), and only to it; of the
+//    GMPs only SubnAdm (the shim crashes on a class without an agent).
 // 5. Bounds: max_clients slots; at most max_outstanding requests in flight
 //    per client; a request not answered within request_timeout, or one
 //    that cannot be sent, comes back to its client with status 110
 //    (ETIMEDOUT), the only failure libumad2sim understands. A client that
-//    is gone (its socket refuses our datagrams, or no longer exists: a
-//    SIGKILL skips the shim's DISCONNECT) is reaped within a second.
+//    is gone (its process has exited, its socket refuses our datagrams or
+//    no longer exists: a SIGKILL skips the shim's DISCONNECT) is reaped
+//    within a second.
 //
 // Sans-loop: the owner puts fd() (an epoll of all the sockets and ports)
 // into its loop for EPOLLIN, calls process(now) when it is readable and
