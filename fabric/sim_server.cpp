@@ -583,11 +583,12 @@ void SimServer::connect_client(sim::CtlMessage m, const CtlSender& from, Clock::
     // which only the server's own user (and root) may read.
     if (!from.permitted) {
         refuse(SimDrop::ctl_not_permitted, 0, from);
-        if (log_ && from.cred)
+        // Once per user: anyone may send these as fast as they like.
+        if (log_ && from.cred && logged_uids_.insert(from.cred->uid).second)
             log_("sim: CONNECT refused: pid " + std::to_string(from.cred->pid) + " runs as uid " +
-                 std::to_string(from.cred->uid) + ", which may not attach (root and ibfabricd's own user may)");
-        else if (log_)
-            log_("sim: CONNECT refused: no sender credentials");
+                 std::to_string(from.cred->uid) +
+                 ", which may not attach (root and ibfabricd's own user may; logged once per user, "
+                 "dropped_ctl_not_permitted counts them all)");
         return;
     }
     auto info = sim::read_client_info(m);

@@ -60,6 +60,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -233,6 +234,7 @@ private:
     std::vector<std::unique_ptr<Client>> slots_;  // index = slot; null = free
     std::map<std::string, std::unique_ptr<Node>> nodes_;
     std::uint32_t next_node_id_ = 1;
+    std::set<uid_t> logged_uids_;  // users whose refused CONNECT was logged
     Clock::time_point next_liveness_{};
     SimCounters counters_;
 };

@@ -568,6 +568,12 @@ TEST_F(SimServer, AConnectFromAUserNotAllowedIsRefused) {
     EXPECT_EQ(dropped(SimDrop::ctl_not_permitted), 1u);
     EXPECT_EQ(sim().client_count(), 0u);
     EXPECT_EQ(sim().node_port("hostA"), nullptr);  // no node plugged in for it
+    // Counted every time, logged once per user.
+    for (int k = 0; k < 3; ++k) EXPECT_EQ(exchange(c, connect_message("hostA", c.id(), false))->type, CtlType::error);
+    EXPECT_EQ(dropped(SimDrop::ctl_not_permitted), 4u);
+    EXPECT_EQ(std::count_if(log_.begin(), log_.end(),
+                            [](const std::string& l) { return l.find("CONNECT refused") != std::string::npos; }),
+              1);
 }
 
 TEST_F(SimServer, AnotherUsersSenderThatNeverReadsItsRepliesCannotStarveTheClients) {
