@@ -240,8 +240,8 @@ expected<std::unique_ptr<SimServer>, std::string> SimServer::open(SimServerOptio
         return unexpected("could not bind the sim control socket @" + ctl_name + ": " + std::strerror(e) +
                           (e == EADDRINUSE ? " (another ibsim or ibfabricd serves that name)" : ""));
     }
-    // Every datagram then carries its sender's pid, uid and gid, checked
-    // at CONNECT (client_uids).
+    // Every datagram then carries its sender's pid, uid and gid: only
+    // client_uids' messages are served, and the CONNECT's pid is watched.
     const int on = 1;
     if (::setsockopt(ctl.get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0)
         return unexpected(std::string("setsockopt(SO_PASSCRED) on the sim control socket: ") + std::strerror(errno));
