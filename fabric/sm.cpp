@@ -99,7 +99,7 @@ void SubnetManager::resend(SmPort& port) {
 
 bool SubnetManager::on_smp(const ib::Smp& smp, std::uint8_t in_port, std::uint16_t slid) {
     if (smp.method == ib::method::trap) {
-        on_trap(smp);
+        on_trap(smp, in_port);
         return true;
     }
     if (!(smp.method & ib::method::response_bit)) {
@@ -548,25 +548,31 @@ void SubnetManager::answer_sm_info(const ib::Smp& request, std::uint16_t slid) {
 
 // A Trap on QP0 (LID-routed to this SM): counted, Trap 256 logged, and
 // answered with a TrapRepress so that the port stops repeating it.
-void SubnetManager::on_trap(const ib::Smp& smp) {
+void SubnetManager::on_trap(const ib::Smp& smp, std::uint8_t in_port) {
     ++counters_.traps;
     if (smp.attribute_id != ib::smp_attr::notice) return;
     const auto notice = ib::SmpNotice::read_from(smp.data.data());
-    const SmPort* issuer = nullptr;
-    for (const auto& [sp, p] : ports_)
-        if (p.lid == notice.issuer_lid && p.lid != 0) issuer = &p;
+    // A trap speaks for its issuer: it is taken only from the switch port
+    // whose LID it names, as a response only from the port that was asked.
+    // Another port of the fabric naming a victim's LID would have the SM
+    // log a security event against the victim, and send the victim a
+    // TrapRepress for each.
+    const auto it = ports_.find(in_port);
+    if (it == ports_.end() || it->second.lid == 0 || it->second.lid != notice.issuer_lid) {
+        ++counters_.traps_refused;
+        return;
+    }
+    const SmPort& issuer = it->second;
     if (notice.is_generic && notice.trap_number == ib::trap::bad_m_key) {
         ++counters_.m_key_traps;
         const auto t = ib::read_bad_m_key(notice.data_details);
-        log("SM: port LID " + hex(notice.issuer_lid, 4) +
-            (issuer ? " GUID " + hex(issuer->port_guid, 16) : std::string()) + " refused " +
+        log("SM: port LID " + hex(notice.issuer_lid, 4) + " GUID " + hex(issuer.port_guid, 16) + " refused " +
             (t.method == ib::method::set ? "a Set " : "a request ") + ib::smp_attribute_name(t.attribute_id) +
             " from LID " + hex(t.lid, 4) + " with a bad M_Key (Trap 256)");
     }
-    if (!issuer) return;
     ib::Smp repress = smp;
     repress.method = ib::method::trap_repress;
-    repress.m_key = issuer->m_key;
+    repress.m_key = issuer.m_key;
     std::array<std::uint8_t, ib::kMadSize> mad{};
     repress.write_to(mad.data());
     std::array<std::uint8_t, ib::kQp0PacketSize> out{};
@@ -610,6 +616,7 @@ void visit(const SmCounters& c, CounterSink& out) {
     out.counter("ports_lost", c.ports_lost);
     out.counter("traps", c.traps);
     out.counter("m_key_traps", c.m_key_traps);
+    out.counter("traps_refused", c.traps_refused);
     out.counter("sets_unanswered", c.sets_unanswered);
     out.counter("sm_info_answered", c.sm_info_answered);
     out.counter("switch_smps", c.switch_smps);

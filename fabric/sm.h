@@ -126,6 +126,7 @@ struct SmCounters {
     std::uint64_t ports_lost = 0;
     std::uint64_t traps = 0;           // Traps received
     std::uint64_t m_key_traps = 0;     // of those, Trap 256 (Bad M_Key)
+    std::uint64_t traps_refused = 0;   // Traps whose IssuerLID is not the LID of the port they came in on
     std::uint64_t sets_unanswered = 0; // configurations that failed with no answer to a Set (a key the SM lacks)
     std::uint64_t sm_info_answered = 0;  // Get SMInfo requests answered (sminfo, another SM)
     std::uint64_t switch_smps = 0;       // SMPs to this switch's own SMA (its tables, its ports' states)
@@ -196,7 +197,7 @@ private:
     std::uint16_t choose_lid(const SmPort& port, std::uint16_t current) const;
     // The M_Key this SM gives the port with `guid`.
     std::uint64_t m_key_for(std::uint64_t guid) const;
-    void on_trap(const ib::Smp& smp);
+    void on_trap(const ib::Smp& smp, std::uint8_t in_port);
     void answer_sm_info(const ib::Smp& request, std::uint16_t slid);
     // One SMP to the switch's own SMA; the GetResp's Data when it succeeds.
     std::optional<ib::SmpData> program_switch(std::uint8_t method, std::uint16_t attribute, std::uint32_t modifier,

@@ -2044,6 +2044,51 @@ TEST_F(FabricTest, TheSmKeysEveryPortAndAForgedSetFailsWithATrap) {
     EXPECT_EQ(sm->counters().ports_lost, 0u);
 }
 
+// A trap speaks for the port that issued it: another port naming a
+// victim's LID as the issuer gets no log line and no TrapRepress to the
+// victim, only a count.
+TEST_F(FabricTest, TheSmTakesATrapOnlyFromThePortItNamesAsIssuer) {
+    std::vector<std::string> log;
+    sm = std::make_unique<SubnetManager>(sm_config, *sw, [&](const std::string& l) { log.push_back(l); });
+    sw->set_management(sm.get());
+    Ca a(net, 1, 0xA1), evil(net, 2, 0xE2);
+    plug(a);
+    plug(evil);
+    const std::uint16_t lid_a = a.port.core().attributes().lid, lid_evil = evil.port.core().attributes().lid;
+    auto trap_from = [&](std::uint16_t issuer) {
+        ib::SmpNotice notice;
+        notice.type = ib::trap::type_security;
+        notice.producer_type = ib::trap::producer_channel_adapter;
+        notice.trap_number = ib::trap::bad_m_key;
+        notice.issuer_lid = issuer;
+        ib::write_bad_m_key({.lid = 0x0bad, .method = ib::method::set, .attribute_id = ib::smp_attr::port_info},
+                            notice.data_details);
+        ib::Smp trap;
+        trap.mgmt_class = ib::mgmt_class::subn_lid_routed;
+        trap.method = ib::method::trap;
+        trap.attribute_id = ib::smp_attr::notice;
+        trap.transaction_id = 0x77;
+        notice.write_to(trap.data.data());
+        std::array<std::uint8_t, ib::kMadSize> mad{};
+        trap.write_to(mad.data());
+        return test::forged_packet(lid_evil, sw->lid(), ib::kQp0, 0, mad);
+    };
+    const std::size_t logged = log.size();
+    ASSERT_TRUE(evil.port.core().transmit_raw(trap_from(lid_a)));
+    run();
+    EXPECT_EQ(sm->counters().traps_refused, 1u);
+    EXPECT_EQ(sm->counters().m_key_traps, 0u);
+    EXPECT_EQ(log.size(), logged) << log.back();
+    EXPECT_EQ(a.port.sma().counters().trap_represses, 0u);
+    EXPECT_EQ(a.port.sma().counters().dropped_for(transport::SmaDrop::m_key_mismatch), 0u);
+    // Its own traps are taken (and repressed) as before.
+    ASSERT_TRUE(evil.port.core().transmit_raw(trap_from(lid_evil)));
+    run();
+    EXPECT_EQ(sm->counters().traps_refused, 1u);
+    EXPECT_EQ(sm->counters().m_key_traps, 1u);
+    EXPECT_EQ(evil.port.sma().counters().trap_represses, 1u);
+}
+
 // An SM that lost the keys (a restart with another secret) cannot Set the
 // ports until their leases run out; then it reads the keys (protect bits 0)
 // and takes them back, with a client reregister.
