@@ -9,6 +9,18 @@
 
 namespace ipoibd::fabric {
 
+namespace {
+
+// Whether an SMP is of the directed-route class (its MgmtClass, after the
+// BTH and DETH); false for a packet too short to say.
+bool directed_route_smp(bytes datagram, const ib::Lrh& lrh) {
+    const std::size_t mgmt_class = ib::Lrh::size + (lrh.lnh == ib::Lnh::iba_global ? ib::Grh::size : 0) +
+                                   ib::Bth::size + ib::Deth::size + 1;
+    return datagram.size() > mgmt_class && datagram[mgmt_class] == ib::mgmt_class::subn_directed_route;
+}
+
+}  // namespace
+
 Switch::Switch(const Config& config, SwitchOutput& output)
     : config_(config), output_(output), faults_(config.faults, config.fault_seed) {
     config_.num_ports = std::min(config.num_ports, kMaxPorts);
@@ -20,6 +32,11 @@ std::optional<std::uint8_t> Switch::port_of(const SocketAddress& peer) const {
     for (std::size_t p = 1; p < ports_.size(); ++p)
         if (ports_[p].plugged && ports_[p].peer == peer) return static_cast<std::uint8_t>(p);
     return std::nullopt;
+}
+
+bool Switch::slid_routed_to(std::uint16_t slid, std::uint8_t port) const {
+    const auto source = lft_.find(slid);
+    return source != lft_.end() && source->second == port;
 }
 
 bool Switch::port_up(std::uint8_t port) const { return port >= 1 && port < ports_.size() && ports_[port].plugged; }
@@ -65,6 +82,7 @@ void Switch::on_datagram(const SocketAddress& from, bytes datagram, Clock::time_
     }
     ++ports_[*port].rx_iba_packets;
     ports_[*port].rx_bytes += datagram.size();
+    const bool for_management = lrh->dlid == lid() || lrh->dlid == ib::kLidPermissive;
     if (lrh->vl != ib::kVl15) {
         // Only SMPs before the SM made the port ACTIVE, and only the LIDs
         // the SM gave it (header comment, 5).
@@ -72,13 +90,24 @@ void Switch::on_datagram(const SocketAddress& from, bytes datagram, Clock::time_
             count(SwitchDrop::port_not_active);
             return;
         }
-        const auto source = lft_.find(lrh->slid);
-        if (source == lft_.end() || source->second != *port) {
+        if (!slid_routed_to(lrh->slid, *port)) {
             count(SwitchDrop::slid_not_port);
             return;
         }
+    } else if (!slid_routed_to(lrh->slid, *port) && lrh->slid != ib::kLidPermissive &&
+               !(for_management && directed_route_smp(datagram, *lrh))) {
+        // An SMP that goes by LID carries the sender's own LID too, or the
+        // permissive one (a port the SM has not given a LID yet): whoever
+        // gets it answers the LRH SLID, and a CA's Trap 256 names it as
+        // the one that tried. A directed-route SMP for this switch is let
+        // in whatever its SLID (a CA answers the SM's Set of its new LID
+        // from that LID, before the SM routes it): the hop rules send it
+        // on and back by its paths, and handle_dr_smp checks the SLID
+        // where it would leave by LID.
+        count(SwitchDrop::slid_not_port);
+        return;
     }
-    if (lrh->dlid == lid() || lrh->dlid == ib::kLidPermissive) {
+    if (for_management) {
         to_management(datagram, *port);
         return;
     }
@@ -535,6 +564,14 @@ void Switch::handle_dr_smp(ib::Smp smp, const ib::Packet& pkt, std::uint8_t in_p
             return;
         case ib::DrAction::send_on_port:
         case ib::DrAction::send_lid_routed: break;
+    }
+    // A request starting a LID-routed last part (C14-9:3, DrDLID not
+    // permissive) goes on by LID, and is answered by LID to its LRH SLID:
+    // from a port, that must be the port's own (as in on_datagram).
+    if (d.action == ib::DrAction::send_lid_routed && !smp.direction && in_port != 0 &&
+        !slid_routed_to(pkt.lrh.slid, in_port) && pkt.lrh.slid != ib::kLidPermissive) {
+        count(SwitchDrop::slid_not_port);
+        return;
     }
     // Re-encode the SMP with its new hop fields into the same headers.
     std::array<std::uint8_t, ib::kMadSize> mad{};

@@ -25,7 +25,10 @@
 //    ACTIVE, with an SLID the forwarding table routes to its ingress port,
 //    and, where partition enforcement is on, with a P_Key of the ingress
 //    port's table claiming no more than the membership the table gives
-//    (a limited member cannot write the full bit). Cut-through routes
+//    (a limited member cannot write the full bit). An SMP that goes by
+//    LID (LID-routed, or directed-route on a LID-routed part) carries the
+//    port's own LID or the permissive one: its answer, and a CA's Trap
+//    256, go to or name that LID. Cut-through routes
 //    (route_hint.h) are granted only between ACTIVE ports, and the permit
 //    names the LIDs and P_Keys the destination may take from the requester.
 // Every drop is counted by SwitchDrop.
@@ -79,7 +82,7 @@ enum class SwitchDrop : std::uint8_t {
     pkey_inbound,        // partition enforcement: the ingress port's P_KeyTable lacks the packet's P_Key
     pkey_outbound,       // partition enforcement: an egress port's P_KeyTable lacks it (that copy dropped)
     port_not_active,     // a packet other than an SMP from or to a port the SM has not made ACTIVE
-    slid_not_port,       // a packet other than an SMP whose SLID the forwarding table does not route to its ingress port
+    slid_not_port,       // a packet (an SMP by LID: unless permissive) whose SLID the forwarding table does not route to its ingress port
     count_
 };
 inline constexpr std::size_t kSwitchDropCount = static_cast<std::size_t>(SwitchDrop::count_);
@@ -289,6 +292,8 @@ private:
     void send_hint(std::uint8_t in_port, std::uint8_t out_port, std::uint16_t dlid, std::uint64_t nonce);
     // The LIDs the forwarding table routes to `port`: base LID and LMC.
     std::optional<std::pair<std::uint16_t, std::uint8_t>> lids_of(std::uint8_t port) const;
+    // The forwarding table routes `slid` to `port`: the SM gave the port that LID.
+    bool slid_routed_to(std::uint16_t slid, std::uint8_t port) const;
     void reset_cut_through(std::uint8_t port);
     void withdraw_hints(std::uint16_t lid);
     // Last hint sent to (ingress port, DLID).

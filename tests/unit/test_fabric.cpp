@@ -2044,6 +2044,52 @@ TEST_F(FabricTest, TheSmKeysEveryPortAndAForgedSetFailsWithATrap) {
     EXPECT_EQ(sm->counters().ports_lost, 0u);
 }
 
+// An SMP that goes by LID carries its sender's own LID (or the permissive
+// one): the port that gets it answers that LID, and its Trap 256 names it
+// as the one that tried. Another port's LID is dropped at the switch, for
+// a LID-routed SMP and for a directed-route one that goes by LID.
+TEST_F(FabricTest, AnSmpByLidCarriesItsSendersOwnLid) {
+    Ca a(net, 1, 0xA1), b(net, 2, 0xB2), evil(net, 3, 0xE3);
+    plug(a);
+    plug(b);
+    plug(evil);
+    const std::uint16_t lid_a = a.port.core().attributes().lid, lid_b = b.port.core().attributes().lid,
+                        lid_evil = evil.port.core().attributes().lid;
+    auto dr_set_down = [&](std::uint16_t slid, std::uint16_t dlid, std::uint16_t dr_dlid) {
+        ib::Smp smp;
+        smp.mgmt_class = ib::mgmt_class::subn_directed_route;
+        smp.method = ib::method::set;
+        smp.attribute_id = ib::smp_attr::port_info;
+        smp.transaction_id = 0x0bad;
+        smp.dr_slid = ib::kLidPermissive;
+        smp.dr_dlid = dr_dlid;
+        ib::PortInfo down;
+        down.port_state = ib::port_state::down;
+        (void)ib::put_attribute(down, smp.data);
+        std::array<std::uint8_t, ib::kMadSize> mad{};
+        smp.write_to(mad.data());
+        return test::forged_packet(slid, dlid, ib::kQp0, 0, mad);
+    };
+    const auto spoofed = sw->counters().dropped_for(SwitchDrop::slid_not_port);
+    ASSERT_TRUE(evil.port.core().transmit_raw(forged_port_down(lid_b, lid_a)));
+    ASSERT_TRUE(evil.port.core().transmit_raw(dr_set_down(lid_b, lid_a, ib::kLidPermissive)));  // by LID to A
+    ASSERT_TRUE(evil.port.core().transmit_raw(dr_set_down(lid_b, sw->lid(), lid_a)));  // a LID-routed last part
+    run();
+    EXPECT_EQ(sw->counters().dropped_for(SwitchDrop::slid_not_port), spoofed + 3);
+    EXPECT_EQ(a.port.sma().port_info().m_key_violations, 0);
+    EXPECT_EQ(sm->counters().m_key_traps, 0u);
+    // With its own LID, or the permissive one, the Sets reach A, which
+    // refuses them for the M_Key and names the sender it was given.
+    ASSERT_TRUE(evil.port.core().transmit_raw(forged_port_down(lid_evil, lid_a)));
+    ASSERT_TRUE(evil.port.core().transmit_raw(dr_set_down(lid_evil, sw->lid(), lid_a)));
+    ASSERT_TRUE(evil.port.core().transmit_raw(forged_port_down(ib::kLidPermissive, lid_a)));
+    run();
+    EXPECT_EQ(sw->counters().dropped_for(SwitchDrop::slid_not_port), spoofed + 3);
+    EXPECT_EQ(a.port.sma().port_info().m_key_violations, 3);
+    EXPECT_EQ(a.port.core().attributes().state, PortState::active);
+    EXPECT_EQ(sm->counters().m_key_traps, 1u);  // one a second
+}
+
 // A trap speaks for the port that issued it: another port naming a
 // victim's LID as the issuer gets no log line and no TrapRepress to the
 // victim, only a count.
