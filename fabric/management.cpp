@@ -23,7 +23,10 @@ bool FabricManagement::answer_perf_mgt(const ib::Packet& packet) {
     spec.lrh.dlid = packet.lrh.slid;
     spec.lrh.slid = switch_.lid() != 0 ? switch_.lid() : ib::kLidPermissive;
     spec.bth.opcode = ib::op::ud_send_only;
-    spec.bth.pkey = packet.bth.pkey;
+    // Port 0 is a full member of every partition and answers as one (as
+    // send_mad): the request's own P_Key of a limited member would make a
+    // limited-to-limited answer, which the requester's port drops.
+    spec.bth.pkey = static_cast<std::uint16_t>(packet.bth.pkey | 0x8000);
     spec.bth.dest_qp = packet.ext.deth.src_qp;
     spec.ext.deth = {ib::kGsiQKey, ib::kQp1};
     spec.payload = *reply;

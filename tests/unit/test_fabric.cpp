@@ -309,6 +309,41 @@ TEST_F(FabricTest, SaAnswersLimitedMembersWithTheFullMemberPKey) {
     EXPECT_EQ(*answer_pkey, 0xFFFF);
 }
 
+TEST_F(FabricTest, TheSwitchPmaAnswersLimitedMembersWithTheFullMemberPKey) {
+    // perfquery from a limited member asks with its limited P_Key; the
+    // switch's port 0 is a full member and answers as one, or the
+    // requester's port would drop the answer (limited to limited).
+    Ca a(net, 1, 0xA1);
+    plug(a);
+    const std::uint16_t lid = a.port.core().attributes().lid;
+    ASSERT_NE(lid, 0);
+    SaServer sa(SaServerConfig{}, *sw, [] { return std::vector<SaPort>{}; });
+    FabricManagement m(*sw, *sm, sa);
+    std::vector<std::uint8_t> payload(ib::kMadSize);
+    ib::MadHeader h;
+    h.mgmt_class = ib::mgmt_class::perf_mgt;
+    h.class_version = transport::pma::kClassVersion;
+    h.method = ib::method::get;
+    h.attribute_id = transport::pma::attr::port_counters;
+    h.transaction_id = 0x42;
+    h.write_to(payload.data());
+    payload[transport::pma::kDataOffset + 1] = 1;  // PortSelect
+    ib::Packet p;
+    p.lrh.slid = lid;
+    p.bth.dest_qp = ib::kQp1;
+    p.bth.pkey = 0x7FFF;
+    p.ext.deth = {ib::kGsiQKey, 0x77};
+    p.payload = payload;
+    net.down.clear();
+    ASSERT_TRUE(m.on_packet(p, {}, 1));
+    std::optional<std::uint16_t> answer_pkey;
+    for (const auto& [to, d] : net.down)
+        if (to == a.address && d.size() > ib::Lrh::size + 4) answer_pkey = load_be16(d.data() + ib::Lrh::size + 2);
+    ASSERT_TRUE(answer_pkey.has_value()) << "the PMA answered";
+    EXPECT_EQ(*answer_pkey, 0xFFFF);
+    EXPECT_EQ(m.pma_counters().responses, 1u);
+}
+
 TEST_F(FabricTest, StaticLidFromConfig) {
     sm_config.static_lids[0xC3] = 0x0042;
     start_fabric();
