@@ -562,13 +562,20 @@ void SubnetManager::on_trap(const ib::Smp& smp, std::uint8_t in_port) {
         ++counters_.traps_refused;
         return;
     }
-    const SmPort& issuer = it->second;
+    SmPort& issuer = it->second;
     if (notice.is_generic && notice.trap_number == ib::trap::bad_m_key) {
         ++counters_.m_key_traps;
-        const auto t = ib::read_bad_m_key(notice.data_details);
-        log("SM: port LID " + hex(notice.issuer_lid, 4) + " GUID " + hex(issuer.port_guid, 16) + " refused " +
-            (t.method == ib::method::set ? "a Set " : "a request ") + ib::smp_attribute_name(t.attribute_id) +
-            " from LID " + hex(t.lid, 4) + " with a bad M_Key (Trap 256)");
+        // A port's SMA sends at most one a second; one that sends more
+        // would fill the log: the rest are only counted.
+        if (issuer.trap_logged && now_ - *issuer.trap_logged < std::chrono::seconds(1)) {
+            ++counters_.m_key_traps_unlogged;
+        } else {
+            issuer.trap_logged = now_;
+            const auto t = ib::read_bad_m_key(notice.data_details);
+            log("SM: port LID " + hex(notice.issuer_lid, 4) + " GUID " + hex(issuer.port_guid, 16) + " refused " +
+                (t.method == ib::method::set ? "a Set " : "a request ") + ib::smp_attribute_name(t.attribute_id) +
+                " from LID " + hex(t.lid, 4) + " with a bad M_Key (Trap 256)");
+        }
     }
     ib::Smp repress = smp;
     repress.method = ib::method::trap_repress;
@@ -617,6 +624,7 @@ void visit(const SmCounters& c, CounterSink& out) {
     out.counter("traps", c.traps);
     out.counter("m_key_traps", c.m_key_traps);
     out.counter("traps_refused", c.traps_refused);
+    out.counter("m_key_traps_unlogged", c.m_key_traps_unlogged);
     out.counter("sets_unanswered", c.sets_unanswered);
     out.counter("sm_info_answered", c.sm_info_answered);
     out.counter("switch_smps", c.switch_smps);

@@ -114,6 +114,7 @@ struct SmPort {
     bool pkeys_stale = false;    // ACTIVE, and the partitions changed its P_Keys: set them at the next tick
     bool setting_pkeys = false;  // the SMP in flight is that Set P_KeyTable
     bool duplicate_logged = false;  // its GUID is ACTIVE on another switch port, and the log said so
+    std::optional<Clock::time_point> trap_logged;  // when the log last told of a Trap 256 it sent
 };
 
 struct SmCounters {
@@ -127,6 +128,7 @@ struct SmCounters {
     std::uint64_t traps = 0;           // Traps received
     std::uint64_t m_key_traps = 0;     // of those, Trap 256 (Bad M_Key)
     std::uint64_t traps_refused = 0;   // Traps whose IssuerLID is not the LID of the port they came in on
+    std::uint64_t m_key_traps_unlogged = 0;  // Trap 256s within a second of the last one the log told of, from that port
     std::uint64_t sets_unanswered = 0; // configurations that failed with no answer to a Set (a key the SM lacks)
     std::uint64_t sm_info_answered = 0;  // Get SMInfo requests answered (sminfo, another SM)
     std::uint64_t switch_smps = 0;       // SMPs to this switch's own SMA (its tables, its ports' states)

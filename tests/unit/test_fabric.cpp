@@ -2170,6 +2170,42 @@ TEST_F(FabricTest, TheSmTakesATrapOnlyFromThePortItNamesAsIssuer) {
     EXPECT_EQ(evil.port.sma().counters().trap_represses, 1u);
 }
 
+// A port's SMA sends at most one Trap 256 a second; a port sending more
+// gets one log line a second, the rest counted (and each repressed).
+TEST_F(FabricTest, TheSmLogsAPortsTrapsAtMostOnceASecond) {
+    std::vector<std::string> log;
+    sm = std::make_unique<SubnetManager>(sm_config, *sw, [&](const std::string& l) { log.push_back(l); });
+    sw->set_management(sm.get());
+    Ca evil(net, 1, 0xE1);
+    plug(evil);
+    const std::uint16_t lid = evil.port.core().attributes().lid;
+    ib::SmpNotice notice;
+    notice.type = ib::trap::type_security;
+    notice.producer_type = ib::trap::producer_channel_adapter;
+    notice.trap_number = ib::trap::bad_m_key;
+    notice.issuer_lid = lid;
+    ib::Smp trap;
+    trap.mgmt_class = ib::mgmt_class::subn_lid_routed;
+    trap.method = ib::method::trap;
+    trap.attribute_id = ib::smp_attr::notice;
+    notice.write_to(trap.data.data());
+    std::array<std::uint8_t, ib::kMadSize> mad{};
+    trap.write_to(mad.data());
+    const auto count_logged = [&] {
+        return std::count_if(log.begin(), log.end(), [](const std::string& l) { return l.find("Trap 256") != l.npos; });
+    };
+    for (int i = 0; i < 100; ++i) ASSERT_TRUE(evil.port.core().transmit_raw(test::forged_packet(lid, sw->lid(), ib::kQp0, 0, mad)));
+    run();
+    EXPECT_EQ(sm->counters().m_key_traps, 100u);
+    EXPECT_EQ(sm->counters().m_key_traps_unlogged, 99u);
+    EXPECT_EQ(count_logged(), 1);
+    advance(std::chrono::milliseconds(1000));
+    ASSERT_TRUE(evil.port.core().transmit_raw(test::forged_packet(lid, sw->lid(), ib::kQp0, 0, mad)));
+    run();
+    EXPECT_EQ(count_logged(), 2);
+    EXPECT_EQ(sm->counters().m_key_traps_unlogged, 99u);
+}
+
 // An SM that lost the keys (a restart with another secret) cannot Set the
 // ports until their leases run out; then it reads the keys (protect bits 0)
 // and takes them back, with a client reregister.
