@@ -9,7 +9,7 @@ FabricManagement::FabricManagement(Switch& sw, SubnetManager& sm, SaServer& sa)
       pma_([&sw](std::uint8_t port) -> std::optional<transport::Pma::Selected> {
           auto c = sw.pma_counters(port);
           if (!c) return std::nullopt;
-          return transport::Pma::Selected{port, *c};
+          return transport::Pma::Selected{port, *c, sw.pma_generation(port)};
       }) {}
 
 // PerfMgt to the switch (perfquery LID PORT, a PerfMgr): its PMA answers

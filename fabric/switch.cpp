@@ -124,7 +124,8 @@ void Switch::on_link_packet(const SocketAddress& from, bytes datagram, Clock::ti
     if (!port) {
         port = admit(from, now);
         if (!port) return;
-        ports_[*port] = PortSlot{.plugged = true, .peer = from, .last_heard = now, .plugged_at = now};
+        ports_[*port] =
+            PortSlot{.plugged = true, .peer = from, .last_heard = now, .plugged_at = now, .link_number = ++links_};
         sma_ports_[*port].info.port_state = ib::port_state::init;  // the link trained: the SM's turn
         port_state_change_ = true;
         link_events_.push_back({*port, true});

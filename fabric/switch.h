@@ -180,6 +180,11 @@ public:
     // A port's counters for the switch's performance management agent
     // (transport/pma.h): ports 1..num_ports(); nullopt for others.
     std::optional<transport::PmaPortCounters> pma_counters(std::uint8_t port) const;
+    // Changes when a new link comes up on the port, whose counters start
+    // from 0 (transport::Pma::Selected::generation).
+    std::uint64_t pma_generation(std::uint8_t port) const {
+        return port < ports_.size() ? ports_[port].link_number : 0;
+    }
     // Whether the SM on this switch's port 0 runs (PortInfo IsSM of port 0).
     void set_sm_present(bool present);
     std::uint8_t num_ports() const { return config_.num_ports; }
@@ -232,6 +237,7 @@ private:
         SocketAddress peer;
         Clock::time_point last_heard{};
         Clock::time_point plugged_at{};
+        std::uint64_t link_number = 0;  // which link of the switch's life this is: its PMA's generation
         bool active = false;  // the SM made it ACTIVE
         std::uint64_t rx_packets = 0;
         std::uint64_t tx_packets = 0;
@@ -312,6 +318,7 @@ private:
     ManagementSink* management_ = nullptr;
     Tap tap_;
     std::vector<PortSlot> ports_;  // index = port number; 0 unused here
+    std::uint64_t links_ = 0;      // links that came up: the last PortSlot::link_number
     std::map<std::string, Admission> admission_;  // by source host; at most kMaxAdmissionHosts
     std::map<std::uint16_t, std::uint8_t> lft_;
     std::map<std::uint16_t, std::set<std::uint8_t>> mft_;

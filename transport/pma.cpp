@@ -190,6 +190,10 @@ std::uint16_t Pma::get_or_set(const ib::MadHeader& h, std::uint8_t* data) {
     if (!selected) return ib::mad_status::invalid_attr_or_modifier;
     const std::uint8_t port = selected->port;
     const PmaPortCounters* raw = &selected->counters;
+    if (auto g = generation_.try_emplace(port, selected->generation).first; g->second != selected->generation) {
+        zero_.erase(port);  // another link's counters: the old one's resets are not theirs
+        g->second = selected->generation;
+    }
     const std::uint16_t select = load_be16(data + 2);
     constexpr std::uint16_t kKept = pma::select::rcv_errors | pma::select::xmit_discards | pma::select::vl15_dropped |
                                     pma::select::xmit_constraint_errors | pma::select::rcv_constraint_errors |

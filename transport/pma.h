@@ -16,7 +16,9 @@
 // and answers with the counters after the reset. Counters are not kept
 // here: a reset records the current value as the counter's zero, and every
 // Get reports the source's value less that zero, so the owner's own
-// statistics (ipoibctl stats) go on counting from the start.
+// statistics (ipoibctl stats) go on counting from the start. A port whose
+// counters started again for another link (Selected::generation: a switch
+// port's new occupant) forgets the zeros of the old one.
 //
 // Handling, the first failure decides:
 //  1. a MAD of 256 bytes of class PerfMgt, else nothing (drop not_perf_mgt);
@@ -174,6 +176,10 @@ public:
     struct Selected {
         std::uint8_t port = 0;  // the port's own number (resets are kept by it)
         PmaPortCounters counters;
+        // Another value when the port's counters started again from 0 for
+        // another link (a switch port's new occupant): the resets of the
+        // old one are forgotten, not taken from the new one's counts.
+        std::uint64_t generation = 0;
     };
     using Source = std::function<std::optional<Selected>(std::uint8_t port_select)>;
     explicit Pma(Source source) : source_(std::move(source)) {}
@@ -189,6 +195,7 @@ private:
 
     Source source_;
     std::map<std::uint8_t, PmaPortCounters> zero_;  // by port: the values at the last reset of each counter
+    std::map<std::uint8_t, std::uint64_t> generation_;  // by port: Selected::generation when zero_ was kept
     PmaCounters counters_;
 };
 

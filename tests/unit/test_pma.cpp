@@ -28,6 +28,7 @@ constexpr std::uint64_t kTwo40 = std::uint64_t{1} << 40;
 struct FakeNode {
     std::map<std::uint8_t, PmaPortCounters> ports{{1, {}}, {2, {}}};
     std::map<std::uint8_t, std::uint8_t> select_to_port{{0, 1}, {1, 1}, {2, 2}};
+    std::map<std::uint8_t, std::uint64_t> generation;
     int asked = 0;
 
     Pma::Source source() {
@@ -35,7 +36,7 @@ struct FakeNode {
             ++asked;
             const auto it = select_to_port.find(port_select);
             if (it == select_to_port.end()) return std::nullopt;
-            return Pma::Selected{it->second, ports.at(it->second)};
+            return Pma::Selected{it->second, ports.at(it->second), generation[it->second]};
         };
     }
 };
@@ -539,6 +540,29 @@ TEST(Pma, ASourceBelowItsZeroCountsFromZeroAgain) {
     // Past the old zero it keeps counting up, never back towards 0.
     port.xmit_packets = 130;
     EXPECT_EQ(port_counters(pma, counters_request(ib::method::get, 1)).xmit_packets, 130u);
+}
+
+// A switch port's new occupant counts from 0 on its own link: a reset of
+// the old one is not subtracted from the new one's counts, even once they
+// pass the old values.
+TEST(Pma, ANewLinkOnAPortForgetsTheOldLinksResets) {
+    FakeNode node;
+    PmaPortCounters& port = node.ports[1];
+    port = some_traffic();
+    port.xmit_packets = 100;
+    Pma pma(node.source());
+    port_counters(pma, counters_request(ib::method::set, 1, pma::select::xmit_packets | pma::select::xmit_data));
+    port = some_traffic();
+    port.xmit_packets = 150;  // a new peer on the port, busier than the old one
+    node.generation[1] = 1;
+    const pma::PortCounters c = port_counters(pma, counters_request(ib::method::get, 1));
+    EXPECT_EQ(c.xmit_packets, 150u);
+    EXPECT_EQ(c.xmit_data, 1000u);
+    EXPECT_EQ(extended(pma, extended_request(ib::method::get, 1)).xmit_packets, 150u);
+    // Its own resets hold as before.
+    port_counters(pma, counters_request(ib::method::set, 1, pma::select::xmit_packets));
+    port.xmit_packets = 160;
+    EXPECT_EQ(port_counters(pma, counters_request(ib::method::get, 1)).xmit_packets, 10u);
 }
 
 TEST(Pma, ASetOfCountersItDoesNotKeepResetsNothing) {
