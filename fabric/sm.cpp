@@ -598,17 +598,28 @@ bool SubnetManager::lid_taken(std::uint16_t lid, std::uint8_t except_port) const
     return false;
 }
 
-std::uint16_t SubnetManager::choose_lid(const SmPort& port, std::uint16_t current) const {
+bool SubnetManager::given_to_another(std::uint16_t lid, std::uint64_t guid) const {
+    for (const auto& [g, l] : given_lids_)
+        if (l == lid && g != guid) return true;
+    return false;
+}
+
+std::uint16_t SubnetManager::choose_lid(const SmPort& port, std::uint16_t current) {
     if (const auto it = config_.static_lids.find(port.port_guid); it != config_.static_lids.end()) return it->second;
-    if (ib::is_unicast_lid(current) && !lid_taken(current, port.switch_port)) return current;
+    // The LID the port says it has is kept (a restarted SM keeps the
+    // subnet's addresses), unless this SM gave it to another GUID: a port
+    // could claim the LID of one that is away (restarting, say), and take
+    // the paths and traffic meant for it, which would find it gone.
+    if (ib::is_unicast_lid(current) && !lid_taken(current, port.switch_port)) {
+        if (!given_to_another(current, port.port_guid)) return current;
+        ++counters_.lid_claims_refused;
+    }
     if (const auto it = given_lids_.find(port.port_guid);
         it != given_lids_.end() && !lid_taken(it->second, port.switch_port))
         return it->second;
     for (std::uint32_t lid = ib::kLidUnicastFirst; lid <= ib::kLidUnicastLast; ++lid) {
         const auto l = static_cast<std::uint16_t>(lid);
-        bool given_to_other = false;
-        for (const auto& [guid, g] : given_lids_) given_to_other = given_to_other || (g == l && guid != port.port_guid);
-        if (!lid_taken(l, port.switch_port) && !given_to_other) return l;
+        if (!lid_taken(l, port.switch_port) && !given_to_another(l, port.port_guid)) return l;
     }
     return 0;
 }
@@ -625,6 +636,7 @@ void visit(const SmCounters& c, CounterSink& out) {
     out.counter("m_key_traps", c.m_key_traps);
     out.counter("traps_refused", c.traps_refused);
     out.counter("m_key_traps_unlogged", c.m_key_traps_unlogged);
+    out.counter("lid_claims_refused", c.lid_claims_refused);
     out.counter("sets_unanswered", c.sets_unanswered);
     out.counter("sm_info_answered", c.sm_info_answered);
     out.counter("switch_smps", c.switch_smps);

@@ -129,6 +129,7 @@ struct SmCounters {
     std::uint64_t m_key_traps = 0;     // of those, Trap 256 (Bad M_Key)
     std::uint64_t traps_refused = 0;   // Traps whose IssuerLID is not the LID of the port they came in on
     std::uint64_t m_key_traps_unlogged = 0;  // Trap 256s within a second of the last one the log told of, from that port
+    std::uint64_t lid_claims_refused = 0;    // a port claimed a LID this SM gave another GUID: it got another
     std::uint64_t sets_unanswered = 0; // configurations that failed with no answer to a Set (a key the SM lacks)
     std::uint64_t sm_info_answered = 0;  // Get SMInfo requests answered (sminfo, another SM)
     std::uint64_t switch_smps = 0;       // SMPs to this switch's own SMA (its tables, its ports' states)
@@ -196,7 +197,8 @@ private:
     // keep: the link is up, the port stays known (failed) and is sought
     // again at the next sweeps.
     void lose(std::uint8_t switch_port, const char* why, bool keep = false);
-    std::uint16_t choose_lid(const SmPort& port, std::uint16_t current) const;
+    std::uint16_t choose_lid(const SmPort& port, std::uint16_t current);
+    bool given_to_another(std::uint16_t lid, std::uint64_t guid) const;
     // The M_Key this SM gives the port with `guid`.
     std::uint64_t m_key_for(std::uint64_t guid) const;
     void on_trap(const ib::Smp& smp, std::uint8_t in_port);

@@ -737,6 +737,46 @@ TEST_F(FabricTest, SmRestartKeepsLidsAndAsksForReregistration) {
     EXPECT_EQ(sw->unicast_route(3), std::optional<std::uint8_t>(1));
 }
 
+// A port keeps the LID it says it has, unless this SM gave that LID to
+// another GUID: a port claiming the LID of one that is away would take the
+// paths and traffic meant for it.
+TEST_F(FabricTest, APortCannotClaimTheLidOfAnotherThatIsAway) {
+    Ca a(net, 1, 0xA1), evil(net, 2, 0xE2);
+    plug(a);
+    plug(evil);
+    const std::uint16_t lid_a = a.port.core().attributes().lid, lid_evil = evil.port.core().attributes().lid;
+    a.alive = false;  // A goes away (a restart, say)
+    a.answers = false;
+    advance(std::chrono::milliseconds(1600));
+    ASSERT_FALSE(sw->unicast_route(lid_a).has_value());
+    // The evil port now says it has A's LID (its SMA is its own to set).
+    ib::PortInfo mine = evil.port.sma().port_info();
+    mine.lid = lid_a;
+    mine.port_state = ib::port_state::down;
+    mine.port_physical_state = 0;
+    ib::Smp set;
+    set.mgmt_class = ib::mgmt_class::subn_lid_routed;
+    set.method = ib::method::set;
+    set.attribute_id = ib::smp_attr::port_info;
+    set.m_key = mine.m_key;
+    ASSERT_TRUE(ib::put_attribute(mine, set.data));
+    std::array<std::uint8_t, ib::kMadSize> mad{};
+    set.write_to(mad.data());
+    evil.port.core().receive(test::forged_packet(sw->lid(), lid_evil, ib::kQp0, 0, mad));
+    ASSERT_EQ(evil.port.core().attributes().lid, lid_a);
+    advance(sm_config.sweep_interval + std::chrono::milliseconds(500));
+    EXPECT_EQ(sm->ports().at(2).phase, SmPortPhase::active);
+    EXPECT_EQ(evil.port.core().attributes().lid, lid_evil) << "given back its own";
+    EXPECT_FALSE(sw->unicast_route(lid_a).has_value());
+    EXPECT_EQ(sm->counters().lid_claims_refused, 1u);
+    // A comes back to its LID.
+    a.alive = a.answers = true;
+    plug(a);
+    EXPECT_EQ(a.port.core().attributes().lid, lid_a);
+    EXPECT_EQ(a.port.core().attributes().state, PortState::active);
+    EXPECT_TRUE(sw->unicast_route(lid_a).has_value());
+}
+
 TEST_F(FabricTest, LinkFlapReprogramsThePort) {
     Ca a(net, 1, 0xA1);
     plug(a);
