@@ -410,9 +410,13 @@ void SubnetManager::key_switch() {
     pi.subnet_timeout = config_.subnet_timeout;
     // The switch is keyed even with --m-key none (the CA ports then have
     // none): its tables decide where every packet goes, and this SM, in the
-    // same process, never loses the key.
+    // same process, never loses the key. With one fixed key for every port
+    // each CA port holds it (the Set of its PortInfo carries it), so the
+    // switch gets a random one of its own there too.
     const bool none = config_.m_key.mode == MKeyPolicy::Mode::none;
-    pi.m_key = none ? (std::uint64_t{std::random_device{}()} << 32 | std::random_device{}()) | 1 : m_key_for(switch_.guid());
+    const bool own_key = none || config_.m_key.mode == MKeyPolicy::Mode::fixed;
+    pi.m_key = own_key ? (std::uint64_t{std::random_device{}()} << 32 | std::random_device{}()) | 1
+                       : m_key_for(switch_.guid());
     pi.m_key_protect_bits = none ? std::uint8_t{1} : config_.m_key.protect_bits;
     pi.m_key_lease_period = 0;
     ib::SmpData data{};

@@ -1994,7 +1994,7 @@ TEST_F(SwitchSmaTest, MulticastForwardingTableBlocksGetAndSetByPosition) {
     ib::SmpData data{};
     ASSERT_TRUE(ib::put_attribute(block, data));
     auto r = ask(a, ib::method::set, ib::smp_attr::multicast_forwarding_table,
-                 ib::multicast_forwarding_table_modifier(0, 0), data, 0x5EC2E7);
+                 ib::multicast_forwarding_table_modifier(0, 0), data, sw->port_info(0).m_key);
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 0);
     r = ask(a, ib::method::get, ib::smp_attr::multicast_forwarding_table, ib::multicast_forwarding_table_modifier(0, 0));
@@ -2021,6 +2021,35 @@ TEST_F(SwitchSmaTest, MulticastForwardingTableBlocksGetAndSetByPosition) {
     run();
     transport::Completion wc[2];
     EXPECT_EQ(qb->poll(wc), 1u);
+}
+
+// With one fixed M_Key for every port each CA port holds it (the SM's Set
+// of its PortInfo carries it): the switch has a key of its own, or any
+// port could rewrite the forwarding tables.
+TEST_F(SwitchSmaTest, WithAFixedKeyAPortsKeyDoesNotOpenTheSwitch) {
+    sm_config.m_key.mode = MKeyPolicy::Mode::fixed;
+    sm_config.m_key.fixed = 0x5EC2E7;
+    start_fabric();
+    Ca a(net, 1, 0xA1), b(net, 2, 0xB2), evil(net, 3, 0xE3);
+    plug(a);
+    plug(b);
+    plug(evil);
+    capture(evil);
+    ASSERT_EQ(evil.port.sma().port_info().m_key, 0x5EC2E7u) << "what every port is given";
+    EXPECT_NE(sw->port_info(0).m_key, 0x5EC2E7u);
+    ib::LinearForwardingTableBlock hijack;
+    hijack.ports.fill(0xFF);
+    hijack.ports[3] = 3;  // B's LID to the evil port
+    ib::SmpData data{};
+    ASSERT_TRUE(ib::put_attribute(hijack, data));
+    EXPECT_FALSE(ask(evil, ib::method::set, ib::smp_attr::linear_forwarding_table, 0, data, 0x5EC2E7));
+    EXPECT_EQ(sw->unicast_route(3), std::optional<std::uint8_t>(2));
+    EXPECT_EQ(sw->port_info(0).m_key_violations, 1);
+    // The SM still programs it.
+    Ca c(net, 4, 0xC4);
+    plug(c);
+    EXPECT_EQ(c.port.core().attributes().state, PortState::active);
+    EXPECT_EQ(sm->counters().switch_smp_errors, 0u);
 }
 
 // The SM keys the switch when it starts, before any port can reach it,
