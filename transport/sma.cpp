@@ -190,8 +190,12 @@ SmaResult Sma::handle(bytes mad, std::uint16_t lrh_slid, Clock::time_point now) 
         ++counters_.trap_represses;
         return result;
     }
+    // Contact with the SM (last_request): a request carrying the port's
+    // M_Key. A Get without it passes at protect bits 0 and 1, from any port
+    // of the fabric, and would hide that the SM stopped sweeping.
+    const bool key_holder = port_info_.m_key == 0 || request.m_key == port_info_.m_key;
     reply.status = process(request, reply.data, m_key, result);
-    last_request_ = now;
+    if (key_holder) last_request_ = now;
     return respond(reply, lrh_slid, std::move(result));
 }
 

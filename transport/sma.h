@@ -151,8 +151,8 @@ public:
     void set_is_sm(bool is_sm);
     const SmaIdentity& identity() const { return identity_; }
     const SmaCounters& counters() const { return counters_; }
-    // When an SMP request was last answered (the SM's sweeps): nullopt
-    // before the first.
+    // When an SMP request carrying the port's M_Key (any, while it has
+    // none) was last answered: the SM's sweeps; nullopt before the first.
     std::optional<Clock::time_point> last_request() const { return last_request_; }
 
 private:

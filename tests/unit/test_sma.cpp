@@ -478,6 +478,29 @@ TEST(Sma, MKeyProtection) {
     EXPECT_EQ(data_of<ib::PortInfo>(answer(sma, get)).m_key, 0xABCDu);
 }
 
+// The SM's contact (what ipoibd's sm-silence watches) is a request with
+// the port's M_Key: the Gets any port may send without it do not count.
+TEST(Sma, OnlyRequestsWithTheKeyCountAsSmContact) {
+    using namespace std::chrono_literals;
+    Sma sma = armed_port();
+    ib::PortInfo pi = settable(sma.port_info());
+    pi.m_key = 0xABCD;
+    pi.m_key_protect_bits = 1;
+    ASSERT_EQ(set_port_info(sma, pi).first, 0);
+    const auto t0 = Sma::Clock::time_point{} + 1h;
+    Smp get = dr_arriving(ib::method::get, ib::smp_attr::port_info);
+    get.m_key = 0xABCD;
+    ASSERT_FALSE(sma.handle(wire(get), kPermissive, t0).drop.has_value());
+    EXPECT_EQ(sma.last_request(), t0);
+    get = dr_arriving(ib::method::get, ib::smp_attr::node_info);
+    get.m_key = 0x1111;  // answered (protect bits 1), but not the SM
+    ASSERT_TRUE(sma.handle(wire(get), kPermissive, t0 + 30s).response.has_value());
+    EXPECT_EQ(sma.last_request(), t0);
+    get.m_key = 0xABCD;
+    ASSERT_TRUE(sma.handle(wire(get), kPermissive, t0 + 40s).response.has_value());
+    EXPECT_EQ(sma.last_request(), t0 + 40s);
+}
+
 // A violation starts the lease (M_KeyLeasePeriod seconds); a request with
 // the key stops it; when it runs out the protect bits become 0, so that a
 // Get shows the key to an SM that lost it. Each violation sends Trap 256 to
