@@ -579,6 +579,11 @@ void Switch::handle_dr_smp(ib::Smp smp, const ib::Packet& pkt, std::uint8_t in_p
     smp.write_to(mad.data());
     ib::PacketSpec spec{pkt.lrh, pkt.grh, pkt.bth, pkt.ext, mad};
     if (d.action == ib::DrAction::send_lid_routed) spec.lrh.dlid = d.lid;
+    // A request on the directed part goes by its paths, not by the LRH
+    // SLID; but the CA that gets it names that SLID in its Trap 256 as the
+    // one that tried. From a port, an SLID that is not the port's own
+    // leaves as the permissive LID (unknown), not as another port's.
+    if (!smp.direction && in_port != 0 && !slid_routed_to(spec.lrh.slid, in_port)) spec.lrh.slid = ib::kLidPermissive;
     std::vector<std::uint8_t> out(ib::packet_size(spec));
     if (!ib::build_packet(spec, out)) {
         count(SwitchDrop::management_malformed);

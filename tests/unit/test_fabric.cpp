@@ -2194,6 +2194,40 @@ TEST_F(FabricTest, AnSmpByLidCarriesItsSendersOwnLid) {
     EXPECT_EQ(sm->counters().m_key_traps, 1u);  // one a second
 }
 
+// A directed-route SMP goes by its paths, whatever its LRH SLID (a CA
+// answers the SM's Set of its new LID from that LID); but a CA names the
+// LRH SLID in its Trap 256: a request from a port leaves the switch on its
+// directed part with the port's own LID or the permissive one.
+TEST_F(FabricTest, ADirectedRouteSmpReachesACaWithoutAnotherPortsLid) {
+    std::vector<std::string> log;
+    sm = std::make_unique<SubnetManager>(sm_config, *sw, [&](const std::string& l) { log.push_back(l); });
+    sw->set_management(sm.get());
+    Ca a(net, 1, 0xA1), b(net, 2, 0xB2), evil(net, 3, 0xE3);
+    plug(a);
+    plug(b);
+    plug(evil);
+    const std::uint16_t lid_b = b.port.core().attributes().lid;
+    ASSERT_EQ(sw->unicast_route(a.port.core().attributes().lid), std::optional<std::uint8_t>(1));
+    ib::Smp set;
+    set.mgmt_class = ib::mgmt_class::subn_directed_route;
+    set.method = ib::method::set;
+    set.attribute_id = ib::smp_attr::port_info;
+    set.transaction_id = 0x0bad;
+    ib::PortInfo down;
+    down.port_state = ib::port_state::down;
+    ASSERT_TRUE(ib::put_attribute(down, set.data));
+    const std::uint8_t path[] = {1, 1};  // out of the CA's port, then the switch's port 1: A
+    ASSERT_TRUE(ib::dr_set_initial_path(set, path));
+    ASSERT_EQ(ib::dr_send_request(set, 1).action, ib::DrAction::send_on_port);
+    std::array<std::uint8_t, ib::kMadSize> mad{};
+    set.write_to(mad.data());
+    ASSERT_TRUE(evil.port.core().transmit_raw(test::forged_packet(lid_b, ib::kLidPermissive, ib::kQp0, 0, mad)));
+    run();
+    EXPECT_EQ(a.port.sma().port_info().m_key_violations, 1);
+    ASSERT_EQ(sm->counters().m_key_traps, 1u);
+    EXPECT_NE(log.back().find("from LID 0xffff"), std::string::npos) << log.back();
+}
+
 // A trap speaks for the port that issued it: another port naming a
 // victim's LID as the issuer gets no log line and no TrapRepress to the
 // victim, only a count.
