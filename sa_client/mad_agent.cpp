@@ -14,6 +14,7 @@ void visit(const MadAgentCounters& c, CounterSink& out) {
     out.counter("agent_unclaimed_method", c.unclaimed_method);
     out.counter("agent_too_short", c.too_short);
     out.counter("agent_requests_forgotten", c.requests_forgotten);
+    out.counter("agent_response_wrong_source", c.response_wrong_source);
 }
 
 MadAgent::MadAgent(std::unique_ptr<MadTransport> path) : path_(std::move(path)) {
@@ -43,14 +44,14 @@ bool MadAgent::registered(const MadClient* client) const {
     return std::any_of(clients_.begin(), clients_.end(), [&](const Registration& r) { return r.client == client; });
 }
 
-void MadAgent::remember(std::uint64_t k, MadClient& client) {
+void MadAgent::remember(std::uint64_t k, MadClient& client, std::uint16_t lid) {
     const std::uint64_t generation = next_generation_++;
-    auto [it, fresh] = outstanding_.try_emplace(k, Outstanding{&client, generation});
+    auto [it, fresh] = outstanding_.try_emplace(k, Outstanding{&client, generation, lid});
     if (!fresh) {
         // A retry (same client), or another client's TID reused: the newest
         // request owns it.
         if (it->second.client != &client) ++counters_.requests_forgotten;
-        it->second = {&client, generation};
+        it->second = {&client, generation, lid};
     }
     outstanding_order_.emplace_back(k, generation);
     while (outstanding_.size() > kMaxOutstanding && !outstanding_order_.empty()) {
@@ -80,7 +81,8 @@ void MadAgent::remember(std::uint64_t k, MadClient& client) {
 
 expected<void, MadTransportError> MadAgent::send(MadClient& client, const SaMad& mad) {
     auto r = path_->send(mad);
-    if (r && !mad.header.is_response()) remember(key(mad.header.mgmt_class, mad.header.transaction_id), client);
+    if (r && !mad.header.is_response())
+        remember(key(mad.header.mgmt_class, mad.header.transaction_id), client, path_->port_info().sm_lid);
     return r;
 }
 
@@ -103,6 +105,13 @@ void MadAgent::dispatch(bytes mad, const MadAddress& from) {
         auto it = outstanding_.find(key(h.mgmt_class, h.transaction_id));
         if (it == outstanding_.end()) {
             ++counters_.unmatched_response;
+            return;
+        }
+        // Only from where the request went (the fabric vouches for a
+        // source LID): a response from elsewhere with a guessed TID would
+        // take the request's place, and the real answer would find none.
+        if (it->second.lid != 0 && from.lid != 0 && from.lid != it->second.lid) {
+            ++counters_.response_wrong_source;
             return;
         }
         MadClient* client = it->second.client;

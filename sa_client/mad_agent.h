@@ -59,6 +59,7 @@ struct MadAgentCounters {
     std::uint64_t unclaimed_method = 0;    // of a registered class, a method no client takes
     std::uint64_t too_short = 0;           // shorter than a MAD header
     std::uint64_t requests_forgotten = 0;  // outstanding requests pushed out of the bounded table
+    std::uint64_t response_wrong_source = 0;  // a response with a request's TID from a LID the request did not go to: dropped, the request kept
 };
 void visit(const MadAgentCounters& c, CounterSink& out);
 
@@ -109,9 +110,10 @@ private:
     struct Outstanding {
         MadClient* client = nullptr;
         std::uint64_t generation = 0;  // which entry of outstanding_order_ is this one's
+        std::uint16_t lid = 0;         // where the request went (the SM's LID); 0: unknown
     };
     void dispatch(bytes mad, const MadAddress& from);
-    void remember(std::uint64_t k, MadClient& client);
+    void remember(std::uint64_t k, MadClient& client, std::uint16_t lid);
     bool registered(const MadClient* client) const;
 
     std::unique_ptr<MadTransport> path_;

@@ -276,6 +276,33 @@ TEST_F(MadAgentTest, ResponsesAreMatchedOnTheLow32BitsOfTheTid) {
     EXPECT_EQ(agent.outstanding(), 0u);
 }
 
+// A response counts only from where its request went (the SM's LID): one
+// from another port with the request's TID is dropped and the request
+// stays outstanding, so the SA's own answer still reaches its client.
+TEST_F(MadAgentTest, AResponseFromAnotherPortDoesNotTakeTheRequestsPlace) {
+    std::unique_ptr<transport::MemoryPort> other_port = fabric.add_port();  // LID 3
+    FakeSa forger{*other_port};
+    ASSERT_TRUE(agent.send(b, get_request(0x1B0B0000000000C1ULL)).has_value());
+    fabric.run();
+    SaMad forged = get_request(0x1B0B0000000000C1ULL);
+    forged.header.method = ib::method::get_resp;
+    forged.header.status = 0x0C00;  // "no records": not what the SA says
+    std::vector<std::uint8_t> wire(kSaMadSize);
+    forged.write_to(wire.data());
+    forger.send_to(2, wire);
+    fabric.run();
+    (void)agent.receive();
+    EXPECT_TRUE(b.got.empty());
+    EXPECT_EQ(agent.counters().response_wrong_source, 1u);
+    EXPECT_EQ(agent.outstanding(), 1u);
+    sa.serve();  // the SA's answer
+    fabric.run();
+    (void)agent.receive();
+    ASSERT_EQ(b.got.size(), 1u);
+    EXPECT_EQ(b.got[0].header.status, 0u);
+    EXPECT_EQ(agent.outstanding(), 0u);
+}
+
 TEST_F(MadAgentTest, UnsolicitedMadsGoToTheClientsTakingTheirMethod) {
     SaMad report = get_request(0x55);
     report.header.method = ib::method::report;
