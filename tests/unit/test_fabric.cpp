@@ -277,6 +277,25 @@ TEST_F(FabricTest, TruncatedOrForeignMadsToTheSaAreCountedNotAnswered) {
     EXPECT_FALSE(m.on_packet(p, {}, 1)) << "not the SA's: the switch counts it";
 }
 
+// `mad` from CA `a`'s QP `src_qp` to the fabric's QP1 with the default
+// partition's limited P_Key (0x7FFF), as port 1 of the switch hands it to
+// the management: the P_Key of the answer that goes back to `a`, if any.
+std::optional<std::uint16_t> limited_member_asks(FabricManagement& m, const Ca& a, bytes mad, std::uint32_t src_qp,
+                                                 Net& net) {
+    ib::Packet p;
+    p.lrh.slid = a.port.core().attributes().lid;
+    p.bth.dest_qp = ib::kQp1;
+    p.bth.pkey = 0x7FFF;
+    p.ext.deth = {ib::kGsiQKey, src_qp};
+    p.payload = mad;
+    net.down.clear();
+    if (!m.on_packet(p, {}, 1)) return std::nullopt;
+    std::optional<std::uint16_t> answer_pkey;
+    for (const auto& [to, d] : net.down)
+        if (to == a.address && d.size() > ib::Lrh::size + 4) answer_pkey = load_be16(d.data() + ib::Lrh::size + 2);
+    return answer_pkey;
+}
+
 TEST_F(FabricTest, SaAnswersLimitedMembersWithTheFullMemberPKey) {
     // A limited member of the default partition asks with P_Key 0x7FFF; an
     // answer with 0x7FFF would be limited-to-limited, which its port drops
@@ -294,17 +313,7 @@ TEST_F(FabricTest, SaAnswersLimitedMembersWithTheFullMemberPKey) {
     ASSERT_TRUE(mad.has_value());
     std::vector<std::uint8_t> payload(sa::kSaMadSize);
     mad->write_to(payload.data());
-    ib::Packet p;
-    p.lrh.slid = lid;
-    p.bth.dest_qp = ib::kQp1;
-    p.bth.pkey = 0x7FFF;
-    p.ext.deth = {ib::kGsiQKey, ib::kQp1};
-    p.payload = payload;
-    net.down.clear();
-    ASSERT_TRUE(m.on_packet(p, {}, 1));
-    std::optional<std::uint16_t> answer_pkey;
-    for (const auto& [to, d] : net.down)
-        if (to == a.address && d.size() > ib::Lrh::size + 4) answer_pkey = load_be16(d.data() + ib::Lrh::size + 2);
+    const auto answer_pkey = limited_member_asks(m, a, payload, ib::kQp1, net);
     ASSERT_TRUE(answer_pkey.has_value()) << "the SA answered";
     EXPECT_EQ(*answer_pkey, 0xFFFF);
 }
@@ -328,17 +337,7 @@ TEST_F(FabricTest, TheSwitchPmaAnswersLimitedMembersWithTheFullMemberPKey) {
     h.transaction_id = 0x42;
     h.write_to(payload.data());
     payload[transport::pma::kDataOffset + 1] = 1;  // PortSelect
-    ib::Packet p;
-    p.lrh.slid = lid;
-    p.bth.dest_qp = ib::kQp1;
-    p.bth.pkey = 0x7FFF;
-    p.ext.deth = {ib::kGsiQKey, 0x77};
-    p.payload = payload;
-    net.down.clear();
-    ASSERT_TRUE(m.on_packet(p, {}, 1));
-    std::optional<std::uint16_t> answer_pkey;
-    for (const auto& [to, d] : net.down)
-        if (to == a.address && d.size() > ib::Lrh::size + 4) answer_pkey = load_be16(d.data() + ib::Lrh::size + 2);
+    const auto answer_pkey = limited_member_asks(m, a, payload, 0x77, net);
     ASSERT_TRUE(answer_pkey.has_value()) << "the PMA answered";
     EXPECT_EQ(*answer_pkey, 0xFFFF);
     EXPECT_EQ(m.pma_counters().responses, 1u);
