@@ -2,6 +2,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <map>
 
 #include "transport/gid.h"
 
@@ -31,6 +32,18 @@ constexpr std::size_t kLinkEventBatch = 16;
 
 unsigned long long ull(std::uint64_t v) { return static_cast<unsigned long long>(v); }
 
+std::string hex_lid(std::uint16_t lid) {
+    std::string s;
+    append(s, "0x%04x", lid);
+    return s;
+}
+
+std::string hex_guid(std::uint64_t guid) {
+    std::string s;
+    append(s, "0x%016llx", ull(guid));
+    return s;
+}
+
 SaServerConfig sa_config(const FabricServiceOptions& o) {
     SaServerConfig c;
     c.partitions = o.sm.partitions;
@@ -53,6 +66,18 @@ expected<std::unique_ptr<FabricService>, std::string> FabricService::open(Fabric
         return unexpected("M_Key protect bits " + std::to_string(options.sm.m_key.protect_bits) + ": must be 0..3");
     if (options.sm.m_key.mode == MKeyPolicy::Mode::fixed && options.sm.m_key.fixed == 0)
         return unexpected(std::string("a fixed M_Key of 0 is no key: use none"));
+    {
+        // Two ports with one LID would take each other's traffic, and the
+        // switch's LID is where the SM and SA answer.
+        std::map<std::uint16_t, std::uint64_t> fixed;
+        for (const auto& [guid, lid] : options.sm.static_lids) {
+            const std::string which = "fixed LID " + hex_lid(lid) + " of GUID " + hex_guid(guid);
+            if (!ib::is_unicast_lid(lid)) return unexpected(which + ": not a unicast LID (0x1..0xbfff)");
+            if (options.sm_enabled && lid == options.sw.lid) return unexpected(which + ": the switch's LID");
+            if (const auto [it, fresh] = fixed.emplace(lid, guid); !fresh)
+                return unexpected(which + ": also fixed for GUID " + hex_guid(it->second));
+        }
+    }
     if (!options.sm_enabled) {
         options.sw.lid = 0;          // the external SM gives the switch its LID
         options.sm.active = false;   // and its M_Key

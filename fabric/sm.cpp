@@ -46,6 +46,7 @@ void SubnetManager::on_link_event(const LinkEvent& event, Clock::time_point now)
         return;
     }
     SmPort& port = ports_[event.port];
+    if (port.port_guid != 0) mark_away(port.port_guid);
     port = SmPort{};
     port.switch_port = event.port;
     // Before NodeInfo names the port: the key of whoever was here last.
@@ -248,7 +249,7 @@ void SubnetManager::after_port_info(SmPort& port, const ib::PortInfo& info) {
         port.phase = SmPortPhase::failed;
         return;
     }
-    given_lids_[port.port_guid] = port.lid;
+    give(port.port_guid, port.lid);
     const ib::PKeyTableBlock block = pkey_block(port);
     port.pkeys_stale = false;
     const auto pkeys = pkeys_for_port(config_.partitions, port.port_guid);
@@ -308,6 +309,7 @@ void SubnetManager::lose(std::uint8_t switch_port, const char* why, bool keep) {
         log("SM: port " + std::to_string(switch_port) + " GUID " + hex(port.port_guid, 16) + " LID " +
             hex(port.lid, 4) + " gone (" + why + ")" + (keep ? "; looking for it at every sweep" : ""));
     }
+    if (port.port_guid != 0) mark_away(port.port_guid);
     in_flight_.erase(port.tid);
     if (keep) {
         // The link is still up: the port may answer again (a stalled
@@ -603,9 +605,36 @@ bool SubnetManager::lid_taken(std::uint16_t lid, std::uint8_t except_port) const
 }
 
 bool SubnetManager::given_to_another(std::uint16_t lid, std::uint64_t guid) const {
-    for (const auto& [g, l] : given_lids_)
-        if (l == lid && g != guid) return true;
-    return false;
+    const auto it = lid_owners_.find(lid);
+    return it != lid_owners_.end() && it->second != guid;
+}
+
+void SubnetManager::give(std::uint64_t guid, std::uint16_t lid) {
+    if (const auto it = lid_owners_.find(lid); it != lid_owners_.end() && it->second != guid) {
+        given_lids_.erase(it->second);
+        lid_owners_.erase(it);
+    }
+    if (const auto it = given_lids_.find(guid); it != given_lids_.end() && it->second.lid != lid)
+        lid_owners_.erase(it->second.lid);
+    given_lids_[guid] = GivenLid{.lid = lid, .since = now_};
+    lid_owners_[lid] = guid;
+}
+
+void SubnetManager::mark_away(std::uint64_t guid) {
+    if (const auto it = given_lids_.find(guid); it != given_lids_.end()) it->second.since = now_;
+}
+
+std::uint16_t SubnetManager::longest_away(const SmPort& port, const std::vector<bool>& held) const {
+    std::set<std::uint64_t> here;  // GUIDs known on a switch port: their LIDs stay theirs
+    for (const auto& [sp, p] : ports_)
+        if (p.port_guid != 0) here.insert(p.port_guid);
+    const GivenLid* oldest = nullptr;
+    for (const auto& [guid, given] : given_lids_) {
+        if (guid == port.port_guid || here.contains(guid) || !ib::is_unicast_lid(given.lid) || held[given.lid])
+            continue;
+        if (!oldest || given.since < oldest->since) oldest = &given;
+    }
+    return oldest ? oldest->lid : 0;
 }
 
 std::uint16_t SubnetManager::choose_lid(const SmPort& port, std::uint16_t current) {
@@ -619,13 +648,29 @@ std::uint16_t SubnetManager::choose_lid(const SmPort& port, std::uint16_t curren
         ++counters_.lid_claims_refused;
     }
     if (const auto it = given_lids_.find(port.port_guid);
-        it != given_lids_.end() && !lid_taken(it->second, port.switch_port))
-        return it->second;
-    for (std::uint32_t lid = ib::kLidUnicastFirst; lid <= ib::kLidUnicastLast; ++lid) {
-        const auto l = static_cast<std::uint16_t>(lid);
-        if (!lid_taken(l, port.switch_port) && !given_to_another(l, port.port_guid)) return l;
+        it != given_lids_.end() && !lid_taken(it->second.lid, port.switch_port))
+        return it->second.lid;
+    // The lowest LID nobody holds and this SM gave nobody: one pass over
+    // the LID space (a check per LID against every port would make a full
+    // subnet's new port cost LIDs times ports).
+    std::vector<bool> held(std::size_t{ib::kLidUnicastLast} + 1);
+    if (ib::is_unicast_lid(switch_.lid())) held[switch_.lid()] = true;
+    for (const auto& [sp, p] : ports_)
+        if (sp != port.switch_port && p.phase != SmPortPhase::failed && ib::is_unicast_lid(p.lid)) held[p.lid] = true;
+    for (const auto& [guid, l] : config_.static_lids)
+        if (ib::is_unicast_lid(l)) held[l] = true;
+    for (std::uint32_t lid = ib::kLidUnicastFirst; lid <= ib::kLidUnicastLast; ++lid)
+        if (!held[lid] && !given_to_another(static_cast<std::uint16_t>(lid), port.port_guid))
+            return static_cast<std::uint16_t>(lid);
+    // Every LID is held or given: the GUID away longest gives its LID up
+    // (it gets another when it comes back).
+    const std::uint16_t lid = longest_away(port, held);
+    if (lid != 0) {
+        ++counters_.lids_reclaimed;
+        log("SM: no free LID for port GUID " + hex(port.port_guid, 16) + "; it gets " + hex(lid, 4) +
+            ", given before to GUID " + hex(lid_owners_.at(lid), 16) + ", away longest");
     }
-    return 0;
+    return lid;
 }
 
 void visit(const SmCounters& c, CounterSink& out) {
@@ -641,6 +686,7 @@ void visit(const SmCounters& c, CounterSink& out) {
     out.counter("traps_refused", c.traps_refused);
     out.counter("m_key_traps_unlogged", c.m_key_traps_unlogged);
     out.counter("lid_claims_refused", c.lid_claims_refused);
+    out.counter("lids_reclaimed", c.lids_reclaimed);
     out.counter("sets_unanswered", c.sets_unanswered);
     out.counter("sm_info_answered", c.sm_info_answered);
     out.counter("switch_smps", c.switch_smps);

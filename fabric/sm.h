@@ -7,7 +7,10 @@
 //  2. choose the LID: the configured one for the port GUID; else the LID the
 //     port already has if no other port holds it (an SM restart keeps the
 //     subnet's addresses); else the one this SM gave the GUID before; else
-//     the lowest free
+//     the lowest free. The SM remembers the LID it gave each GUID (so that
+//     a port away for a while comes back to it) until the LIDs run out:
+//     then a new port gets the LID of the GUID that has been away longest
+//     (a host cycling GUIDs cannot use up the subnet's LIDs)
 //  3. Set P_KeyTable block 0: the P_Keys of the partitions naming the port
 //  4. Set PortInfo: LID, LMC 0, MasterSMLID = the switch, GidPrefix,
 //     NeighborMTU, SubnetTimeOut, PortState ARMED (from INIT), and
@@ -130,6 +133,7 @@ struct SmCounters {
     std::uint64_t traps_refused = 0;   // Traps whose IssuerLID is not the LID of the port they came in on
     std::uint64_t m_key_traps_unlogged = 0;  // Trap 256s within a second of the last one the log told of, from that port
     std::uint64_t lid_claims_refused = 0;    // a port claimed a LID this SM gave another GUID: it got another
+    std::uint64_t lids_reclaimed = 0;        // no LID was free: a port got the one of the GUID away longest
     std::uint64_t sets_unanswered = 0; // configurations that failed with no answer to a Set (a key the SM lacks)
     std::uint64_t sm_info_answered = 0;  // Get SMInfo requests answered (sminfo, another SM)
     std::uint64_t switch_smps = 0;       // SMPs to this switch's own SMA (its tables, its ports' states)
@@ -199,6 +203,14 @@ private:
     void lose(std::uint8_t switch_port, const char* why, bool keep = false);
     std::uint16_t choose_lid(const SmPort& port, std::uint16_t current);
     bool given_to_another(std::uint16_t lid, std::uint64_t guid) const;
+    // The LID given to the GUID of the port that has been away longest
+    // (not known on any switch port; its LID not `held` by a port or the
+    // configuration), 0 if none.
+    std::uint16_t longest_away(const SmPort& port, const std::vector<bool>& held) const;
+    // `guid` holds `lid` from now on; whoever held it before does not.
+    void give(std::uint64_t guid, std::uint16_t lid);
+    // The GUID's port went: its LID may be reclaimed from now on, oldest first.
+    void mark_away(std::uint64_t guid);
     // The M_Key this SM gives the port with `guid`.
     std::uint64_t m_key_for(std::uint64_t guid) const;
     void on_trap(const ib::Smp& smp, std::uint8_t in_port);
@@ -224,7 +236,12 @@ private:
     SmLog log_;
     Hooks hooks_;
     std::map<std::uint8_t, SmPort> ports_;
-    std::map<std::uint64_t, std::uint16_t> given_lids_;  // GUID -> LID this SM assigned
+    struct GivenLid {
+        std::uint16_t lid = 0;
+        Clock::time_point since{};  // given, or its port last went
+    };
+    std::map<std::uint64_t, GivenLid> given_lids_;   // GUID -> the LID this SM gave it
+    std::map<std::uint16_t, std::uint64_t> lid_owners_;  // the same, by LID
     std::map<std::uint8_t, std::uint64_t> last_guid_at_;  // switch port -> the GUID last seen there
     std::map<std::uint64_t, ib::Smp> in_flight_;         // TID -> request, for retries
     std::uint64_t next_tid_ = 1;

@@ -776,6 +776,55 @@ TEST_F(FabricTest, APortCannotClaimTheLidOfAnotherThatIsAway) {
     EXPECT_TRUE(sw->unicast_route(lid_a).has_value());
 }
 
+// The SM remembers the LID it gave each GUID, so that a port away for a
+// while comes back to it, but not at the price of the LID space: with
+// every LID held or given, a new port gets the LID of the GUID away
+// longest. A host cycling GUIDs would otherwise run the subnet out of LIDs
+// for good (and a full subnet's search for a free LID must not cost LIDs
+// times ports: 49,148 configured LIDs below).
+TEST_F(FabricTest, WithEveryLidGivenANewPortGetsTheOneOfTheGuidAwayLongest) {
+    for (std::uint32_t lid = 2; lid <= 0xBFFD; ++lid) sm_config.static_lids[0x5000'0000 + lid] = static_cast<std::uint16_t>(lid);
+    start_fabric();
+    const auto away = [&](Ca& ca) {  // the process is gone: its link times out
+        const auto lost = sm->counters().ports_lost;
+        ca.alive = ca.answers = false;
+        advance(std::chrono::milliseconds(1600));
+        ASSERT_EQ(sm->counters().ports_lost, lost + 1);
+    };
+    Ca a(net, 1, 0xA1), b(net, 2, 0xB2), c(net, 3, 0xC3), d(net, 4, 0xD4);
+    b.alive = c.alive = d.alive = false;  // each plugs in when its turn comes
+    plug(a);
+    ASSERT_EQ(a.port.core().attributes().lid, 0xBFFE);
+    away(a);
+    b.alive = true;
+    plug(b);
+    ASSERT_EQ(b.port.core().attributes().lid, 0xBFFF);
+    away(b);
+    EXPECT_EQ(sm->counters().lids_reclaimed, 0u);
+    // C finds nothing free: A has been away longest.
+    c.alive = true;
+    plug(c);
+    EXPECT_EQ(c.port.core().attributes().state, PortState::active);
+    EXPECT_EQ(c.port.core().attributes().lid, 0xBFFE);
+    EXPECT_EQ(sm->counters().lids_reclaimed, 1u);
+    // A comes back (still saying 0xBFFE, now C's): it gets B's.
+    a.alive = a.answers = true;
+    plug(a);
+    EXPECT_EQ(a.port.core().attributes().state, PortState::active);
+    EXPECT_EQ(a.port.core().attributes().lid, 0xBFFF);
+    EXPECT_EQ(sm->counters().lids_reclaimed, 2u);
+    EXPECT_TRUE(sw->unicast_route(0xBFFE).has_value());
+    EXPECT_TRUE(sw->unicast_route(0xBFFF).has_value());
+    // No GUID is away now: a fourth port gets no LID (none is taken from a
+    // port that is here).
+    d.alive = true;
+    plug(d);
+    EXPECT_NE(d.port.core().attributes().state, PortState::active);
+    EXPECT_EQ(c.port.core().attributes().lid, 0xBFFE);
+    EXPECT_EQ(a.port.core().attributes().lid, 0xBFFF);
+    EXPECT_EQ(sm->counters().lids_reclaimed, 2u);
+}
+
 TEST_F(FabricTest, LinkFlapReprogramsThePort) {
     Ca a(net, 1, 0xA1);
     plug(a);
@@ -947,6 +996,22 @@ TEST(FabricService, OpenErrorsNameWhatFailed) {
     auto d = FabricService::open(roce);
     ASSERT_FALSE(d);
     EXPECT_NE(d.error().find("4791 is RoCEv2's"), std::string::npos) << d.error();
+
+    auto same_lid = loopback_options();
+    same_lid.sm.static_lids = {{0xA1, 0x20}, {0xB2, 0x20}};
+    auto e = FabricService::open(same_lid);
+    ASSERT_FALSE(e);
+    EXPECT_EQ(e.error(), "fixed LID 0x0020 of GUID 0x00000000000000b2: also fixed for GUID 0x00000000000000a1");
+    auto switch_lid = loopback_options();
+    switch_lid.sm.static_lids = {{0xA1, switch_lid.sw.lid}};
+    auto f = FabricService::open(switch_lid);
+    ASSERT_FALSE(f);
+    EXPECT_EQ(f.error(), "fixed LID 0x0001 of GUID 0x00000000000000a1: the switch's LID");
+    auto multicast = loopback_options();
+    multicast.sm.static_lids = {{0xA1, 0xC000}};
+    auto g = FabricService::open(multicast);
+    ASSERT_FALSE(g);
+    EXPECT_EQ(g.error(), "fixed LID 0xc000 of GUID 0x00000000000000a1: not a unicast LID (0x1..0xbfff)");
 }
 
 // The owner's contract from fabric_service.h, with a soft port as the peer:
