@@ -42,12 +42,60 @@ void fix_segment_ip_header(std::uint8_t* s, bool v6, std::size_t ip_len, std::si
     store_be16(s + 10, checksum_fold(checksum_add(0, bytes(s, ip_len))));
 }
 
-// The IP header of a GSO super-packet that says it is IPv6 (`v6`) or IPv4
-// and carries `proto`: its length, or why it is refused.
+constexpr std::uint8_t kNextHopByHop = 0;
+constexpr std::uint8_t kNextDestinationOptions = 60;
+constexpr std::uint8_t kOptionPad1 = 0;
+constexpr std::uint8_t kOptionJumboPayload = 0xC2;
+
+// Whether the options of a Hop-by-Hop header (`options`: after its Next
+// Header and length bytes) hold a Jumbo Payload option, or do not parse.
+bool jumbo_or_malformed(bytes options) {
+    for (std::size_t i = 0; i < options.size();) {
+        if (options[i] == kOptionPad1) {
+            ++i;
+            continue;
+        }
+        if (i + 2 > options.size()) return true;
+        const std::size_t end = i + 2 + std::size_t{options[i + 1]};
+        if (end > options.size() || options[i] == kOptionJumboPayload) return true;
+        i = end;
+    }
+    return false;
+}
+
+// The IPv6 header and the extension headers that every segment can carry
+// as they are, up to `proto`: a Hop-by-Hop header (first only) and a
+// Destination Options header, as a sender's IPV6_HOPOPTS and IPV6_DSTOPTS
+// put them in. Refused: a Routing header (the transport checksum's
+// pseudo-header would name its final destination, not the header's), a
+// Fragment header (not cut again), AH (it covers what the cut changes), a
+// Jumbo Payload option (RFC 2675: it, not Payload Length, would give each
+// segment's length). Returns the headers' length.
+expected<std::size_t, OffloadError> ipv6_headers(bytes pkt, std::uint8_t proto) {
+    constexpr std::size_t kMaxExtensions = 2;
+    if (pkt.size() < 40) return unexpected(OffloadError::bad_headers);
+    std::uint8_t next = pkt[6];
+    std::size_t len = 40;
+    for (std::size_t n = 0; next != proto; ++n) {
+        const bool allowed = (next == kNextHopByHop && n == 0) || next == kNextDestinationOptions;
+        if (!allowed || n == kMaxExtensions || pkt.size() < len + 8) return unexpected(OffloadError::bad_headers);
+        const std::size_t ext = (static_cast<std::size_t>(pkt[len + 1]) + 1) * 8;
+        if (pkt.size() < len + ext) return unexpected(OffloadError::bad_headers);
+        if (next == kNextHopByHop && jumbo_or_malformed(pkt.subspan(len + 2, ext - 2)))
+            return unexpected(OffloadError::bad_headers);
+        next = pkt[len];
+        len += ext;
+    }
+    return len;
+}
+
+// The IP headers of a GSO super-packet that says it is IPv6 (`v6`) or IPv4
+// and carries `proto`: their length, or why it is refused.
 expected<std::size_t, OffloadError> gso_ip_header(bytes pkt, bool v6, std::uint8_t proto) {
     if (pkt.empty() || (pkt[0] >> 4) != (v6 ? 6 : 4)) return unexpected(OffloadError::bad_headers);
-    const std::size_t ip_len = v6 ? 40 : static_cast<std::size_t>(pkt[0] & 0x0F) * 4;
-    if (ip_len < 20 || pkt.size() < ip_len || pkt[v6 ? 6 : 9] != proto) return unexpected(OffloadError::bad_headers);
+    if (v6) return ipv6_headers(pkt, proto);
+    const std::size_t ip_len = static_cast<std::size_t>(pkt[0] & 0x0F) * 4;
+    if (ip_len < 20 || pkt.size() < ip_len || pkt[9] != proto) return unexpected(OffloadError::bad_headers);
     return ip_len;
 }
 

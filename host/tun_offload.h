@@ -17,7 +17,9 @@
 //
 // segment_tun_packet():
 //  1. no GSO: complete a partial checksum if asked; the packet as is;
-//  2. TCP GSO: per segment, the IP and TCP headers copied; IPv4 Total
+//  2. TCP GSO: per segment, the IP and TCP headers copied (IPv6 with a
+//     Hop-by-Hop and a Destination Options header too; other extension
+//     headers and a Jumbo Payload option refused); IPv4 Total
 //     Length, Identification (+1 per segment) and header checksum, or IPv6
 //     Payload Length; TCP sequence number advanced; FIN and PSH only on
 //     the last segment, CWR only on the first; the TCP checksum computed

@@ -16,7 +16,8 @@
 #  4. multicast: C joins 239.1.2.3 and ff05::1:3 with real sockets, A sends
 #     to both and C receives; ibsaquery shows C FullMember and A a send-only
 #     member; when C leaves, its membership is gone;
-#  5. iperf3 TCP A -> B for 5 s;
+#  5. iperf3 TCP A -> B for 5 s; 4 MB over IPv6 with a Destination Options
+#     header in every packet (TSO super-packets carrying it);
 #  6. B's ipoibd restarts (new QPN): A reaches B again within 5 s;
 #  7. journald (started here when none runs) holds entries with the
 #     structured fields and MESSAGE_IDs;
@@ -229,6 +230,20 @@ sleep 0.5
 ip netns exec "$A" timeout 30 iperf3 -c 198.18.0.2 -t 5 >"$WORK/iperf.log" 2>&1 || { cat "$WORK/iperf.log" >&2; fail "iperf3"; }
 grep -q "receiver" "$WORK/iperf.log" || fail "iperf3 did not finish"
 pass "iperf3 TCP A -> B, 5 s: $(grep receiver "$WORK/iperf.log" | awk '{print $7, $8}')"
+
+# 5b. TCP over IPv6 with a Destination Options header in every packet: A's
+# kernel hands its TUN TSO super-packets with the header, which ipoibd cuts
+# with the header copied (none refused: offload_bad_headers stays put).
+BAD_BEFORE=$(stat_of a offload_bad_headers)
+ip netns exec "$B" python3 "$HERE/tcp_options.py" serve 2001:db8::2 5301 4000000 20 >"$WORK/dstopts-server.log" 2>&1 &
+DSTOPTS_SERVER=$!; PIDS+=($DSTOPTS_SERVER)
+sleep 0.5
+ip netns exec "$A" timeout 30 python3 "$HERE/tcp_options.py" send 2001:db8::2 5301 4000000 20 >"$WORK/dstopts-client.log" 2>&1 \
+  || { cat "$WORK/dstopts-client.log" >&2; fail "TCP with destination options A -> B"; }
+wait "$DSTOPTS_SERVER" || { cat "$WORK/dstopts-server.log" >&2; fail "B did not get the 4 MB sent with destination options"; }
+[ "$(cat "$WORK/dstopts-server.log")" = "$(cat "$WORK/dstopts-client.log")" ] || fail "the bytes B got are not the bytes A sent"
+[ "$(stat_of a offload_bad_headers)" = "$BAD_BEFORE" ] || fail "A refused super-packets with destination options"
+pass "TCP over IPv6 with destination options A -> B: 4 MB intact, no super-packet refused"
 
 # --- 6. B restarts with a new QPN ------------------------------------------------------
 OLD_QPN=$(ctl b -j status | python3 -c "import json,sys; print(json.load(sys.stdin)['qpn'])")

@@ -22,8 +22,9 @@ std::uint16_t reference_checksum(const Bytes& data) {
     return static_cast<std::uint16_t>(~sum);
 }
 
-bool tcp_checksum_ok(const Bytes& ip, bool v6) {
-    const std::size_t ip_len = v6 ? 40 : static_cast<std::size_t>(ip[0] & 0x0F) * 4;
+// ip_len: the IP header's length, with IPv6 extension headers (0: the fixed one).
+bool tcp_checksum_ok(const Bytes& ip, bool v6, std::size_t ip_len = 0) {
+    if (ip_len == 0) ip_len = v6 ? 40 : static_cast<std::size_t>(ip[0] & 0x0F) * 4;
     Bytes pseudo;
     if (v6) {
         pseudo.insert(pseudo.end(), ip.begin() + 8, ip.begin() + 40);
@@ -162,6 +163,109 @@ TEST(TunOffload, ChecksumMatchesTheReferenceAtEveryLength) {
             }
     Bytes ones(1400, 0xFF);
     EXPECT_EQ(checksum_fold(checksum_add(0, bytes(ones.data(), ones.size()))), reference_checksum(ones));
+}
+
+// An IPv6 TCP super-packet with extension headers: `chain` goes after the
+// fixed header, the first of them named by `first` (each names the next;
+// the last must name TCP, 6).
+Bytes with_extensions(std::uint8_t first, const Bytes& chain, std::size_t payload, std::uint16_t mss) {
+    Bytes p = super_packet(true, payload, mss, 0x18);
+    std::uint8_t* ip = p.data() + VirtioNetHeader::size;
+    ip[6] = first;
+    store_be16(ip + 4, static_cast<std::uint16_t>(load_be16(ip + 4) + chain.size()));
+    p.insert(p.begin() + VirtioNetHeader::size + 40, chain.begin(), chain.end());
+    store_le16(p.data() + 6, static_cast<std::uint16_t>(40 + chain.size()));  // csum_start
+    return p;
+}
+
+constexpr std::uint8_t kHopByHop = 0, kRouting = 43, kFragment = 44, kDestinationOptions = 60, kTcp = 6;
+// An 8-byte options header naming `next`: PadN over its 6 bytes, or other options.
+Bytes options_header(std::uint8_t next, Bytes options = {0x01, 0x04, 0, 0, 0, 0}) {
+    Bytes h(2 + options.size());
+    h[0] = next;
+    h[1] = static_cast<std::uint8_t>(h.size() / 8 - 1);
+    std::copy(options.begin(), options.end(), h.begin() + 2);
+    return h;
+}
+
+// A sender's IPV6_HOPOPTS and IPV6_DSTOPTS put a Hop-by-Hop and a
+// Destination Options header in every TSO super-packet: each segment
+// carries them, Payload Length counts them, the TCP checksum does not.
+TEST(TunOffload, CutsATcpV6SuperPacketWithOptionsHeaders) {
+    struct Case {
+        const char* name;
+        std::uint8_t first;
+        Bytes chain;
+    };
+    Bytes both = options_header(kDestinationOptions);
+    const Bytes dst = options_header(kTcp, Bytes(14, 0));  // Pad1s, 16 bytes in all
+    both.insert(both.end(), dst.begin(), dst.end());
+    const Case cases[] = {
+        {"hop-by-hop", kHopByHop, options_header(kTcp)},
+        {"destination options", kDestinationOptions, options_header(kTcp)},
+        {"both", kHopByHop, both},
+    };
+    for (const Case& c : cases) {
+        const std::size_t ip_len = 40 + c.chain.size();
+        Bytes p = with_extensions(c.first, c.chain, 2500, 1000);
+        const Bytes original_payload(p.end() - 2500, p.end());
+        std::vector<Bytes> out;
+        std::vector<std::uint8_t> scratch;
+        auto n = segment_tun_packet(p, scratch, [&](bytes d) { out.emplace_back(d.begin(), d.end()); });
+        ASSERT_TRUE(n) << c.name << ": " << to_string(n.error());
+        ASSERT_EQ(out.size(), 3u) << c.name;
+        Bytes joined;
+        for (std::size_t i = 0; i < out.size(); ++i) {
+            const Bytes& s = out[i];
+            const std::size_t seg_payload = i < 2 ? 1000 : 500;
+            ASSERT_EQ(s.size(), ip_len + 20 + seg_payload) << c.name << " " << i;
+            EXPECT_EQ(s[6], c.first) << c.name;
+            EXPECT_EQ(Bytes(s.begin() + 40, s.begin() + static_cast<std::ptrdiff_t>(ip_len)), c.chain) << c.name;
+            EXPECT_EQ(load_be16(s.data() + 4), c.chain.size() + 20 + seg_payload) << c.name << " " << i;
+            EXPECT_EQ(load_be32(s.data() + ip_len + 4), 0xFFFFFF00u + static_cast<std::uint32_t>(i * 1000));
+            EXPECT_TRUE(tcp_checksum_ok(s, true, ip_len)) << c.name << " TCP checksum " << i;
+            joined.insert(joined.end(), s.begin() + static_cast<std::ptrdiff_t>(ip_len + 20), s.end());
+        }
+        EXPECT_EQ(joined, original_payload) << c.name;
+    }
+}
+
+TEST(TunOffload, RefusesIpv6ExtensionHeadersASegmentCannotCopy) {
+    struct Case {
+        const char* name;
+        std::uint8_t first;
+        Bytes chain;
+    };
+    Bytes routing{kTcp, 2, 4, 1, 0, 0, 0, 0};  // a segment routing header naming one more address
+    routing.resize(24, 0x11);
+    const Bytes fragment{kTcp, 0, 0, 0, 0, 0, 0, 1};
+    const Bytes jumbo = options_header(kTcp, {0xC2, 4, 0, 1, 0, 0});
+    const Bytes bad_option = options_header(kTcp, {0x01, 9, 0, 0, 0, 0});  // PadN past the header
+    Bytes late_hop = options_header(kHopByHop);
+    const Bytes hop = options_header(kTcp);
+    late_hop.insert(late_hop.end(), hop.begin(), hop.end());
+    Bytes three = options_header(kDestinationOptions);  // hop-by-hop, then two destination options headers
+    const Bytes dst_dst = options_header(kDestinationOptions), dst_tcp = options_header(kTcp);
+    three.insert(three.end(), dst_dst.begin(), dst_dst.end());
+    three.insert(three.end(), dst_tcp.begin(), dst_tcp.end());
+    const Case cases[] = {
+        {"routing", kRouting, routing},
+        {"fragment", kFragment, fragment},
+        {"jumbo payload", kHopByHop, jumbo},
+        {"option past its header", kHopByHop, bad_option},
+        {"hop-by-hop not first", kDestinationOptions, late_hop},
+        {"three headers", kHopByHop, three},
+        {"header past the packet", kDestinationOptions, Bytes{kTcp, 200, 1, 4, 0, 0, 0, 0}},
+    };
+    for (const Case& c : cases) {
+        Bytes p = with_extensions(c.first, c.chain, 100, 50);
+        std::vector<std::uint8_t> scratch;
+        std::size_t emitted = 0;
+        auto n = segment_tun_packet(p, scratch, [&](bytes) { ++emitted; });
+        ASSERT_FALSE(n) << c.name;
+        EXPECT_EQ(n.error(), OffloadError::bad_headers) << c.name;
+        EXPECT_EQ(emitted, 0u) << c.name;
+    }
 }
 
 TEST(TunOffload, RefusesWhatItCannotCut) {
