@@ -53,7 +53,7 @@ std::string fabric_answer(const FabricService& fabric, const FabricDaemonInfo& i
             .field("m_key_protect_bits", static_cast<unsigned>(o.sm.m_key.protect_bits))
             .field("m_key_lease_s", static_cast<unsigned>(o.sm.m_key.lease_seconds))
             .field("fabric_key", info.key_file.empty() ? std::string("none") : info.key_file)
-            .field("capture", o.pcap)
+            .field("capture", o.pcap.empty() ? std::string("none") : o.pcap)
             .field("cut_through", o.sw.cut_through && o.pcap.empty() && o.sw.faults.empty())
             .field("faults", o.sw.faults.size())
             .field("sim_socket", info.sim ? "@" + sim::server_ctl_name(info.sim->options().base_name) : std::string("none"))

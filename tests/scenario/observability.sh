@@ -52,6 +52,7 @@ for h in a b; do
 done
 fctl groups | grep -Eq "ff12:401b:ffff::ffff:ffff +0xc000 +0xffff +0x00000b1b .* 2 +0 +true" || fail "ibfabricctl groups: $(fctl groups)"
 grep -q "^ports_active: 2$" <<<"$(fctl status)" || fail "ibfabricctl status: $(fctl status)"
+grep -q "^capture: none$" <<<"$(fctl status)" || fail "ibfabricctl status without a capture: $(fctl status)"
 fctl -j stats | python3 -c "import json,sys; d=json.load(sys.stdin); assert d['switch']['forwarded'] > 0 and d['sm']['ports_configured'] == 2, d" ||
   fail "ibfabricctl -j stats"
 rc=0; err=$(ip netns exec "$FAB" "$BIN/ibfabricctl" -s "$WORK/nothing.sock" status 2>&1) || rc=$?
