@@ -82,6 +82,7 @@ struct FabricSection {
     std::uint64_t port_guid = 0;                   // soft: 0 = stable GUID from host and instance
     bool embedded = false;                         // host the switch, SM and SA in this process
     SocketAddress embedded_listen = default_embedded_listen();
+    std::string embedded_partitions;  // the embedded fabric's partitions file; empty: the default partition only
     std::uint16_t pkey = 0xffff;                   // the default partition, full member
     bool operator==(const FabricSection&) const = default;
 };

@@ -158,6 +158,14 @@ const KeySpec kKeys[] = {
      .help = "the UDP address the embedded fabric listens on",
      .set = [](DaemonConfig& c, std::string_view v) { return store(c.fabric.embedded_listen, parse_fabric_address(v, true)); },
      .get = [](const DaemonConfig& c) { return one(c.fabric.embedded_listen.to_string()); }},
+    {.section = "fabric", .name = "embedded-partitions", .value_name = "PATH",
+     .help = "the embedded fabric's partitions file (partitions.conf syntax, as ibfabricd --partitions); "
+             "re-read on reload; empty: the default partition only",
+     .set = [](DaemonConfig& c, std::string_view v) {
+         c.fabric.embedded_partitions = std::string(v);
+         return expected<void, Reason>();
+     },
+     .get = [](const DaemonConfig& c) { return one(c.fabric.embedded_partitions); }},
     {.section = "fabric", .name = "pkey", .value_name = "0xPKEY",
      .help = "the partition of the interface; 0xffff: the default partition",
      .set = [](DaemonConfig& c, std::string_view v) { return store(c.fabric.pkey, parse_pkey(v)); },
@@ -591,6 +599,10 @@ std::optional<Inconsistency> check_consistency(const DaemonConfig& c) {
     const KeySpec* embedded = find_key("fabric", "embedded");
     if (c.fabric.embedded && c.fabric.transport == Transport::verbs)
         return Inconsistency{embedded, "the embedded fabric is soft: it needs transport = soft or auto, not verbs"};
+    if (!c.fabric.embedded_partitions.empty() && !c.fabric.embedded)
+        return Inconsistency{find_key("fabric", "embedded-partitions"),
+                             "partitions for the embedded fabric need embedded = yes (an ibfabricd takes them with "
+                             "--partitions)"};
     // This daemon's own port reaches the embedded fabric like any other
     // port, through [fabric] address; with a wildcard listen address only
     // the port number can be checked.

@@ -160,6 +160,11 @@ expected<void, std::string> Node::open_fabric() {
         fabric::FabricServiceOptions o;
         o.listen = config_.fabric.embedded_listen;
         o.keys = keys;
+        if (!config_.fabric.embedded_partitions.empty()) {
+            auto partitions = fabric::load_partitions(config_.fabric.embedded_partitions);
+            if (!partitions) return unexpected("[fabric] embedded-partitions: " + partitions.error().to_string());
+            o.sm.partitions = std::move(*partitions);
+        }
         o.log = [this](const std::string& line) { log_.info(line, {{field::kIfname, instance_}}); };
         auto service = fabric::FabricService::open(std::move(o));
         if (!service) return unexpected("could not start the embedded fabric service: " + service.error());
@@ -759,6 +764,7 @@ void Node::reload() {
     set_busy_poll(target.daemon.busy_poll);
     std::vector<std::string> applied = config::diff_for_reload(config_, target).live;
     failed += reload_fabric_keys(applied);
+    failed += reload_embedded_partitions(applied);
     config_ = std::move(target);
     log_reloaded(applied, plan.restart, failed);
     const bool up = !interfaces_.empty() && interfaces_.front()->engine().link().up;
@@ -812,6 +818,20 @@ std::string Node::reload_fabric_keys(std::vector<std::string>& applied) {
         if (auto r = fabric_service_->set_fabric_keys(*keys); !r) failed += " embedded fabric key: " + r.error() + ";";
     if (failed.empty()) applied.push_back("fabric key");
     return failed;
+}
+
+// The embedded fabric's partitions file is read again (the SM sets the
+// P_KeyTables of the ports whose partitions changed, the SA creates the new
+// partitions' broadcast groups); a new path needs a restart.
+std::string Node::reload_embedded_partitions(std::vector<std::string>& applied) {
+    if (!fabric_service_ || config_.fabric.embedded_partitions.empty()) return {};
+    auto partitions = fabric::load_partitions(config_.fabric.embedded_partitions);
+    if (!partitions)
+        return " [fabric] embedded-partitions: " + partitions.error().to_string() + " (partitions in use kept);";
+    const std::size_t changed = fabric_service_->set_partitions(std::move(*partitions));
+    applied.push_back("embedded partitions (P_Keys changed on " + std::to_string(changed) +
+                      (changed == 1 ? " port)" : " ports)"));
+    return {};
 }
 
 void Node::log_reloaded(const std::vector<std::string>& applied, const std::vector<std::string>& restart,

@@ -185,6 +185,7 @@ private:
     std::string reload_capture(config::DaemonConfig& target);
     // Adds "fabric key" to `applied` when the key file's keys were taken.
     std::string reload_fabric_keys(std::vector<std::string>& applied);
+    std::string reload_embedded_partitions(std::vector<std::string>& applied);
     void log_reloaded(const std::vector<std::string>& applied, const std::vector<std::string>& restart,
                       const std::string& failed);
     // An interface built with `settings`: [neighbour], [multicast], [queues]

@@ -120,7 +120,8 @@ const BadFile kBadFiles[] = {
     {"bind_roce_port", "[fabric]\nbind = 198.18.0.2:4791\n",
      "FILE:2: [fabric] bind = 198.18.0.2:4791: port 4791 is RoCEv2's; the soft fabric must not use it"},
     {"missing_key", "[fabric]\n= 2\n", "FILE:2: [fabric] = 2: unknown key; [fabric] has transport, device, port, "
-                                        "address, bind, key-file, sm-silence, port-guid, embedded, embedded-listen, pkey"},
+                                        "address, bind, key-file, sm-silence, port-guid, embedded, embedded-listen, "
+     "embedded-partitions, pkey"},
     {"repeated_key", "[interface]\nmtu = 1500\nname = ib0\nmtu = 2044\n",
      "FILE:4: [interface] mtu = 2044: mtu is already set on line 2 (only address and route may repeat)"},
     {"repeated_key_in_a_reopened_section", "[daemon]\nwatchdog = no\n[fabric]\nport = 1\n[daemon]\nwatchdog = yes\n",
@@ -161,6 +162,9 @@ const BadFile kBadFiles[] = {
     {"embedded_not_reached", "[fabric]\nembedded = yes\nembedded-listen = 198.18.0.1:18516\n",
      "FILE:2: [fabric] embedded = yes: this daemon's port connects to address = 127.0.0.1:18516, which is not "
      "embedded-listen = 198.18.0.1:18516"},
+    {"embedded_partitions_without_embedded", "[fabric]\nembedded-partitions = /etc/ipoibd/partitions.conf\n",
+     "FILE:2: [fabric] embedded-partitions = /etc/ipoibd/partitions.conf: partitions for the embedded fabric need "
+     "embedded = yes (an ibfabricd takes them with --partitions)"},
     {"pkey_without_0x", "[fabric]\npkey = ffff\n",
      "FILE:2: [fabric] pkey = ffff: must be a hexadecimal P_Key, 0x0001 to 0xffff"},
     {"pkey_too_wide", "[fabric]\npkey = 0x18001\n",
