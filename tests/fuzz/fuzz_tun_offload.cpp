@@ -5,7 +5,8 @@
 //
 // Input: the read itself. When the input's first byte is odd, the header's
 // gso_type is forced to TCPv4, TCPv6 or UDP_L4 (by the second byte) and
-// the IP header's version, protocol and lengths are repaired, so that most
+// the IP header's version, protocol and lengths are repaired (for some
+// IPv6 inputs with a Destination Options header first), so that most
 // inputs reach the cutting.
 //
 // Invariants checked (a violation aborts):
@@ -16,6 +17,8 @@
 //     is empty;
 //   - every datagram of a cut super-packet says its own length: IPv4 Total
 //     Length, or IPv6 Payload Length + 40, is its size;
+//   - IPv6 options headers (Hop-by-Hop, Destination Options) are in every
+//     datagram, and the transport header after them;
 //   - the payloads of the datagrams of a cut super-packet add up to the
 //     super-packet's.
 #include <cstdint>
@@ -47,6 +50,13 @@ void repair(std::vector<std::uint8_t>& r) {
         ip[0] = static_cast<std::uint8_t>(0x60 | (ip[0] & 0x0F));
         store_be16(ip + 4, static_cast<std::uint16_t>(len - 40));
         ip[6] = udp ? 17 : 6;
+        // Bit 1 of the version byte: a Destination Options header of 8
+        // bytes first (its options are the input's).
+        if ((ip[0] & 2) && len >= 40 + 8 + 20) {
+            ip[40] = ip[6];
+            ip[41] = 0;
+            ip[6] = 60;
+        }
     } else {
         ip[0] = 0x45;
         store_be16(ip + 2, static_cast<std::uint16_t>(len));
@@ -78,7 +88,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         // The headers are the same length in every datagram of one cut: the
         // first's tells them, from its transport header.
         if (emitted == 1) {
-            const std::size_t ip_len = v6 ? 40 : static_cast<std::size_t>(d[0] & 0x0F) * 4;
+            std::size_t ip_len = v6 ? 40 : static_cast<std::size_t>(d[0] & 0x0F) * 4;
+            // IPv6: Hop-by-Hop and Destination Options headers go with
+            // every datagram (at most two; each says its length in 8-byte
+            // units past the first 8).
+            for (std::uint8_t next = v6 ? d[6] : 0, n = 0; v6 && (next == 0 || next == 60) && n < 2; ++n) {
+                check(d.size() >= ip_len + 8);
+                next = d[ip_len];
+                ip_len += (static_cast<std::size_t>(d[ip_len + 1]) + 1) * 8;
+            }
+            check(d.size() >= ip_len + (gso == VirtioNetHeader::kGsoUdpL4 ? 8 : 20));
             headers = ip_len + (gso == VirtioNetHeader::kGsoUdpL4 ? 8 : static_cast<std::size_t>(d[ip_len + 12] >> 4) * 4);
         }
         check(d.size() >= headers);
