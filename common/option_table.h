@@ -20,6 +20,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/expected.h"
@@ -110,6 +111,49 @@ Applied apply(OptionTable<Options> table, const boost::program_options::variable
     return {};
 }
 
+// Boost.Program_options words an error by replacing placeholders
+// ("%canonical_option%", "%value%", "%invalid_line%") in a template with
+// what the user typed, again and again until none is left: text that holds
+// a placeholder's own name never ends (Boost 1.74, replace_token), and the
+// tool spins where it should have said "unrecognised option". Text given to
+// Boost for a message has each '%' as U+FF05 (a fullwidth percent sign), and
+// the message gets its '%' back.
+inline constexpr std::string_view kPercentStandIn = "\xEF\xBC\x85";
+
+inline std::string replace_all(std::string text, std::string_view from, std::string_view to) {
+    for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+        text.replace(at, from.size(), to);
+    return text;
+}
+
+// Runs parse(args) (Boost's store and notify of `args`); nullopt when it
+// succeeds, else Boost's message, safe from arguments with '%' in them (it
+// parses them again with the stand-in, for the message only).
+template <class Parse>
+std::optional<std::string> parse_arguments(const std::vector<std::string>& args, Parse&& parse) {
+    namespace po = boost::program_options;
+    try {
+        parse(args);
+        return std::nullopt;
+    } catch (const po::error& e) {
+        if (std::none_of(args.begin(), args.end(), [](const std::string& a) { return a.find('%') != std::string::npos; }))
+            return std::string(e.what());
+    }
+    std::vector<std::string> stand_ins;
+    for (const std::string& a : args) stand_ins.push_back(replace_all(a, "%", kPercentStandIn));
+    try {
+        parse(stand_ins);
+    } catch (const po::error& e) {
+        return replace_all(e.what(), kPercentStandIn, "%");
+    }
+    return std::string("the arguments do not parse");  // they did not, with '%' in them
+}
+
+// The words after the program's name.
+inline std::vector<std::string> arguments(int argc, const char* const* argv) {
+    return argc > 1 ? std::vector<std::string>(argv + 1, argv + argc) : std::vector<std::string>();
+}
+
 // A value read as Boost.Program_options reads a typed option (a
 // lexical_cast, so "-1" wraps for unsigned types as it always has), with
 // its message when the text is not a T.
@@ -119,10 +163,10 @@ expected<T, std::string> typed(const char* option, const std::string& value) {
         return boost::lexical_cast<T>(value);
     } catch (const boost::bad_lexical_cast&) {
         // Boost's own error, worded as when its parser throws it.
-        boost::program_options::invalid_option_value e(value);
+        boost::program_options::invalid_option_value e(replace_all(value, "%", kPercentStandIn));
         e.set_option_name(long_name(option));
         e.set_prefix(boost::program_options::command_line_style::allow_long);
-        return unexpected(std::string(e.what()));
+        return unexpected(replace_all(e.what(), kPercentStandIn, "%"));
     }
 }
 

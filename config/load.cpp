@@ -24,6 +24,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "common/option_table.h"
 #include "common/unique_fd.h"
 #include "config/ini_scan.h"
 #include "config/keys.h"
@@ -149,12 +150,15 @@ std::string key_text(std::string_view section, std::string_view key, std::string
 }
 
 expected<std::vector<po::option>, std::string> boost_parse_config(std::string_view text) {
-    std::istringstream in{std::string(text)};
-    try {
-        return po::parse_config_file(in, key_options(), /*allow_unregistered=*/true).options;
-    } catch (const po::error& e) {
-        return unexpected(std::string(e.what()));
-    }
+    std::vector<po::option> options;
+    // Boost's messages are safe from a '%' in the file only through
+    // cli::parse_arguments (common/option_table.h): the text is its one word.
+    auto error = cli::parse_arguments({std::string(text)}, [&](const std::vector<std::string>& words) {
+        std::istringstream in{words.front()};
+        options = po::parse_config_file(in, key_options(), /*allow_unregistered=*/true).options;
+    });
+    if (error) return unexpected(*error);
+    return options;
 }
 
 // Reads a whole file; the error is an errno value.
@@ -277,12 +281,12 @@ expected<void, ConfigError> Loader::read_file(std::string_view text) {
         start = end + 1;
     }
     const std::vector<IniLine> lines = scan_ini(text);
+    // A line the scan cannot read is named before Boost parses the text:
+    // Boost would refuse it with a message of its own, without the line.
+    for (const IniLine& l : lines)
+        if (l.kind == IniLine::Kind::invalid && l.text != "[]") return fail(at(l.number) + syntax_error(l));
     auto parsed = boost_parse_config(text);
-    if (!parsed) {
-        for (const IniLine& l : lines)
-            if (l.kind == IniLine::Kind::invalid) return fail(at(l.number) + syntax_error(l));
-        return fail(at(0) + parsed.error());
-    }
+    if (!parsed) return fail(at(0) + parsed.error());
 
     // Pair each option with its line: the next key line of that name and value.
     std::vector<const po::option*> option_at(lines.size(), nullptr);
@@ -422,19 +426,23 @@ expected<CommandLine, ConfigError> parse_command_line(int argc, const char* cons
     po::positional_options_description positional;
     positional.add("instance", 1);
     std::vector<po::option> options;
-    try {
-        options = po::command_line_parser(argc, argv)
-                      .options(all)
-                      .positional(positional)
-                      .style(kCommandLineStyle)
-                      .allow_unregistered()
-                      .run()
-                      .options;
-    } catch (const po::too_many_positional_options_error&) {
-        return unexpected(ConfigError{"command line: one instance name at most (options start with -)"});
-    } catch (const po::error& e) {
-        return unexpected(ConfigError{"command line: " + std::string(e.what())});
-    }
+    bool two_instances = false;
+    auto error = cli::parse_arguments(cli::arguments(argc, argv), [&](const std::vector<std::string>& args) {
+        try {
+            options = po::command_line_parser(args)
+                          .options(all)
+                          .positional(positional)
+                          .style(kCommandLineStyle)
+                          .allow_unregistered()
+                          .run()
+                          .options;
+        } catch (const po::too_many_positional_options_error&) {
+            two_instances = true;
+            throw;
+        }
+    });
+    if (two_instances) return unexpected(ConfigError{"command line: one instance name at most (options start with -)"});
+    if (error) return unexpected(ConfigError{"command line: " + *error});
 
     std::vector<std::string> known{"help", "version", "instance", "config", "check-config", "foreground", "log-target"};
     for (const KeySpec& k : config_keys()) known.push_back(k.full_name());

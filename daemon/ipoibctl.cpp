@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/duration.h"
+#include "common/option_table.h"
 #include "common/utf8.h"
 #include "daemon/control_protocol.h"
 #include "daemon/ctl_client.h"
@@ -73,12 +74,11 @@ expected<std::optional<Options>, std::string> parse_options(int argc, char** arg
     positional.add("command", -1);
 
     po::variables_map vm;
-    try {
-        po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
-        po::notify(vm);
-    } catch (const po::error& e) {
-        return unexpected(std::string(e.what()));
-    }
+    if (auto error = cli::parse_arguments(cli::arguments(argc, argv), [&](const std::vector<std::string>& args) {
+            po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+            po::notify(vm);
+        }))
+        return unexpected(*error);
     if (vm.count("help")) {
         std::cout << "Usage: ipoibctl [-i INSTANCE | -s SOCKET] [-I INTERFACE] [-j] [-t TIMEOUT] COMMAND\n"
                   << "Commands: " << command_list() << "\n\n"

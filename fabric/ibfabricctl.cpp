@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/duration.h"
+#include "common/option_table.h"
 #include "common/utf8.h"
 #include "daemon/control_protocol.h"
 #include "daemon/ctl_client.h"
@@ -62,12 +63,11 @@ int main(int argc, char** argv) {
         std::cerr << "ibfabricctl: " << escape_text(why) << "\nTry 'ibfabricctl --help'.\n";
         return 2;
     };
-    try {
-        po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
-        po::notify(vm);
-    } catch (const po::error& e) {
-        return usage(e.what());
-    }
+    if (auto error = cli::parse_arguments(cli::arguments(argc, argv), [&](const std::vector<std::string>& args) {
+            po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+            po::notify(vm);
+        }))
+        return usage(*error);
     if (vm.count("help")) {
         std::cout << "Usage: ibfabricctl [-p PORT | -s SOCKET] [-j] [-t TIMEOUT] COMMAND\nCommands: " << command_list()
                   << "\n\n"

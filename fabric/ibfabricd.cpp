@@ -329,12 +329,11 @@ std::optional<Options> parse(int argc, char** argv) {
     po::options_description desc("ibfabricd options");
     cli::describe<Options>(kOptions, desc);
     po::variables_map vm;
-    try {
-        po::store(po::parse_command_line(argc, argv, desc), vm);
-        po::notify(vm);
-    } catch (const po::error& e) {
-        return fail(e.what());
-    }
+    if (auto error = cli::parse_arguments(cli::arguments(argc, argv), [&](const std::vector<std::string>& args) {
+            po::store(po::command_line_parser(args).options(desc).run(), vm);
+            po::notify(vm);
+        }))
+        return fail(*error);
     if (vm.count("help")) {
         std::cout << desc << "\n";
         std::exit(0);

@@ -207,13 +207,12 @@ expected<Options, Usage> parse(int argc, char** argv) {
     pos.add("words", -1);
     po::variables_map vm;
     po::parsed_options parsed(&all);
-    try {
-        parsed = po::command_line_parser(argc, argv).options(all).positional(pos).allow_unregistered().run();
-        po::store(parsed, vm);
-        po::notify(vm);
-    } catch (const po::error& e) {
-        return unexpected(Usage{e.what()});
-    }
+    if (auto error = cli::parse_arguments(cli::arguments(argc, argv), [&](const std::vector<std::string>& args) {
+            parsed = po::command_line_parser(args).options(all).positional(pos).allow_unregistered().run();
+            po::store(parsed, vm);
+            po::notify(vm);
+        }))
+        return unexpected(Usage{*error});
     if (vm.count("help")) {
         std::cout << desc << "\n" << request_usage() << "\n";
         std::exit(0);

@@ -358,13 +358,12 @@ expected<Request, std::string> parse_request(const std::vector<std::string>& wor
     po::positional_options_description pos;
     pos.add("args", -1);
     po::variables_map vm;
-    try {
-        const std::vector<std::string> rest(words.begin() + 1, words.end());
-        po::store(po::command_line_parser(rest).options(desc).positional(pos).run(), vm);
-        po::notify(vm);
-    } catch (const po::error& e) {
-        return fail(e.what());
-    }
+    if (auto error = cli::parse_arguments(std::vector<std::string>(words.begin() + 1, words.end()),
+                                          [&](const std::vector<std::string>& args) {
+                                              po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
+                                              po::notify(vm);
+                                          }))
+        return fail(*error);
     for (const auto& given : vm) {
         const std::string& name = given.first;
         if (name == "args") continue;

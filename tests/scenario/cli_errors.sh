@@ -71,11 +71,13 @@ printf '[fabric]\ntransport = soft\n\n[interface]\nadress = 198.18.0.1/24\n' >"$
 printf '[interface]\naddress = 198.18.0.300/24\n' >"$CONF/addr.conf"
 printf '[bogus]\nkey = 1\n' >"$CONF/section.conf"
 printf '[interface]\nname = ib0\n' >"$CONF/ok.conf"
+printf '[neighbour]\nretrans%%invalid_line%%\n' >"$CONF/placeholder.conf"
 expect 2 "$CONF/mtu.conf:2: \\[interface\\] mtu = 70000: must be between 576 and 65520" "$BIN/ipoibd" -c "$CONF/mtu.conf"
 expect 2 "$CONF/typo.conf:5: .*adress.*did you mean address" "$BIN/ipoibd" -c "$CONF/typo.conf"
 expect 2 "$CONF/addr.conf:2: \\[interface\\] address = 198.18.0.300/24" "$BIN/ipoibd" -c "$CONF/addr.conf"
 expect 2 "$CONF/section.conf:1: .*bogus" "$BIN/ipoibd" -c "$CONF/section.conf"
 expect 2 "cannot be read|No such file" "$BIN/ipoibd" -c "$CONF/absent.conf"
+expect 2 "$CONF/placeholder.conf:2: retrans%invalid_line%: syntax error" "$BIN/ipoibd" -c "$CONF/placeholder.conf"
 expect 2 "command line: --interface.mtu=1: " "$BIN/ipoibd" -c "$CONF/ok.conf" --interface.mtu=1
 expect 2 "log-target.*expected auto, journal or stderr" "$BIN/ipoibd" -c "$CONF/ok.conf" --log-target=syslog
 expect 2 "unrecognised option '--bogus'" "$BIN/ipoibctl" --bogus status
@@ -88,6 +90,12 @@ expect 2 "command line: --interface.name=a\\\\x1b\\[31m: the value has a control
 expect 2 "bad port '\\\\x01'" "$BIN/ibfabricd" --listen "127.0.0.1:"$'\001'
 expect 2 "unrecognised option '--bogus\\\\x1b'" "$BIN/ipoibctl" "--bogus"$'\033'
 expect 2 "unrecognised option '--bogus\\\\x1b'" "$BIN/ibfabricctl" "--bogus"$'\033'
+# Boost fills its message templates until no placeholder is left: an
+# argument holding one ("%canonical_option%") made the tools spin for ever.
+for tool in ipoibctl ibfabricctl ibfabricd ibudping ibrcperf; do
+  expect 2 "unrecognised option '--x%canonical_option%'" "$BIN/$tool" "--x%canonical_option%"
+done
+expect 2 "the argument \\('%value%'\\) for option '--count' is invalid" "$BIN/ibudping" --count "%value%"
 expect 3 "ipoibd is not running \\(no control socket at $CONF/none.sock\\)" "$BIN/ipoibctl" -s "$CONF/none.sock" status
 
 # ipoibctl -j prints an answer only once it is JSON: bytes from whatever

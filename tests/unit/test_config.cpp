@@ -131,6 +131,10 @@ const BadFile kBadFiles[] = {
     {"syntax_unclosed_section", "[fabric]\nport = 1\n[interface\n",
      "FILE:3: [interface: syntax error: expected [section], key = value or a # comment"},
     {"syntax_empty_section", "\n[]\n", "FILE:2: []: syntax error: empty section name"},
+    // Boost's own message for the line looped for ever filling its template
+    // with a line that holds the placeholder's name.
+    {"syntax_boost_placeholder", "[neighbour]\nretrans%invalid_line%\n",
+     "FILE:2: retrans%invalid_line%: syntax error: expected [section], key = value or a # comment"},
 
     // [fabric]
     {"transport_unknown", "[fabric]\ntransport = fast\n",

@@ -353,12 +353,11 @@ std::optional<Options> parse(int argc, char** argv) {
     po::positional_options_description pos;
     pos.add("mode", 1);
     po::variables_map vm;
-    try {
-        po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
-        po::notify(vm);
-    } catch (const po::error& e) {
-        return fail(e.what());
-    }
+    if (auto error = cli::parse_arguments(cli::arguments(argc, argv), [&](const std::vector<std::string>& args) {
+            po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
+            po::notify(vm);
+        }))
+        return fail(*error);
     if (vm.count("help")) {
         std::cout << desc << "\n";
         std::exit(0);
