@@ -107,9 +107,11 @@ bool CmEngine::same_port(const Address& a, const Address& b) {
 
 // A wait a peer's REQ sets, within our bounds (Config::min_peer_timeout,
 // max_peer_timeout).
-Clock::duration CmEngine::peer_timeout(std::uint8_t exponent) const {
+Clock::duration CmEngine::peer_timeout(std::uint8_t exponent) const { return cm_timeout(peer_exponent(exponent)); }
+
+std::uint8_t CmEngine::peer_exponent(std::uint8_t exponent) const {
     const std::uint8_t low = config_.min_peer_timeout;
-    return cm_timeout(std::clamp(exponent, low, std::max(low, config_.max_peer_timeout)));
+    return std::clamp(exponent, low, std::max(low, config_.max_peer_timeout));
 }
 
 bool CmEngine::push(Outgoing o) {
@@ -143,8 +145,9 @@ void CmEngine::arm(Conn& c, Clock::duration after, unsigned retries, Clock::time
 // How long a sender waits for the answer to a message it sends 1 + `retries`
 // times, each after 2 x PacketLifeTime + `response`: after this it has given
 // up, and an answer we never gave is no use to it.
-Clock::duration CmEngine::answer_wait(Clock::duration response, unsigned retries) const {
-    return static_cast<int>(retries + 1) * (2 * cm_timeout(config_.packet_life_time) + response);
+Clock::duration CmEngine::answer_wait(Clock::duration response, unsigned retries, std::uint8_t packet_life_time) const {
+    const std::uint8_t life = std::max(packet_life_time, config_.packet_life_time);
+    return static_cast<int>(retries + 1) * (2 * cm_timeout(life) + response);
 }
 
 void CmEngine::enter_timewait(Conn& c, Clock::time_point now) {
@@ -378,7 +381,12 @@ void CmEngine::on_req(const Req& m, std::uint64_t tid, const Address& from, Cloc
     c.peer_response = peer_timeout(m.local_cm_response_timeout);
     c.peer_retries = m.max_cm_retries;
     // Until accept() or reject(); no retransmission (nothing sent yet).
-    arm(c, answer_wait(peer_timeout(m.remote_cm_response_timeout), m.max_cm_retries), 0, now);
+    // The sender waits 2 x its PacketLifeTime + the response timeout per
+    // send; a REQ carries its path's Local ACK Timeout, one more than that
+    // PacketLifeTime as ib_cm sets it (and reads it back: cm_req_handler).
+    const std::uint8_t sender_life =
+        m.primary.local_ack_timeout > 0 ? peer_exponent(static_cast<std::uint8_t>(m.primary.local_ack_timeout - 1)) : 0;
+    arm(c, answer_wait(peer_timeout(m.remote_cm_response_timeout), m.max_cm_retries, sender_life), 0, now);
     const ConnectionId id = c.id;
     const Address peer = c.peer;
     conns_.emplace(id, std::move(c));

@@ -43,8 +43,9 @@
 //  - a REQ or REP the owner leaves unanswered (its event dropped, or the
 //    owner gone quiet) is rejected with a REJ "timeout" and freed once its
 //    sender has given up waiting: all its sends, each after 2 x
-//    PacketLifeTime + the response timeout it allows us (a REQ's Remote CM
-//    Response Timeout within the Config bounds; for a REP, ours); ib_cm
+//    PacketLifeTime (ours, or a REQ's sender's, its Local ACK Timeout - 1,
+//    whichever is longer) + the response timeout it allows us (a REQ's
+//    Remote CM Response Timeout within the Config bounds; for a REP, ours); ib_cm
 //    waits for its consumer for ever;
 //  - a duplicate REP in ESTABLISHED gets the RTU again; a DREQ whose
 //    remote QPN is not the connection's local QPN is dropped; a DREQ for no
@@ -266,9 +267,13 @@ private:
     static bool from_peer(const Conn& c, std::uint32_t sender_comm_id);
     static bool same_port(const Address& a, const Address& b);
     Clock::duration peer_timeout(std::uint8_t exponent) const;
+    std::uint8_t peer_exponent(std::uint8_t exponent) const;  // within the Config's bounds
     Conn* rejected(const Rej& m);
     void arm(Conn& c, Clock::duration after, unsigned retries, Clock::time_point now);
-    Clock::duration answer_wait(Clock::duration response, unsigned retries) const;
+    // How long a sender waits for an answer: 1 + `retries` sends, each
+    // 2 x PacketLifeTime (the larger of ours and `packet_life_time`) +
+    // `response`.
+    Clock::duration answer_wait(Clock::duration response, unsigned retries, std::uint8_t packet_life_time = 0) const;
     void enter_timewait(Conn& c, Clock::time_point now);
     void on_req(const Req& m, std::uint64_t tid, const Address& from, Clock::time_point now);
     void on_rep(const Rep& m, std::uint64_t tid, const Address& from, Clock::time_point now);

@@ -360,6 +360,29 @@ TEST_F(Pair, AReqTheOwnerNeverAnswersIsRejectedWithTimeoutOnceItsSenderGaveUp) {
     EXPECT_EQ(b.next_deadline(), now + cm_timeout(20));
 }
 
+// The sender's PacketLifeTime is its own (ib_cm takes it from its path
+// record and puts one more in the REQ's Local ACK Timeout): with a longer
+// one than ours it is still retrying after our own figure has run out, and a
+// REQ_RCVD given up then would meet its next retry as a new REQ.
+TEST_F(Pair, AnUnansweredReqWaitsForASenderWithALongerPacketLifeTime) {
+    b.listen(kService);
+    const Address at_peer{.lid = 9};
+    Req r{.local_comm_id = 0x7101, .service_id = kService, .local_ca_guid = 0x9999, .local_qpn = 0x501,
+          .remote_cm_response_timeout = 20, .local_cm_response_timeout = 20, .path_mtu = 4, .max_cm_retries = 15};
+    r.primary = {.local_lid = 9, .local_ack_timeout = 21};  // PacketLifeTime 20, ours 16
+    b.receive(encode(r, 1), at_peer, now);
+    ASSERT_EQ(b.take_events().size(), 1u);
+    EXPECT_EQ(b.next_deadline(), now + 16 * (2 * cm_timeout(20) + cm_timeout(20)));
+    // A shorter one: ours.
+    r.local_comm_id = 0x7102;
+    r.local_qpn = 0x502;
+    r.primary.local_ack_timeout = 10;
+    CmEngine other{{.local_ca_guid = kGuidB, .max_connections = 8}, 3};
+    other.listen(kService);
+    other.receive(encode(r, 2), at_peer, now);
+    EXPECT_EQ(other.next_deadline(), now + 16 * (2 * cm_timeout(16) + cm_timeout(20)));
+}
+
 TEST_F(Pair, ARepTheOwnerNeverAnswersIsRejectedWithTimeoutOnceItsSenderGaveUp) {
     const auto ids = accepted();
     ASSERT_TRUE(ids);
