@@ -245,10 +245,16 @@ void SubnetManager::after_port_info(SmPort& port, const ib::PortInfo& info) {
     port.lid = choose_lid(port, info.lid);
     port.reregister = info.lid != 0;
     if (port.lid == 0) {
-        log("SM: no free LID for port GUID " + hex(port.port_guid, 16));
+        // Tried again at every sweep; told once until it gets one.
+        ++counters_.no_lid;
+        if (!port.no_lid_logged)
+            log("SM: no free LID for port GUID " + hex(port.port_guid, 16) + " (every LID is held by a port here); " +
+                "trying again at every sweep");
+        port.no_lid_logged = true;
         port.phase = SmPortPhase::failed;
         return;
     }
+    port.no_lid_logged = false;
     give(port.port_guid, port.lid);
     const ib::PKeyTableBlock block = pkey_block(port);
     port.pkeys_stale = false;
@@ -687,6 +693,7 @@ void visit(const SmCounters& c, CounterSink& out) {
     out.counter("m_key_traps_unlogged", c.m_key_traps_unlogged);
     out.counter("lid_claims_refused", c.lid_claims_refused);
     out.counter("lids_reclaimed", c.lids_reclaimed);
+    out.counter("no_lid", c.no_lid);
     out.counter("sets_unanswered", c.sets_unanswered);
     out.counter("sm_info_answered", c.sm_info_answered);
     out.counter("switch_smps", c.switch_smps);

@@ -117,6 +117,7 @@ struct SmPort {
     bool pkeys_stale = false;    // ACTIVE, and the partitions changed its P_Keys: set them at the next tick
     bool setting_pkeys = false;  // the SMP in flight is that Set P_KeyTable
     bool duplicate_logged = false;  // its GUID is ACTIVE on another switch port, and the log said so
+    bool no_lid_logged = false;     // no LID was free for it, and the log said so
     std::optional<Clock::time_point> trap_logged;  // when the log last told of a Trap 256 it sent
 };
 
@@ -134,6 +135,7 @@ struct SmCounters {
     std::uint64_t m_key_traps_unlogged = 0;  // Trap 256s within a second of the last one the log told of, from that port
     std::uint64_t lid_claims_refused = 0;    // a port claimed a LID this SM gave another GUID: it got another
     std::uint64_t lids_reclaimed = 0;        // no LID was free: a port got the one of the GUID away longest
+    std::uint64_t no_lid = 0;                // configurations that found no LID at all (every one held by a port here)
     std::uint64_t sets_unanswered = 0; // configurations that failed with no answer to a Set (a key the SM lacks)
     std::uint64_t sm_info_answered = 0;  // Get SMInfo requests answered (sminfo, another SM)
     std::uint64_t switch_smps = 0;       // SMPs to this switch's own SMA (its tables, its ports' states)

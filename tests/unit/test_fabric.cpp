@@ -785,6 +785,9 @@ TEST_F(FabricTest, APortCannotClaimTheLidOfAnotherThatIsAway) {
 TEST_F(FabricTest, WithEveryLidGivenANewPortGetsTheOneOfTheGuidAwayLongest) {
     for (std::uint32_t lid = 2; lid <= 0xBFFD; ++lid) sm_config.static_lids[0x5000'0000 + lid] = static_cast<std::uint16_t>(lid);
     start_fabric();
+    std::vector<std::string> lines;
+    sm = std::make_unique<SubnetManager>(sm_config, *sw, [&](const std::string& l) { lines.push_back(l); });
+    sw->set_management(sm.get());
     const auto away = [&](Ca& ca) {  // the process is gone: its link times out
         const auto lost = sm->counters().ports_lost;
         ca.alive = ca.answers = false;
@@ -816,10 +819,15 @@ TEST_F(FabricTest, WithEveryLidGivenANewPortGetsTheOneOfTheGuidAwayLongest) {
     EXPECT_TRUE(sw->unicast_route(0xBFFE).has_value());
     EXPECT_TRUE(sw->unicast_route(0xBFFF).has_value());
     // No GUID is away now: a fourth port gets no LID (none is taken from a
-    // port that is here).
+    // port that is here), is tried again at every sweep, and logged once.
     d.alive = true;
     plug(d);
     EXPECT_NE(d.port.core().attributes().state, PortState::active);
+    advance(4 * sm_config.sweep_interval);
+    EXPECT_GE(sm->counters().no_lid, 3u);
+    EXPECT_EQ(std::count_if(lines.begin(), lines.end(),
+                            [](const std::string& l) { return l.find("no free LID for port GUID 0x00000000000000d4") != l.npos; }),
+              1);
     EXPECT_EQ(c.port.core().attributes().lid, 0xBFFE);
     EXPECT_EQ(a.port.core().attributes().lid, 0xBFFF);
     EXPECT_EQ(sm->counters().lids_reclaimed, 2u);
