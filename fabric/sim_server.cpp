@@ -161,6 +161,9 @@ const char* to_string(SimDrop d) {
         case SimDrop::request_no_sm: return "request_no_sm";
         case SimDrop::request_no_agent: return "request_no_agent";
         case SimDrop::client_queue_full: return "client_queue_full";
+        case SimDrop::client_gone: return "client_gone";
+        case SimDrop::local_response: return "local_response";
+        case SimDrop::local_smp_refused: return "local_smp_refused";
         case SimDrop::fabric_not_mad: return "fabric_not_mad";
         case SimDrop::reply_send_failed: return "reply_send_failed";
         case SimDrop::count_: break;
@@ -843,10 +846,18 @@ bool SimServer::send_smp(Client& c, sim::SimRequest& r) {
         switch (d.action) {
             case ib::DrAction::discard: fail_request(c, r, SimDrop::request_not_mad); return false;
             case ib::DrAction::deliver: {
+                if (is_response(smp->method)) {
+                    fail_request(c, r, SimDrop::local_response);
+                    return false;
+                }
                 ++counters_.local_smps;
-                if (is_response(smp->method)) return false;
                 auto answer = node.port->managed().handle_local_smp(mad);
-                if (!answer) return false;  // refused (an M_Key): the client times out, as on hardware
+                if (!answer) {
+                    // Refused (a bad M_Key): no answer, the request stays
+                    // in flight and times out, as on hardware.
+                    ++counters_.dropped[static_cast<std::size_t>(SimDrop::local_smp_refused)];
+                    return false;
+                }
                 c.outstanding.erase(tid_of(r));
                 sim::SimRequest out;
                 out.dlid = ib::kLidPermissive;
@@ -1088,9 +1099,12 @@ bool SimServer::on_node_smp(Node& node, const ib::Packet& packet) {
 }
 
 void SimServer::to_client(Client& c, const sim::SimRequest& r) {
-    if (c.gone) return;
+    if (c.gone) {
+        ++counters_.dropped[static_cast<std::size_t>(SimDrop::client_gone)];
+        return;
+    }
     auto out = sim::encode_request(r);
-    if (!out) return;
+    if (!out) return;  // never: every SimRequest built here has a length of at most 256
     const ssize_t n = ::send(c.data, out->data(), out->size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n == static_cast<ssize_t>(out->size())) {
         ++counters_.mads_to_clients;
@@ -1099,6 +1113,7 @@ void SimServer::to_client(Client& c, const sim::SimRequest& r) {
     }
     if (n < 0 && (errno == ECONNREFUSED || errno == ENOTCONN)) {
         c.gone = true;
+        ++counters_.dropped[static_cast<std::size_t>(SimDrop::client_gone)];
         return;
     }
     ++counters_.dropped[static_cast<std::size_t>(SimDrop::client_queue_full)];

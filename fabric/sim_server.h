@@ -118,6 +118,9 @@ enum class SimDrop : std::uint8_t {
     request_no_sm,        // an unsolicited request for a node without an SM client
     request_no_agent,     // an unsolicited GMP of a class other than SubnAdm (the shim would crash on it)
     client_queue_full,    // a client's socket did not take a datagram (EAGAIN)
+    client_gone,          // a MAD for a client whose socket is gone (refused this one or an earlier one)
+    local_response,       // a directed-route response of HopCount 0 from a client: it ends at its own port, where nobody asked
+    local_smp_refused,    // a HopCount-0 SMP its node's SMA refused (a bad M_Key; the SMA's counters say why): the client times out
     fabric_not_mad,       // a packet for a client that is no MAD (short, bad SMP, a failed receive)
     reply_send_failed,    // the node's own PMA answer or RMPP ACK/ABORT the port did not take
     count_

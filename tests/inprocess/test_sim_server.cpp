@@ -141,6 +141,13 @@ public:
     }
 
     void close_ctl() { ctl_.reset(); }
+    // A new socket under the old B:in<id>, connected nowhere: the server's
+    // slot socket, still connected to the old one, is refused from now on,
+    // while the name (and this process) lives on.
+    void replace_data_socket() {
+        data_ = dgram_socket();
+        EXPECT_TRUE(bind_to(data_.get(), sim::client_in_name(base_, id_))) << std::strerror(errno);
+    }
     // Gone without DISCONNECT (a SIGKILLed process).
     void vanish() {
         ctl_.reset();
@@ -857,6 +864,65 @@ TEST_F(SimServer, ADirectedRouteSmpOfHopCountZeroIsAnsweredByTheNodesOwnSma) {
     run_for(1200ms);
     EXPECT_EQ(sim().counters().timeouts, 0u);
     EXPECT_FALSE(c.take_data().has_value());
+}
+
+TEST_F(SimServer, AHopCountZeroSmpItsNodesSmaRefusesIsCountedAndTimesOut) {
+    start([](SimServerOptions& o) { o.request_timeout = 200ms; });
+    FakeClient& c = new_client();
+    ASSERT_NE(attach(c, "hostA"), 0u);
+    // The SM gave the port an M_Key (protect bits 1): a Set without it is
+    // refused, and nothing answers.
+    ASSERT_NE(sim().node_port("hostA")->managed().sma().port_info().m_key, 0u);
+    auto set = smp_get(ib::mgmt_class::subn_directed_route, ib::smp_attr::port_info, 0x0000'0000'1234'0003ULL);
+    set[3] = ib::method::set;
+    c.send_data(request_with(ib::kLidPermissive, 0, set));
+    auto r = await_data(c, 2s);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->status, sim::kStatusTimedOut);
+    EXPECT_EQ(dropped(SimDrop::local_smp_refused), 1u);
+    EXPECT_EQ(sim().node_port("hostA")->sma_counters().dropped[static_cast<std::size_t>(transport::SmaDrop::m_key_mismatch)],
+              1u);
+}
+
+TEST_F(SimServer, ADirectedRouteResponseOfHopCountZeroIsDroppedAndCounted) {
+    start();
+    FakeClient& c = new_client();
+    ASSERT_NE(attach(c, "hostA"), 0u);
+    ib::Smp s;
+    s.mgmt_class = ib::mgmt_class::subn_directed_route;
+    s.method = ib::method::get_resp;
+    s.direction = true;
+    s.attribute_id = ib::smp_attr::node_info;
+    s.transaction_id = 0x0000'0000'1234'0004ULL;
+    s.hop_count = 0;
+    s.hop_pointer = 1;  // where a response of HopCount 0 is, after its responder (C14-13:3)
+    std::array<std::uint8_t, ib::kMadSize> mad{};
+    s.write_to(mad.data());
+    c.send_data(request_with(ib::kLidPermissive, 0, mad));
+    ASSERT_TRUE(run_until([&] { return dropped(SimDrop::local_response) == 1; }, 1s));
+    EXPECT_EQ(sim().counters().local_smps, 0u);
+    EXPECT_FALSE(c.take_data().has_value());
+}
+
+TEST_F(SimServer, MadsForAClientWhoseSocketIsGoneAreCounted) {
+    start([](SimServerOptions& o) { o.request_timeout = 200ms; });
+    FakeClient& sm = new_client();
+    FakeClient& a = new_client();
+    const std::uint16_t lid_s = attach(sm, "hostS", true);
+    ASSERT_NE(lid_s, 0u);
+    ASSERT_NE(attach(a, "hostA"), 0u);
+    // Two SA queries the SM client takes and never answers.
+    for (std::uint64_t k = 1; k <= 2; ++k) {
+        a.send_data(request_with(lid_s, 1, sa_request(ib::method::get, sa::sa_attr::class_port_info, k)));
+        ASSERT_TRUE(await_data(sm).has_value());
+    }
+    // a's socket goes, its name and process stay: both time out in one
+    // tick, the first send is refused, the second finds the client gone.
+    a.replace_data_socket();
+    ASSERT_TRUE(run_until([&] { return sim().client_count() == 1; }, 2s));
+    EXPECT_EQ(sim().counters().timeouts, 2u);
+    EXPECT_EQ(dropped(SimDrop::client_gone), 2u);
+    EXPECT_EQ(sim().counters().mads_to_clients, 2u);  // the two requests the SM client got
 }
 
 TEST_F(SimServer, ADirectedRouteSmpThroughTheSwitchReachesAnotherNode) {
