@@ -100,17 +100,14 @@ std::string fabric_answer(const FabricService& fabric, const FabricDaemonInfo& i
     }
     // stats
     JsonCounters out(j);
-    j.begin_object();
-    visit_fabric_sections(fabric, [&](std::string_view name, const auto& visit_section) {
+    auto section = [&](std::string_view name, const auto& visit_section) {
         j.key(name).begin_object();
         visit_section(out);
         j.end_object();
-    });
-    if (info.sim) {
-        j.key("sim").begin_object();
-        visit(info.sim->counters(), out);
-        j.end_object();
-    }
+    };
+    j.begin_object();
+    visit_fabric_sections(fabric, section);
+    if (info.sim) visit_sim_sections(*info.sim, section);
     j.end_object();
     return j.take();
 }

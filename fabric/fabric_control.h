@@ -49,6 +49,14 @@ void visit_fabric_sections(const FabricService& fabric, Section&& section) {
         section("faults", [&](CounterSink& o) { visit(fabric.fabric_switch().faults().counters(), o); });
 }
 
+// The sim server's counter sections: "sim" (its own) and "sim_nodes"
+// (its nodes' ports, SMAs and PMAs, SimServer::visit_node_counters).
+template <class Section>
+void visit_sim_sections(const SimServer& sim, Section&& section) {
+    section("sim", [&](CounterSink& o) { visit(sim.counters(), o); });
+    section("sim_nodes", [&](CounterSink& o) { sim.visit_node_counters(o); });
+}
+
 // The counters and a few gauges (ports by state, groups) in the Prometheus
 // text format, prefix "ibfabricd".
 void fabric_metrics(const FabricService& fabric, PrometheusText& out);

@@ -423,10 +423,11 @@ public:
     std::string metrics() const {
         PrometheusText text("ibfabricd");
         fabric_metrics(fabric_, text);
-        if (sim_) {
-            PrometheusText::Sink sink(text, "sim", {});
-            visit(sim_->counters(), sink);
-        }
+        if (sim_)
+            visit_sim_sections(*sim_, [&](std::string_view name, const auto& visit_section) {
+                PrometheusText::Sink sink(text, std::string(name), {});
+                visit_section(sink);
+            });
         if (control_) {
             PrometheusText::Sink sink(text, "control", {});
             visit(control_->counters(), sink);

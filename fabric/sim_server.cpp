@@ -753,8 +753,23 @@ SimServer::Node* SimServer::open_node(const std::string& name, std::string& erro
     return raw;
 }
 
+namespace {
+void visit_node(const transport::SoftPort& port, const transport::Pma& pma, CounterSink& out) {
+    port.visit_counters(out);
+    visit(pma.counters(), out);
+}
+}  // namespace
+
+void SimServer::visit_node_counters(CounterSink& out) const {
+    SummingSink sum;
+    closed_nodes_.visit(sum);
+    for (const auto& [name, node] : nodes_) visit_node(*node->port, *node->pma, sum);
+    sum.visit(out);
+}
+
 void SimServer::close_node(Node& node) {
     (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, node.port->fd(), nullptr);
+    visit_node(*node.port, *node.pma, closed_nodes_);  // kept: its drops outlive it
     ++counters_.nodes_closed;
     if (log_) log_("sim: node " + node.name + " unplugged (no client left)");
     nodes_.erase(node.name);  // the port goes: its link packets stop, the switch and SM see it leave
@@ -1136,14 +1151,20 @@ std::string SimServer::stats() const {
              std::to_string(c->mads_in) + " MADs in, " + std::to_string(c->mads_out) + " out, " +
              std::to_string(c->outstanding.size()) + " in flight\n";
     }
+    // "sim NAME VALUE" for the server's counters, "sim_nodes NAME VALUE"
+    // for its nodes' (the sections of ibfabricctl stats).
     struct Lines final : CounterSink {
         std::string& s;
-        explicit Lines(std::string& out) : s(out) {}
+        std::string prefix;
+        Lines(std::string& out, std::string p) : s(out), prefix(std::move(p)) {}
         void counter(std::string_view name, std::uint64_t value) override {
-            s += "sim " + std::string(name) + " " + std::to_string(value) + "\n";
+            s += prefix + std::string(name) + " " + std::to_string(value) + "\n";
         }
-    } lines(s);
+    };
+    Lines lines(s, "sim ");
     visit(counters_, lines);
+    Lines node_lines(s, "sim_nodes ");
+    visit_node_counters(node_lines);
     return s;
 }
 

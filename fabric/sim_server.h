@@ -165,6 +165,12 @@ public:
     void set_fabric_keys(const FabricKeys& keys);
 
     const SimCounters& counters() const { return counters_; }
+    // The nodes' own counters, added up by name: each node's port (packets,
+    // drops by reason, its SMA's sma_*: what ipoibctl shows in section
+    // port) and its PMA (pma_*), over the nodes open now and every node
+    // closed since open() (most live for one client: smpquery's for one
+    // query).
+    void visit_node_counters(CounterSink& out) const;
     std::size_t client_count() const;
     // One line per client and node, for SIGUSR1.
     std::string stats() const;
@@ -240,6 +246,7 @@ private:
     std::set<uid_t> logged_uids_;  // users whose refused CONNECT was logged
     Clock::time_point next_liveness_{};
     SimCounters counters_;
+    SummingSink closed_nodes_;  // the counters of the nodes closed so far
 };
 
 }  // namespace ipoibd::fabric

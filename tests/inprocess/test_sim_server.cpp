@@ -25,8 +25,10 @@
 #include <vector>
 
 #include "common/byte_io.h"
+#include "common/prometheus.h"
 #include "common/socket_address.h"
 #include "common/unique_fd.h"
+#include "fabric/fabric_control.h"
 #include "fabric/fabric_service.h"
 #include "fabric/sim_server.h"
 #include "fabric/sim_wire.h"
@@ -229,6 +231,14 @@ std::array<std::uint8_t, ib::kMadSize> gmp_get(std::uint8_t mgmt_class, std::uin
     std::array<std::uint8_t, ib::kMadSize> mad{};
     h.write_to(mad.data());
     return mad;
+}
+
+// A directed-route Set PortInfo of HopCount 0 with M_Key 0: the client's
+// own SMA refuses it once the SM has given the port a key.
+SimRequest set_port_info_without_m_key(std::uint64_t tid) {
+    auto set = smp_get(ib::mgmt_class::subn_directed_route, ib::smp_attr::port_info, tid);
+    set[3] = ib::method::set;
+    return request_with(ib::kLidPermissive, 0, set);
 }
 
 class SimServer : public ::testing::Test {
@@ -873,15 +883,43 @@ TEST_F(SimServer, AHopCountZeroSmpItsNodesSmaRefusesIsCountedAndTimesOut) {
     // The SM gave the port an M_Key (protect bits 1): a Set without it is
     // refused, and nothing answers.
     ASSERT_NE(sim().node_port("hostA")->managed().sma().port_info().m_key, 0u);
-    auto set = smp_get(ib::mgmt_class::subn_directed_route, ib::smp_attr::port_info, 0x0000'0000'1234'0003ULL);
-    set[3] = ib::method::set;
-    c.send_data(request_with(ib::kLidPermissive, 0, set));
+    c.send_data(set_port_info_without_m_key(0x0000'0000'1234'0003ULL));
     auto r = await_data(c, 2s);
     ASSERT_TRUE(r.has_value());
     EXPECT_EQ(r->status, sim::kStatusTimedOut);
     EXPECT_EQ(dropped(SimDrop::local_smp_refused), 1u);
     EXPECT_EQ(sim().node_port("hostA")->sma_counters().dropped[static_cast<std::size_t>(transport::SmaDrop::m_key_mismatch)],
               1u);
+}
+
+TEST_F(SimServer, TheNodesOwnCountersShowInStatsAndMetricsAndOutliveTheNode) {
+    start();
+    FakeClient& c = new_client();
+    ASSERT_NE(attach(c, "hostA"), 0u);
+    c.send_data(set_port_info_without_m_key(0x0000'0000'1234'0005ULL));
+    ASSERT_TRUE(run_until([&] { return dropped(SimDrop::local_smp_refused) == 1; }, 1s));
+    const fabric::FabricDaemonInfo info{.started = SteadyClock::now(), .key_file = "", .sim = &sim()};
+    auto shown = [&] {
+        const std::string stats = fabric::fabric_answer(*service_, info, "stats");
+        PrometheusText text("ibfabricd");
+        fabric::visit_sim_sections(sim(), [&](std::string_view name, const auto& visit_section) {
+            PrometheusText::Sink sink(text, std::string(name), {});
+            visit_section(sink);
+        });
+        const std::string metrics = text.render();
+        const std::size_t section = stats.find("\"sim_nodes\":{");
+        EXPECT_NE(section, std::string::npos) << stats;
+        EXPECT_NE(stats.find("\"sma_dropped_m_key_mismatch\":1", section), std::string::npos) << stats;
+        EXPECT_NE(stats.find("\"sma_traps_sent\":1", section), std::string::npos) << stats;  // its Trap 256
+        EXPECT_NE(metrics.find("\nibfabricd_sim_nodes_sma_dropped_m_key_mismatch 1\n"), std::string::npos) << metrics;
+        EXPECT_NE(metrics.find("\nibfabricd_sim_dropped_local_smp_refused 1\n"), std::string::npos) << metrics;
+    };
+    shown();
+    // Gone with its only client, the node's counts stay.
+    c.vanish();
+    ASSERT_TRUE(run_until([&] { return sim().node_port("hostA") == nullptr; }, 3s));
+    shown();
+    EXPECT_NE(sim().stats().find("sim_nodes sma_dropped_m_key_mismatch 1\n"), std::string::npos) << sim().stats();
 }
 
 TEST_F(SimServer, ADirectedRouteResponseOfHopCountZeroIsDroppedAndCounted) {
