@@ -1069,11 +1069,25 @@ bool SimServer::sa_transfer(Node& node, Client& c, sim::SimRequest& r) {
 bool SimServer::on_node_smp(Node& node, const ib::Packet& packet) {
     auto smp = ib::decode_smp(packet.payload);
     if (!smp) return false;  // the SMA counts it
-    if (smp->method == ib::method::trap_repress) return false;  // the SM's answer to the SMA's trap
     sim::SimRequest r;
     r.dlid = smp->is_directed_route() ? ib::kLidPermissive : packet.lrh.dlid;
     r.slid = smp->is_directed_route() ? ib::kLidPermissive : packet.lrh.slid;
     r.length = ib::kMadSize;
+    if (smp->method == ib::method::trap_repress) {
+        // The receiver of a Trap answers it with TrapRepress (IBA 13.4.9):
+        // a client's Trap (ibsendtrap's) is answered to the client, when
+        // it has that Trap in flight to the LID this comes from. Anything
+        // else is the SM's answer to the SMA's own trap.
+        const unsigned slot = sim::slot_of(smp->transaction_id);
+        if (smp->is_directed_route() || slot >= slots_.size() || !slots_[slot] || !node.clients.contains(slot) ||
+            !answers_request(*slots_[slot], smp->transaction_id, smp->mgmt_class, packet.lrh.slid))
+            return false;
+        smp->m_key = 0;  // the port's, which the SM puts there: its secret, never shown to a client
+        smp->write_to(r.mad.data());
+        slots_[slot]->outstanding.erase(smp->transaction_id);
+        to_client(*slots_[slot], r);
+        return true;
+    }
     if (is_response(smp->method)) {
         if (smp->is_directed_route()) {
             const auto d = ib::dr_receive_response(*smp);

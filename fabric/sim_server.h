@@ -34,9 +34,11 @@
 //    the node's GSI QP (QP1, Q_Key 0x80010000) by LID. A request's TID gets
 //    the slot in bits 63..48; a response coming back goes to the client of
 //    that slot when it answers one of its requests in flight (TID, class,
-//    source LID). Unsolicited requests (SA queries, SMInfo, traps) go to
-//    the node's SM client (the one that set IsSM), and only to it; of the
-//    GMPs only SubnAdm (the shim crashes on a class without an agent).
+//    source LID); so does the TrapRepress answering a client's Trap (its
+//    M_Key, the port's, blanked). Unsolicited requests (SA queries,
+//    SMInfo, traps) go to the node's SM client (the one that set IsSM),
+//    and only to it; of the GMPs only SubnAdm (the shim crashes on a class
+//    without an agent).
 // 5. Bounds: max_clients slots; at most max_outstanding requests in flight
 //    per client; a request not answered within request_timeout, or one
 //    that cannot be sent, comes back to its client with status 110

@@ -1114,6 +1114,45 @@ TEST_F(SimServer, UnansweredRequestsTimeOutAndOutstandingIsBounded) {
     EXPECT_FALSE(b.take_data().has_value());
 }
 
+TEST_F(SimServer, AClientsTrapToTheSmGetsItsTrapRepress) {
+    start([](SimServerOptions& o) { o.request_timeout = 200ms; });
+    FakeClient& c = new_client();
+    const std::uint16_t lid = attach(c, "hostA");
+    ASSERT_NE(lid, 0u);
+    // ibsendtrap's way: Trap 144 (capability mask changed) from the
+    // client's own LID to the SM's.
+    ib::SmpNotice notice;
+    notice.type = 4;  // informational
+    notice.producer_type = ib::trap::producer_channel_adapter;
+    notice.trap_number = 144;
+    notice.issuer_lid = lid;
+    ib::Smp trap;
+    trap.mgmt_class = ib::mgmt_class::subn_lid_routed;
+    trap.method = ib::method::trap;
+    trap.attribute_id = ib::smp_attr::notice;
+    trap.transaction_id = 0x0000'0002'0000'0144ULL;
+    notice.write_to(trap.data.data());
+    std::array<std::uint8_t, ib::kMadSize> mad{};
+    trap.write_to(mad.data());
+    c.send_data(request_with(kSwitchLid, 0, mad));
+    auto r = await_data(c, 2s);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->status, sim::kStatusOk);
+    EXPECT_EQ(r->slid, kSwitchLid);
+    EXPECT_EQ(r->dlid, lid);
+    const auto repress = ib::Smp::read_from(r->mad.data());
+    EXPECT_EQ(repress.method, ib::method::trap_repress);
+    EXPECT_EQ(repress.transaction_id, trap.transaction_id);  // slot 0: as sent
+    EXPECT_EQ(repress.attribute_id, ib::smp_attr::notice);
+    EXPECT_EQ(repress.m_key, 0u);  // the port's M_Key, which the SM put there, is not shown
+    EXPECT_EQ(service_->subnet_manager().counters().traps, 1u);
+    EXPECT_EQ(service_->subnet_manager().counters().traps_refused, 0u);
+    // Answered: nothing comes back timed out.
+    run_for(400ms);
+    EXPECT_FALSE(c.take_data().has_value());
+    EXPECT_EQ(sim().counters().timeouts, 0u);
+}
+
 TEST_F(SimServer, UnsolicitedRequestsGoToTheNodesSmClient) {
     start();
     FakeClient& sm = new_client();
