@@ -182,6 +182,7 @@ void visit(const SimCounters& c, CounterSink& out) {
     out.counter("mads_to_clients", c.mads_to_clients);
     out.counter("local_smps", c.local_smps);
     out.counter("timeouts", c.timeouts);
+    out.counter("class_not_supported_answers", c.class_not_supported_answers);
     visit_reasons<SimDrop>(out, "dropped_", c.dropped, [](SimDrop d) { return to_string(d); });
 }
 
@@ -999,21 +1000,32 @@ void SimServer::on_node_gmp(Node& node, bytes mad, std::uint16_t slid, std::uint
                 ++counters_.dropped[static_cast<std::size_t>(SimDrop::reply_send_failed)];
             return;
         }
-        if (!node.sm_client) {
-            ++counters_.dropped[static_cast<std::size_t>(SimDrop::request_no_sm)];
-            return;
-        }
         // The shim hands a MAD to the umad agent of its class, and has
         // none for a class the program never registered: it dereferences
         // null and dies. OpenSM takes SA requests on QP1 and nothing else
         // unasked (CM, DevMgt, vendor classes: any port could send them).
-        if (r.mad[1] != ib::mgmt_class::subn_adm) {
-            ++counters_.dropped[static_cast<std::size_t>(SimDrop::request_no_agent)];
+        if (!node.sm_client || r.mad[1] != ib::mgmt_class::subn_adm) {
+            ++counters_.dropped[static_cast<std::size_t>(!node.sm_client ? SimDrop::request_no_sm
+                                                                         : SimDrop::request_no_agent)];
+            answer_class_not_supported(node, r, slid, src_qp);
             return;
         }
         target = slots_[*node.sm_client].get();
     }
     to_client(*target, r);
+}
+
+// What a GSI answers for a class it does not serve (IBA 13.4.7), so that
+// the requester need not wait for its timeout.
+void SimServer::answer_class_not_supported(Node& node, const sim::SimRequest& r, std::uint16_t slid,
+                                           std::uint32_t src_qp) {
+    const auto answer = ib::class_not_supported_response(ib::MadHeader::read_from(r.mad.data()));
+    if (!answer) return;  // a Send or a Trap: nobody waits for an answer
+    if (!gsi_send(node, slid, src_qp, *answer)) {
+        ++counters_.dropped[static_cast<std::size_t>(SimDrop::reply_send_failed)];
+        return;
+    }
+    ++counters_.class_not_supported_answers;
 }
 
 bool SimServer::answers_request(const Client& c, std::uint64_t tid, std::uint8_t mgmt_class,

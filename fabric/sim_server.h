@@ -38,7 +38,8 @@
 //    M_Key, the port's, blanked). Unsolicited requests (SA queries,
 //    SMInfo, traps) go to the node's SM client (the one that set IsSM),
 //    and only to it; of the GMPs only SubnAdm (the shim crashes on a class
-//    without an agent).
+//    without an agent). A request of a class nobody on the node serves is
+//    answered with MAD status 0x0004 (class not supported), as a GSI does.
 // 5. Bounds: max_clients slots; at most max_outstanding requests in flight
 //    per client; a request not answered within request_timeout, or one
 //    that cannot be sent, comes back to its client with status 110
@@ -124,7 +125,7 @@ enum class SimDrop : std::uint8_t {
     local_response,       // a directed-route response of HopCount 0 from a client: it ends at its own port, where nobody asked
     local_smp_refused,    // a HopCount-0 SMP its node's SMA refused (a bad M_Key; the SMA's counters say why): the client times out
     fabric_not_mad,       // a packet for a client that is no MAD (short, bad SMP, a failed receive)
-    reply_send_failed,    // the node's own PMA answer or RMPP ACK/ABORT the port did not take
+    reply_send_failed,    // the node's own answer (PMA, class not supported) or RMPP ACK/ABORT the port did not take
     count_
 };
 inline constexpr std::size_t kSimDropCount = static_cast<std::size_t>(SimDrop::count_);
@@ -141,6 +142,10 @@ struct SimCounters {
     std::uint64_t mads_to_clients = 0;
     std::uint64_t local_smps = 0;  // answered by the client's own SMA (HopCount 0)
     std::uint64_t timeouts = 0;    // requests sent back with status 110
+    // Requests from the fabric of a class nobody on the node serves (the
+    // drops request_no_sm, request_no_agent) answered with MAD status
+    // 0x0004, class not supported, so their senders fail at once.
+    std::uint64_t class_not_supported_answers = 0;
     std::array<std::uint64_t, kSimDropCount> dropped{};
     std::uint64_t dropped_for(SimDrop d) const { return dropped[static_cast<std::size_t>(d)]; }
 };
@@ -221,6 +226,7 @@ private:
     void on_node(Node& node, Clock::time_point now);
     bool on_node_smp(Node& node, const ib::Packet& packet);
     void on_node_gmp(Node& node, bytes mad, std::uint16_t slid, std::uint32_t src_qp);
+    void answer_class_not_supported(Node& node, const sim::SimRequest& r, std::uint16_t slid, std::uint32_t src_qp);
     // Whether a response answers a request c has in flight, as the
     // kernel's MAD layer matches one to its send: the same TID and class,
     // from the LID the request went to (slid null: directed route, which

@@ -1081,13 +1081,13 @@ TEST_F(SimServer, UnansweredRequestsTimeOutAndOutstandingIsBounded) {
     FakeClient& a = new_client();
     FakeClient& b = new_client();
     ASSERT_NE(attach(a, "hostA"), 0u);
-    const std::uint16_t lid_b = attach(b, "hostB");
+    const std::uint16_t lid_b = attach(b, "hostB", true);
     ASSERT_NE(lid_b, 0u);
 
-    // DevMgt Gets to hostB: no agent of its node serves that class and it
-    // has no SM client, so nobody answers.
+    // SA Gets to hostB, whose SM client takes them and never answers.
     for (std::uint64_t k = 1; k <= 3; ++k)
-        a.send_data(request_with(lid_b, 1, gmp_get(ib::mgmt_class::dev_mgt, 0x0001, 0x0000'0004'0000'0000ULL | k)));
+        a.send_data(request_with(lid_b, 1, sa_request(ib::method::get, sa::sa_attr::class_port_info,
+                                                      0x0000'0004'0000'0000ULL | k)));
     // The third at once: over the bound.
     ASSERT_TRUE(run_until([&] { return dropped(SimDrop::too_many_outstanding) == 1; }, 1s));
     auto third = await_data(a, 100ms);
@@ -1109,8 +1109,9 @@ TEST_F(SimServer, UnansweredRequestsTimeOutAndOutstandingIsBounded) {
     EXPECT_EQ(tids, (std::vector<std::uint64_t>{1, 2}));
     EXPECT_EQ(sim().counters().timeouts, 3u);
     EXPECT_EQ(dropped(SimDrop::too_many_outstanding), 1u);
-    // The two reached hostB's node, which had nobody to give them to.
-    EXPECT_EQ(dropped(SimDrop::request_no_sm), 2u);
+    // The two reached hostB's SM client, the third never left.
+    EXPECT_TRUE(b.take_data().has_value());
+    EXPECT_TRUE(b.take_data().has_value());
     EXPECT_FALSE(b.take_data().has_value());
 }
 
@@ -1214,37 +1215,91 @@ TEST_F(SimServer, AnSmClientGetsNoUnsolicitedGmpOfAClassOtherThanSubnAdm) {
     EXPECT_FALSE(sm.take_data().has_value());
 }
 
+TEST_F(SimServer, ARequestOfAClassNobodyOnTheNodeServesIsAnsweredClassNotSupported) {
+    start();
+    FakeClient& sm = new_client();
+    FakeClient& a = new_client();
+    FakeClient& b = new_client();
+    const std::uint16_t lid_s = attach(sm, "hostS", true);
+    ASSERT_NE(lid_s, 0u);
+    ASSERT_NE(attach(a, "hostA"), 0u);
+    const std::uint16_t lid_b = attach(b, "hostB");
+    ASSERT_NE(lid_b, 0u);
+    struct Case {
+        const char* name;
+        std::uint16_t dlid;
+        std::array<std::uint8_t, ib::kMadSize> mad;
+        std::uint8_t response_method;
+    };
+    auto dev_mgt_set = gmp_get(ib::mgmt_class::dev_mgt, 0x0001, 0x0000'0001'0000'0003ULL);
+    dev_mgt_set[3] = ib::method::set;
+    const Case cases[] = {
+        {"DevMgt Get, node without an SM client", lid_b, gmp_get(ib::mgmt_class::dev_mgt, 0x0001, 0x0000'0001'0000'0001ULL),
+         ib::method::get_resp},
+        {"SA GetTable, node without an SM client", lid_b,
+         sa_request(ib::method::get_table, sa::sa_attr::node_record, 0x0000'0001'0000'0002ULL), ib::method::get_table_resp},
+        {"DevMgt Set, the SM client's node (its SM takes SubnAdm only)", lid_s, dev_mgt_set, ib::method::get_resp},
+    };
+    for (const Case& k : cases) {
+        SCOPED_TRACE(k.name);
+        a.send_data(request_with(k.dlid, 1, k.mad));
+        auto r = await_data(a, 500ms);  // well within the 1 s request_timeout
+        ASSERT_TRUE(r.has_value());
+        EXPECT_EQ(r->status, sim::kStatusOk);
+        EXPECT_EQ(r->slid, k.dlid);
+        const auto h = ib::MadHeader::read_from(r->mad.data());
+        const auto asked = ib::MadHeader::read_from(k.mad.data());
+        EXPECT_EQ(h.mgmt_class, asked.mgmt_class);
+        EXPECT_EQ(h.method, k.response_method);
+        EXPECT_EQ(h.status, ib::mad_status::bad_version);  // 0x0004: class not supported
+        EXPECT_EQ(h.transaction_id & ~sim::kTidSlotMask, asked.transaction_id);  // the slot stamped
+        EXPECT_EQ(h.attribute_id, asked.attribute_id);
+    }
+    // A Send gets no answer.
+    auto cm = gmp_get(ib::mgmt_class::com_mgt, 0x0010, 0x0000'0001'0000'0004ULL);
+    cm[3] = ib::method::send;
+    a.send_data(request_with(lid_b, 1, cm));
+    ASSERT_TRUE(run_until([&] { return dropped(SimDrop::request_no_sm) == 3; }));
+    run_for(50ms);
+    EXPECT_FALSE(a.take_data().has_value());
+    EXPECT_FALSE(sm.take_data().has_value());
+    EXPECT_FALSE(b.take_data().has_value());
+    EXPECT_EQ(sim().counters().class_not_supported_answers, 3u);
+    EXPECT_EQ(dropped(SimDrop::request_no_agent), 1u);
+    EXPECT_EQ(sim().counters().timeouts, 0u);
+}
+
 TEST_F(SimServer, AResponseReachesAClientOnlyWhenItAnswersOneOfItsRequests) {
     start();
     FakeClient& a = new_client();
     FakeClient& b = new_client();
     FakeClient& m = new_client();
     ASSERT_NE(attach(a, "hostA"), 0u);
-    const std::uint16_t lid_b = attach(b, "hostB");
+    const std::uint16_t lid_b = attach(b, "hostB", true);
     ASSERT_NE(lid_b, 0u);
     const std::uint16_t lid_a = sim().node_port("hostA")->attributes().lid;
     ASSERT_NE(attach(m, "hostM"), 0u);
 
-    // a asks hostB something its node does not answer (DevMgt, no SM
-    // client there): the request stays in flight.
+    // a asks hostB's SM client, b, something: the request stays in flight
+    // while b answers it falsely and then truly.
     const std::uint64_t tid = sim::with_slot(0x0000'0004'0000'0031ULL, static_cast<std::uint16_t>(*a.slot()));
-    a.send_data(request_with(lid_b, 1, gmp_get(ib::mgmt_class::dev_mgt, 0x0001, tid)));
-    ASSERT_TRUE(run_until([&] { return dropped(SimDrop::request_no_sm) == 1; }));
+    a.send_data(request_with(lid_b, 1, gmp_get(ib::mgmt_class::subn_adm, 0x0001, tid)));
+    ASSERT_TRUE(await_data(b).has_value());
 
     auto response = [&](std::uint8_t mgmt_class, std::uint64_t t) {
         SimRequest r = request_with(lid_a, 1, gmp_get(mgmt_class, 0x0001, t));
         r.mad[3] = ib::method::get_resp;
         return r;
     };
-    m.send_data(response(ib::mgmt_class::dev_mgt, tid));                 // a TID a uses, from another LID
-    b.send_data(response(ib::mgmt_class::dev_mgt, sim::with_slot(0x99, static_cast<std::uint16_t>(*a.slot()))));  // no such request
+    m.send_data(response(ib::mgmt_class::subn_adm, tid));                // a TID a uses, from another LID
+    b.send_data(response(ib::mgmt_class::subn_adm, sim::with_slot(0x99, static_cast<std::uint16_t>(*a.slot()))));  // no such request
     b.send_data(response(ib::mgmt_class::perf_mgt, tid));                // another class
     ASSERT_TRUE(run_until([&] { return dropped(SimDrop::response_unexpected) == 3; }));
-    b.send_data(response(ib::mgmt_class::dev_mgt, tid));                 // the answer
+    b.send_data(response(ib::mgmt_class::subn_adm, tid));                // the answer
     auto got = await_data(a);
     ASSERT_TRUE(got.has_value());
     EXPECT_EQ(got->slid, lid_b);
-    EXPECT_EQ(got->mad[1], ib::mgmt_class::dev_mgt);
+    EXPECT_EQ(got->mad[1], ib::mgmt_class::subn_adm);
     EXPECT_EQ(got->mad[3], ib::method::get_resp);
     EXPECT_EQ(tid_of(*got), tid);
     EXPECT_EQ(got->status, sim::kStatusOk);

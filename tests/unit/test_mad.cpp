@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <optional>
+
 #include "transport/wire/mad.h"
 #include "wire_test_util.h"
 
@@ -49,6 +52,45 @@ TEST(Mad, StatusInWords) {
     EXPECT_EQ(describe_mad_status(0x001C), "0x001c: invalid attribute or modifier value");
     EXPECT_EQ(describe_mad_status(0x0200), "0x0200: class-specific status 0x02");
     EXPECT_EQ(describe_mad_status(0x0203), "0x0203: busy; redirect required; class-specific status 0x02");
+}
+
+TEST(Mad, AClassNotSupportedAnswerPerMethod) {
+    struct Case {
+        const char* name;
+        std::uint8_t method;
+        std::optional<std::uint8_t> answer;  // nullopt: none
+    };
+    const Case cases[] = {
+        {"Get", method::get, method::get_resp},
+        {"Set", method::set, method::get_resp},
+        {"GetTable", method::get_table, method::get_table_resp},
+        {"Delete", method::del, method::del_resp},
+        {"Report", method::report, method::report_resp},
+        {"Send", method::send, std::nullopt},
+        {"Trap", method::trap, std::nullopt},
+        {"TrapRepress", method::trap_repress, std::nullopt},
+        {"GetResp", method::get_resp, std::nullopt},
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.name);
+        MadHeader request;
+        request.mgmt_class = mgmt_class::dev_mgt;
+        request.class_version = 1;
+        request.method = c.method;
+        request.class_specific = 0x1234;
+        request.transaction_id = 0x1122334455667788ULL;
+        request.attribute_id = 0x0010;
+        request.attribute_modifier = 7;
+        const auto out = class_not_supported_response(request);
+        ASSERT_EQ(out.has_value(), c.answer.has_value());
+        if (!out) continue;
+        MadHeader expected = request;
+        expected.method = *c.answer;
+        expected.status = mad_status::bad_version;  // 0x0004
+        expected.class_specific = 0;
+        EXPECT_EQ(MadHeader::read_from(out->data()), expected);
+        EXPECT_TRUE(std::all_of(out->begin() + kMadHeaderSize, out->end(), [](std::uint8_t b) { return b == 0; }));
+    }
 }
 
 }  // namespace

@@ -11,6 +11,18 @@ expected<MadHeader, MadError> decode_mad(bytes mad) {
     return h;
 }
 
+std::optional<std::array<std::uint8_t, kMadSize>> class_not_supported_response(const MadHeader& request) {
+    const std::uint8_t m = request.method;
+    if (request.is_response() || m == method::trap_repress || m == method::send || m == method::trap) return std::nullopt;
+    MadHeader response = request;
+    response.method = m == method::set ? method::get_resp : static_cast<std::uint8_t>(m | method::response_bit);
+    response.status = mad_status::bad_version;
+    response.class_specific = 0;
+    std::array<std::uint8_t, kMadSize> out{};
+    response.write_to(out.data());
+    return out;
+}
+
 const char* to_string(MadError e) {
     switch (e) {
         case MadError::wrong_size: return "MAD is not 256 bytes";

@@ -11,7 +11,9 @@
 // A MAD is always 256 bytes: the payload of a UD SEND Only to QP0 or QP1.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "common/byte_io.h"
@@ -127,6 +129,14 @@ const char* to_string(MadError e);
 // Decodes the common header of a whole 256-byte MAD. Class-specific checks
 // (class version, method, attribute) are the receiving agent's.
 expected<MadHeader, MadError> decode_mad(bytes mad);
+
+// The response a GSI gives to a request of a management class nobody on
+// its port serves (IBA 13.4.7: "bad version", status 0x0004, the class or
+// class version not supported), so that the requester fails at once
+// instead of timing out: the request's header, method GetResp for Get and
+// Set and the request's with the R bit otherwise, no data. Nullopt for a
+// MAD that gets no answer: a response, TrapRepress, Send or Trap.
+std::optional<std::array<std::uint8_t, kMadSize>> class_not_supported_response(const MadHeader& request);
 
 // Method and status in words, like the diagnostics tools print them:
 // "GetResp", "Set", "0x0c: method/attribute combination not supported".
