@@ -35,8 +35,9 @@ struct FabricDaemonInfo {
 // The JSON answer to one of kFabricCommands.
 std::string fabric_answer(const FabricService& fabric, const FabricDaemonInfo& info, std::string_view command);
 
-// Every counter section of the fabric ("switch", "udp", "sm", "sa", and
-// "auth" with a key), each through `section(name, visit)`.
+// Every counter section of the fabric ("switch", "udp", "sm", "sa",
+// "switch_pma", "management", "auth" with a key, "faults" with faults),
+// each through `section(name, visit)`.
 template <class Section>
 void visit_fabric_sections(const FabricService& fabric, Section&& section) {
     section("switch", [&](CounterSink& o) { visit(fabric.fabric_switch().counters(), o); });
@@ -44,6 +45,7 @@ void visit_fabric_sections(const FabricService& fabric, Section&& section) {
     section("sm", [&](CounterSink& o) { visit(fabric.subnet_manager().counters(), o); });
     section("sa", [&](CounterSink& o) { visit(fabric.sa_server().counters(), o); });
     section("switch_pma", [&](CounterSink& o) { visit(fabric.management().pma_counters(), o); });
+    section("management", [&](CounterSink& o) { visit(fabric.management().counters(), o); });
     if (fabric.auth()) section("auth", [&](CounterSink& o) { visit(fabric.auth()->counters(), o); });
     if (fabric.fabric_switch().faults().active())
         section("faults", [&](CounterSink& o) { visit(fabric.fabric_switch().faults().counters(), o); });

@@ -12,12 +12,14 @@ FabricManagement::FabricManagement(Switch& sw, SubnetManager& sm, SaServer& sa)
           return transport::Pma::Selected{port, *c, sw.pma_generation(port)};
       }) {}
 
-// PerfMgt to the switch (perfquery LID PORT, a PerfMgr): its PMA answers
-// from the ports' counters, with or without the SM (the agent is the
-// switch's). The GetResp goes back LID-routed to the requester's QP.
-bool FabricManagement::answer_perf_mgt(const ib::Packet& packet) {
-    auto reply = pma_.handle(packet.payload);
-    if (!reply) return true;  // counted by the PMA
+void visit(const ManagementCounters& c, CounterSink& out) {
+    out.counter("sa_malformed", c.sa_malformed);
+    out.counter("class_not_supported_answers", c.class_not_supported_answers);
+    out.counter("class_not_supported_dropped", c.class_not_supported_dropped);
+}
+
+// The answer goes back LID-routed to the requester's QP.
+void FabricManagement::answer_gmp(const ib::Packet& packet, bytes mad) {
     ib::PacketSpec spec;
     spec.lrh.sl = packet.lrh.sl;
     spec.lrh.dlid = packet.lrh.slid;
@@ -29,10 +31,9 @@ bool FabricManagement::answer_perf_mgt(const ib::Packet& packet) {
     spec.bth.pkey = static_cast<std::uint16_t>(packet.bth.pkey | 0x8000);
     spec.bth.dest_qp = packet.ext.deth.src_qp;
     spec.ext.deth = {ib::kGsiQKey, ib::kQp1};
-    spec.payload = *reply;
+    spec.payload = mad;
     std::vector<std::uint8_t> wire(ib::packet_size(spec));
     if (ib::build_packet(spec, wire)) switch_.send_from_management(wire);
-    return true;
 }
 
 std::uint8_t link_rate_code(std::uint8_t width, std::uint8_t speed) {
@@ -102,13 +103,31 @@ void FabricManagement::send_mad(const sa::SaMad& mad, std::uint16_t dlid, std::u
 }
 
 bool FabricManagement::on_packet(const ib::Packet& packet, bytes, std::uint8_t) {
-    if (packet.bth.dest_qp == ib::kQp1 && packet.payload.size() >= 2 &&
-        packet.payload[1] == ib::mgmt_class::perf_mgt && packet.ext.deth.qkey == ib::kGsiQKey)
-        return answer_perf_mgt(packet);
+    const bool gsi = packet.bth.dest_qp == ib::kQp1 && packet.ext.deth.qkey == ib::kGsiQKey &&
+                     packet.payload.size() >= 2;
+    const std::uint8_t mgmt_class = gsi ? packet.payload[1] : 0;
+    // PerfMgt to the switch (perfquery LID PORT, a PerfMgr): its PMA
+    // answers from the ports' counters, with or without the SM (the agent
+    // is the switch's).
+    if (gsi && mgmt_class == ib::mgmt_class::perf_mgt) {
+        if (auto reply = pma_.handle(packet.payload)) answer_gmp(packet, *reply);  // else counted by the PMA
+        return true;
+    }
+    // A class nobody on port 0 serves: answered so that the requester
+    // fails at once (IBA 13.4.7), as a GSI does.
+    if (gsi && mgmt_class != ib::mgmt_class::subn_adm && packet.payload.size() == ib::kMadSize) {
+        if (auto answer = ib::class_not_supported_response(ib::MadHeader::read_from(packet.payload.data()))) {
+            answer_gmp(packet, *answer);
+            ++counters_.class_not_supported_answers;
+        } else {
+            ++counters_.class_not_supported_dropped;
+        }
+        return true;
+    }
     if (!enabled_ || packet.bth.dest_qp != ib::kQp1) return false;
     auto mad = sa::decode_sa_mad(packet.payload);
     if (!mad || packet.ext.deth.qkey != ib::kGsiQKey) {
-        ++malformed_;
+        ++counters_.sa_malformed;
         return true;  // taken, and counted: not an SA MAD
     }
     std::optional<ib::Grh> grh;

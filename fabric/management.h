@@ -14,6 +14,17 @@
 
 namespace ipoibd::fabric {
 
+// What port 0's QP1 refuses or answers for nobody.
+struct ManagementCounters {
+    std::uint64_t sa_malformed = 0;  // to the SA: not a whole SubnAdm MAD, or the wrong Q_Key
+    // Requests of a class port 0 does not serve (neither SubnAdm nor
+    // PerfMgt) answered with MAD status 0x0004, class not supported.
+    std::uint64_t class_not_supported_answers = 0;
+    std::uint64_t class_not_supported_dropped = 0;  // of such a class, needing no answer: a Send, Trap or response
+};
+// As "sa_malformed", "class_not_supported_answers", "class_not_supported_dropped".
+void visit(const ManagementCounters& c, CounterSink& out);
+
 class FabricManagement final : public ManagementSink {
 public:
     FabricManagement(Switch& sw, SubnetManager& sm, SaServer& sa);
@@ -30,7 +41,8 @@ public:
     static std::vector<SaPort> sa_ports(const SubnetManager& sm, std::uint64_t subnet_prefix,
                                         const std::vector<Partition>& partitions);
 
-    std::uint64_t sa_malformed() const { return malformed_; }
+    std::uint64_t sa_malformed() const { return counters_.sa_malformed; }
+    const ManagementCounters& counters() const { return counters_; }
     const transport::PmaCounters& pma_counters() const { return pma_.counters(); }
 
     // Time passes: SA report retries; sends what the SA has queued.
@@ -45,11 +57,12 @@ private:
     void send_mad(const sa::SaMad& mad, std::uint16_t dlid, std::uint32_t dest_qp, std::uint16_t pkey,
                   std::uint8_t sl, const std::optional<ib::Grh>& grh);
 
-    std::uint64_t malformed_ = 0;
+    ManagementCounters counters_;
     bool enabled_ = true;
     // The switch's performance management agent: its ports' counters.
     transport::Pma pma_;
-    bool answer_perf_mgt(const ib::Packet& packet);
+    // Sends a MAD port 0 answers a GMP request with back to its sender.
+    void answer_gmp(const ib::Packet& request, bytes mad);
     Clock::time_point now_{};
 };
 

@@ -12,6 +12,7 @@
 #include "common/counters.h"
 #include "daemon/control.h"
 #include "daemon/metrics_http.h"
+#include "fabric/management.h"
 #include "fabric/sa_server.h"
 #include "fabric/sim_server.h"
 #include "fabric/sm.h"
@@ -97,6 +98,7 @@ TEST(Counters, EveryFieldOfEveryStructIsVisited) {
     expect_every_field_visited<transport::rc::RcCounters>("RcCounters");
     expect_every_field_visited<fabric::FaultCounters>("FaultCounters");
     expect_every_field_visited<fabric::SimCounters>("SimCounters");
+    expect_every_field_visited<fabric::ManagementCounters>("ManagementCounters");
 }
 
 TEST(Counters, ReasonArraysShowOnlyTheReasonsThatHappened) {

@@ -277,23 +277,32 @@ TEST_F(FabricTest, TruncatedOrForeignMadsToTheSaAreCountedNotAnswered) {
     EXPECT_FALSE(m.on_packet(p, {}, 1)) << "not the SA's: the switch counts it";
 }
 
-// `mad` from CA `a`'s QP `src_qp` to the fabric's QP1 with the default
-// partition's limited P_Key (0x7FFF), as port 1 of the switch hands it to
-// the management: the P_Key of the answer that goes back to `a`, if any.
-std::optional<std::uint16_t> limited_member_asks(FabricManagement& m, const Ca& a, bytes mad, std::uint32_t src_qp,
-                                                 Net& net) {
+// `mad` from CA `a`'s QP `src_qp` to the fabric's QP1 with `pkey`, as
+// port 1 of the switch hands it to the management: the packet (LRH, BTH,
+// DETH, MAD) that goes back to `a`, if any.
+std::optional<Wire> port_zero_answers(FabricManagement& m, const Ca& a, bytes mad, std::uint32_t src_qp,
+                                      std::uint16_t pkey, Net& net) {
     ib::Packet p;
     p.lrh.slid = a.port.core().attributes().lid;
     p.bth.dest_qp = ib::kQp1;
-    p.bth.pkey = 0x7FFF;
+    p.bth.pkey = pkey;
     p.ext.deth = {ib::kGsiQKey, src_qp};
     p.payload = mad;
     net.down.clear();
     if (!m.on_packet(p, {}, 1)) return std::nullopt;
-    std::optional<std::uint16_t> answer_pkey;
+    std::optional<Wire> answer;
     for (const auto& [to, d] : net.down)
-        if (to == a.address && d.size() > ib::Lrh::size + 4) answer_pkey = load_be16(d.data() + ib::Lrh::size + 2);
-    return answer_pkey;
+        if (to == a.address && d.size() > ib::Lrh::size + ib::Bth::size + ib::Deth::size) answer = d;
+    return answer;
+}
+
+// The same with the default partition's limited P_Key (0x7FFF): the
+// P_Key of the answer, if any.
+std::optional<std::uint16_t> limited_member_asks(FabricManagement& m, const Ca& a, bytes mad, std::uint32_t src_qp,
+                                                 Net& net) {
+    const auto answer = port_zero_answers(m, a, mad, src_qp, 0x7FFF, net);
+    if (!answer) return std::nullopt;
+    return load_be16(answer->data() + ib::Lrh::size + 2);
 }
 
 TEST_F(FabricTest, SaAnswersLimitedMembersWithTheFullMemberPKey) {
@@ -341,6 +350,38 @@ TEST_F(FabricTest, TheSwitchPmaAnswersLimitedMembersWithTheFullMemberPKey) {
     ASSERT_TRUE(answer_pkey.has_value()) << "the PMA answered";
     EXPECT_EQ(*answer_pkey, 0xFFFF);
     EXPECT_EQ(m.pma_counters().responses, 1u);
+}
+
+TEST_F(FabricTest, PortZeroAnswersAGmpOfAClassItDoesNotServeClassNotSupported) {
+    Ca a(net, 1, 0xA1);
+    plug(a);
+    ASSERT_NE(a.port.core().attributes().lid, 0);
+    SaServer sa(SaServerConfig{}, *sw, [] { return std::vector<SaPort>{}; });
+    FabricManagement m(*sw, *sm, sa);
+    auto ask = [&](std::uint8_t method) -> std::optional<ib::MadHeader> {
+        Wire payload(ib::kMadSize);
+        ib::MadHeader h;
+        h.mgmt_class = ib::mgmt_class::dev_mgt;
+        h.class_version = 1;
+        h.method = method;
+        h.attribute_id = 0x0010;
+        h.transaction_id = 0x4242;
+        h.write_to(payload.data());
+        const auto d = port_zero_answers(m, a, payload, 0x77, 0xFFFF, net);
+        constexpr std::size_t mad_at = ib::Lrh::size + ib::Bth::size + ib::Deth::size;
+        if (!d || d->size() < mad_at + ib::kMadSize) return std::nullopt;
+        return ib::MadHeader::read_from(d->data() + mad_at);
+    };
+    const auto get = ask(ib::method::get);
+    ASSERT_TRUE(get.has_value()) << "answered";
+    EXPECT_EQ(get->mgmt_class, ib::mgmt_class::dev_mgt);
+    EXPECT_EQ(get->method, ib::method::get_resp);
+    EXPECT_EQ(get->status, ib::mad_status::bad_version);  // 0x0004: class not supported
+    EXPECT_EQ(get->transaction_id, 0x4242u);
+    EXPECT_FALSE(ask(ib::method::send).has_value()) << "a Send gets no answer";
+    EXPECT_EQ(m.counters().class_not_supported_answers, 1u);
+    EXPECT_EQ(m.counters().class_not_supported_dropped, 1u);
+    EXPECT_EQ(m.counters().sa_malformed, 0u);
 }
 
 TEST_F(FabricTest, StaticLidFromConfig) {
