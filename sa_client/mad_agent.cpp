@@ -11,6 +11,7 @@ void visit(const MadAgentCounters& c, CounterSink& out) {
     out.counter("agent_dispatched", c.dispatched);
     out.counter("agent_unmatched_response", c.unmatched_response);
     out.counter("agent_unclaimed_class", c.unclaimed_class);
+    out.counter("agent_class_not_supported_sent", c.class_not_supported_sent);
     out.counter("agent_unclaimed_method", c.unclaimed_method);
     out.counter("agent_too_short", c.too_short);
     out.counter("agent_requests_forgotten", c.requests_forgotten);
@@ -137,9 +138,14 @@ void MadAgent::dispatch(bytes mad, const MadAddress& from) {
         ++counters_.dispatched;
         r.client->on_mad_from(mad, from);
     }
-    if (!of_class)
+    if (!of_class) {
         ++counters_.unclaimed_class;
-    else if (!taken)
+        // Answered so that the requester fails at once instead of timing
+        // out (IBA 13.4.7), as a GSI does (on an HCA, the kernel's MAD
+        // layer answers for classes nobody registered before any reach us).
+        if (const auto answer = ib::class_not_supported_response(h); answer && from.lid != 0 && path_->send_to(*answer, from))
+            ++counters_.class_not_supported_sent;
+    } else if (!taken)
         ++counters_.unclaimed_method;
 }
 

@@ -56,6 +56,7 @@ struct MadAgentCounters {
     std::uint64_t dispatched = 0;          // MADs handed to a client
     std::uint64_t unmatched_response = 0;  // a response to no request of any client (late, foreign)
     std::uint64_t unclaimed_class = 0;     // a request or trap of a class no client registered
+    std::uint64_t class_not_supported_sent = 0;  // of those, Get/Set and other requests answered "class not supported"
     std::uint64_t unclaimed_method = 0;    // of a registered class, a method no client takes
     std::uint64_t too_short = 0;           // shorter than a MAD header
     std::uint64_t requests_forgotten = 0;  // outstanding requests pushed out of the bounded table

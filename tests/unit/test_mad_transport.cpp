@@ -329,6 +329,15 @@ TEST_F(MadAgentTest, WhatNoClientClaimsIsCountedByReason) {
     EXPECT_EQ(agent.counters().unclaimed_method, 1u);
     EXPECT_EQ(agent.counters().unclaimed_class, 1u);
     EXPECT_EQ(agent.counters().dispatched, 0u);
+    // The request of a class nobody here serves is answered "class not
+    // supported" (IBA 13.4.7), so that its sender fails at once.
+    EXPECT_EQ(agent.counters().class_not_supported_sent, 1u);
+    fabric.run();
+    ASSERT_EQ(sa.serve(), 1u);
+    EXPECT_EQ(sa.last_request.header.mgmt_class, ib::mgmt_class::com_mgt);
+    EXPECT_EQ(sa.last_request.header.method, ib::method::get_resp);
+    EXPECT_EQ(sa.last_request.header.transaction_id, 0x97u);
+    EXPECT_EQ(sa.last_request.header.status, ib::mad_status::bad_version);
 }
 
 TEST_F(MadAgentTest, ANewClassIsClaimedOnceAClientRegistersIt) {
