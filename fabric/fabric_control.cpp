@@ -1,7 +1,7 @@
 #include "fabric/fabric_control.h"
 
-#include <cstdio>
 
+#include "common/hex.h"
 #include "daemon/json.h"
 #include "transport/gid.h"
 
@@ -16,12 +16,6 @@ public:
 private:
     daemon::JsonWriter& j_;
 };
-
-std::string hex(std::uint64_t v, int width) {
-    char buf[24];
-    std::snprintf(buf, sizeof buf, "0x%0*llx", width, static_cast<unsigned long long>(v));
-    return buf;
-}
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 
+#include "common/hex.h"
 #include "transport/gid.h"
 
 namespace ipoibd::fabric {
@@ -32,18 +33,6 @@ constexpr std::size_t kLinkEventBatch = 16;
 
 unsigned long long ull(std::uint64_t v) { return static_cast<unsigned long long>(v); }
 
-std::string hex_lid(std::uint16_t lid) {
-    std::string s;
-    append(s, "0x%04x", lid);
-    return s;
-}
-
-std::string hex_guid(std::uint64_t guid) {
-    std::string s;
-    append(s, "0x%016llx", ull(guid));
-    return s;
-}
-
 SaServerConfig sa_config(const FabricServiceOptions& o) {
     SaServerConfig c;
     c.partitions = o.sm.partitions;
@@ -71,11 +60,11 @@ expected<std::unique_ptr<FabricService>, std::string> FabricService::open(Fabric
         // switch's LID is where the SM and SA answer.
         std::map<std::uint16_t, std::uint64_t> fixed;
         for (const auto& [guid, lid] : options.sm.static_lids) {
-            const std::string which = "fixed LID " + hex_lid(lid) + " of GUID " + hex_guid(guid);
+            const std::string which = "fixed LID " + hex(lid, 4) + " of GUID " + hex(guid, 16);
             if (!ib::is_unicast_lid(lid)) return unexpected(which + ": not a unicast LID (0x1..0xbfff)");
             if (options.sm_enabled && lid == options.sw.lid) return unexpected(which + ": the switch's LID");
             if (const auto [it, fresh] = fixed.emplace(lid, guid); !fresh)
-                return unexpected(which + ": also fixed for GUID " + hex_guid(it->second));
+                return unexpected(which + ": also fixed for GUID " + hex(it->second, 16));
         }
     }
     if (!options.sm_enabled) {

@@ -2,19 +2,13 @@
 
 #include <array>
 #include <random>
-#include <cstdio>
 
 #include "common/utf8.h"
+#include "common/hex.h"
 #include "transport/wire/smp_dr.h"
 
 namespace ipoibd::fabric {
 namespace {
-
-std::string hex(std::uint64_t v, int width) {
-    char buf[24];
-    std::snprintf(buf, sizeof buf, "0x%0*llx", width, static_cast<unsigned long long>(v));
-    return buf;
-}
 
 template <class Attr>
 ib::SmpData to_data(const Attr& a) {
