@@ -227,7 +227,9 @@ stop_all
 start_fabric loss --fault loss=1% --fault-seed 21
 start_hosts loss
 ping_until a 20 198.18.0.2 || fail "A -> B through 1% loss"
-in_ns a ping -c 10 -i 0.2 -W 3 -s 60000 -M do 198.18.0.2 >"$WORK/loss-ping.log" 2>&1 || true
+# -w: each echo is waited for, however late its retransmissions bring it
+# (without it the last gets twice the slowest round trip).
+in_ns a ping -c 10 -i 0.2 -W 3 -w 120 -s 60000 -M do 198.18.0.2 >"$WORK/loss-ping.log" 2>&1 || true
 got=$(sed -n 's/.* \([0-9]*\) received.*/\1/p' "$WORK/loss-ping.log")
 [ "${got:-0}" -ge 9 ] || fail "only ${got:-0} of 10 60000-byte pings crossed 1% loss: $(tail -3 "$WORK/loss-ping.log")"
 ip netns exec "${NS[b]}" iperf3 -s -1 -B 198.18.0.2 >"$WORK/iperf-loss-b.log" 2>&1 &

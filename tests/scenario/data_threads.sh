@@ -81,7 +81,8 @@ ping_until a 20 2001:db8::2 || fail "A cannot ping6 B"
 in_ns b iperf3 -s -1 -B 198.18.0.2 >"$WORK/iperf-b.log" 2>&1 &
 IPERF_B=$!; PIDS+=($IPERF_B)
 sleep 0.5
-in_ns a timeout 30 iperf3 -c 198.18.0.2 -t 3 -P 16 -J >"$WORK/iperf-ab.json" 2>&1 || fail "iperf3 A -> B: $(tail -5 "$WORK/iperf-ab.json")"
+# 8 MB, not a time: the floors below then hold however slow the machine.
+in_ns a timeout 300 iperf3 -c 198.18.0.2 -n 8M -P 16 -J >"$WORK/iperf-ab.json" 2>&1 || fail "iperf3 A -> B: $(tail -5 "$WORK/iperf-ab.json")"
 wait $IPERF_B 2>/dev/null || true
 bytes=$(python3 -c "import json; print(int(json.load(open('$WORK/iperf-ab.json'))['end']['sum_received']['bytes']))")
 [ "$bytes" -gt 0 ] || fail "iperf3 A -> B moved nothing"
@@ -144,7 +145,8 @@ start_ipoibd b 2
 wait_link_up b 20
 wait $PINGER || true
 ping_until a 20 198.18.0.2 || fail "A did not reach the restarted B"
-in_ns a ping -c 20 -i 0.05 -W 1 198.18.0.2 >"$WORK/ping-after.log" 2>&1 || fail "pings after B's restart lost: $(tail -3 "$WORK/ping-after.log")"
+in_ns a ping -c 20 -i 0.05 -W 1 -w 60 198.18.0.2 >"$WORK/ping-after.log" 2>&1 || fail "pings after B's restart lost: $(tail -3 "$WORK/ping-after.log")"
+grep -q "20 received" "$WORK/ping-after.log" || fail "pings after B's restart lost: $(tail -3 "$WORK/ping-after.log")"
 pass "B restarted while A pinged it ($(grep -o '[0-9]* received' "$WORK/ping-restart.log")); 20 of 20 pings after"
 
 # 4. Connected mode (reloaded on): the threads' queues are detached and
@@ -162,7 +164,9 @@ fast_before=$(stat_of a data_threads fast_path); rc_before=$(stat_of a connected
 in_ns b iperf3 -s -1 -B 198.18.0.2 >"$WORK/iperf-b2.log" 2>&1 &
 IPERF_B=$!; PIDS+=($IPERF_B)
 sleep 0.5
-in_ns a timeout 30 iperf3 -c 198.18.0.2 -t 2 -P 4 -J >"$WORK/iperf-ab2.json" 2>&1 || fail "iperf3 A -> B in connected mode: $(tail -5 "$WORK/iperf-ab2.json")"
+# 16 MB, not 2 s: a count of bytes makes the RC message floor below hold
+# however slow the machine (16 MB are at least 256 messages of 65,520).
+in_ns a timeout 300 iperf3 -c 198.18.0.2 -n 16M -P 4 -J >"$WORK/iperf-ab2.json" 2>&1 || fail "iperf3 A -> B in connected mode: $(tail -5 "$WORK/iperf-ab2.json")"
 wait $IPERF_B 2>/dev/null || true
 fast_after=$(stat_of a data_threads fast_path); rc_after=$(stat_of a connected tx_messages)
 [ "$fast_after" -eq "$fast_before" ] || fail "A's data thread sent $((fast_after - fast_before)) datagrams in connected mode"

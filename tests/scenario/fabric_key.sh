@@ -81,11 +81,21 @@ ip netns exec "${NS[a]}" ping -c 3 -i 0.2 -W 2 198.18.4.2 >/dev/null || fail "A 
 pass "B came up once its key file held the fabric's key; A reaches B"
 
 # 3. Rotation by reload while A pings B
+# Each step waits until all three have applied it (a second SIGHUP before
+# the first was handled would merge with it, and a key dropped before every
+# daemon took the next would lose packets), however long that takes here.
+reloads=0
 reload_all() {
+  reloads=$((reloads + 1))
   kill -HUP "$FABPID" "$APID" "$BPID"
-  sleep 0.7
+  wait_count 30 "$WORK/fabric.log" "fabric keys reloaded" "$reloads" || fail "ibfabricd did not reload ($reloads)"
+  for log in a.log b2.log; do
+    wait_count 30 "$WORK/$log" "configuration reloaded: applied fabric key" "$reloads" || fail "$log did not reload ($reloads)"
+  done
 }
-ip netns exec "${NS[a]}" ping -c 50 -i 0.1 -W 2 198.18.4.2 >"$WORK/ping.log" 2>&1 &
+# -w: every echo is waited for, late ones too (without it the last is given
+# twice the slowest round trip).
+ip netns exec "${NS[a]}" ping -c 50 -i 0.1 -W 2 -w 120 198.18.4.2 >"$WORK/ping.log" 2>&1 &
 PING=$!
 sleep 0.5
 for f in fabric a b; do keyfile "$f" "$K1" "$K3"; done; reload_all

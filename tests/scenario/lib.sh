@@ -106,6 +106,30 @@ wait_for() {
   done
 }
 
+# eventually SECONDS CMD...: until CMD succeeds (a counter moved, say),
+# tried every 0.1 s; fails after SECONDS.
+eventually() {
+  local deadline=$((SECONDS + $1))
+  shift
+  until "$@"; do
+    [ $SECONDS -lt $deadline ] || return 1
+    sleep 0.1
+  done
+}
+
+# wait_count SECONDS FILE PATTERN N: until N lines of FILE match PATTERN
+# (a daemon has handled its Nth signal, say).
+wait_count() {
+  local deadline=$((SECONDS + $1))
+  until [ "$(grep -cE "$3" "$2" 2>/dev/null)" -ge "$4" ]; do
+    if [ $SECONDS -ge $deadline ]; then
+      echo "timed out after $1 s waiting for $4 lines /$3/ in $2" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+}
+
 # wait_for_after SECONDS FILE LINE PATTERN: like wait_for, counting only
 # lines after line LINE (what was logged before an action does not count).
 wait_for_after() {

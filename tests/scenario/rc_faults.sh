@@ -30,6 +30,14 @@
 # messages (RcSlowWire in test_rc_qp.cpp). 17 ms gives such a stall 134 ms,
 # for some 9 s more of this run under ASan (1,400 timeouts).
 #
+# Bounds: every ibrcperf run here is bounded by progress, not by the
+# clock (--run-timeout none --stall-timeout 20: fail when no message has
+# completed for 20 s). The run takes some 40 s alone in the plain tree,
+# 110 s under ASan and longer beside other tests or a CPU hog; a fixed
+# deadline near that failed landings at random (issue 43). A shrunken run
+# cannot pass either: the retransmissions, timeouts and NAKs must reach
+# the floors below, a fraction of what 5% loss gives in 100,000 messages.
+#
 # scenario/rc_faults.sh BIN_DIR
 set -euo pipefail
 BIN=$(cd "$1" && pwd)
@@ -38,6 +46,12 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 scenario_init rc_faults
 command -v tshark >/dev/null || { echo "rc_faults: tshark missing; skipped" >&2; exit 77; }
 
+STALL=20
+# At least this many of each over the 100,000 messages: about a quarter
+# of what a run counts (the plain tree here: retransmitted 212,993,
+# timeouts 1,429, NAKs 12,988; a run cut to 10,000 messages stays under
+# every floor).
+declare -A FLOOR=([retransmitted]=50000 [timeouts]=300 [naks]=3000)
 FAB=rcf$$; FABRIC=198.18.105.100:18516
 S=rcs$$; C=rcc$$
 star_underlay "$FAB" 198.18.105.100/24
@@ -52,12 +66,12 @@ FABPID=${PIDS[-1]}
 wait_for 5 "$WORK/fabric.log" "listening on" || fail "ibfabricd did not start"
 
 start "$S" "$WORK/server.log" "$BIN/ibrcperf" server --fabric "$FABRIC" --instance rc-server \
-  --listen 198.18.105.1:18515 --run-timeout 240
+  --listen 198.18.105.1:18515 --run-timeout none --stall-timeout "$STALL"
 SERVER=${PIDS[-1]}
 rc=0
-ip netns exec "$C" timeout 240 "$BIN/ibrcperf" client --fabric "$FABRIC" --instance rc-client \
+ip netns exec "$C" "$BIN/ibrcperf" client --fabric "$FABRIC" --instance rc-client \
   --connect 198.18.105.1:18515 --test mixed --count 100000 --size 12:1800 --mtu 512 --depth 8 \
-  --timeout 12 --seed 20 >"$WORK/client.log" 2>&1 || rc=$?
+  --timeout 12 --seed 20 --run-timeout none --stall-timeout "$STALL" >"$WORK/client.log" 2>&1 || rc=$?
 # On failure the client's own lines and every counter of its RC engine
 # (a run of timeouts tells a stalled peer from a lost packet).
 [ "$rc" -eq 0 ] || fail "the client failed (exit $rc): $(grep -E '^(client|ibrcperf|connected|retransmitted|rc )' "$WORK/client.log" | tail -n 40)"
@@ -72,7 +86,8 @@ rc=0; wait "$SERVER" || rc=$?
 grep -q "^client: test mixed messages 100000 " "$WORK/client.log" || fail "not 100000 work requests"
 for what in retransmitted timeouts naks; do
   n=$(sed -n "s/.*\b$what \([0-9]*\).*/\1/p" "$WORK/client.log" | head -1)
-  [ "${n:-0}" -gt 0 ] || fail "no $what counted over a lossy fabric"
+  [ "${n:-0}" -ge "${FLOOR[$what]}" ] || fail "$what ${n:-0} over a lossy fabric, under the floor of ${FLOOR[$what]}"
+  echo "rc_faults: $what ${n:-0} (floor ${FLOOR[$what]})"
 done
 grep -q "read_bad 0" "$WORK/client.log" || fail "a READ brought back the wrong bytes"
 pass "100000 messages (SEND, WRITE with immediate, READ) through 5% loss, 1% duplication, 1% reordering, 0.5% corruption: $got delivered once, in order, intact; $(grep -o 'retransmitted [0-9]* timeouts [0-9]* rnr_naks [0-9]* naks [0-9]*' "$WORK/client.log")"
@@ -109,11 +124,11 @@ start "$FAB" "$WORK/fabric2.log" "$BIN/ibfabricd" --listen "$FABRIC" --sweep-int
 FABPID=${PIDS[-1]}
 wait_for 5 "$WORK/fabric2.log" "listening on" || fail "ibfabricd did not start again"
 start "$S" "$WORK/server2.log" "$BIN/ibrcperf" server --fabric "$FABRIC" --instance rc-server \
-  --listen 198.18.105.1:18515 --run-timeout 60
+  --listen 198.18.105.1:18515 --run-timeout none --stall-timeout "$STALL"
 SERVER=${PIDS[-1]}
-ip netns exec "$C" timeout 60 "$BIN/ibrcperf" client --fabric "$FABRIC" --instance rc-client \
+ip netns exec "$C" "$BIN/ibrcperf" client --fabric "$FABRIC" --instance rc-client \
   --connect 198.18.105.1:18515 --test send --count 100000000 --size 1024 --depth 4 \
-  --timeout 10 --retry-count 3 >"$WORK/client2.log" 2>&1 &
+  --timeout 10 --retry-count 3 --run-timeout none --stall-timeout "$STALL" >"$WORK/client2.log" 2>&1 &
 CLIENT=$!
 PIDS+=("$CLIENT")
 wait_for 10 "$WORK/server2.log" "^connected:" || fail "the second run did not connect"

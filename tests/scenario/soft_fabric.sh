@@ -47,7 +47,7 @@ wait_for 5 "$WORK/fabric.log" "listening on"
 
 # 1. ports come up
 start "$A" "$WORK/server.log" "$BIN/ibudping" --fabric "$FABRIC" --instance server --qkey $QKEY \
-  --mgid $MGID --mlid $MLID --count 0 --timeout 120 server
+  --mgid $MGID --mlid $MLID --count 0 --timeout 900 server
 SERVER=$!
 wait_for 10 "$WORK/server.log" "^ibudping server: LID"
 read -r SLID SQPN < <(sed -n 's/^ibudping server: LID \(0x[0-9a-f]*\) QPN \(0x[0-9a-f]*\).*/\1 \2/p' "$WORK/server.log")

@@ -98,8 +98,37 @@ struct Options {
     rc::RtsAttributes rts{};
     std::uint8_t min_rnr_timer = 12;
     std::uint64_t seed = 1;
-    double timeout_s = 120;
+    double timeout_s = 120;  // the whole run; 0: none (then connecting waits kConnectWait)
+    double stall_s = 0;      // no progress for this long fails the run; 0: no such bound
     double wait_active_s = 10;
+
+    // How long the server waits for its client and the client for its
+    // server: the run's bound, or one of its own when the run has none.
+    double connect_wait_s() const { return timeout_s > 0 ? timeout_s : 120; }
+};
+
+// A deadline of `seconds` from `from`, or none for 0.
+std::optional<Clock::time_point> deadline_after(Clock::time_point from, double seconds) {
+    if (seconds <= 0) return std::nullopt;
+    return from + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+// The run's two bounds: the whole run (--run-timeout) and progress
+// (--stall-timeout: the last completion, or receive, is at most this old).
+// A run on a loaded machine takes longer but still progresses; only the
+// stall bound tells a stuck run from a slow one.
+struct RunBounds {
+    std::optional<Clock::time_point> until;
+    double stall_s;
+    Clock::time_point last_progress;
+
+    RunBounds(const Options& o, Clock::time_point start)
+        : until(deadline_after(start, o.timeout_s)), stall_s(o.stall_s), last_progress(start) {}
+    void progressed(Clock::time_point now) { last_progress = now; }
+    bool out_of_time(Clock::time_point now) const { return until && now >= *until; }
+    bool stalled(Clock::time_point now) const {
+        return stall_s > 0 && now - last_progress >= std::chrono::duration<double>(stall_s);
+    }
 };
 
 // The byte at `offset` of the server's read area.
@@ -366,7 +395,7 @@ int run_server(const Options& o, Port& port) {
     std::printf("ibrcperf server: LID 0x%04x listening on %s\n", port.attributes().lid, o.listen_on.to_string().c_str());
     // Accept while keeping the port alive (its link and SMA answer).
     int cfd = -1;
-    const auto accept_until = Clock::now() + std::chrono::duration<double>(o.timeout_s);
+    const auto accept_until = Clock::now() + std::chrono::duration<double>(o.connect_wait_s());
     while (!g_stop && cfd < 0 && Clock::now() < accept_until) {
         pollfd p{lfd, POLLIN, 0};
         if (::poll(&p, 1, 20) > 0) cfd = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
@@ -439,10 +468,22 @@ int run_server(const Options& o, Port& port) {
     std::optional<Clock::time_point> first, last;
     std::optional<std::uint64_t> end_expected;  // the client's END: how many to wait for
     Clock::time_point end_at{};
-    bool done = false;
-    const auto until = Clock::now() + std::chrono::duration<double>(o.timeout_s);
-    while (!g_stop && !done && Clock::now() < until) {
+    bool done = false, stalled = false;
+    std::uint64_t packets_sent = 0;
+    RunBounds bounds(o, Clock::now());
+    while (!g_stop && !done && !bounds.out_of_time(Clock::now())) {
+        if (bounds.stalled(Clock::now())) {
+            stalled = true;
+            break;
+        }
         const bool channel = loop.pump(false);
+        // Progress at the server: a line from the client, or a packet this
+        // QP sent (the ACKs and READ responses that answer the client's
+        // requests; a READ-only run receives no message here).
+        if (const auto sent = side->rc->counters().packets_sent; channel || sent != packets_sent) {
+            packets_sent = sent;
+            bounds.progressed(Clock::now());
+        }
         for (rc::Completion& c : side->rc->poll()) {
             if (!c.receive) continue;
             if (c.status != rc::Status::success) {
@@ -466,6 +507,7 @@ int run_server(const Options& o, Port& port) {
             const auto now = Clock::now();
             if (!first) first = now;
             last = now;
+            bounds.progressed(now);
             if (seq < 0) {
                 ++bad;
             } else if (const auto got = static_cast<std::uint32_t>(seq); got != expected_seq) {
@@ -488,6 +530,7 @@ int run_server(const Options& o, Port& port) {
                 const auto now = Clock::now();
                 if (!first) first = now;
                 last = now;
+                bounds.progressed(now);
                 if (wc[i].status != CompletionStatus::success || intact_message(payload) < 0 ||
                     load_be32(payload.data() + 4) != payload.size()) {
                     ++bad;
@@ -519,6 +562,8 @@ int run_server(const Options& o, Port& port) {
             if (received + bad + out_of_order >= *end_expected || Clock::now() - end_at > grace) done = true;
         }
     }
+    if (stalled)
+        std::printf("server: stalled: nothing arrived for %g s (received %" PRIu64 ")\n", o.stall_s, received);
     const double span_us = first && last ? std::chrono::duration<double, std::micro>(*last - *first).count() : 0;
     std::printf("server: test %s received %" PRIu64 " bytes %" PRIu64 " corrupt %" PRIu64 " out_of_order %" PRIu64
                 " errors %" PRIu64 "\n",
@@ -547,7 +592,7 @@ struct Posted {
 int run_client(const Options& o, Port& port) {
     auto side = make_side(port, o.test == Test::ud);
     if (!side) return fail(side.error());
-    auto ch = tcp_connect(*o.connect_to, o.timeout_s);
+    auto ch = tcp_connect(*o.connect_to, o.connect_wait_s());
     if (!ch) return fail("could not reach the server at " + o.connect_to->to_string());
     const auto a = port.attributes();
     Fields mine{{"protocol", std::to_string(kProtocol)}, {"test", to_string(o.test)}, {"lid", std::to_string(a.lid)},
@@ -593,8 +638,19 @@ int run_client(const Options& o, Port& port) {
     std::string failure;
     Loop loop(port, -1);
     const auto start = Clock::now();
-    const auto until = start + std::chrono::duration<double>(o.timeout_s);
-    while (!g_stop && failure.empty() && completed < o.count && Clock::now() < until) {
+    RunBounds bounds(o, start);
+    bool out_of_time = false;
+    while (!g_stop && failure.empty() && completed < o.count) {
+        if (const auto now = Clock::now(); bounds.out_of_time(now)) {
+            out_of_time = true;
+            break;
+        } else if (bounds.stalled(now)) {
+            char what[128];
+            std::snprintf(what, sizeof what, "stalled: no work request completed for %g s (%" PRIu64 " of %" PRIu64 " done)",
+                          o.stall_s, completed, o.count);
+            failure = what;
+            break;
+        }
         while (posted < o.count && outstanding.size() < o.depth) {
             const std::size_t size = size_of(rng);
             rc::WrOpcode op = rc::WrOpcode::send;
@@ -657,6 +713,7 @@ int run_client(const Options& o, Port& port) {
                 bytes_done += outstanding.front().size;
                 outstanding.pop_front();
                 ++completed;
+                bounds.progressed(Clock::now());
             }
             continue;
         }
@@ -684,12 +741,13 @@ int run_client(const Options& o, Port& port) {
             }
             bytes_done += p.size;
             ++completed;
+            bounds.progressed(Clock::now());
         }
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     if (g_stop) failure = "interrupted";
-    if (failure.empty() && completed < o.count) failure = "timed out after " + std::to_string(completed) + " of " +
-                                                          std::to_string(o.count) + " work requests";
+    if (failure.empty() && completed < o.count && out_of_time)
+        failure = "timed out after " + std::to_string(completed) + " of " + std::to_string(o.count) + " work requests";
     if (!failure.empty()) {
         std::printf("client: %s\n", failure.c_str());
         std::fprintf(stderr, "ibrcperf: %s\n", failure.c_str());
@@ -833,12 +891,24 @@ const auto kOptions = cli::rows(
          o.seed = *n;
          return {};
      }},
-    {"run-timeout", cli::Takes::value, "seconds before giving up",
+    {"run-timeout", cli::Takes::value, "seconds before giving up on the whole run, or none",
      [](Options& o, const std::string& v) -> cli::Applied {
+         if (v == "none") {
+             o.timeout_s = 0;
+             return {};
+         }
          const auto n = cli::typed<double>("run-timeout", v);
          if (!n) return unexpected(n.error());
-         if (*n <= 0) return unexpected(std::string("--run-timeout must be positive"));
+         if (*n <= 0) return unexpected(std::string("--run-timeout must be positive, or none"));
          o.timeout_s = *n;
+         return {};
+     }},
+    {"stall-timeout", cli::Takes::value, "seconds without a completed message before giving up (0: never)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto n = cli::typed<double>("stall-timeout", v);
+         if (!n) return unexpected(n.error());
+         if (*n < 0) return unexpected(std::string("--stall-timeout must be 0 or more"));
+         o.stall_s = *n;
          return {};
      }},
     {"wait-active", cli::Takes::value, "seconds to wait for the port to become ACTIVE",
