@@ -286,6 +286,12 @@ const cli::Option<Options> kOptions[] = {
      [](Options& o, const std::string& v) {
          return positive_duration("--sim-attach-wait", v, sim_options(o).attach_wait);
      }},
+    {"sim-request-timeout", cli::Takes::value,
+     "how long a sim client's MAD waits for its answer before the client is told it timed out (status 110, as "
+     "ibsim)",
+     [](Options& o, const std::string& v) {
+         return positive_duration("--sim-request-timeout", v, sim_options(o).request_timeout);
+     }},
     {"sim-socket", cli::Takes::value,
      "serve programs run under libumad2sim (OpenSM, infiniband-diags) on the abstract unix sockets NAME:ctl and "
      "NAME:out<slot>, NAME as their IBSIM_SOCKNAME (sim when unset); each client's $SIM_HOST is a CA node of the "

@@ -3,6 +3,14 @@
 #
 #   packaging/build-deb.sh [OUTDIR]        OUTDIR defaults to build-pkg/
 #
+# IPOIBD_DEB_TREE=DIR builds in DIR instead of a fresh build-pkg/cmake,
+# with the same flags and the tests too (BUILD_TESTING, warnings as errors),
+# and CMAKE_ARGS after OUTDIR go to its configure: scripts/test.sh builds
+# its plain tree so, once, and the package comes from the programs it
+# tests. A DIR configured with other flags is refused.
+#
+#   IPOIBD_DEB_TREE=build packaging/build-deb.sh OUTDIR [CMAKE_ARG...]
+#
 # 1. version and date from packaging/deb/changelog; its upstream part must
 #    be the CMake project's version;
 # 2. a fresh Release build of the five programs in build-pkg/cmake (ccache
@@ -25,6 +33,8 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 PKG_DIR=$SRC/packaging/deb
 WORK=$SRC/build-pkg
 OUT=${1:-$WORK}
+shift $(($# > 0 ? 1 : 0))
+[ $# -eq 0 ] || [ -n "${IPOIBD_DEB_TREE:-}" ] || { echo "build-deb: CMake arguments need IPOIBD_DEB_TREE" >&2; exit 1; }
 
 die() { echo "build-deb: $*" >&2; exit 1; }
 for tool in flock cmake ninja dpkg-deb dpkg-shlibdeps dpkg-parsechangelog dpkg-buildflags strip gzip; do
@@ -65,17 +75,32 @@ LDFLAGS=$(dpkg-buildflags --get LDFLAGS)
 export CXXFLAGS LDFLAGS
 # ccache: paths below $SRC hashed relative, so that two checkouts share hits.
 export CCACHE_BASEDIR=$SRC
-rm -rf "$WORK/cmake" "$WORK/root"
-echo "build-deb: configuring a Release build in $WORK/cmake" >&2
-cmake -S "$SRC" -B "$WORK/cmake" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
-  -DIPOIBD_WERROR=OFF -DBUILD_TESTING=OFF "${launcher[@]}" >"$WORK/configure.log" ||
+rm -rf "$WORK/root"
+if [ -n "${IPOIBD_DEB_TREE:-}" ]; then
+  TREE=$(mkdir -p "$IPOIBD_DEB_TREE" && cd "$IPOIBD_DEB_TREE" && pwd)
+  configure=(-DIPOIBD_WERROR=ON -DBUILD_TESTING=ON "$@")
+  if [ -f "$TREE/CMakeCache.txt" ]; then
+    # The flags the tree was configured with must be the package's.
+    cached() { sed -n "s/^$1:[A-Z]*=//p" "$TREE/CMakeCache.txt"; }
+    [ "$(cached CMAKE_BUILD_TYPE)" = Release ] && [ "$(cached CMAKE_INSTALL_PREFIX)" = /usr ] &&
+      [ "$(cached CMAKE_CXX_FLAGS)" = "$CXXFLAGS" ] && [ "$(cached CMAKE_EXE_LINKER_FLAGS)" = "$LDFLAGS" ] ||
+      die "$TREE was not configured as the package is (Release, prefix /usr, dpkg-buildflags): remove it or unset IPOIBD_DEB_TREE"
+  fi
+else
+  TREE=$WORK/cmake
+  configure=(-DIPOIBD_WERROR=OFF -DBUILD_TESTING=OFF)
+  rm -rf "$TREE"
+fi
+echo "build-deb: configuring a Release build in $TREE" >&2
+cmake -S "$SRC" -B "$TREE" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
+  "${configure[@]}" "${launcher[@]}" >"$WORK/configure.log" ||
   { cat "$WORK/configure.log" >&2; die "cmake configure failed"; }
 programs=(ipoibd ibfabricd ipoibctl ibfabricctl ibudping ibrcperf ibsaquery)
-cmake --build "$WORK/cmake" --target "${programs[@]}" >&2
+cmake --build "$TREE" --target "${programs[@]}" >&2
 
 # -- 3. install -----------------------------------------------------------------
 ROOT=$WORK/root
-DESTDIR=$ROOT cmake --install "$WORK/cmake" >/dev/null
+DESTDIR=$ROOT cmake --install "$TREE" >/dev/null
 for f in usr/sbin/ipoibd usr/sbin/ibfabricd usr/bin/ipoibctl usr/bin/ibfabricctl usr/bin/ibudping usr/bin/ibrcperf usr/bin/ibsaquery \
          etc/ipoibd/ib0.conf etc/default/ibfabricd \
          usr/lib/systemd/system/ipoibd@.service usr/lib/systemd/system/ibfabricd.service; do

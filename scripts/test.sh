@@ -3,12 +3,14 @@
 # whole suite. Exits non-zero on any failure. Each configuration is built
 # once, with only what its stage runs:
 #
-#   build-pkg/  the Debian package's Release build (packaging/build-deb.sh):
-#               the .deb that the nspawn test boots and the package check
-#               installs, checks and purges (packaging/test-deb.sh)
-#   build/      g++, warnings as errors: every program, test and benchmark;
-#               the whole ctest suite (unit, in-process, scenarios, OpenSM,
-#               systemd units, the package in nspawn containers)
+#   build/      g++, warnings as errors, configured as the Debian package is
+#               (Release, dpkg-buildflags' hardening, prefix /usr): first
+#               its programs, packaged by packaging/build-deb.sh into
+#               build-pkg/ (the .deb that the nspawn test boots and the
+#               package check installs, checks and purges), then every test
+#               and benchmark; the whole ctest suite (unit, in-process,
+#               scenarios, OpenSM, systemd units, the package in nspawn
+#               containers) runs the programs the package ships
 #   build-san/  clang, AddressSanitizer + UBSan: every test again but the
 #               nspawn one (which runs the package's build), and the
 #               libFuzzer targets for a bounded time; no benchmarks
@@ -74,10 +76,15 @@ fi
 jobs=$(nproc)
 
 # The package first: its Depends name what the nspawn root must hold, and
-# the root's download then runs as a stage of its own.
-stage "package: Release build of the .deb"
+# the root's download then runs as a stage of its own. Its programs are
+# built in build/, configured as the package is (IPOIBD_DEB_TREE), so the
+# tests below run what the package ships and nothing is built twice.
+stage "package: build/'s programs, the .deb"
 mkdir -p build-pkg
-DEB=$(packaging/build-deb.sh 2>build-pkg/build.log | tail -n 1) ||
+# The test programs at -O1 (IPOIBD_TEST_CXX_FLAGS): the code they test
+# keeps the package's -O3.
+DEB=$(IPOIBD_DEB_TREE=build packaging/build-deb.sh build-pkg -DIPOIBD_TEST_CXX_FLAGS=-O1 2>build-pkg/build.log |
+  tail -n 1) ||
   { tail -n 50 build-pkg/build.log >&2; echo "packaging/build-deb.sh failed (build-pkg/build.log)" >&2; exit 1; }
 [ -f "$DEB" ] || { echo "no package built" >&2; exit 1; }
 echo "built $DEB"
@@ -89,11 +96,10 @@ if [ "$(id -u)" -eq 0 ] && command -v debootstrap >/dev/null; then
   bash tests/systemd/nspawn_root.sh "${depends[@]}" | tail -n 1
 fi
 
-# No debug information in the plain tree: -g doubles the compile time of
-# test files, and a failure here is debugged in a developer's own build.
-stage "build (g++, -Werror)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" "${launcher[@]}"
+# The rest of build/: tests and benchmarks, with the package's flags (no
+# debug information: -g doubles the compile time of a test file, and a
+# failure here is debugged in a developer's own build).
+stage "build (g++, -Werror): the tests"
 cmake --build build -j "$jobs"
 stage "tests (g++)"
 count_ctest "build/ (g++)" build
@@ -118,7 +124,7 @@ if [ -f /usr/include/infiniband/verbs.h ]; then  # the verbs send queue on the f
   tsan_targets+=(verbs_fake_hca_tests)
 fi
 CC=clang CXX=clang++ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" -DIPOIBD_TEST_CXX_FLAGS=-O1 \
   -DIPOIBD_TSAN=ON -DIPOIBD_BENCH=OFF "${launcher[@]}"
 cmake --build build-tsan -j "$jobs" --target "${tsan_targets[@]}"
 stage "tests (ThreadSanitizer)"

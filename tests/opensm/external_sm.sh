@@ -117,8 +117,11 @@ pass "A and B joined through OpenSM's SA and ping each other"
 kill -TERM "$OSM_PID"
 wait "$OSM_PID" 2>/dev/null || true
 mark=$(wc -l <"$WORK/a-1.log")
+# OpenSM appends to its log (accum_log_file): only a SUBNET UP after this
+# line is the new one's.
+osm_mark=$(wc -l <"$OSM/opensm.log")
 start_opensm 2
-wait_for 30 "$OSM/opensm.log" "SUBNET UP" || fail "the restarted OpenSM did not bring the subnet up"
+wait_for_after 30 "$OSM/opensm.log" "$osm_mark" "SUBNET UP" || fail "the restarted OpenSM did not bring the subnet up"
 wait_for_after 30 "$WORK/a-1.log" "$mark" "reregister|rejoin|client_reregister" || fail "A was not asked to reregister"
 ping_until a 30 198.18.0.2 || fail "A does not reach B after OpenSM's restart"
 pass "OpenSM restarted: the hosts reregister and still reach each other"

@@ -53,7 +53,7 @@ star_underlay "$FAB" 198.18.109.100/24
 for h in a b; do star_host "$FAB" "${NS[$h]}" "d$h$$" "${UNDERLAY[$h]}/24"; done
 
 start "$FAB" "$WORK/fabric.log" "$BIN/ibfabricd" --listen "$FABRIC" --control-socket "$WORK/fab.sock" \
-  --sim-socket "$SOCK" --sim-node "diag=$DIAG_GUID"
+  --sim-socket "$SOCK" --sim-node "diag=$DIAG_GUID" --sim-request-timeout 30s
 FAB_PID=$!
 wait_for 10 "$WORK/fabric.log" "listening on" || fail "ibfabricd did not start"
 grep -q "serving libumad2sim clients on @$SOCK:ctl" "$WORK/fabric.log" || fail "no sim socket announced"
@@ -174,13 +174,14 @@ out=$(sim diag perfquery -x 1 "$A_SWPORT") || fail "perfquery of the switch port
 pass "perfquery: A's PMA agrees with ipoibctl stats, resets its own view only; the sim node and the switch answer too"
 
 # 4. SIGKILL with a request in flight: an SMP to a LID nobody has (the
-# switch drops it) waits a second for its status 110.
+# switch drops it) waits for its status 110, 30 s here (--sim-request-timeout;
+# 1 s by default), so the kill comes before it however slow the polls below.
 reaped0=$(fabstat sim clients_reaped)
 mads0=$(fabstat sim mads_from_clients)
 timeouts0=$(fabstat sim timeouts)
 # ip netns exec and env exec; timeout forks sminfo: $VICTIM is timeout.
 (cd "$WORK/run" && exec ip netns exec "$FAB" env LD_PRELOAD="$PRELOAD" IBSIM_SOCKNAME="$SOCK" SIM_HOST=other \
-  timeout 20 smpquery -t 5000 nodeinfo 1000) >"$WORK/victim.log" 2>&1 &
+  timeout 60 smpquery -t 25000 nodeinfo 1000) >"$WORK/victim.log" 2>&1 &
 VICTIM=$!
 PIDS+=("$VICTIM")
 deadline=$((SECONDS + 10))
