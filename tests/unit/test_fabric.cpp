@@ -1568,19 +1568,34 @@ struct MarkerNet {
 };
 
 // b_budget: B's receive_budget; b_depth: its QP's receive depth (and the
-// buffers posted).
+// buffers posted); tune: adjusts both ports' configurations. The ports
+// hold packets behind a marker for 10 s (drain_timeout), not the default
+// 20 ms: the tests count held and direct packets exactly, and a test
+// descheduled for 20 ms between the marker and its next send must not see
+// the hold give up. Only the test of a marker not answered in time sets a
+// short one. Their link goes down after 10 s without a link packet
+// (kMarkerLinkTimeoutIntervals), not 10 of their 10 ms intervals: the
+// switch sends one every 50 ms tick, and a loop held up for 100 ms would
+// take the link down and the port out of ACTIVE mid-test.
+constexpr unsigned kMarkerLinkTimeoutIntervals = 1000;
+
 void open_marker_net(MarkerNet& n, std::size_t b_budget = transport::UdpBatchSocket::kReceiveBudget,
-                     std::uint32_t b_depth = 96) {
+                     std::uint32_t b_depth = 96,
+                     const std::function<void(transport::SoftPortConfig&)>& tune = {}) {
     auto opened = FabricService::open(loopback_options());
     ASSERT_TRUE(opened) << opened.error();
     n.fabric = std::move(*opened);
     auto open_port = [&](std::uint64_t guid, std::unique_ptr<transport::SoftPort>& out, std::size_t budget) {
-        auto p = transport::SoftPort::open({.fabric = n.fabric->local_address(),
-                                            .bind_to = *parse_socket_address("127.0.0.1:0"),
-                                            .port_guid = guid,
-                                            .node_description = "marker test",
-                                            .link_interval = std::chrono::milliseconds(10),
-                                            .receive_budget = budget});
+        transport::SoftPortConfig config{.fabric = n.fabric->local_address(),
+                                         .bind_to = *parse_socket_address("127.0.0.1:0"),
+                                         .port_guid = guid,
+                                         .node_description = "marker test",
+                                         .link_interval = std::chrono::milliseconds(10),
+                                         .link_timeout_intervals = kMarkerLinkTimeoutIntervals,
+                                         .receive_budget = budget,
+                                         .drain_timeout = std::chrono::seconds(10)};
+        if (tune) tune(config);
+        auto p = transport::SoftPort::open(config);
         ASSERT_TRUE(p) << p.error().message();
         out = std::move(*p);
     };
@@ -1619,7 +1634,8 @@ TEST(CutThrough, AMovedLidWithdrawsTheRouteAndPacketsFollowIt) {
                                                .bind_to = *parse_socket_address("127.0.0.1:0"),
                                                .port_guid = 0xB2,
                                                .node_description = "marker test, restarted",
-                                               .link_interval = std::chrono::milliseconds(10)});
+                                               .link_interval = std::chrono::milliseconds(10),
+                                               .link_timeout_intervals = kMarkerLinkTimeoutIntervals});
     ASSERT_TRUE(reopened) << reopened.error().message();
     n.b = std::move(*reopened);
     ASSERT_TRUE(n.pump_until([&] { return n.b->attributes().state == PortState::active; }));
@@ -1692,16 +1708,23 @@ TEST(CutThrough, ABurstOverTheHoldGoesThroughTheSwitchBehindANewMarker) {
 
 TEST(CutThrough, AMarkerNotAnsweredInTimeSendsTheHeldPacketsThroughTheSwitch) {
     MarkerNet n;
-    open_marker_net(n);
+    open_marker_net(n, transport::UdpBatchSocket::kReceiveBudget, 96, [](transport::SoftPortConfig& c) {
+        // Short enough to wait out, long enough (against the microseconds
+        // between the marker and the next send) that packet 1 is held.
+        // (The link stays up meanwhile: kMarkerLinkTimeoutIntervals. A
+        // link gone down releases the held packets too, but not as a drain
+        // timeout.)
+        c.drain_timeout = std::chrono::milliseconds(200);
+    });
     if (HasFatalFailure()) return;
     n.send(0);
     ASSERT_TRUE(n.pump_until([&] { return n.cut().markers == 1; }));
     n.send(1);
     EXPECT_EQ(n.cut().held, 1u);
     const std::uint64_t via = n.cut().via_switch_tx;
-    // The fabric stays stopped past the 20 ms: the port gives up the route.
-    const auto until = Clock::now() + std::chrono::milliseconds(40);
-    while (Clock::now() < until) n.pump(false);
+    // The fabric stays stopped past the drain timeout: the port gives up
+    // the route.
+    ASSERT_TRUE(n.pump_until([&] { return n.cut().drain_timeouts >= 1; }, /*fabric_runs=*/false));
     EXPECT_EQ(n.cut().drain_timeouts, 1u);
     EXPECT_GE(n.cut().via_switch_tx, via + 1);  // the held packet
     ASSERT_TRUE(n.pump_until([&] { return n.received.size() == 2; }));

@@ -15,9 +15,10 @@
 // The switch sends an unsolicited hint (nonce 0) to the ingress port of a
 // unicast packet it forwards: "DLID d has a route". The port answers with a
 // route request carrying a nonce, behind the packets it sent through the
-// switch, holds its packets to that DLID (at most 64, at most 20 ms) and
-// starts sending directly, held packets first, when the hint answering the
-// nonce comes back: the switch reads its socket in order, so by then it has
+// switch, holds its packets to that DLID (at most 64, at most
+// SoftPortConfig::drain_timeout, 20 ms by default) and starts sending
+// directly, held packets first, when the hint answering the nonce comes
+// back: the switch reads its socket in order, so by then it has
 // forwarded everything the port sent before (IBA delivers a path's packets
 // in order; TCP and ibudping notice when not). With that answer the switch
 // sends the destination port a permit for the requester's address, valid

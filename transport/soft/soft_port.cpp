@@ -300,7 +300,7 @@ void SoftPort::on_route_hint(const RouteHint& hint) {
         ++cut_.hints_unsolicited;
         if (it != direct_.end()) return;  // asked already, or in use
         Direct d{.peer = {}, .expires = now + ttl, .refresh_at = now + ttl / 2, .refresh_asked = false, .nonce = 0,
-                 .draining = true, .drain_deadline = now + kDrainTimeout};
+                 .draining = true, .drain_deadline = now + config_.drain_timeout};
         if (!send_request(hint.dlid, &d.nonce)) return;  // no request, no route: try with a later hint
         ++cut_.markers;
         direct_[hint.dlid] = d;

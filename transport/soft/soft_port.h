@@ -19,9 +19,12 @@
 //    what it may be: from the fabric's address, anything; from a peer the
 //    switch named in a current permit, unicast IBA packets to QPs other than
 //    QP0; from anyone else, nothing. A route is taken only from a hint that
-//    echoes the random nonce of one of the port's own route requests. Every
-//    refusal is counted (SoftTrustCounters, SoftCutThroughCounters) and
-//    reported to the drop log with its source.
+//    echoes the random nonce of one of the port's own route requests. While
+//    a new route waits for the answer to its request (the marker), packets
+//    to that DLID are held, at most drain_timeout (20 ms by default; tests
+//    that count held packets set more, so that a descheduled test does not
+//    see the hold give up). Every refusal is counted (SoftTrustCounters,
+//    SoftCutThroughCounters) and reported to the drop log with its source.
 // 6. Send queues for other threads (port.h, UdSendQueue): each a send ring
 //    of its own on a dup() of the port's socket (sendmmsg from two threads
 //    on one UDP socket is safe; the datagrams leave from the port's
@@ -64,6 +67,10 @@ struct SoftPortConfig {
     // queues hold, or a burst (one GRO message carries up to 64) overruns a
     // QP before its owner reaps it. The rest waits, fd() stays readable.
     std::size_t receive_budget = UdpBatchSocket::kReceiveBudget;
+    // How long a new direct route holds its packets waiting for the
+    // switch's answer to its marker (route_hint.h) before they, and the
+    // route, go back through the switch (drain_timeouts).
+    std::chrono::milliseconds drain_timeout{20};
     // The fabric key: every datagram sealed and checked (fabric_auth.h).
     std::optional<FabricKeys> keys;
 };
@@ -258,12 +265,12 @@ private:
         // echoes it is taken.
         std::uint64_t nonce = 0;
         // A new route: packets held until the hint answering `nonce`
-        // comes back, or until drain_deadline (route_hint.h).
+        // comes back, or until drain_deadline (config_.drain_timeout after
+        // the request; route_hint.h).
         bool draining = false;
         std::chrono::steady_clock::time_point drain_deadline{};
     };
     static constexpr std::size_t kMaxHeld = 64;
-    static constexpr std::chrono::milliseconds kDrainTimeout{20};
     struct Held {
         std::uint16_t dlid;
         std::vector<std::uint8_t> packet;
