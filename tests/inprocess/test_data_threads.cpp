@@ -36,11 +36,20 @@ protected:
         ASSERT_TRUE(fabric_->run_until([&] { return a_->link_up() && b_->link_up(); }));
     }
 
-    // Injects `packet` on A's thread queue until B's host receives it.
+    // Injects `packet` on A's thread queue until B's host receives it, and
+    // then until the thread has taken every copy it injected (sent it or
+    // handed it back): a copy injected again while the first waited for
+    // ARP and a path would otherwise be counted (fast_path, misses) after
+    // the caller read the counters. Copies B gets late stay in its list.
     bool deliver_from_thread(const Packet& packet) {
-        for (int attempt = 0; attempt < 20; ++attempt) {
+        const auto taken = [&] {
+            return a_->counter("data_threads", "fast_path") + a_->counter("data_threads", "misses");
+        };
+        const std::uint64_t before = taken();
+        for (std::uint64_t attempt = 1; attempt <= 20; ++attempt) {
             a_->host->inject_queue(1, packet);
-            if (fabric_->run_until([&] { return received(*b_, packet); }, 500ms)) return true;
+            if (fabric_->run_until([&] { return received(*b_, packet); }, 500ms))
+                return fabric_->run_until([&] { return taken() == before + attempt; });
         }
         return false;
     }
