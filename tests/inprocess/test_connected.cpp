@@ -218,10 +218,10 @@ TEST_P(ConnectedNodes, IdleConnectionsAreReapedAndOpenedAgainWhenNeeded) {
     const ipoib::ConnectedLink& link = *d.interface().connected();
     ASSERT_TRUE(fabric_->run_until([&] { return link.counters().connected >= 1; }));  // set up behind the ping
     ASSERT_EQ(link.counters().connected, 1u);
-    ASSERT_TRUE(fabric_->run_until([&] { return link.counters().reaped_idle >= 1; }, 5s));
+    ASSERT_TRUE(fabric_->run_until([&] { return link.counters().reaped_idle >= 1; }, 20s));
     EXPECT_FALSE(link.connection_to(ipoib::HwAddress{.qpn = a_->qpn(), .gid = a_->node->port().attributes().gid()}));
     ASSERT_TRUE(fabric_->run_until(
-        [&] { return a_->interface().connected()->counters().disconnected_by_peer >= 1; }, 5s));
+        [&] { return a_->interface().connected()->counters().disconnected_by_peer >= 1; }, 20s));
     ASSERT_TRUE(deliver(d, *a_, icmp_echo_v4("198.18.0.4", "198.18.0.1", 2)));
     ASSERT_TRUE(fabric_->run_until([&] { return link.counters().connected >= 2; }));
     EXPECT_EQ(link.counters().connected, 2u);
