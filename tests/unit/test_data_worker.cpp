@@ -290,8 +290,12 @@ std::shared_ptr<ipoib::ForwardingSnapshot> snapshot_with(const IpAddress& ip, st
     return s;
 }
 
+// Until `done` holds; false after 10 s (a bound for a stuck worker, far
+// above what a loaded machine or ThreadSanitizer takes).
 bool wait_for(const std::function<bool()>& done) {
-    for (int i = 0; i < 2000 && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done() && std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return done();
 }
 
@@ -465,24 +469,31 @@ TEST_F(DataWorkerOnFakes, BusyPollsForTheWindowAfterADatagramThenSleeps) {
     // slice, and the window ends there, yielded_away.)
     ASSERT_TRUE(wait_for([&] { return counters_of(w).at("busy_poll_empty_polls") >= 1; }));
     EXPECT_EQ(counters_of(w).at("busy_poll_windows"), 1u);
-    // Past the window it sleeps: the polls stop. (Margins of hundreds of
-    // milliseconds: a loaded machine or ThreadSanitizer may hold the worker
-    // between its check and its count.)
-    std::this_thread::sleep_for(600ms);
-    const auto polls = counters_of(w).at("busy_poll_polls");
-    std::this_thread::sleep_for(200ms);
-    EXPECT_EQ(counters_of(w).at("busy_poll_polls"), polls);
+    // Past the window it sleeps: the polls stop (none for 200 ms, where a
+    // polling worker polls thousands of times). Waited for, not timed: a
+    // loaded machine or ThreadSanitizer may hold the worker between its
+    // check and its count for long.
+    const auto polls_stop = [&](std::chrono::steady_clock::duration within) {
+        const auto give_up = std::chrono::steady_clock::now() + within;
+        auto polls = counters_of(w).at("busy_poll_polls");
+        do {
+            std::this_thread::sleep_for(200ms);
+            const auto now_polls = counters_of(w).at("busy_poll_polls");
+            if (now_polls == polls) return true;
+            polls = now_polls;
+        } while (std::chrono::steady_clock::now() < give_up);
+        return false;
+    };
+    EXPECT_TRUE(polls_stop(10s));
 
-    // Turned off in a window: it sleeps at once.
-    w.set_busy_poll(10s);
+    // Turned off in a window of a minute: it sleeps (well before the
+    // window would end).
+    w.set_busy_poll(60s);
     q.put(udp4({198, 18, 0, 2}));
     ASSERT_TRUE(sent(3));
     ASSERT_TRUE(wait_for([&] { return counters_of(w).at("busy_poll_windows") == 2; }));
     w.set_busy_poll(0s);
-    std::this_thread::sleep_for(200ms);
-    const auto off = counters_of(w).at("busy_poll_polls");
-    std::this_thread::sleep_for(200ms);
-    EXPECT_EQ(counters_of(w).at("busy_poll_polls"), off);
+    EXPECT_TRUE(polls_stop(10s));
     w.stop();
     c = counters_of(w);
     EXPECT_EQ(c.at("fast_path"), 3u);
