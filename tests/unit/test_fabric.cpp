@@ -39,6 +39,13 @@ using transport::PortEvent;
 using transport::PortState;
 using Wire = std::vector<std::uint8_t>;
 
+// The soft ports of these tests send a link packet every 10 ms (they come
+// up at once) and drop their link after 10 s without one, not after 10 of
+// their intervals: the switch sends one every 50 ms tick, and a test loop
+// held up for 100 ms on a busy machine would take the link down and the
+// port out of ACTIVE mid-test.
+constexpr unsigned kTestLinkTimeoutIntervals = 1000;
+
 SocketAddress addr(int n) { return *parse_socket_address("198.18.0." + std::to_string(n) + ":4000"); }
 
 Wire link_packet() {
@@ -1082,7 +1089,8 @@ TEST(FabricService, SoftPortBecomesActiveThroughTheService) {
                                            .bind_to = *parse_socket_address("127.0.0.1:0"),
                                            .port_guid = 0x1234,
                                            .node_description = "fabric service test",
-                                           .link_interval = std::chrono::milliseconds(10)});
+                                           .link_interval = std::chrono::milliseconds(10),
+                                           .link_timeout_intervals = kTestLinkTimeoutIntervals});
     ASSERT_TRUE(port) << port.error().message();
 
     // The port is ACTIVE when it takes the last Set PortInfo; the SM when
@@ -1140,7 +1148,8 @@ TEST(FabricService, WithoutItsSmThePortsWaitForAnExternalOne) {
                                            .bind_to = *parse_socket_address("127.0.0.1:0"),
                                            .port_guid = 0x4321,
                                            .node_description = "no SM",
-                                           .link_interval = std::chrono::milliseconds(10)});
+                                           .link_interval = std::chrono::milliseconds(10),
+                                           .link_timeout_intervals = kTestLinkTimeoutIntervals});
     ASSERT_TRUE(port) << port.error().message();
     std::vector<ib::Smp> got;
     (*port)->managed().set_smp_intercept([&](const ib::Packet& p) {
@@ -1573,11 +1582,8 @@ struct MarkerNet {
 // 20 ms: the tests count held and direct packets exactly, and a test
 // descheduled for 20 ms between the marker and its next send must not see
 // the hold give up. Only the test of a marker not answered in time sets a
-// short one. Their link goes down after 10 s without a link packet
-// (kMarkerLinkTimeoutIntervals), not 10 of their 10 ms intervals: the
-// switch sends one every 50 ms tick, and a loop held up for 100 ms would
-// take the link down and the port out of ACTIVE mid-test.
-constexpr unsigned kMarkerLinkTimeoutIntervals = 1000;
+// short one. Their link lasts kTestLinkTimeoutIntervals, as every soft
+// port's here.
 
 void open_marker_net(MarkerNet& n, std::size_t b_budget = transport::UdpBatchSocket::kReceiveBudget,
                      std::uint32_t b_depth = 96,
@@ -1591,7 +1597,7 @@ void open_marker_net(MarkerNet& n, std::size_t b_budget = transport::UdpBatchSoc
                                          .port_guid = guid,
                                          .node_description = "marker test",
                                          .link_interval = std::chrono::milliseconds(10),
-                                         .link_timeout_intervals = kMarkerLinkTimeoutIntervals,
+                                         .link_timeout_intervals = kTestLinkTimeoutIntervals,
                                          .receive_budget = budget,
                                          .drain_timeout = std::chrono::seconds(10)};
         if (tune) tune(config);
@@ -1635,7 +1641,7 @@ TEST(CutThrough, AMovedLidWithdrawsTheRouteAndPacketsFollowIt) {
                                                .port_guid = 0xB2,
                                                .node_description = "marker test, restarted",
                                                .link_interval = std::chrono::milliseconds(10),
-                                               .link_timeout_intervals = kMarkerLinkTimeoutIntervals});
+                                               .link_timeout_intervals = kTestLinkTimeoutIntervals});
     ASSERT_TRUE(reopened) << reopened.error().message();
     n.b = std::move(*reopened);
     ASSERT_TRUE(n.pump_until([&] { return n.b->attributes().state == PortState::active; }));
@@ -1711,7 +1717,7 @@ TEST(CutThrough, AMarkerNotAnsweredInTimeSendsTheHeldPacketsThroughTheSwitch) {
     open_marker_net(n, transport::UdpBatchSocket::kReceiveBudget, 96, [](transport::SoftPortConfig& c) {
         // Short enough to wait out, long enough (against the microseconds
         // between the marker and the next send) that packet 1 is held.
-        // (The link stays up meanwhile: kMarkerLinkTimeoutIntervals. A
+        // (The link stays up meanwhile: kTestLinkTimeoutIntervals. A
         // link gone down releases the held packets too, but not as a drain
         // timeout.)
         c.drain_timeout = std::chrono::milliseconds(200);
@@ -2504,6 +2510,7 @@ struct Loopback {
                                             .bind_to = *parse_socket_address("127.0.0.1:0"),
                                             .port_guid = guid,
                                             .link_interval = std::chrono::milliseconds(10),
+                                            .link_timeout_intervals = kTestLinkTimeoutIntervals,
                                             .keys = std::move(keys)});
         EXPECT_TRUE(p) << p.error().message();
         ports.push_back(std::move(*p));

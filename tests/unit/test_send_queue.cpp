@@ -50,7 +50,10 @@ TEST_P(SendQueueTest, AnotherThreadSendsAsTheQpAndTheAddressStillReceivesEveryth
                                     .bind_to = *parse_socket_address("127.0.0.1:0"),
                                     .port_guid = guid,
                                     .node_description = "send queue test",
-                                    .link_interval = std::chrono::milliseconds(10)};
+                                    .link_interval = std::chrono::milliseconds(10),
+                                    // 10 s without a link packet, not 10 intervals: a
+                                    // busy machine holds the loop up for more than 100 ms.
+                                    .link_timeout_intervals = 1000};
         if (keyed) c.keys = keys;
         return transport::SoftPort::open(c);
     };
