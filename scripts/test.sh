@@ -56,7 +56,9 @@ summary() {
   for line in "${STAGES[@]}"; do
     case $line in *"[download]"*) downloads=$((downloads + $(echo "$line" | awk '{print $(NF-1)}'))) ;; esac
   done
-  printf '%-44s %5d s\n' "all" "$SECONDS" "all but the downloads" $((SECONDS - downloads))
+  printf '%-44s %5d s\n' "all" "$SECONDS"
+  # The budget is a figure to watch, not a test: a slow machine is no failure.
+  printf '%-44s %5d s (budget on a fresh 2-CPU machine: 1500 s)\n' "all but the downloads" $((SECONDS - downloads))
   if [ ${#COUNTS[@]} -gt 0 ]; then
     echo "tests per stage:"
     printf '%s\n' "${COUNTS[@]}"
