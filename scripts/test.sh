@@ -19,6 +19,9 @@
 #               alone and in whole nodes (in-process, soft fabric), and the
 #               verbs send queue on the fake HCA
 #
+# build-san/ is built at nice 19 while build/'s tests run, build-tsan/
+# while build-san/'s do: a build takes the CPU the tests leave idle.
+#
 # The budget (docs/testing.md): 25 minutes on a fresh 2-CPU machine, the
 # downloads (apt-get, debootstrap) aside, which are timed apart. No test
 # may bound load-dependent work by a fixed deadline: bound it by progress.
@@ -46,8 +49,8 @@ count_ctest() {  # count_ctest LABEL DIR [ctest args]: tests ctest runs there
   shift 2
   COUNTS+=("$(printf '%-44s %5d' "$label" "$(ctest --test-dir "$dir" -N "$@" | sed -n 's/^Total Tests: //p')")")
 }
-summary() {
-  local rc=$?
+summary() {  # summary EXIT_STATUS
+  local rc=$1
   stage_end
   echo
   echo "== summary ($( [ $rc -eq 0 ] && echo passed || echo "FAILED, exit $rc"))"
@@ -64,7 +67,42 @@ summary() {
     printf '%s\n' "${COUNTS[@]}"
   fi
 }
-trap summary EXIT
+
+# A build beside a test stage: the next tree's build runs at the lowest CPU
+# priority while ctest runs the last one's tests, and takes only the CPU
+# time they leave idle (they wait on sweeps, retries and peers more than
+# they compute). Tests bound their waits by events or progress, not by
+# deadlines (docs/testing.md), and pass beside a CPU hog at full priority
+# (stress-ng --cpu 2); a nice 19 build is a gentler neighbour than that.
+bg_pid=""
+bg_log=""
+bg_build() {  # bg_build LOG FUNCTION: runs FUNCTION at nice 19 in the background
+  bg_log=$1
+  ( renice -n 19 "$BASHPID" >/dev/null && "$2" ) >"$bg_log" 2>&1 &
+  bg_pid=$!
+}
+bg_wait() {  # bg_wait WHAT: waits for the background build, fails with its log's tail
+  local pid=$bg_pid
+  bg_pid=""
+  if ! wait "$pid"; then
+    tail -n 60 "$bg_log" >&2
+    echo "$1 failed (its log: $bg_log)" >&2
+    exit 1
+  fi
+  echo "$1: done (its log: $bg_log)"
+}
+kill_tree() {  # kill_tree PID: PID and every process under it (ours only)
+  local child
+  for child in $(pgrep -P "$1" 2>/dev/null); do kill_tree "$child"; done
+  kill -TERM "$1" 2>/dev/null || true
+}
+bg_stop() {  # on exit: a build still running beside a failed stage is stopped
+  if [ -n "$bg_pid" ]; then
+    kill_tree "$bg_pid"
+    wait "$bg_pid" 2>/dev/null || true
+  fi
+}
+trap 'summary_rc=$?; bg_stop; summary "$summary_rc"' EXIT
 
 stage "deps: apt-get [download]"
 scripts/install-deps.sh
@@ -103,37 +141,49 @@ if [ "$(id -u)" -eq 0 ] && command -v debootstrap >/dev/null; then
   bash tests/systemd/nspawn_root.sh "${depends[@]}" | tail -n 1
 fi
 
+
 # The rest of build/: tests and benchmarks, with the package's flags (no
 # debug information: -g doubles the compile time of a test file, and a
 # failure here is debugged in a developer's own build).
 stage "build (g++, -Werror): the tests"
 cmake --build build -j "$jobs"
-stage "tests (g++)"
-count_ctest "build/ (g++)" build
-ctest --test-dir build --output-on-failure --timeout 300 -j "$test_jobs"
 
 # Line tables are enough for the sanitizers' reports (file:line in every
 # frame) at a fraction of -g's cost.
-stage "build-san (clang, ASan+UBSan, libFuzzer)"
-CC=clang CXX=clang++ cmake -S . -B build-san -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-  -DCMAKE_CXX_FLAGS_DEBUG="-O0 -gline-tables-only" \
-  -DIPOIBD_SANITIZE=ON -DIPOIBD_FUZZ=ON -DIPOIBD_BENCH=OFF "${launcher[@]}"
-cmake --build build-san -j "$jobs"
-stage "tests (ASan+UBSan, fuzzers)"
-count_ctest "build-san/ (ASan+UBSan)" build-san
-export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:strict_string_checks=1
-export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-ctest --test-dir build-san --output-on-failure --timeout 300 -j "$test_jobs"
+san_build() {
+  CC=clang CXX=clang++ cmake -S . -B build-san -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+    -DCMAKE_CXX_FLAGS_DEBUG="-O0 -gline-tables-only" \
+    -DIPOIBD_SANITIZE=ON -DIPOIBD_FUZZ=ON -DIPOIBD_BENCH=OFF "${launcher[@]}" &&
+    cmake --build build-san -j "$jobs"
+}
+stage "tests (g++), build-san building beside them"
+mkdir -p build-san
+bg_build build-san/build.log san_build
+count_ctest "build/ (g++)" build
+ctest --test-dir build --output-on-failure --timeout 300 -j "$test_jobs"
+stage "build-san (clang, ASan+UBSan, libFuzzer): the rest"
+bg_wait "build-san (clang, ASan+UBSan, libFuzzer)"
 
-stage "build-tsan (clang, ThreadSanitizer: data threads)"
 tsan_targets=(data_worker_tests send_queue_tests data_threads_tests)
 if [ -f /usr/include/infiniband/verbs.h ]; then  # the verbs send queue on the fake HCA (tests/hw)
   tsan_targets+=(verbs_fake_hca_tests)
 fi
-CC=clang CXX=clang++ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" -DIPOIBD_TEST_CXX_FLAGS=-O1 \
-  -DIPOIBD_TSAN=ON -DIPOIBD_BENCH=OFF "${launcher[@]}"
-cmake --build build-tsan -j "$jobs" --target "${tsan_targets[@]}"
+tsan_build() {
+  CC=clang CXX=clang++ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" -DIPOIBD_TEST_CXX_FLAGS=-O1 \
+    -DIPOIBD_TSAN=ON -DIPOIBD_BENCH=OFF "${launcher[@]}" &&
+    cmake --build build-tsan -j "$jobs" --target "${tsan_targets[@]}"
+}
+stage "tests (ASan+UBSan, fuzzers), build-tsan building beside them"
+mkdir -p build-tsan
+bg_build build-tsan/build.log tsan_build
+count_ctest "build-san/ (ASan+UBSan)" build-san
+export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:strict_string_checks=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest --test-dir build-san --output-on-failure --timeout 300 -j "$test_jobs"
+stage "build-tsan (clang, ThreadSanitizer: data threads): the rest"
+bg_wait "build-tsan (clang, ThreadSanitizer: data threads)"
+
 stage "tests (ThreadSanitizer)"
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 tsan_run() {  # tsan_run PROGRAM [FILTER]: runs it, counts its tests
