@@ -27,8 +27,17 @@
 # are 67 ms, and a peer or the fabric stalled that long on a loaded 2-CPU
 # machine while the client ran, since the engine alone, under this load on
 # a wire whose packets come up to 12 ms late, never ran out in a million
-# messages (RcSlowWire in test_rc_qp.cpp). 17 ms gives such a stall 134 ms,
-# for some 9 s more of this run under ASan (1,400 timeouts).
+# messages (RcSlowWire in test_rc_qp.cpp). At 17 ms (8 timeouts: 134 ms) a
+# fresh run of scripts/test.sh under ASan ran out once more (1307e61: READ
+# 80,735 of 100,000, 1,294 timeouts), begun beside three scenarios running
+# iperf3 and a build writing to the same disk as ibfabricd's capture. The
+# retry count is IBA's deadline and a stall past it is a failure by the
+# spec; a test cannot make a loaded machine stall less, so it gives the
+# stall room: 67 ms (--timeout 14, a common HCA setting), eight timeouts
+# 537 ms, for some 60 s more of the run, most of it waiting. And the
+# capture goes to /dev/shm where there is one: ibfabricd writes it from
+# its forwarding loop (see issue 43's note), and a write that waits on a
+# busy disk's writeback stalls the whole switch.
 #
 # Bounds: every ibrcperf run here is bounded by progress, not by the
 # clock (--run-timeout none --stall-timeout 20: fail when no message has
@@ -58,9 +67,17 @@ star_underlay "$FAB" 198.18.105.100/24
 star_host "$FAB" "$S" "s$$" 198.18.105.1/24
 star_host "$FAB" "$C" "c$$" 198.18.105.2/24
 
+# The capture (some 150 MB) in memory, off the disk, where /dev/shm is.
+CAPDIR=$WORK
+if [ -d /dev/shm ] && [ -w /dev/shm ]; then
+  CAPDIR=$(mktemp -d /dev/shm/ipoibd-rc_faults.XXXXXX)
+  CLEANUP_HOOKS+=("rm -rf '$CAPDIR'")
+fi
+PCAP=$CAPDIR/rc.pcap
+
 # 1. 100,000 messages through faults
 start "$FAB" "$WORK/fabric.log" "$BIN/ibfabricd" --listen "$FABRIC" --sweep-interval 500ms \
-  --control-socket none --pcap "$WORK/rc.pcap" \
+  --control-socket none --pcap "$PCAP" \
   --fault loss=5%,dup=1%,reorder=1%,corrupt=0.5% --fault-seed 2026
 FABPID=${PIDS[-1]}
 wait_for 5 "$WORK/fabric.log" "listening on" || fail "ibfabricd did not start"
@@ -71,7 +88,7 @@ SERVER=${PIDS[-1]}
 rc=0
 ip netns exec "$C" "$BIN/ibrcperf" client --fabric "$FABRIC" --instance rc-client \
   --connect 198.18.105.1:18515 --test mixed --count 100000 --size 12:1800 --mtu 512 --depth 8 \
-  --timeout 12 --seed 20 --run-timeout none --stall-timeout "$STALL" >"$WORK/client.log" 2>&1 || rc=$?
+  --timeout 14 --seed 20 --run-timeout none --stall-timeout "$STALL" >"$WORK/client.log" 2>&1 || rc=$?
 # On failure the client's own lines and every counter of its RC engine
 # (a run of timeouts tells a stalled peer from a lost packet).
 [ "$rc" -eq 0 ] || fail "the client failed (exit $rc): $(grep -E '^(client|ibrcperf|connected|retransmitted|rc )' "$WORK/client.log" | tail -n 40)"
@@ -109,15 +126,15 @@ server_qpn=$(sed -n 's/^connected: .*remote LID 0x[0-9a-f]* QPN \(0x[0-9a-f]*\).
 client_lid=$(sed -n 's/^connected: .*remote LID \(0x[0-9a-f]*\) QPN.*/\1/p' "$WORK/server.log")
 [ -n "$client_qpn" ] && [ -n "$server_lid" ] && [ -n "$server_qpn" ] && [ -n "$client_lid" ] ||
   fail "the connection lines of client.log and server.log"
-[ -s "$WORK/rc.pcap" ] || fail "ibfabricd wrote no capture"
+[ -s "$PCAP" ] || fail "ibfabricd wrote no capture"
 if [ "${RC_FAULTS_DECODE_CAPTURE:-1}" = 0 ]; then
-  pass "capture of $(stat -c %s "$WORK/rc.pcap") bytes written; not decoded (RC_FAULTS_DECODE_CAPTURE=0: the sanitizer tree)"
+  pass "capture of $(stat -c %s "$PCAP") bytes written; not decoded (RC_FAULTS_DECODE_CAPTURE=0: the sanitizer tree)"
 else
-  python3 "$HERE/check_rc_capture.py" "$WORK/rc.pcap" --a "$client_lid:$client_qpn" --b "$server_lid:$server_qpn" \
+  python3 "$HERE/check_rc_capture.py" "$PCAP" --a "$client_lid:$client_qpn" --b "$server_lid:$server_qpn" \
     >"$WORK/capture.log" 2>&1 || fail "the capture: $(tail -n 25 "$WORK/capture.log")"
   pass "$(tail -n 1 "$WORK/capture.log")"
 fi
-rm -f "$WORK/rc.pcap"
+rm -f "$PCAP"
 
 # 3. Retry exceeded: the responder dies
 start "$FAB" "$WORK/fabric2.log" "$BIN/ibfabricd" --listen "$FABRIC" --sweep-interval 500ms --control-socket none
