@@ -173,7 +173,7 @@ if [ -f /usr/include/infiniband/verbs.h ]; then  # the verbs send queue on the f
 fi
 tsan_build() {
   CC=clang CXX=clang++ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" -DIPOIBD_TEST_CXX_FLAGS=-O1 \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
     -DIPOIBD_TSAN=ON -DIPOIBD_BENCH=OFF "${launcher[@]}" &&
     cmake --build build-tsan -j "$jobs" --target "${tsan_targets[@]}"
 }

@@ -87,10 +87,16 @@ bytes=$(python3 -c "import json; print(int(json.load(open('$WORK/iperf-ab.json')
 [ "$bytes" -gt 0 ] || fail "iperf3 A -> B moved nothing"
 fast_a=$(stat_of a data_threads fast_path); fast_b=$(stat_of b data_threads fast_path)
 miss_a=$(stat_of a data_threads misses); dropped=$(stat_of a data_threads miss_queue_dropped)
-# Floors relative to what went through, not to a rate: whatever a busy
-# machine moved in 3 s, at least half the datagrams it took (2044 bytes at
-# most each) went through the data threads.
-[ $((fast_a * 2044 * 2)) -ge "$bytes" ] || fail "A's data thread sent $fast_a datagrams of iperf3's $bytes bytes"
+# A floor relative to what went through, not to a rate: whatever a busy
+# machine moved in 3 s, at least 1% of the datagrams it took (2044 bytes
+# at most each) went through the data thread. Not more: which queue a
+# stream takes is the hash's draw and the streams' shares differ (one run
+# here: 15.2 to 40.3 MB each), so the data thread's part is about half on
+# average and anything from none to all in a run (a floor of half failed
+# a fresh run of 35e6fa1 at 85,960 datagrams of 176,700). Below 1% means
+# no stream took the data thread's queue (1 run in 65,536) or one that
+# did was starved.
+[ $((fast_a * 2044 * 100)) -ge "$bytes" ] || fail "A's data thread sent $fast_a datagrams of iperf3's $bytes bytes"
 [ "$fast_b" -gt 10 ] || fail "B's data thread sent $fast_b datagrams (the streams' ACKs)"
 [ "$miss_a" -lt 100 ] || fail "A's data thread handed $miss_a datagrams back"
 [ "$dropped" -eq 0 ] || fail "A's miss queue dropped $dropped"
