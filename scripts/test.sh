@@ -144,7 +144,6 @@ if [ "$(id -u)" -eq 0 ] && command -v debootstrap >/dev/null; then
   bash tests/systemd/nspawn_root.sh "${depends[@]}" | tail -n 1
 fi
 
-
 # The rest of build/: tests and benchmarks, with the package's flags (no
 # debug information: -g doubles the compile time of a test file, and a
 # failure here is debugged in a developer's own build).
