@@ -81,9 +81,18 @@ bg_build() {  # bg_build LOG FUNCTION: runs FUNCTION at nice 19 in the backgroun
   ( renice -n 19 "$BASHPID" >/dev/null && "$2" ) >"$bg_log" 2>&1 &
   bg_pid=$!
 }
+renice_tree() {  # renice_tree NICE PID: PID and every process under it
+  local child
+  renice -n "$1" -p "$2" >/dev/null 2>&1 || true
+  for child in $(pgrep -P "$2" 2>/dev/null); do renice_tree "$1" "$child"; done
+}
 bg_wait() {  # bg_wait WHAT: waits for the background build, fails with its log's tail
   local pid=$bg_pid
   bg_pid=""
+  # What is left of the build is the stage now: back at this script's
+  # priority, or a CPU hog beside the command (stress-ng at nice 0) would
+  # leave it 1.5% of the machine.
+  renice_tree "$(nice)" "$pid"
   if ! wait "$pid"; then
     tail -n 60 "$bg_log" >&2
     echo "$1 failed (its log: $bg_log)" >&2
