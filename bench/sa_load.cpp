@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "fabric/sa_server.h"
+#include "fabric/sa/sa_server.h"
 #include "transport/gid.h"
 
 using namespace ipoibd;

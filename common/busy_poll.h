@@ -14,7 +14,7 @@
 // CPU, which says nothing of this machine's load; without the run delay,
 // the whole of a slow yield counts as held by others.
 //
-// One BusyPoller per polling thread: the event loop's (daemon/event_loop.h)
+// One BusyPoller per polling thread: the event loop's (runtime/event_loop.h)
 // and each data thread's (interface/data_worker.h). Everything but
 // set_window() and counters_snapshot() is the polling thread's.
 #pragma once

@@ -22,31 +22,31 @@
 #include <optional>
 #include <string_view>
 
-#include "daemon/log.h"
-#include "daemon/message_ids.h"
-#include "daemon/rate_limit.h"
+#include "runtime/log.h"
+#include "runtime/message_ids.h"
+#include "runtime/rate_limit.h"
 #include "ipoib/engine.h"
 
 namespace ipoibd::daemon {
 
-LogLevel level_of(ipoib::EngineEventKind k);
-std::optional<MessageId> message_id_of(ipoib::EngineEventKind k);
+runtime::LogLevel level_of(ipoib::EngineEventKind k);
+std::optional<runtime::MessageId> message_id_of(ipoib::EngineEventKind k);
 // True for the kinds a fabric packet sets off, which are rate-limited.
 bool set_off_by_the_fabric(ipoib::EngineEventKind k);
 
 class EngineEventLog {
 public:
-    explicit EngineEventLog(Logger& logger, RateLimiter::Config config = {}) : logger_(logger), limiter_(config) {}
+    explicit EngineEventLog(runtime::Logger& logger, runtime::RateLimiter::Config config = {}) : logger_(logger), limiter_(config) {}
 
-    void log(std::string_view ifname, const ipoib::EngineEvent& e, Clock::time_point now);
+    void log(std::string_view ifname, const ipoib::EngineEvent& e, runtime::Clock::time_point now);
     // Reports the windows that ended with events held back.
-    void flush(Clock::time_point now);
+    void flush(runtime::Clock::time_point now);
 
 private:
     void report(std::string_view reason, std::uint64_t suppressed);
 
-    Logger& logger_;
-    RateLimiter limiter_;
+    runtime::Logger& logger_;
+    runtime::RateLimiter limiter_;
 };
 
 }  // namespace ipoibd::daemon

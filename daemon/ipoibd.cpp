@@ -8,14 +8,14 @@
 #include <string>
 
 #include "config/load.h"
-#include "daemon/heap.h"
+#include "runtime/heap.h"
 #include "daemon/node.h"
 
 using namespace ipoibd;
 
 namespace {
 
-int fail(daemon::Logger& log, const std::string& message) {
+int fail(runtime::Logger& log, const std::string& message) {
     log.error(message);
     return 1;
 }
@@ -49,18 +49,18 @@ int main(int argc, char** argv) {
                                         ? config::default_config_path(command_line->instance)
                                         : command_line->config_file;
 
-    if (auto r = daemon::EventLoop::block_daemon_signals(); !r) {
+    if (auto r = runtime::EventLoop::block_daemon_signals(); !r) {
         std::fprintf(stderr, "ipoibd: %s\n", r.error().message().c_str());
         return 1;
     }
-    const daemon::LogTarget target = command_line->foreground || command_line->log_target == "stderr"
-                                         ? daemon::LogTarget::stderr_lines
-                                     : command_line->log_target == "journal" ? daemon::LogTarget::journal
-                                                                             : daemon::LogTarget::automatic;
-    daemon::Logger log({.target = target, .min_level = static_cast<daemon::LogLevel>(config->daemon.log_level)});
-    if (!daemon::tune_heap()) log.warning("could not set malloc's trim and mmap thresholds: freed message buffers may go back to the kernel");
-    daemon::Notifier notify;
-    auto loop = daemon::EventLoop::create();
+    const runtime::LogTarget target = command_line->foreground || command_line->log_target == "stderr"
+                                         ? runtime::LogTarget::stderr_lines
+                                     : command_line->log_target == "journal" ? runtime::LogTarget::journal
+                                                                             : runtime::LogTarget::automatic;
+    runtime::Logger log({.target = target, .min_level = static_cast<runtime::LogLevel>(config->daemon.log_level)});
+    if (!runtime::tune_heap()) log.warning("could not set malloc's trim and mmap thresholds: freed message buffers may go back to the kernel");
+    runtime::Notifier notify;
+    auto loop = runtime::EventLoop::create();
     if (!loop) return fail(log, "could not create the event loop: " + loop.error().message());
 
     daemon::Node node(*config, config_file, command_line->instance, log, notify, **loop, command_line->overrides);

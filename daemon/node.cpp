@@ -12,10 +12,10 @@
 #include <cstring>
 
 #include "config/load.h"
-#include "daemon/capabilities.h"
+#include "runtime/capabilities.h"
 #include "daemon/engine_config.h"
-#include "daemon/journal_fields.h"
-#include "daemon/message_ids.h"
+#include "runtime/journal_fields.h"
+#include "runtime/message_ids.h"
 #include "fabric/fabric_service.h"
 #include "host/tap_port.h"
 #include "host/tun_port.h"
@@ -52,7 +52,7 @@ constexpr std::chrono::milliseconds kPollInterval{50};
 // deadline. A deadline is at most this late.
 constexpr std::chrono::milliseconds kRescheduleHoldoff{50};
 
-LogLevel to_log_level(config::LogLevel l) { return static_cast<LogLevel>(static_cast<std::uint8_t>(l)); }
+runtime::LogLevel to_log_level(config::LogLevel l) { return static_cast<runtime::LogLevel>(static_cast<std::uint8_t>(l)); }
 
 std::vector<host::HostRoute> host_routes(const std::vector<config::Route>& routes) {
     std::vector<host::HostRoute> out;
@@ -72,8 +72,8 @@ std::vector<config::Route> config_routes(const std::vector<host::HostRoute>& rou
 
 void visit(const NodeCounters& c, CounterSink& out) { out.counter("capture_errors", c.capture_errors); }
 
-Node::Node(config::DaemonConfig config, std::string config_file, std::string instance, Logger& log, Notifier& notify,
-           EventLoop& loop, std::vector<config::ConfigOverride> overrides)
+Node::Node(config::DaemonConfig config, std::string config_file, std::string instance, runtime::Logger& log, runtime::Notifier& notify,
+           runtime::EventLoop& loop, std::vector<config::ConfigOverride> overrides)
     : config_(std::move(config)),
       config_file_(std::move(config_file)),
       instance_(std::move(instance)),
@@ -81,9 +81,9 @@ Node::Node(config::DaemonConfig config, std::string config_file, std::string ins
       log_(log),
       notify_(notify),
       loop_(loop) {
-    drops_log_ = std::make_unique<RateLimitedLog>(log_, LogLevel::debug);
+    drops_log_ = std::make_unique<runtime::RateLimitedLog>(log_, runtime::LogLevel::debug);
     // Datagrams from outside the fabric: someone is trying something.
-    fabric_drops_log_ = std::make_unique<RateLimitedLog>(log_, LogLevel::warning);
+    fabric_drops_log_ = std::make_unique<runtime::RateLimitedLog>(log_, runtime::LogLevel::warning);
     event_log_ = std::make_unique<EngineEventLog>(log_);
 }
 
@@ -111,7 +111,7 @@ void Node::open_rdma_cm() {
     }
     rdma_cm_ = std::move(*r);
     if (auto added = loop_.add_fd(rdma_cm_->fd(), [this] {
-            rdma_cm_->process(Clock::now());
+            rdma_cm_->process(runtime::Clock::now());
             end_of_turn();
         });
         !added) {
@@ -165,13 +165,13 @@ expected<void, std::string> Node::open_fabric() {
             if (!partitions) return unexpected("[fabric] embedded-partitions: " + partitions.error().to_string());
             o.sm.partitions = std::move(*partitions);
         }
-        o.log = [this](const std::string& line) { log_.info(line, {{field::kIfname, instance_}}); };
+        o.log = [this](const std::string& line) { log_.info(line, {{runtime::field::kIfname, instance_}}); };
         auto service = fabric::FabricService::open(std::move(o));
         if (!service) return unexpected("could not start the embedded fabric service: " + service.error());
         fabric_service_ = std::move(*service);
         if (auto r = loop_.add_fd(fabric_service_->fd(),
                                   [this] {
-                                      const auto now = Clock::now();
+                                      const auto now = runtime::Clock::now();
                                       fabric_service_->on_readable(now);
                                       fabric_service_->after_wakeup(now);
                                   });
@@ -217,7 +217,7 @@ expected<void, std::string> Node::attach_port(transport::OpenedPort opened) {
     port_name_ = std::move(opened.name);
     port_device_ = std::move(opened.device);
     port_->set_drop_log([this](std::string_view reason, const std::string& message) {
-        fabric_drops_log_->log(reason, message, {}, Clock::now());
+        fabric_drops_log_->log(reason, message, {}, runtime::Clock::now());
     });
     if (!config_.daemon.capture.empty())
         if (auto r = open_capture(config_.daemon.capture); !r) {
@@ -260,7 +260,7 @@ expected<void, std::string> Node::attach_port(transport::OpenedPort opened) {
     if (mad_pollable_ && ws.fd != port_->fd())
         if (auto r = loop_.add_fd(ws.fd, [this] { port_ready(); }); !r)
             return unexpected("could not watch the MAD path: " + r.error().message());
-    log_.info("port " + port_name_ + " opened", {{field::kDevice, port_device_}});
+    log_.info("port " + port_name_ + " opened", {{runtime::field::kDevice, port_device_}});
     return {};
 }
 
@@ -327,7 +327,7 @@ expected<std::unique_ptr<host::HostPort>, std::string> Node::open_host(const Int
     if (!tun) return unexpected(tun.error());
     (*tun)->on_write_error([this, name = (*tun)->name()](int error) {
         drops_log_->log("tun_write", "could not write to " + name + ": " + std::strerror(error),
-                        {{field::kIfname, name}}, Clock::now());
+                        {{runtime::field::kIfname, name}}, runtime::Clock::now());
     });
     return std::unique_ptr<host::HostPort>(std::move(*tun));
 }
@@ -403,10 +403,10 @@ expected<void, std::string> Node::add_interface(std::unique_ptr<host::HostPort> 
     if (fd >= 0)
         if (auto r = loop_.add_fd(fd,
                                   [this, &added] {
-                                      added.read_host(Clock::now());
+                                      added.read_host(runtime::Clock::now());
                                       added.flush_host();
                                       if (added.host().gone()) host_gone(added, "a read");
-                                      schedule(Clock::now());
+                                      schedule(runtime::Clock::now());
                                   });
             !r)
             return unexpected("could not watch " + added.name() + ": " + r.error().message());
@@ -414,10 +414,10 @@ expected<void, std::string> Node::add_interface(std::unique_ptr<host::HostPort> 
         added.set_busy_poll(loop_.busy_poll());
         if (auto r = added.start_data_threads(data_threads_); !r) {
             log_.warning(added.name() + ": one data thread, not " + std::to_string(data_threads_) + ": " + r.error(),
-                         {{field::kIfname, added.name()}});
+                         {{runtime::field::kIfname, added.name()}});
         } else if (auto w = loop_.add_fd(added.miss_fd(),
                                          [this, &added] {
-                                             const auto now = Clock::now();
+                                             const auto now = runtime::Clock::now();
                                              added.serve_misses(now);
                                              added.flush_host();
                                              schedule(now);
@@ -427,14 +427,14 @@ expected<void, std::string> Node::add_interface(std::unique_ptr<host::HostPort> 
             return unexpected("could not watch " + added.name() + "'s data threads: " + w.error().message());
         }
     } else if (settings.daemon.data_threads > 1) {
-        log_.warning(added.name() + ": one data thread (TAP mode has one queue)", {{field::kIfname, added.name()}});
+        log_.warning(added.name() + ": one data thread (TAP mode has one queue)", {{runtime::field::kIfname, added.name()}});
     }
     log_.info("interface " + added.name() + " created (P_Key " + ipoib::hex16(spec.pkey) + ")",
-              {{field::kIfname, added.name()}, {field::kPkey, ipoib::hex16(spec.pkey)}});
+              {{runtime::field::kIfname, added.name()}, {runtime::field::kPkey, ipoib::hex16(spec.pkey)}});
     return {};
 }
 
-void Node::remove_interface(const std::string& name, Clock::time_point now) {
+void Node::remove_interface(const std::string& name, runtime::Clock::time_point now) {
     auto it = std::find_if(interfaces_.begin(), interfaces_.end(), [&](const auto& i) { return i->name() == name; });
     if (it == interfaces_.end() || it == interfaces_.begin()) return;  // the parent stays
     iface::Interface& i = **it;
@@ -443,7 +443,7 @@ void Node::remove_interface(const std::string& name, Clock::time_point now) {
     if (const int fd = i.miss_fd(); fd >= 0) loop_.remove_fd(fd);
     i.stop_data_threads();
     mad_->unregister_client(i);
-    log_.info("interface " + name + " removed", {{field::kIfname, name}});
+    log_.info("interface " + name + " removed", {{runtime::field::kIfname, name}});
     interfaces_.erase(it);  // its TUN/TAP device goes with its fd
 }
 
@@ -451,7 +451,7 @@ void Node::remove_interface(const std::string& name, Clock::time_point now) {
 // 3. Control socket, capabilities
 
 expected<void, std::string> Node::open_control() {
-    auto c = ControlServer::open(loop_, config_.daemon.control_socket,
+    auto c = runtime::ControlServer::open(loop_, config_.daemon.control_socket,
                                  [this](std::string_view command) { return answer(command); });
     if (!c) return unexpected("could not open the control socket: " + c.error().message());
     control_ = std::move(*c);
@@ -460,7 +460,7 @@ expected<void, std::string> Node::open_control() {
 
 expected<void, std::string> Node::open_metrics() {
     if (config_.daemon.metrics_listen) {
-        auto http = MetricsHttpServer::open(loop_, *config_.daemon.metrics_listen, [this] { return metrics(); });
+        auto http = runtime::MetricsHttpServer::open(loop_, *config_.daemon.metrics_listen, [this] { return metrics(); });
         if (!http) return unexpected("[daemon] metrics-listen: " + http.error().message());
         metrics_http_ = std::move(*http);
         log_.info("metrics at http://" + metrics_http_->local_address().to_string() + "/metrics");
@@ -476,7 +476,7 @@ expected<void, std::string> Node::open_metrics() {
 // node_exporter's textfile collector reads the file at each scrape.
 void Node::write_metrics_file() {
     if (auto r = write_textfile(config_.daemon.metrics_file, metrics()); !r)
-        drops_log_->log("metrics_file", r.error(), {}, Clock::now());
+        drops_log_->log("metrics_file", r.error(), {}, runtime::Clock::now());
     metrics_file_timer_ = loop_.add_timer_after(std::chrono::seconds(10), [this] { write_metrics_file(); });
 }
 
@@ -484,14 +484,14 @@ void Node::drop_capabilities() {
     // CAP_NET_ADMIN: addresses, routes and the carrier at run time (SIGHUP,
     // link changes); CAP_NET_RAW: the verbs port's raw QPs.
     static constexpr cap_value_t kKeep[] = {CAP_NET_ADMIN, CAP_NET_RAW};
-    if (auto r = keep_only_capabilities(kKeep, log_); !r)
+    if (auto r = runtime::keep_only_capabilities(kKeep, log_); !r)
         log_.warning("could not drop capabilities: " + r.error().message());
 }
 
 // ---------------------------------------------------------------------------
 // 4. The loop
 
-void Node::start_interfaces_if_ready(Clock::time_point now) {
+void Node::start_interfaces_if_ready(runtime::Clock::time_point now) {
     if (stopping_) return;
     // Called every time the port is served: once every interface runs,
     // nothing to do (and no copy of the port's attributes and P_Key table).
@@ -504,7 +504,7 @@ void Node::start_interfaces_if_ready(Clock::time_point now) {
         if (!announced) {
             mad_->path().refresh_port();
             log_.info("port active: LID " + std::to_string(a.lid) + ", joining the broadcast group",
-                      {{field::kLid, field::format_lid(a.lid)}, {field::kGid, format_gid(a.gid())}});
+                      {{runtime::field::kLid, runtime::field::format_lid(a.lid)}, {runtime::field::kGid, format_gid(a.gid())}});
             (void)notify_.status("port active, joining the broadcast group");
             announced = true;
         }
@@ -512,20 +512,20 @@ void Node::start_interfaces_if_ready(Clock::time_point now) {
     }
 }
 
-void Node::handle_port_events(Clock::time_point now) {
+void Node::handle_port_events(runtime::Clock::time_point now) {
     transport::PortEvent events[16];
     const std::size_t n = port_->poll_events(events);
     for (std::size_t e = 0; e < n; ++e) {
         const transport::PortAttributes a = port_->attributes();
         mad_->path().refresh_port();
         log_.info(std::string("port event: ") + transport::to_string(events[e]),
-                  {{field::kLid, field::format_lid(a.lid)}});
+                  {{runtime::field::kLid, runtime::field::format_lid(a.lid)}});
         for (auto& i : interfaces_) i->on_port_event(events[e], a, now);
     }
     start_interfaces_if_ready(now);
 }
 
-std::size_t Node::poll_links(Clock::time_point now, std::size_t max) {
+std::size_t Node::poll_links(runtime::Clock::time_point now, std::size_t max) {
     std::size_t moved = 0;
     for (auto& i : interfaces_) moved += i->poll_link(now, max);
     return moved;
@@ -543,7 +543,7 @@ void Node::port_ready() {
 }
 
 void Node::process_port() {
-    const Clock::time_point now = Clock::now();
+    const runtime::Clock::time_point now = runtime::Clock::now();
     // Reap before every process(): each one may deliver a receive queue's
     // worth of datagrams, and a QP without posted buffers drops them.
     std::size_t moved = poll_links(now, 1024);
@@ -558,11 +558,11 @@ void Node::process_port() {
 void Node::end_of_turn() {
     port_->flush();
     for (auto& i : interfaces_) i->flush_host();
-    schedule(Clock::now());
+    schedule(runtime::Clock::now());
 }
 
 void Node::on_monitor_readable() {
-    const Clock::time_point now = Clock::now();
+    const runtime::Clock::time_point now = runtime::Clock::now();
     for (const netlink::MonitorEvent& ev : monitor_->drain()) {
         if (const auto* a = std::get_if<netlink::AddressEvent>(&ev)) {
             for (auto& i : interfaces_) {
@@ -584,12 +584,12 @@ void Node::on_monitor_readable() {
     end_of_turn();
 }
 
-void Node::resync_hosts(Clock::time_point now) {
+void Node::resync_hosts(runtime::Clock::time_point now) {
     for (auto& i : interfaces_) i->resync_host(now);
 }
 
-Clock::time_point Node::next_wakeup(Clock::time_point now) const {
-    Clock::time_point next = now + kMaxSleep;
+runtime::Clock::time_point Node::next_wakeup(runtime::Clock::time_point now) const {
+    runtime::Clock::time_point next = now + kMaxSleep;
     for (const auto& i : interfaces_)
         if (auto d = i->next_deadline()) next = std::min(next, *d);
     if (cm_)
@@ -601,7 +601,7 @@ Clock::time_point Node::next_wakeup(Clock::time_point now) const {
     return std::max(next, now);
 }
 
-void Node::arm(Clock::time_point at) {
+void Node::arm(runtime::Clock::time_point at) {
     if (timer_) {
         if (armed_for_ <= at) return;  // it fires sooner, and looks again then
         loop_.cancel_timer(*timer_);
@@ -613,12 +613,12 @@ void Node::arm(Clock::time_point at) {
     });
 }
 
-void Node::set_busy_poll(Clock::duration window) {
+void Node::set_busy_poll(runtime::Clock::duration window) {
     loop_.set_busy_poll(window);
     for (auto& i : interfaces_) i->set_busy_poll(window);
 }
 
-void Node::schedule(Clock::time_point now) {
+void Node::schedule(runtime::Clock::time_point now) {
     if (now < evaluated_at_ + kRescheduleHoldoff) {
         arm(evaluated_at_ + kRescheduleHoldoff);
         return;
@@ -630,7 +630,7 @@ void Node::schedule(Clock::time_point now) {
 // A soft port that the SM stops sweeping still says ACTIVE (nothing told it
 // otherwise), while the fabric may have given it up: say so once, and again
 // when the SM is back. Ports whose SMA is the kernel's cannot tell.
-void Node::check_sm_contact(Clock::time_point now) {
+void Node::check_sm_contact(runtime::Clock::time_point now) {
     const auto limit = config_.fabric.sm_silence;
     const auto last = port_->last_sm_contact();
     const bool watching = limit.count() > 0 && last && port_->attributes().state == transport::PortState::active;
@@ -642,13 +642,13 @@ void Node::check_sm_contact(Clock::time_point now) {
         log_.warning("no SMP from the subnet manager for " + seconds +
                          " s: its sweeps stopped, or it has lost this port; the port still says ACTIVE, but the "
                          "fabric may no longer route to it",
-                     {{field::kLid, field::format_lid(port_->attributes().lid)}});
+                     {{runtime::field::kLid, runtime::field::format_lid(port_->attributes().lid)}});
     else if (watching)
-        log_.notice("the subnet manager reaches this port again", {{field::kLid, field::format_lid(port_->attributes().lid)}});
+        log_.notice("the subnet manager reaches this port again", {{runtime::field::kLid, runtime::field::format_lid(port_->attributes().lid)}});
 }
 
 void Node::housekeeping() {
-    const Clock::time_point now = Clock::now();
+    const runtime::Clock::time_point now = runtime::Clock::now();
     if (fabric_service_) {
         fabric_service_->tick(now);
         fabric_service_->after_wakeup(now);
@@ -679,17 +679,17 @@ void Node::housekeeping() {
 }
 
 int Node::run() {
-    loop_.on_signal(SIGTERM, [this](const SignalInfo&) { stop("SIGTERM"); });
-    loop_.on_signal(SIGINT, [this](const SignalInfo&) { stop("SIGINT"); });
-    loop_.on_signal(SIGHUP, [this](const SignalInfo&) { reload(); });
-    loop_.on_signal(SIGUSR1, [this](const SignalInfo&) { log_counters(); });
+    loop_.on_signal(SIGTERM, [this](const runtime::SignalInfo&) { stop("SIGTERM"); });
+    loop_.on_signal(SIGINT, [this](const runtime::SignalInfo&) { stop("SIGINT"); });
+    loop_.on_signal(SIGHUP, [this](const runtime::SignalInfo&) { reload(); });
+    loop_.on_signal(SIGUSR1, [this](const runtime::SignalInfo&) { log_counters(); });
     start();
     if (auto r = loop_.run(); !r) {
         log_.error("event loop failed: " + r.error().message());
         return 1;
     }
     const std::string ifname = interfaces_.empty() ? instance_ : interfaces_.front()->name();
-    log_.info("ipoibd stopped", {{field::kIfname, ifname}});
+    log_.info("ipoibd stopped", {{runtime::field::kIfname, ifname}});
     return exit_status_;
 }
 
@@ -699,13 +699,13 @@ void Node::start() {
     // [daemon] watchdog = no: no pings (a unit with WatchdogSec= would then
     // restart the daemon; drop WatchdogSec= along with it).
     if (config_.daemon.watchdog)
-        loop_.set_on_iteration([this] { (void)notify_.watchdog(Clock::now()); }, notify_.watchdog_ping_interval());
+        loop_.set_on_iteration([this] { (void)notify_.watchdog(runtime::Clock::now()); }, notify_.watchdog_ping_interval());
     (void)notify_.status("waiting for the port to become ACTIVE");
     const std::string ifname = interfaces_.empty() ? instance_ : interfaces_.front()->name();
     log_.info("ipoibd " IPOIBD_VERSION " started on " + port_name_,
-              {{field::kIfname, ifname}, {field::kVersion, IPOIBD_VERSION}, {field::kConfigFile, config_file_}},
-              msgid::kDaemonStarted);
-    start_interfaces_if_ready(Clock::now());
+              {{runtime::field::kIfname, ifname}, {runtime::field::kVersion, IPOIBD_VERSION}, {runtime::field::kConfigFile, config_file_}},
+              runtime::msgid::kDaemonStarted);
+    start_interfaces_if_ready(runtime::Clock::now());
     housekeeping();
 }
 
@@ -718,7 +718,7 @@ void Node::host_gone(iface::Interface& i, const char* seen_by) {
     i.stop_data_threads();
     log_.error(i.name() + " was deleted (" + seen_by + " said so): stopping with status 1 (the service manager " +
                    "starts ipoibd again, with its devices)",
-               {{field::kIfname, i.name()}});
+               {{runtime::field::kIfname, i.name()}});
     exit_status_ = 1;
     stop("the deletion of " + i.name());
 }
@@ -729,16 +729,16 @@ void Node::stop(const std::string& why) {
     (void)notify_.stopping(std::string("leaving multicast groups (") + why + ")");
     for (auto& i : interfaces_) {
         log_.notice(std::string("stopping on ") + why + ": leaving every multicast group",
-                    {{field::kIfname, i->name()}}, msgid::kDaemonStopping);
-        i->stop(Clock::now());
+                    {{runtime::field::kIfname, i->name()}}, runtime::msgid::kDaemonStopping);
+        i->stop(runtime::Clock::now());
     }
     port_->flush();
-    stop_deadline_ = Clock::now() + kLeaveGrace;
-    schedule(Clock::now());
+    stop_deadline_ = runtime::Clock::now() + kLeaveGrace;
+    schedule(runtime::Clock::now());
 }
 
 void Node::reload() {
-    (void)notify_.reloading(Clock::now());
+    (void)notify_.reloading(runtime::Clock::now());
     config::CommandLine cl;
     cl.instance = instance_;
     cl.config_file = config_file_;
@@ -769,7 +769,7 @@ void Node::reload() {
     log_reloaded(applied, plan.restart, failed);
     const bool up = !interfaces_.empty() && interfaces_.front()->engine().link().up;
     (void)notify_.ready(up ? "link up" : "waiting for the broadcast group");
-    schedule(Clock::now());
+    schedule(runtime::Clock::now());
 }
 
 // Addresses and routes (the difference goes to the host), the neighbour
@@ -784,7 +784,7 @@ std::string Node::reload_parent(config::DaemonConfig& target) {
     target.interface.addresses = parent.addresses();
     target.interface.routes = config_routes(parent.routes());
     if (target.interface.connected_mode != config_.interface.connected_mode)
-        if (auto why = parent.set_connected(target.interface.connected_mode, Clock::now()); !why.empty()) {
+        if (auto why = parent.set_connected(target.interface.connected_mode, runtime::Clock::now()); !why.empty()) {
             failed += " [interface] connected-mode: " + why + ";";
             target.interface.connected_mode = config_.interface.connected_mode;
         }
@@ -846,8 +846,8 @@ void Node::log_reloaded(const std::vector<std::string>& applied, const std::vect
     if (!restart.empty()) message += "; needs a restart to take effect: " + list(restart);
     if (!failed.empty()) message += "; failed (tried again at the next reload):" + failed;
     const std::string ifname = interfaces_.empty() ? instance_ : interfaces_.front()->name();
-    const LogField fields[] = {{field::kIfname, ifname}, {field::kConfigFile, config_file_}};
-    log_.log(failed.empty() ? LogLevel::notice : LogLevel::warning, message, fields, msgid::kConfigReloaded);
+    const runtime::LogField fields[] = {{runtime::field::kIfname, ifname}, {runtime::field::kConfigFile, config_file_}};
+    log_.log(failed.empty() ? runtime::LogLevel::notice : runtime::LogLevel::warning, message, fields, runtime::msgid::kConfigReloaded);
 }
 
 // Children the file no longer names go; new ones come; a child whose P_Key,
@@ -856,7 +856,7 @@ void Node::log_reloaded(const std::vector<std::string>& applied, const std::vect
 // could not be built is left out of `target`, so the next reload builds it.
 std::string Node::reload_children(config::DaemonConfig& target) {
     std::string failed;
-    const auto now = Clock::now();
+    const auto now = runtime::Clock::now();
     auto find = [](const std::vector<config::ChildSection>& v, const std::string& name) -> const config::ChildSection* {
         for (const auto& c : v)
             if (c.name == name) return &c;
@@ -897,7 +897,7 @@ std::string Node::reload_children(config::DaemonConfig& target) {
 }
 
 void Node::log_counters() {
-    for (const auto& i : interfaces_) log_.info("counters: " + answer_stats(*i), {{field::kIfname, i->name()}});
+    for (const auto& i : interfaces_) log_.info("counters: " + answer_stats(*i), {{runtime::field::kIfname, i->name()}});
 }
 
 iface::Interface* Node::interface_named(std::string_view name) {
@@ -912,7 +912,7 @@ iface::Interface* Node::interface_named(std::string_view name) {
 
 bool Node::send_sa(sa::MadClient& from, const sa::SaMad& mad) {
     auto r = mad_->send(from, mad);
-    if (!r) drops_log_->log("sa_send", "could not send an SA MAD: " + r.error().message(), {}, Clock::now());
+    if (!r) drops_log_->log("sa_send", "could not send an SA MAD: " + r.error().message(), {}, runtime::Clock::now());
     return r.has_value();
 }
 
@@ -932,11 +932,11 @@ void Node::link_changed(const std::string& ifname, const ipoib::LinkStatus& s) {
 }
 
 void Node::engine_event(const std::string& ifname, const ipoib::EngineEvent& e) {
-    event_log_->log(ifname, e, Clock::now());
+    event_log_->log(ifname, e, runtime::Clock::now());
 }
 
 void Node::host_warning(const std::string& ifname, const std::string& message) {
-    log_.warning(message, {{field::kIfname, ifname}});
+    log_.warning(message, {{runtime::field::kIfname, ifname}});
 }
 
 }  // namespace ipoibd::daemon

@@ -42,13 +42,13 @@
 #include "common/expected.h"
 #include "config/daemon_config.h"
 #include "config/load.h"
-#include "daemon/control.h"
+#include "runtime/control.h"
 #include "daemon/engine_event_log.h"
-#include "daemon/metrics_http.h"
-#include "daemon/event_loop.h"
-#include "daemon/log.h"
-#include "daemon/notify.h"
-#include "daemon/rate_limit.h"
+#include "runtime/metrics_http.h"
+#include "runtime/event_loop.h"
+#include "runtime/log.h"
+#include "runtime/notify.h"
+#include "runtime/rate_limit.h"
 #include "interface/interface.h"
 #include "netlink/monitor.h"
 #include "netlink/netlink_socket.h"
@@ -78,8 +78,8 @@ class Node final : private iface::InterfaceEvents {
 public:
     // `overrides`: the command line's --SECTION.KEY=VALUE, which `config`
     // holds and every reload applies again on top of the file.
-    Node(config::DaemonConfig config, std::string config_file, std::string instance, Logger& log, Notifier& notify,
-         EventLoop& loop, std::vector<config::ConfigOverride> overrides = {});
+    Node(config::DaemonConfig config, std::string config_file, std::string instance, runtime::Logger& log, runtime::Notifier& notify,
+         runtime::EventLoop& loop, std::vector<config::ConfigOverride> overrides = {});
     ~Node() override;
     Node(const Node&) = delete;
     Node& operator=(const Node&) = delete;
@@ -135,7 +135,7 @@ public:
     using HostOpener = std::function<expected<std::unique_ptr<host::HostPort>, std::string>(const InterfaceSpec&)>;
     void set_host_opener(HostOpener opener) { host_opener_ = std::move(opener); }
     // A child goes (reload): it leaves its groups, its device goes away.
-    void remove_interface(const std::string& name, Clock::time_point now);
+    void remove_interface(const std::string& name, runtime::Clock::time_point now);
     // The control socket's answer to a request (control_protocol.h: a
     // command and an optional interface name), as ipoibctl gets it.
     std::string answer(std::string_view request);
@@ -148,8 +148,8 @@ public:
     void reload();
     // The netlink monitor lost notifications (ENOBUFS): every interface
     // reads its host's addresses and routes again (tests call it).
-    void resync_hosts(Clock::time_point now);
-    void check_sm_contact(Clock::time_point now);
+    void resync_hosts(runtime::Clock::time_point now);
+    void check_sm_contact(runtime::Clock::time_point now);
 
 public:
     // Every counter in the Prometheus text format (docs/metrics.md).
@@ -170,11 +170,11 @@ private:
     void traffic() override { loop_.keep_polling(); }
     void serve_port() override { process_port(); }
 
-    void handle_port_events(Clock::time_point now);
+    void handle_port_events(runtime::Clock::time_point now);
     void receive_mads();
-    std::size_t poll_links(Clock::time_point now, std::size_t max);
+    std::size_t poll_links(runtime::Clock::time_point now, std::size_t max);
     void on_monitor_readable();
-    void start_interfaces_if_ready(Clock::time_point now);
+    void start_interfaces_if_ready(runtime::Clock::time_point now);
     // The TUN or TAP device of an interface.
     expected<std::unique_ptr<host::HostPort>, std::string> open_host(const InterfaceSpec& spec);
     // Reload, step by step, towards `target` (what the node runs with
@@ -196,11 +196,11 @@ private:
     // Timers: arms the loop's one timer for next_wakeup(); at most once per
     // kRescheduleHoldoff the deadlines are read again, otherwise the timer
     // is pulled in to that point.
-    void schedule(Clock::time_point now);
+    void schedule(runtime::Clock::time_point now);
     // [daemon] busy-poll: the event loop's and every data thread's.
-    void set_busy_poll(Clock::duration window);
-    void arm(Clock::time_point at);
-    Clock::time_point next_wakeup(Clock::time_point now) const;
+    void set_busy_poll(runtime::Clock::duration window);
+    void arm(runtime::Clock::time_point at);
+    runtime::Clock::time_point next_wakeup(runtime::Clock::time_point now) const;
     void housekeeping();
     void log_counters();
     iface::Interface* interface_named(std::string_view name);
@@ -227,10 +227,10 @@ private:
     std::string config_file_;
     std::string instance_;
     std::vector<config::ConfigOverride> overrides_;  // the command line's, for reload
-    Logger& log_;
-    Notifier& notify_;
-    EventLoop& loop_;
-    Clock::time_point started_at_ = Clock::now();
+    runtime::Logger& log_;
+    runtime::Notifier& notify_;
+    runtime::EventLoop& loop_;
+    runtime::Clock::time_point started_at_ = runtime::Clock::now();
 
     std::unique_ptr<fabric::FabricService> fabric_service_;
     std::unique_ptr<transport::Port> port_;
@@ -253,19 +253,19 @@ private:
     bool stopping_ = false;
     int exit_status_ = 0;
     bool sm_silent_ = false;  // check_sm_contact() said the SM stopped sweeping
-    Clock::time_point stop_deadline_{};
+    runtime::Clock::time_point stop_deadline_{};
 
-    std::optional<TimerId> timer_;
-    Clock::time_point armed_for_{};
-    Clock::time_point evaluated_at_{};
+    std::optional<runtime::TimerId> timer_;
+    runtime::Clock::time_point armed_for_{};
+    runtime::Clock::time_point evaluated_at_{};
 
-    std::unique_ptr<ControlServer> control_;
-    std::unique_ptr<MetricsHttpServer> metrics_http_;
-    std::optional<TimerId> metrics_file_timer_;
+    std::unique_ptr<runtime::ControlServer> control_;
+    std::unique_ptr<runtime::MetricsHttpServer> metrics_http_;
+    std::optional<runtime::TimerId> metrics_file_timer_;
     void write_metrics_file();
     std::optional<capture::ErfPcapWriter> capture_;
-    std::unique_ptr<RateLimitedLog> drops_log_;
-    std::unique_ptr<RateLimitedLog> fabric_drops_log_;  // what the port refused for its source (warning)
+    std::unique_ptr<runtime::RateLimitedLog> drops_log_;
+    std::unique_ptr<runtime::RateLimitedLog> fabric_drops_log_;  // what the port refused for its source (warning)
     std::unique_ptr<EngineEventLog> event_log_;         // the engines' events, those from the fabric rate-limited
     NodeCounters counters_;
 };

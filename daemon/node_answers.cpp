@@ -3,11 +3,11 @@
 #include <algorithm>
 
 #include "daemon/node.h"
-#include "daemon/journal_fields.h"
-#include "daemon/control_protocol.h"
+#include "runtime/journal_fields.h"
+#include "ctl/control_protocol.h"
 #include "common/prometheus.h"
 #include "fabric/fabric_control.h"
-#include "daemon/json.h"
+#include "ctl/json.h"
 #include "ipoib/hw_address.h"
 #include "sa_client/sa_records.h"
 #include "transport/gid.h"
@@ -33,40 +33,40 @@ std::string dad_name(ipoib::DadState s) {
 // Counters as the fields of the JSON object being written.
 class JsonCounters final : public CounterSink {
 public:
-    explicit JsonCounters(JsonWriter& j) : j_(j) {}
+    explicit JsonCounters(ctl::JsonWriter& j) : j_(j) {}
     void counter(std::string_view name, std::uint64_t value) override { j_.field(name, value); }
 
 private:
-    JsonWriter& j_;
+    ctl::JsonWriter& j_;
 };
 
 }  // namespace
 
 std::string Node::answer(std::string_view text) {
-    const Clock::time_point now = Clock::now();
-    const auto request = control::parse_request(text);
-    if (!request) return json_error("unknown command");
+    const runtime::Clock::time_point now = runtime::Clock::now();
+    const auto request = ctl::control::parse_request(text);
+    if (!request) return ctl::json_error("unknown command");
     const std::string_view command = request->command;
     if (command == "interfaces") return answer_interfaces();
     // The interfaces asked about: the one named, else every one.
     std::vector<iface::Interface*> chosen;
     if (!request->interface.empty()) {
         iface::Interface* named = interface_named(request->interface);
-        if (!named) return json_error("no interface " + request->interface + " on this node");
+        if (!named) return ctl::json_error("no interface " + request->interface + " on this node");
         chosen.push_back(named);
     } else {
         for (const auto& i : interfaces_) chosen.push_back(i.get());
     }
-    if (chosen.empty()) return json_error("no interface");
+    if (chosen.empty()) return ctl::json_error("no interface");
     if (command == "status") return answer_status(*chosen.front());
     const std::vector<const iface::Interface*> shown(chosen.begin(), chosen.end());
     if (command == "neigh") return answer_neigh(shown);
     if (command == "paths") return answer_paths(shown);
     if (command == "mcast") return answer_mcast(shown);
     if (command == "stats") return answer_stats(*chosen.front());
-    JsonWriter j;
+    ctl::JsonWriter j;
     const bool neigh = command == "flush neigh";
-    if (!neigh && command != "flush paths") return json_error("unknown command");
+    if (!neigh && command != "flush paths") return ctl::json_error("unknown command");
     std::size_t n = 0;
     for (iface::Interface* c : chosen) {
         iface::Interface& i = *c;
@@ -78,7 +78,7 @@ std::string Node::answer(std::string_view text) {
             i.flush_paths(now);
         }
         log_.info(neigh ? "neighbour cache flushed by the operator" : "path cache flushed by the operator",
-                  {{field::kIfname, i.name()}});
+                  {{runtime::field::kIfname, i.name()}});
     }
     end_of_turn();
     j.begin_object().field("flushed", neigh ? "neigh" : "paths").field("entries", n).end_object();
@@ -86,17 +86,17 @@ std::string Node::answer(std::string_view text) {
 }
 
 std::string Node::answer_interfaces() const {
-    JsonWriter j;
+    ctl::JsonWriter j;
     j.begin_array();
     for (const auto& i : interfaces_) {
         const ipoib::LinkStatus& l = i->engine().link();
         j.begin_object();
         j.field("interface", i->name());
         j.field("ifindex", i->host().ifindex());
-        j.field("pkey", field::format_pkey(i->engine().pkey()));
+        j.field("pkey", runtime::field::format_pkey(i->engine().pkey()));
         j.field("link", l.up ? "up" : "down");
         j.field("mtu", l.mtu);
-        j.field("qpn", field::format_qpn(l.qpn));
+        j.field("qpn", runtime::field::format_qpn(l.qpn));
         j.end_object();
     }
     j.end_array();
@@ -104,7 +104,7 @@ std::string Node::answer_interfaces() const {
 }
 
 std::string Node::answer_status(const iface::Interface& i) const {
-    JsonWriter j;
+    ctl::JsonWriter j;
     const ipoib::Engine& engine = i.engine();
     const ipoib::LinkStatus& l = engine.link();
     const transport::PortAttributes a = port_->attributes();
@@ -121,21 +121,21 @@ std::string Node::answer_status(const iface::Interface& i) const {
     // the port cannot tell (an HCA) or before the first SMP.
     j.key("sm_contact_age_s");
     if (const auto last = port_->last_sm_contact())
-        j.value(std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - *last).count());
+        j.value(std::chrono::duration_cast<std::chrono::seconds>(runtime::Clock::now() - *last).count());
     else
         j.null();
     j.field("sm_silent", sm_silent_);
-    j.field("lid", field::format_lid(a.lid));
-    j.field("sm_lid", field::format_lid(a.sm_lid));
+    j.field("lid", runtime::field::format_lid(a.lid));
+    j.field("sm_lid", runtime::field::format_lid(a.sm_lid));
     j.field("gid", format_gid(a.gid()));
-    j.field("qpn", field::format_qpn(l.qpn));
+    j.field("qpn", runtime::field::format_qpn(l.qpn));
     j.field("hw_address", ipoib::format_hw_address(l.hw));
-    j.field("pkey", field::format_pkey(engine.pkey()));
+    j.field("pkey", runtime::field::format_pkey(engine.pkey()));
     j.field("broadcast_mgid", format_gid(engine.multicast().broadcast_mgid()));
-    j.field("broadcast_mlid", field::format_lid(l.broadcast_mlid));
-    j.field("qkey", field::format_qkey(l.params.qkey));  // hex, as the journal and the LIDs and QPNs beside it
+    j.field("broadcast_mlid", runtime::field::format_lid(l.broadcast_mlid));
+    j.field("qkey", runtime::field::format_qkey(l.params.qkey));  // hex, as the journal and the LIDs and QPNs beside it
     j.field("embedded_fabric", fabric_service_ != nullptr);
-    j.field("uptime_s", std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started_at_).count());
+    j.field("uptime_s", std::chrono::duration_cast<std::chrono::seconds>(runtime::Clock::now() - started_at_).count());
     j.key("addresses").begin_array();
     for (const ipoib::AddressView& v : engine.addresses())
         j.begin_object()
@@ -148,16 +148,16 @@ std::string Node::answer_status(const iface::Interface& i) const {
 }
 
 std::string Node::answer_neigh(const std::vector<const iface::Interface*>& chosen) const {
-    JsonWriter j;
+    ctl::JsonWriter j;
     j.begin_array();
-    const auto now = Clock::now();
+    const auto now = runtime::Clock::now();
     for (const iface::Interface* i : chosen)
         for (const ipoib::NeighbourEntryView& e : i->engine().neighbours().entries()) {
             j.begin_object();
             j.field("address", to_string(e.ip));
             j.field("state", std::string(ipoib::to_string(e.state)));
             j.field("lladdr", e.hw ? ipoib::format_hw_address(*e.hw) : std::string("-"));
-            j.field("qpn", e.hw ? field::format_qpn(e.hw->qpn) : std::string("-"));
+            j.field("qpn", e.hw ? runtime::field::format_qpn(e.hw->qpn) : std::string("-"));
             // TAP mode: the synthetic MAC the kernel knows the neighbour by.
             if (const ipoib::EthernetHost* eth = i->ethernet()) {
                 std::optional<MacAddress> mac;
@@ -185,14 +185,14 @@ std::string Node::answer_neigh(const std::vector<const iface::Interface*>& chose
 }
 
 std::string Node::answer_paths(const std::vector<const iface::Interface*>& chosen) const {
-    JsonWriter j;
+    ctl::JsonWriter j;
     j.begin_array();
     for (const iface::Interface* i : chosen)
         for (const ipoib::PathEntryView& p : i->engine().paths().entries()) {
             j.begin_object();
             j.field("dgid", format_gid(p.dgid));
             j.field("state", std::string(ipoib::to_string(p.state)));
-            j.field("dlid", p.path ? field::format_lid(p.path->dlid) : std::string("-"));
+            j.field("dlid", p.path ? runtime::field::format_lid(p.path->dlid) : std::string("-"));
             j.field("sl", p.path ? static_cast<unsigned>(p.path->sl) : 0u);
             j.field("mtu", p.path ? sa::mtu_bytes(p.path->mtu) : 0u);
             j.field("rate", p.path ? std::string(sa::rate_name(p.path->rate)) : std::string("-"));
@@ -204,7 +204,7 @@ std::string Node::answer_paths(const std::vector<const iface::Interface*>& chose
 }
 
 std::string Node::answer_mcast(const std::vector<const iface::Interface*>& chosen) const {
-    JsonWriter j;
+    ctl::JsonWriter j;
     j.begin_array();
     for (const iface::Interface* i : chosen)
         for (const ipoib::McastGroupView& g : i->engine().multicast().groups()) {
@@ -212,7 +212,7 @@ std::string Node::answer_mcast(const std::vector<const iface::Interface*>& chose
             j.field("mgid", format_gid(g.mgid));
             j.field("role", std::string(ipoib::to_string(g.role)));
             j.field("state", std::string(ipoib::to_string(g.state)));
-            j.field("mlid", field::format_lid(g.mlid));
+            j.field("mlid", runtime::field::format_lid(g.mlid));
             j.field("join_state", sa::join_state_names(g.join_state));
             j.field("queued", g.queued);
             j.field("sent", g.sent);
@@ -266,7 +266,7 @@ void Node::visit_node_sections(Section&& section) const {
 }
 
 std::string Node::answer_stats(const iface::Interface& i) const {
-    JsonWriter j;
+    ctl::JsonWriter j;
     JsonCounters out(j);
     auto section = [&](std::string_view name, const auto& visit_section) {
         j.key(name).begin_object();

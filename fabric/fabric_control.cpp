@@ -2,7 +2,7 @@
 
 
 #include "common/hex.h"
-#include "daemon/json.h"
+#include "ctl/json.h"
 #include "transport/gid.h"
 
 namespace ipoibd::fabric {
@@ -10,11 +10,11 @@ namespace {
 
 class JsonCounters final : public CounterSink {
 public:
-    explicit JsonCounters(daemon::JsonWriter& j) : j_(j) {}
+    explicit JsonCounters(ctl::JsonWriter& j) : j_(j) {}
     void counter(std::string_view name, std::uint64_t value) override { j_.field(name, value); }
 
 private:
-    daemon::JsonWriter& j_;
+    ctl::JsonWriter& j_;
 };
 
 }  // namespace
@@ -24,7 +24,7 @@ std::string default_fabric_socket(const SocketAddress& listen) {
 }
 
 std::string fabric_answer(const FabricService& fabric, const FabricDaemonInfo& info, std::string_view command) {
-    daemon::JsonWriter j;
+    ctl::JsonWriter j;
     const Switch& sw = fabric.fabric_switch();
     const auto& sm_ports = fabric.subnet_manager().ports();
     if (command == "status") {

@@ -1,7 +1,7 @@
 // ibfabricd's control socket answers and metrics (what ibfabricctl shows):
 // the daemon's state, its ports with GUID, LID, state and UDP address, the
 // SA's groups, and every counter, from the visit() functions beside the
-// counter structs. The protocol is ipoibd's (daemon/control_protocol.h)
+// counter structs. The protocol is ipoibd's (ctl/control_protocol.h)
 // with ibfabricd's own commands, none of which takes an interface.
 #pragma once
 
@@ -11,14 +11,14 @@
 #include <string_view>
 
 #include "common/prometheus.h"
-#include "daemon/control_protocol.h"
+#include "ctl/control_protocol.h"
 #include "fabric/fabric_service.h"
 #include "fabric/sim_server.h"
 
 namespace ipoibd::fabric {
 
 inline constexpr std::array<std::string_view, 4> kFabricCommands = {"status", "ports", "groups", "stats"};
-inline constexpr daemon::control::CommandSet kFabricCommandSet{kFabricCommands, kFabricCommands};
+inline constexpr ctl::control::CommandSet kFabricCommandSet{kFabricCommands, kFabricCommands};
 
 // Where ibfabricd's control socket is unless --control-socket says: by the
 // UDP port it listens on, so that fabrics on two ports of one host each

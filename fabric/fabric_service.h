@@ -37,7 +37,7 @@
 #include "common/expected.h"
 #include "common/socket_address.h"
 #include "fabric/management.h"
-#include "fabric/sa_server.h"
+#include "fabric/sa/sa_server.h"
 #include "fabric/sm.h"
 #include "fabric/switch.h"
 #include "transport/capture/erf_pcap.h"

@@ -25,9 +25,9 @@
 #include "common/socket_address.h"
 #include "common/unique_fd.h"
 #include "common/utf8.h"
-#include "daemon/control.h"
-#include "daemon/event_loop.h"
-#include "daemon/metrics_http.h"
+#include "runtime/control.h"
+#include "runtime/event_loop.h"
+#include "runtime/metrics_http.h"
 #include "fabric/fabric_control.h"
 #include "fabric/fabric_service.h"
 #include "transport/gid.h"
@@ -361,7 +361,7 @@ std::optional<Options> parse(int argc, char** argv) {
 // socket and the metrics.
 class Daemon {
 public:
-    Daemon(FabricService& fabric, daemon::EventLoop& loop, const Options& options)
+    Daemon(FabricService& fabric, runtime::EventLoop& loop, const Options& options)
         : fabric_(fabric), loop_(loop), options_(options) {
         info_.started = std::chrono::steady_clock::now();
         info_.key_file = options.key_file;
@@ -388,10 +388,10 @@ public:
             log_line("serving libumad2sim clients on @" + sim::server_ctl_name(sim_->options().base_name) + " (" +
                      std::to_string(sim_->options().max_clients) + " slots)");
         }
-        (void)loop_.on_signal(SIGUSR1, [this](const daemon::SignalInfo&) { print_stats(); });
-        (void)loop_.on_signal(SIGHUP, [this](const daemon::SignalInfo&) { reload(); });
+        (void)loop_.on_signal(SIGUSR1, [this](const runtime::SignalInfo&) { print_stats(); });
+        (void)loop_.on_signal(SIGHUP, [this](const runtime::SignalInfo&) { reload(); });
         for (int s : {SIGTERM, SIGINT})
-            (void)loop_.on_signal(s, [this, s](const daemon::SignalInfo&) {
+            (void)loop_.on_signal(s, [this, s](const runtime::SignalInfo&) {
                 print_stats();
                 fabric_.flush();
                 log_line("exiting on signal " + std::to_string(s));
@@ -403,7 +403,7 @@ public:
         const bool explicit_socket = !options_.control_socket.empty();
         const std::string path = explicit_socket ? options_.control_socket : default_fabric_socket(fabric_.local_address());
         if (path != "none") {
-            auto control = daemon::ControlServer::open(
+            auto control = runtime::ControlServer::open(
                 loop_, path, [this](std::string_view command) { return fabric_answer(fabric_, info_, command); }, {},
                 kFabricCommandSet);
             if (control) {
@@ -415,7 +415,7 @@ public:
             }
         }
         if (options_.metrics_listen) {
-            auto http = daemon::MetricsHttpServer::open(loop_, *options_.metrics_listen, [this] { return metrics(); });
+            auto http = runtime::MetricsHttpServer::open(loop_, *options_.metrics_listen, [this] { return metrics(); });
             if (!http) return unexpected("--metrics-listen: " + http.error().message());
             metrics_http_ = std::move(*http);
         }
@@ -503,11 +503,11 @@ private:
     }
 
     FabricService& fabric_;
-    daemon::EventLoop& loop_;
+    runtime::EventLoop& loop_;
     const Options& options_;
     FabricDaemonInfo info_;
-    std::unique_ptr<daemon::ControlServer> control_;
-    std::unique_ptr<daemon::MetricsHttpServer> metrics_http_;
+    std::unique_ptr<runtime::ControlServer> control_;
+    std::unique_ptr<runtime::MetricsHttpServer> metrics_http_;
     std::unique_ptr<SimServer> sim_;
 };
 
@@ -525,11 +525,11 @@ int main(int argc, char** argv) {
     if (!options->quiet) options->service.log = log_line;
     // Blocked before anyone is told the fabric listens: a SIGUSR1 sent
     // after "listening on" must not kill the process.
-    if (auto r = daemon::EventLoop::block_signals({SIGTERM, SIGINT, SIGUSR1, SIGHUP}); !r) {
+    if (auto r = runtime::EventLoop::block_signals({SIGTERM, SIGINT, SIGUSR1, SIGHUP}); !r) {
         log_line(r.error().message());
         return 1;
     }
-    auto loop = daemon::EventLoop::create();
+    auto loop = runtime::EventLoop::create();
     if (!loop) {
         log_line(loop.error().message());
         return 1;

@@ -7,7 +7,7 @@
 // a lost port ends its memberships.
 #pragma once
 
-#include "fabric/sa_server.h"
+#include "fabric/sa/sa_server.h"
 #include "fabric/sm.h"
 #include "fabric/switch.h"
 #include "transport/pma.h"

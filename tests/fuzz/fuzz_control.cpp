@@ -1,5 +1,5 @@
-// libFuzzer target for the control socket's two ends (daemon/
-// control_protocol.h, daemon/json_parse.h): the request line a client sends
+// libFuzzer target for the control socket's two ends (ctl/
+// control_protocol.h, ctl/json_parse.h): the request line a client sends
 // the daemon, and the JSON answer ipoibctl reads back.
 //
 // Input: the first byte picks the end (even: a request line, odd: an
@@ -17,12 +17,12 @@
 #include <string>
 #include <string_view>
 
-#include "daemon/control_protocol.h"
-#include "daemon/json_parse.h"
+#include "ctl/control_protocol.h"
+#include "ctl/json_parse.h"
 
 using namespace ipoibd;
-using namespace ipoibd::daemon;
-using namespace ipoibd::daemon::control;
+using namespace ipoibd::ctl;
+using namespace ipoibd::ctl::control;
 
 namespace {
 

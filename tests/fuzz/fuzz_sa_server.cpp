@@ -8,7 +8,7 @@
 #include <array>
 #include <cstring>
 
-#include "fabric/sa_server.h"
+#include "fabric/sa/sa_server.h"
 
 using namespace ipoibd;
 using namespace ipoibd::fabric;

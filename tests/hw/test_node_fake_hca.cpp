@@ -5,10 +5,10 @@
 #include <gtest/gtest.h>
 
 #include "config/daemon_config.h"
-#include "daemon/event_loop.h"
-#include "daemon/log.h"
+#include "runtime/event_loop.h"
+#include "runtime/log.h"
 #include "daemon/node.h"
-#include "daemon/notify.h"
+#include "runtime/notify.h"
 #include "host/fake_host_port.h"
 #include "cm/cm_mad.h"
 #include "ipoib/arp.h"
@@ -32,10 +32,10 @@ struct NodeOnFakeHca : ::testing::Test {
         fake_umad::reset({.lid = fake_verbs::config().lid,
                           .sm_lid = fake_verbs::config().sm_lid,
                           .port_guid = fake_verbs::config().port_guid});
-        auto l = daemon::EventLoop::create();
+        auto l = runtime::EventLoop::create();
         ASSERT_TRUE(l.has_value());
         loop = std::move(*l);
-        log.set_min_level(daemon::LogLevel::warning);
+        log.set_min_level(runtime::LogLevel::warning);
         config = config::default_config("ib0");
         config.fabric.transport = config::Transport::verbs;
         config.daemon.watchdog = false;
@@ -58,9 +58,9 @@ struct NodeOnFakeHca : ::testing::Test {
         return false;
     }
 
-    std::unique_ptr<daemon::EventLoop> loop;
-    daemon::Logger log;
-    daemon::Notifier notify;
+    std::unique_ptr<runtime::EventLoop> loop;
+    runtime::Logger log;
+    runtime::Notifier notify;
     config::DaemonConfig config;
 };
 

@@ -69,7 +69,7 @@ Fabric::Fabric(FabricKind kind, std::function<void(fabric::FabricServiceOptions&
     char dir[] = "/tmp/ipoibd-inprocess-XXXXXX";
     if (::mkdtemp(dir) == nullptr) throw std::runtime_error("mkdtemp failed");
     config_dir_ = dir;
-    auto loop = daemon::EventLoop::create();
+    auto loop = runtime::EventLoop::create();
     if (!loop) throw std::runtime_error(loop.error().message());
     loop_ = std::move(*loop);
     if (kind_ == FabricKind::memory) {
@@ -109,7 +109,7 @@ std::unique_ptr<TestNode> Fabric::make_node(const std::string& name, const std::
     auto t = std::make_unique<TestNode>();
     t->name = name;
     t->guid = guid;
-    t->log.set_min_level(daemon::LogLevel::warning);
+    t->log.set_min_level(runtime::LogLevel::warning);
     config::DaemonConfig c = config::default_config(name);
     for (const std::string& a : addresses) c.interface.addresses.push_back(*parse_ip_prefix(a));
     c.daemon.watchdog = false;  // one loop, several nodes: nobody's watchdog

@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "config/load.h"
-#include "daemon/event_loop.h"
-#include "daemon/log.h"
+#include "runtime/event_loop.h"
+#include "runtime/log.h"
 #include "daemon/node.h"
-#include "daemon/notify.h"
+#include "runtime/notify.h"
 #include "fabric/fabric_service.h"
 #include "host/fake_host_port.h"
 #include "tests/unit/engine_harness.h"
@@ -55,8 +55,8 @@ private:
 struct TestNode {
     std::string name;
     std::uint64_t guid = 0;
-    daemon::Logger log;
-    daemon::Notifier notify;
+    runtime::Logger log;
+    runtime::Notifier notify;
     std::unique_ptr<daemon::Node> node;
     host::FakeHostPort* host = nullptr;  // owned by the node's interface
     // [child NAME] interfaces', in the file's order, then those reloads
@@ -116,7 +116,7 @@ private:
 
     FabricKind kind_;
     std::string config_dir_;  // the nodes' configuration files
-    std::unique_ptr<daemon::EventLoop> loop_;
+    std::unique_ptr<runtime::EventLoop> loop_;
     // memory
     std::unique_ptr<transport::MemoryFabric> memory_;
     std::unique_ptr<MemorySa> memory_sa_;
@@ -124,7 +124,7 @@ private:
     std::map<std::uint64_t, std::uint16_t> lids_;  // by GUID: a restarted port keeps its LID
     // soft
     std::unique_ptr<fabric::FabricService> service_;
-    std::optional<daemon::TimerId> tick_;
+    std::optional<runtime::TimerId> tick_;
     std::vector<std::vector<std::string>> addresses_;
     std::vector<std::unique_ptr<TestNode>> nodes_;
 };

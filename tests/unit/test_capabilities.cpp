@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <string>
 
-#include "daemon/capabilities.h"
-#include "daemon/log.h"
-#include "daemon_test_util.h"
+#include "runtime/capabilities.h"
+#include "runtime/log.h"
+#include "runtime_test_util.h"
 
-namespace ipoibd::daemon {
+namespace ipoibd::runtime {
 namespace {
 
 using namespace test;
@@ -82,4 +82,4 @@ TEST(Capabilities, NotRootIsANoOpWithANotice) {
 }
 
 }  // namespace
-}  // namespace ipoibd::daemon
+}  // namespace ipoibd::runtime

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "common/unique_fd.h"
-#include "daemon/control.h"
-#include "daemon/json_parse.h"
-#include "daemon_test_util.h"
+#include "runtime/control.h"
+#include "ctl/json_parse.h"
+#include "runtime_test_util.h"
 
-namespace ipoibd::daemon {
+namespace ipoibd::runtime {
 namespace {
 
 using namespace std::chrono_literals;
@@ -123,12 +123,12 @@ TEST_F(ControlTest, UnknownCommandIsAnErrorListingTheCommands) {
     });
     ASSERT_TRUE(server);
     const std::string answer = request(*server, "reboot now\n");
-    auto doc = parse_json(answer);
+    auto doc = ctl::parse_json(answer);
     ASSERT_TRUE(doc.has_value()) << answer;
     ASSERT_NE(doc->find("error"), nullptr);
     EXPECT_EQ(doc->find("error")->text(), "unknown command 'reboot now'");
     ASSERT_NE(doc->find("commands"), nullptr);
-    EXPECT_EQ(doc->find("commands")->items().size(), control::kCommands.size());
+    EXPECT_EQ(doc->find("commands")->items().size(), ctl::control::kCommands.size());
     EXPECT_EQ(calls, 0);
     EXPECT_EQ(server->counters().unknown_command, 1u);
 }
@@ -151,7 +151,7 @@ TEST_F(ControlTest, TooManyClientsAreToldSo) {
     run_until(*loop, [&] { return server->clients() == 2; });
     UniqueFd c3 = connect_raw(path);
     run_until(*loop, [&] { return server->counters().rejected_busy == 1; });
-    auto doc = parse_json(read_all(c3.get()));
+    auto doc = ctl::parse_json(read_all(c3.get()));
     ASSERT_TRUE(doc.has_value());
     ASSERT_NE(doc->find("error"), nullptr);
     EXPECT_TRUE(doc->find("error")->text().starts_with("too many clients (2 connections"));
@@ -225,4 +225,4 @@ TEST_F(ControlTest, PathTooLong) {
 }
 
 }  // namespace
-}  // namespace ipoibd::daemon
+}  // namespace ipoibd::runtime

@@ -3,9 +3,9 @@
 
 #include <optional>
 
-#include "daemon/control_protocol.h"
+#include "ctl/control_protocol.h"
 
-namespace ipoibd::daemon {
+namespace ipoibd::ctl {
 namespace {
 
 TEST(ControlProtocol, CommandsAndPaths) {
@@ -45,4 +45,4 @@ TEST(ControlProtocol, BadInterfaceNamesAndExtraWordsAreRefused) {
 }
 
 }  // namespace
-}  // namespace ipoibd::daemon
+}  // namespace ipoibd::ctl

@@ -10,14 +10,14 @@
 #include <string>
 
 #include "common/counters.h"
-#include "daemon/control.h"
-#include "daemon/metrics_http.h"
+#include "runtime/control.h"
+#include "runtime/metrics_http.h"
 #include "fabric/management.h"
-#include "fabric/sa_server.h"
+#include "fabric/sa/sa_server.h"
 #include "fabric/sim_server.h"
 #include "fabric/sm.h"
 #include "fabric/switch.h"
-#include "daemon/event_loop.h"
+#include "runtime/event_loop.h"
 #include "daemon/node.h"
 #include "host/tun_port.h"
 #include "interface/interface.h"
@@ -85,12 +85,12 @@ TEST(Counters, EveryFieldOfEveryStructIsVisited) {
     // link, address and route events are shown as their sum.
     expect_every_field_visited<netlink::MonitorCounters>("MonitorCounters", 2);
     expect_every_field_visited<BusyPollCounters>("BusyPollCounters");
-    expect_every_field_visited<daemon::ControlCounters>("ControlCounters");
+    expect_every_field_visited<runtime::ControlCounters>("ControlCounters");
     expect_every_field_visited<daemon::NodeCounters>("NodeCounters");
     expect_every_field_visited<sa::MadAgentCounters>("MadAgentCounters");
     expect_every_field_visited<iface::InterfaceCounters>("InterfaceCounters");
     expect_every_field_visited<host::TunCounters>("TunCounters");
-    expect_every_field_visited<daemon::MetricsHttpCounters>("MetricsHttpCounters");
+    expect_every_field_visited<runtime::MetricsHttpCounters>("MetricsHttpCounters");
     expect_every_field_visited<transport::FabricAuthCounters>("FabricAuthCounters");
     expect_every_field_visited<fabric::SwitchCounters>("SwitchCounters");
     expect_every_field_visited<fabric::SmCounters>("SmCounters");

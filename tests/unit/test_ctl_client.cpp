@@ -10,26 +10,26 @@
 #include <thread>
 
 #include "common/unique_fd.h"
-#include "daemon/control.h"
-#include "daemon/ctl_client.h"
-#include "daemon/journal_fields.h"
-#include "daemon/json.h"
-#include "daemon/json_parse.h"
-#include "daemon_test_util.h"
+#include "runtime/control.h"
+#include "ctl/ctl_client.h"
+#include "runtime/journal_fields.h"
+#include "ctl/json.h"
+#include "ctl/json_parse.h"
+#include "runtime_test_util.h"
 
-namespace ipoibd::daemon {
+namespace ipoibd::ctl {
 namespace {
 
 using namespace std::chrono_literals;
-using namespace test;
+using namespace runtime::test;
 
 // The client library against a server whose loop runs in its own thread.
 // The server belongs to the fixture, so the loop has stopped before it goes.
 struct ControlThreadTest : ControlTest {
-    std::unique_ptr<ControlServer> server;
+    std::unique_ptr<runtime::ControlServer> server;
     std::thread runner;
 
-    void serve(ControlServer::Handler handler = echo_handler, ControlLimits limits = {}) {
+    void serve(runtime::ControlServer::Handler handler = echo_handler, runtime::ControlLimits limits = {}) {
         server = open(std::move(handler), limits);
         ASSERT_TRUE(server);
         runner = std::thread([this] { EXPECT_TRUE(loop->run().has_value()); });
@@ -65,7 +65,7 @@ TEST_F(ControlThreadTest, LargeAnswerArrivesWhole) {
         for (int i = 0; i < 40000; ++i)
             w.begin_object()
                 .field("ip", "198.18." + std::to_string(i / 256) + "." + std::to_string(i % 256))
-                .field("qpn", field::format_qpn(static_cast<std::uint32_t>(i)))
+                .field("qpn", runtime::field::format_qpn(static_cast<std::uint32_t>(i)))
                 .end_object();
         w.end_array().end_object();
         return w.take();
@@ -83,7 +83,7 @@ TEST_F(ControlThreadTest, BusyDaemonAnswerReachesTheClient) {
     {
         // The holder connects first, so it is accepted first.
         ::mkdir((tmp.path() / "run").c_str(), 0755);
-        auto s = ControlServer::open(*loop, path, echo_handler, {.max_clients = 1});
+        auto s = runtime::ControlServer::open(*loop, path, echo_handler, {.max_clients = 1});
         ASSERT_TRUE(s.has_value());
         server = std::move(*s);
         holder = connect_raw(path);
@@ -128,4 +128,4 @@ TEST(CtlClient, TimesOutWhenTheDaemonDoesNotAnswer) {
 }
 
 }  // namespace
-}  // namespace ipoibd::daemon
+}  // namespace ipoibd::ctl

@@ -9,14 +9,14 @@
 #include <string>
 
 #include "daemon/engine_event_log.h"
-#include "daemon/log.h"
-#include "daemon_test_util.h"
+#include "runtime/log.h"
+#include "runtime_test_util.h"
 
 namespace ipoibd::daemon {
 namespace {
 
 using namespace std::chrono_literals;
-using namespace test;
+using namespace runtime::test;
 using Kind = ipoib::EngineEventKind;
 
 std::size_t count_of(const std::string& text, const std::string& what) {
@@ -26,9 +26,9 @@ std::size_t count_of(const std::string& text, const std::string& what) {
 }
 
 struct EngineEventLogTest : ::testing::Test {
-    Clock::time_point t0 = Clock::time_point{} + 1h;
+    runtime::Clock::time_point t0 = runtime::Clock::time_point{} + 1h;
     Pipe pipe;
-    Logger logger{{.target = LogTarget::stderr_lines, .min_level = LogLevel::debug, .stderr_fd = pipe.write.get()}};
+    runtime::Logger logger{{.target = runtime::LogTarget::stderr_lines, .min_level = runtime::LogLevel::debug, .stderr_fd = pipe.write.get()}};
     EngineEventLog log{logger, {.burst = 3, .interval = 10s}};
 
     static ipoib::EngineEvent event(Kind k, std::string message) {
@@ -93,9 +93,9 @@ TEST_F(EngineEventLogTest, EventsAtTheLinksOwnPaceAreNotLimited) {
 }
 
 TEST_F(EngineEventLogTest, ALevelTurnedOffCountsNothing) {
-    logger.set_min_level(LogLevel::error);
+    logger.set_min_level(runtime::LogLevel::error);
     for (int i = 0; i < 10; ++i) log.log("ib0", event(Kind::address_conflict, "claim"), t0);
-    logger.set_min_level(LogLevel::debug);
+    logger.set_min_level(runtime::LogLevel::debug);
     log.flush(t0 + 10s);
     EXPECT_EQ(pipe.drain(), "");
 }

@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/event_loop.h"
-#include "daemon_test_util.h"
+#include "runtime/event_loop.h"
+#include "runtime_test_util.h"
 
-namespace ipoibd::daemon {
+namespace ipoibd::runtime {
 namespace {
 
 using namespace std::chrono_literals;
@@ -419,4 +419,4 @@ TEST(EventLoop, BusyPollStopsWhenAnotherTaskKeepsTheCpu) {
 }
 
 }  // namespace
-}  // namespace ipoibd::daemon
+}  // namespace ipoibd::runtime

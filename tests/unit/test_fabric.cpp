@@ -18,7 +18,7 @@
 #include <filesystem>
 
 #include "fabric/fabric_service.h"
-#include "fabric/sa_server.h"
+#include "fabric/sa/sa_server.h"
 #include "transport/gid.h"
 #include "fabric/management.h"
 #include "fabric/sm.h"

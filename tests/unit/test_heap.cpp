@@ -1,11 +1,11 @@
-// daemon/heap.h: freed message buffers stay in the process.
+// runtime/heap.h: freed message buffers stay in the process.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
 #include <cstdint>
 #include <vector>
 
-#include "daemon/heap.h"
+#include "runtime/heap.h"
 
 namespace {
 
@@ -21,8 +21,8 @@ long minor_faults() {
 // each round's buffers fault their pages in again (16 x 16 pages a round:
 // about 22,000 faults in 100 rounds); tuned, only the first round faults.
 TEST(HeapTest, MessageBuffersFreedTogetherDoNotFaultTheirPagesInAgain) {
-    if (!ipoibd::daemon::kGlibcHeap) GTEST_SKIP() << "the sanitizer's allocator replaces glibc's malloc";
-    ASSERT_TRUE(ipoibd::daemon::tune_heap());
+    if (!ipoibd::runtime::kGlibcHeap) GTEST_SKIP() << "the sanitizer's allocator replaces glibc's malloc";
+    ASSERT_TRUE(ipoibd::runtime::tune_heap());
     constexpr int kRounds = 100, kBuffers = 16;
     constexpr std::size_t kMessage = 65524;
     std::vector<std::vector<std::uint8_t>> live;

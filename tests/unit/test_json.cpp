@@ -4,10 +4,10 @@
 #include <limits>
 #include <string>
 
-#include "daemon/json.h"
-#include "daemon/json_parse.h"
+#include "ctl/json.h"
+#include "ctl/json_parse.h"
 
-namespace ipoibd::daemon {
+namespace ipoibd::ctl {
 namespace {
 
 TEST(JsonWriter, StringEscaping) {
@@ -77,4 +77,4 @@ TEST(JsonWriter, DocumentShape) {
 }
 
 }  // namespace
-}  // namespace ipoibd::daemon
+}  // namespace ipoibd::ctl

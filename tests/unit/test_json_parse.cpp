@@ -5,9 +5,9 @@
 #include <limits>
 #include <string>
 
-#include "daemon/json_parse.h"
+#include "ctl/json_parse.h"
 
-namespace ipoibd::daemon {
+namespace ipoibd::ctl {
 namespace {
 
 TEST(JsonParse, GoodDocuments) {
@@ -126,4 +126,4 @@ TEST(JsonParse, NumberConversions) {
 }
 
 }  // namespace
-}  // namespace ipoibd::daemon
+}  // namespace ipoibd::ctl

@@ -8,12 +8,12 @@
 #include <string>
 #include <string_view>
 
-#include "daemon/journal_fields.h"
-#include "daemon/log.h"
-#include "daemon/message_ids.h"
-#include "daemon_test_util.h"
+#include "runtime/journal_fields.h"
+#include "runtime/log.h"
+#include "runtime/message_ids.h"
+#include "runtime_test_util.h"
 
-namespace ipoibd::daemon {
+namespace ipoibd::runtime {
 namespace {
 
 using namespace test;
@@ -158,14 +158,14 @@ TEST(Log, JournalTargetWithoutJournaldWritesStderr) {
 TEST(Log, SendsToARealJournald) {
     if (!journald_reachable()) GTEST_SKIP() << "no journald (/run/systemd/journal/socket)";
     const LogField fields[] = {{field::kIfname, "test0"}, {field::kReason, "unit_test"}};
-    auto entry = journal_entry("ipoibd-test", LogLevel::debug, "daemon_support_tests journal entry", fields,
+    auto entry = journal_entry("ipoibd-test", LogLevel::debug, "runtime_tests journal entry", fields,
                                msgid::kDaemonStarted, SourceLocation::current());
     auto sent = send_journal_entry(entry);
     EXPECT_TRUE(sent.has_value()) << sent.error().message();
     Pipe p;
     Logger log({.identifier = "ipoibd-test", .target = LogTarget::journal, .min_level = LogLevel::debug,
                 .stderr_fd = p.write.get()});
-    log.debug("daemon_support_tests logger entry", {{field::kIfname, "test0"}});
+    log.debug("runtime_tests logger entry", {{field::kIfname, "test0"}});
     EXPECT_EQ(p.drain(), "") << "went to the journal, not to the fallback";
 }
 
@@ -188,4 +188,4 @@ TEST(Log, FieldFormats) {
 }
 
 }  // namespace
-}  // namespace ipoibd::daemon
+}  // namespace ipoibd::runtime

@@ -1,4 +1,4 @@
-// The Prometheus endpoint (daemon/metrics_http.h): GET /metrics answers the
+// The Prometheus endpoint (runtime/metrics_http.h): GET /metrics answers the
 // render function's text; other paths and methods, floods and silent
 // clients are answered or closed and counted.
 #include <gtest/gtest.h>
@@ -12,10 +12,10 @@
 #include <stdexcept>
 #include <vector>
 
-#include "daemon/metrics_http.h"
-#include "tests/unit/daemon_test_util.h"
+#include "runtime/metrics_http.h"
+#include "tests/unit/runtime_test_util.h"
 
-namespace ipoibd::daemon {
+namespace ipoibd::runtime {
 namespace {
 
 using test::make_loop;
@@ -326,4 +326,4 @@ TEST_F(MetricsHttpTest, RunningOutOfFdsPausesAcceptingInsteadOfSpinning) {
 }
 
 }  // namespace
-}  // namespace ipoibd::daemon
+}  // namespace ipoibd::runtime

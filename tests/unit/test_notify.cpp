@@ -11,10 +11,10 @@
 #include <string>
 
 #include "common/unique_fd.h"
-#include "daemon/notify.h"
-#include "daemon_test_util.h"
+#include "runtime/notify.h"
+#include "runtime_test_util.h"
 
-namespace ipoibd::daemon {
+namespace ipoibd::runtime {
 namespace {
 
 using namespace std::chrono_literals;
@@ -141,4 +141,4 @@ TEST_F(NotifyTest, SendFailureIsATypedError) {
 }
 
 }  // namespace
-}  // namespace ipoibd::daemon
+}  // namespace ipoibd::runtime

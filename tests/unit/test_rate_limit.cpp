@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "daemon/journal_fields.h"
-#include "daemon/log.h"
-#include "daemon/rate_limit.h"
-#include "daemon_test_util.h"
+#include "runtime/journal_fields.h"
+#include "runtime/log.h"
+#include "runtime/rate_limit.h"
+#include "runtime_test_util.h"
 
-namespace ipoibd::daemon {
+namespace ipoibd::runtime {
 namespace {
 
 using namespace std::chrono_literals;
@@ -107,4 +107,4 @@ TEST_F(RateLimitTest, DisabledLevelCostsNothingAndCountsNothing) {
 }
 
 }  // namespace
-}  // namespace ipoibd::daemon
+}  // namespace ipoibd::runtime

@@ -4,7 +4,7 @@
 
 #include <optional>
 
-#include "fabric/sa_server.h"
+#include "fabric/sa/sa_server.h"
 #include "sa_client/rmpp.h"
 #include "transport/gid.h"
 

@@ -16,7 +16,7 @@
 #include <tuple>
 #include <vector>
 
-#include "fabric/sa_server.h"
+#include "fabric/sa/sa_server.h"
 #include "sa_client/rmpp.h"
 #include "sa_client/sa_mad.h"
 #include "sa_client/sa_topology.h"

@@ -3,10 +3,10 @@
 
 #include <string>
 
-#include "daemon/json_parse.h"
-#include "daemon/table.h"
+#include "ctl/json_parse.h"
+#include "ctl/table.h"
 
-namespace ipoibd::daemon {
+namespace ipoibd::ctl {
 namespace {
 
 TEST(Table, ColumnsAlignedNumbersRight) {
@@ -74,4 +74,4 @@ TEST(Table, JsonAsText) {
 }
 
 }  // namespace
-}  // namespace ipoibd::daemon
+}  // namespace ipoibd::ctl
