@@ -178,6 +178,18 @@ const cli::Option<Options> kOptions[] = {
          o.key_file = v;
          return {};
      }},
+    {"link", cli::Takes::values,
+     "inter-switch link: PORT=HOST:UDPPORT cables this switch's PORT to the switch (another ibfabricd) whose "
+     "datagrams come from HOST:UDPPORT (repeatable; the port is never a host's)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto eq = v.find('=');
+         const auto port = eq == std::string::npos ? std::nullopt : number(v.substr(0, eq), Switch::kMaxPorts);
+         if (!port || *port == 0) return unexpected("--link '" + v + "': expected PORT=HOST:UDPPORT, PORT 1..254");
+         auto peer = parse_socket_address(v.substr(eq + 1));
+         if (!peer) return unexpected("--link '" + v + "': " + peer.error());
+         o.service.sw.links.push_back({static_cast<std::uint8_t>(*port), *peer});
+         return {};
+     }},
     {"fault", cli::Takes::values,
      "inject faults into the packets the switch sends out of a port: [port=N,]loss=P%,corrupt=P%,dup=P%,reorder=P%,"
      "delay=DURATION (repeatable; a rule without port= is for every port; turns route hints off)",
@@ -353,6 +365,7 @@ std::optional<Options> parse(int argc, char** argv) {
     if (o.sim && !vm.count("sim-socket"))
         return fail("--sim-clients, --sim-node and --sim-attach-wait need --sim-socket NAME");
     if (o.sim) o.sim->mtu = o.service.sm.mtu;
+    if (auto error = Switch::config_error(o.service.sw)) return fail("--link: " + *error);
     return o;
 }
 

@@ -39,6 +39,14 @@ void SubnetManager::on_link_event(const LinkEvent& event, Clock::time_point now)
         lose(event.port, "link down");
         return;
     }
+    if (switch_.is_isl(event.port)) {
+        // This SM manages the CA ports of its own switch only: an
+        // inter-switch link is left to an SM that discovers switches (one
+        // attached through --sim-socket, such as OpenSM).
+        log("SM: port " + std::to_string(event.port) +
+            ": inter-switch link up; this SM manages its own switch's CA ports only, so the link stays INIT");
+        return;
+    }
     SmPort& port = ports_[event.port];
     if (port.port_guid != 0) mark_away(port.port_guid);
     port = SmPort{};

@@ -25,7 +25,32 @@ Switch::Switch(const Config& config, SwitchOutput& output)
     : config_(config), output_(output), faults_(config.faults, config.fault_seed) {
     config_.num_ports = std::min(config.num_ports, kMaxPorts);
     ports_.resize(std::size_t{config_.num_ports} + 1);  // index = port number; 0 is the management port
+    isl_peers_.resize(ports_.size());
+    if (!config_error(config_))
+        for (const IslConfig& l : config_.links) isl_peers_[l.port] = l.peer;
     init_sma();
+}
+
+std::optional<std::string> Switch::config_error(const Config& config) {
+    const unsigned num_ports = std::min(config.num_ports, kMaxPorts);
+    std::set<std::uint8_t> ports;
+    std::vector<SocketAddress> peers;
+    for (const IslConfig& l : config.links) {
+        if (l.port < 1 || l.port > num_ports)
+            return "inter-switch link on port " + std::to_string(l.port) + ": the switch has ports 1-" +
+                   std::to_string(num_ports);
+        if (!ports.insert(l.port).second) return "port " + std::to_string(l.port) + " has two inter-switch links";
+        if (std::find(peers.begin(), peers.end(), l.peer) != peers.end())
+            return "two inter-switch links to " + l.peer.to_string();
+        peers.push_back(l.peer);
+    }
+    return std::nullopt;
+}
+
+std::optional<std::uint8_t> Switch::isl_of(const SocketAddress& peer) const {
+    for (std::size_t p = 1; p < isl_peers_.size(); ++p)
+        if (isl_peers_[p] && *isl_peers_[p] == peer) return static_cast<std::uint8_t>(p);
+    return std::nullopt;
 }
 
 std::optional<std::uint8_t> Switch::port_of(const SocketAddress& peer) const {
@@ -90,11 +115,11 @@ void Switch::on_datagram(const SocketAddress& from, bytes datagram, Clock::time_
             count(SwitchDrop::port_not_active);
             return;
         }
-        if (!slid_routed_to(lrh->slid, *port)) {
+        if (!is_isl(*port) && !slid_routed_to(lrh->slid, *port)) {
             count(SwitchDrop::slid_not_port);
             return;
         }
-    } else if (!slid_routed_to(lrh->slid, *port) && lrh->slid != ib::kLidPermissive &&
+    } else if (!is_isl(*port) && !slid_routed_to(lrh->slid, *port) && lrh->slid != ib::kLidPermissive &&
                !(for_management && directed_route_smp(datagram, *lrh))) {
         // An SMP that goes by LID carries the sender's own LID too, or the
         // permissive one (a port the SM has not given a LID yet): whoever
@@ -122,23 +147,30 @@ void Switch::on_link_packet(const SocketAddress& from, bytes datagram, Clock::ti
     ++counters_.link_packets_in;
     auto port = port_of(from);
     if (!port) {
-        port = admit(from, now);
+        // The configured peer of an ISL plugs that ISL, never a host port.
+        port = isl_of(from);
+        if (!port) port = admit(from, now);
         if (!port) return;
-        ports_[*port] =
-            PortSlot{.plugged = true, .peer = from, .last_heard = now, .plugged_at = now, .link_number = ++links_};
-        sma_ports_[*port].info.port_state = ib::port_state::init;  // the link trained: the SM's turn
-        port_state_change_ = true;
-        link_events_.push_back({*port, true});
-        send_link_packet(*port);  // answer at once: the peer's link comes up now
+        plug(*port, from, now);
     }
     ports_[*port].last_heard = now;
+}
+
+void Switch::plug(std::uint8_t port, const SocketAddress& from, Clock::time_point now) {
+    ports_[port] = PortSlot{.plugged = true, .peer = from, .last_heard = now, .plugged_at = now, .link_number = ++links_};
+    sma_ports_[port].info.port_state = ib::port_state::init;  // the link trained: the SM's turn
+    port_state_change_ = true;
+    link_events_.push_back({port, true});
+    send_link_packet(port);  // answer at once: the peer's link comes up now
 }
 
 std::optional<std::uint8_t> Switch::admit(const SocketAddress& from, Clock::time_point now) {
     const std::string host = from.host_key();
     std::uint32_t pending = 0;
     for (std::size_t p = 1; p < ports_.size(); ++p)
-        if (ports_[p].plugged && !ports_[p].active && ports_[p].peer.host_key() == host) ++pending;
+        if (ports_[p].plugged && !ports_[p].active && !is_isl(static_cast<std::uint8_t>(p)) &&
+            ports_[p].peer.host_key() == host)
+            ++pending;
     if (pending >= config_.max_pending_per_host) {
         count(SwitchDrop::admission_pending);
         return std::nullopt;
@@ -169,14 +201,15 @@ std::optional<std::uint8_t> Switch::admit(const SocketAddress& from, Clock::time
     }
     std::optional<std::uint8_t> port;
     for (std::size_t p = 1; p < ports_.size() && !port; ++p)
-        if (!ports_[p].plugged) port = static_cast<std::uint8_t>(p);
+        if (!ports_[p].plugged && !is_isl(static_cast<std::uint8_t>(p))) port = static_cast<std::uint8_t>(p);
     if (!port) {
         // Full: the longest-plugged port that has had its chance to become
         // ACTIVE and did not gives way.
         std::optional<std::uint8_t> oldest;
         for (std::size_t p = 1; p < ports_.size(); ++p) {
             const PortSlot& slot = ports_[p];
-            if (slot.active || now - slot.plugged_at < config_.reclaim_after) continue;
+            if (slot.active || is_isl(static_cast<std::uint8_t>(p)) || now - slot.plugged_at < config_.reclaim_after)
+                continue;
             if (!oldest || slot.plugged_at < ports_[*oldest].plugged_at) oldest = static_cast<std::uint8_t>(p);
         }
         if (!oldest) {
@@ -216,7 +249,12 @@ void Switch::tick(Clock::time_point now) {
     now_ = now;
     if (faults_.active()) faults_.tick(now, [this](std::uint8_t p, bytes d) { transmit(p, d); });
     for (std::size_t p = 1; p < ports_.size(); ++p) {
-        if (!ports_[p].plugged) continue;
+        if (!ports_[p].plugged) {
+            // An ISL trains from both ends: its peer hears from us whether
+            // or not it has spoken yet.
+            if (isl_peers_[p]) send_link_packet_to(*isl_peers_[p]);
+            continue;
+        }
         if (now - ports_[p].last_heard > config_.link_timeout) {
             unplug(static_cast<std::uint8_t>(p));
             continue;
@@ -244,10 +282,12 @@ std::size_t Switch::poll_link_events(std::span<LinkEvent> out) {
     return n;
 }
 
-void Switch::send_link_packet(std::uint8_t port) {
+void Switch::send_link_packet(std::uint8_t port) { send_link_packet_to(ports_[port].peer); }
+
+void Switch::send_link_packet_to(const SocketAddress& peer) {
     std::array<std::uint8_t, ib::LinkPacket::size> buf{};
     ib::LinkPacket{}.write_to(buf.data());
-    output_.send(ports_[port].peer, buf);
+    output_.send(peer, buf);
     ++counters_.link_packets_out;
 }
 
@@ -334,10 +374,12 @@ void Switch::forward(bytes datagram, const ib::Lrh& lrh, std::uint8_t in_port, C
     if (ib::is_multicast_lid(lrh.dlid)) {
         // The ingress port is a member like any other: the sender's own
         // port receives its multicast, as DESIGN.md asks.
+        // An ISL is no member: a copy never goes back to the switch it came from.
+        const auto back_out = [&](std::size_t p) { return p == in_port && is_isl(in_port); };
         if (flooded_.count(lrh.dlid)) {
             bool any = false;
             for (std::size_t p = 1; p < ports_.size(); ++p)
-                if (ports_[p].plugged && egress_allowed(static_cast<std::uint8_t>(p))) {
+                if (ports_[p].plugged && !back_out(p) && egress_allowed(static_cast<std::uint8_t>(p))) {
                     send_to_port(static_cast<std::uint8_t>(p), datagram);
                     any = true;
                 }
@@ -350,7 +392,7 @@ void Switch::forward(bytes datagram, const ib::Lrh& lrh, std::uint8_t in_port, C
             return;
         }
         for (std::uint8_t p : it->second)
-            if (egress_allowed(p)) send_to_port(p, datagram);
+            if (!back_out(p) && egress_allowed(p)) send_to_port(p, datagram);
         return;
     }
     const auto it = lft_.find(lrh.dlid);
@@ -569,7 +611,8 @@ void Switch::handle_dr_smp(ib::Smp smp, const ib::Packet& pkt, std::uint8_t in_p
     // A request starting a LID-routed last part (C14-9:3, DrDLID not
     // permissive) goes on by LID, and is answered by LID to its LRH SLID:
     // from a port, that must be the port's own (as in on_datagram).
-    if (d.action == ib::DrAction::send_lid_routed && !smp.direction && in_port != 0 &&
+    const bool from_edge = in_port != 0 && !is_isl(in_port);
+    if (d.action == ib::DrAction::send_lid_routed && !smp.direction && from_edge &&
         !slid_routed_to(pkt.lrh.slid, in_port) && pkt.lrh.slid != ib::kLidPermissive) {
         count(SwitchDrop::slid_not_port);
         return;
@@ -583,7 +626,7 @@ void Switch::handle_dr_smp(ib::Smp smp, const ib::Packet& pkt, std::uint8_t in_p
     // SLID; but the CA that gets it names that SLID in its Trap 256 as the
     // one that tried. From a port, an SLID that is not the port's own
     // leaves as the permissive LID (unknown), not as another port's.
-    if (!smp.direction && in_port != 0 && !slid_routed_to(spec.lrh.slid, in_port)) spec.lrh.slid = ib::kLidPermissive;
+    if (!smp.direction && from_edge && !slid_routed_to(spec.lrh.slid, in_port)) spec.lrh.slid = ib::kLidPermissive;
     std::vector<std::uint8_t> out(ib::packet_size(spec));
     if (!ib::build_packet(spec, out)) {
         count(SwitchDrop::management_malformed);

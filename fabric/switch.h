@@ -31,6 +31,16 @@
 //    256, go to or name that LID. Cut-through routes
 //    (route_hint.h) are granted only between ACTIVE ports, and the permit
 //    names the LIDs and P_Keys the destination may take from the requester.
+// 6. Inter-switch links (Config::links): a port cabled to another switch.
+//    It is the ISL's alone: never given to a host, plugged only by link
+//    packets from the configured peer, and trained from both ends (link
+//    packets go to the peer while the link is down, so either switch may
+//    start first). Packets from an ISL have had their source checked where
+//    they entered the fabric (5: the SLID of a host port's packets), so
+//    their SLID is not checked again; everything else holds (the SM makes
+//    the ISL ACTIVE, partition enforcement, faults, PMA counters). A
+//    multicast copy never goes back out of the ISL it came in on. Without
+//    a fabric key, the peer is only the UDP address its datagrams claim.
 // Every drop is counted by SwitchDrop.
 //
 // Admission of new ports, per source host (IP address, any UDP port): at
@@ -134,6 +144,14 @@ public:
     virtual bool on_packet(const ib::Packet& packet, bytes wire, std::uint8_t in_port) = 0;
 };
 
+// An inter-switch link: a switch port cabled to a port of another switch,
+// whose link packets and data come from `peer` (another ibfabricd over
+// UDP, or another switch of this process).
+struct IslConfig {
+    std::uint8_t port = 0;
+    SocketAddress peer;
+};
+
 class Switch {
 public:
     static constexpr std::uint8_t kMaxPorts = 254;  // NumPorts is 8 bits; 255 is reserved
@@ -159,7 +177,12 @@ public:
         // no route hints: every packet passes the switch.
         std::vector<FaultRule> faults;
         std::uint64_t fault_seed = 1;
+        // Inter-switch links (header comment, 6).
+        std::vector<IslConfig> links;
     };
+    // Whether `config` can run: every ISL on a port 1..num_ports, no port
+    // or peer twice. The reason, or nullopt.
+    static std::optional<std::string> config_error(const Config& config);
     static constexpr std::size_t kMaxAdmissionHosts = 4096;
 
     Switch(const Config& config, SwitchOutput& output);
@@ -227,6 +250,8 @@ public:
     void set_port_active(std::uint8_t port, bool active);
 
     bool port_up(std::uint8_t port) const;
+    // Whether `port` is an inter-switch link (plugged or not).
+    bool is_isl(std::uint8_t port) const { return port < isl_peers_.size() && isl_peers_[port].has_value(); }
     std::optional<SocketAddress> peer_of(std::uint8_t port) const;
     const SwitchCounters& counters() const { return counters_; }
     const FaultInjector& faults() const { return faults_; }
@@ -283,6 +308,9 @@ private:
     bool port_state_change_ = false;
 
     std::optional<std::uint8_t> port_of(const SocketAddress& peer) const;
+    // The ISL whose configured peer is `peer`, plugged or not.
+    std::optional<std::uint8_t> isl_of(const SocketAddress& peer) const;
+    void plug(std::uint8_t port, const SocketAddress& from, Clock::time_point now);
     // A switch port for a new peer, or nullopt (counted).
     std::optional<std::uint8_t> admit(const SocketAddress& from, Clock::time_point now);
     void answer_route_request(std::uint8_t in_port, std::uint8_t out_port, std::uint16_t dlid, std::uint64_t nonce,
@@ -310,6 +338,7 @@ private:
     void transmit(std::uint8_t port, bytes datagram);  // past the fault injector
     bool hints_allowed() const { return config_.cut_through && !tap_ && !faults_.active(); }
     void send_link_packet(std::uint8_t port);
+    void send_link_packet_to(const SocketAddress& peer);
     void unplug(std::uint8_t port);
     void count(SwitchDrop d) { ++counters_.dropped[static_cast<std::size_t>(d)]; }
 
@@ -318,6 +347,7 @@ private:
     ManagementSink* management_ = nullptr;
     Tap tap_;
     std::vector<PortSlot> ports_;  // index = port number; 0 unused here
+    std::vector<std::optional<SocketAddress>> isl_peers_;  // index = port number: the ISL's peer
     std::uint64_t links_ = 0;      // links that came up: the last PortSlot::link_number
     std::map<std::string, Admission> admission_;  // by source host; at most kMaxAdmissionHosts
     std::map<std::uint16_t, std::uint8_t> lft_;

@@ -38,6 +38,11 @@ expect 2 "--subnet-prefix 'fe80::1'" "$BIN/ibfabricd" --subnet-prefix fe80::1
 expect 2 "/nonexistent/p.conf:0: cannot be read" "$BIN/ibfabricd" --partitions /nonexistent/p.conf
 expect 2 "unrecognised option '--bogus'" "$BIN/ibfabricd" --bogus
 expect 2 "--fault 'loss=150%': loss: must be between 0 and 100%" "$BIN/ibfabricd" --fault loss=150%
+expect 2 "--link '3': expected PORT=HOST:UDPPORT, PORT 1..254" "$BIN/ibfabricd" --link 3
+expect 2 "--link '3=nothere': expected ADDRESS:PORT" "$BIN/ibfabricd" --link 3=nothere
+expect 2 "--link: inter-switch link on port 9: the switch has ports 1-8" "$BIN/ibfabricd" --ports 8 --link 9=127.0.0.1:4802
+expect 2 "--link: port 3 has two inter-switch links" "$BIN/ibfabricd" --link 3=127.0.0.1:1 --link 3=127.0.0.1:2
+expect 2 "--link: two inter-switch links to 127.0.0.1:1" "$BIN/ibfabricd" --link 3=127.0.0.1:1 --link 4=127.0.0.1:1
 expect 2 "--m-key '0': expected random, file:PATH, none or a non-zero 64-bit number" "$BIN/ibfabricd" --m-key 0
 expect 2 "--m-key-protect '4': must be 0, 1, 2 or 3" "$BIN/ibfabricd" --m-key-protect 4
 expect 2 "--m-key-lease '70000': must be 0..65535 seconds" "$BIN/ibfabricd" --m-key-lease 70000

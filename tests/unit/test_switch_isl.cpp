@@ -1,0 +1,301 @@
+// Inter-switch links (fabric/switch.h, header comment 6): two switches of
+// one test cabled port 8 to port 8, hosts as raw UDP addresses, the
+// forwarding tables set by hand (the SM's part comes later), a fake clock.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "fabric/sm.h"
+#include "fabric/switch.h"
+#include "transport/wire/link.h"
+#include "transport/wire/packet.h"
+#include "transport/wire/smp.h"
+#include "transport/wire/smp_dr.h"
+
+namespace ipoibd::fabric {
+namespace {
+
+using namespace std::chrono_literals;
+using Wire = std::vector<std::uint8_t>;
+
+SocketAddress addr(const char* text) { return *parse_socket_address(text); }
+
+const SocketAddress kSwitchA = addr("198.18.1.1:4791");
+const SocketAddress kSwitchB = addr("198.18.1.2:4791");
+const SocketAddress kHost1 = addr("198.18.1.11:5000");  // on A, port 1, LID 10
+const SocketAddress kHost2 = addr("198.18.1.12:5000");  // on B, port 1, LID 20
+constexpr std::uint8_t kIsl = 8;
+constexpr std::uint16_t kLid1 = 10, kLid2 = 20, kMlid = 0xC000;
+
+Wire link_packet() {
+    Wire w(ib::LinkPacket::size);
+    ib::LinkPacket{}.write_to(w.data());
+    return w;
+}
+
+// A UD send from `slid` to `dlid`, with a payload byte to tell copies apart.
+Wire ud_packet(std::uint16_t slid, std::uint16_t dlid, std::uint8_t tag) {
+    const std::array<std::uint8_t, 8> payload{tag};
+    ib::PacketSpec spec;
+    spec.lrh.slid = slid;
+    spec.lrh.dlid = dlid;
+    spec.bth.opcode = ib::op::ud_send_only;
+    spec.bth.pkey = ib::kPKeyDefault;
+    spec.bth.dest_qp = ib::is_multicast_lid(dlid) ? 0xFFFFFF : 2;
+    spec.ext.deth = {0x1234, 2};
+    spec.payload = payload;
+    Wire w(ib::packet_size(spec));
+    EXPECT_TRUE(ib::build_packet(spec, w).has_value());
+    return w;
+}
+
+// What reaches the agents of a switch's port 0.
+struct Agents final : ManagementSink {
+    std::vector<ib::Smp> smps;
+    bool on_smp(const ib::Smp& smp, std::uint8_t, std::uint16_t) override {
+        smps.push_back(smp);
+        return true;
+    }
+    bool on_packet(const ib::Packet&, bytes, std::uint8_t) override { return false; }
+};
+
+// Two switches and the wire between them and their hosts. A datagram a
+// switch sends to the other switch's address reaches it (from the sender's
+// address) when the test runs the wire, unless that switch is cut off;
+// one it sends anywhere else is a host's.
+struct IslTest : ::testing::Test {
+    struct Side final : SwitchOutput {
+        IslTest& test;
+        SocketAddress self;
+        explicit Side(IslTest& t, SocketAddress a) : test(t), self(a) {}
+        void send(const SocketAddress& to, bytes d) override { test.wire.push_back({self, to, Wire(d.begin(), d.end())}); }
+    };
+    struct Datagram {
+        SocketAddress from, to;
+        Wire data;
+    };
+    Clock::time_point now = Clock::time_point{} + 1h;
+    std::deque<Datagram> wire;
+    std::map<std::string, std::vector<Wire>> at_host;  // data datagrams by host address
+    Side out_a{*this, kSwitchA}, out_b{*this, kSwitchB};
+    std::unique_ptr<Switch> a, b;
+    Agents agents_a, agents_b;
+    bool b_reachable = true;  // false: what A sends B is lost, and B sends nothing
+
+    static Switch::Config config(std::uint64_t guid, const SocketAddress& peer) {
+        return Switch::Config{.lid = static_cast<std::uint16_t>(guid & 0xFF), .guid = guid, .num_ports = 8,
+                              .link_timeout = 1000ms, .cut_through = false, .links = {{kIsl, peer}}};
+    }
+    void SetUp() override {
+        a = std::make_unique<Switch>(config(0x0200'00ff'fe00'00A1, kSwitchB), out_a);
+        b = std::make_unique<Switch>(config(0x0200'00ff'fe00'00B2, kSwitchA), out_b);
+        a->set_management(&agents_a);
+        b->set_management(&agents_b);
+    }
+    void run() {
+        for (int guard = 0; guard < 10000 && !wire.empty(); ++guard) {
+            Datagram d = std::move(wire.front());
+            wire.pop_front();
+            const bool to_switch = d.to == kSwitchA || d.to == kSwitchB;
+            if (!b_reachable && (d.to == kSwitchB || d.from == kSwitchB)) continue;
+            if (to_switch)
+                (d.to == kSwitchA ? *a : *b).on_datagram(d.from, d.data, now);
+            else if (d.data.size() != ib::LinkPacket::size)
+                at_host[d.to.to_string()].push_back(std::move(d.data));
+        }
+    }
+    void from_host(const SocketAddress& host, const SocketAddress& to_switch, const Wire& d) {
+        wire.push_back({host, to_switch, d});
+        run();
+    }
+    // Time passes in 50 ms ticks; the hosts keep their links.
+    void advance(std::chrono::milliseconds how_long) {
+        for (auto t = 0ms; t < how_long; t += 50ms) {
+            now += 50ms;
+            wire.push_back({kHost1, kSwitchA, link_packet()});
+            wire.push_back({kHost2, kSwitchB, link_packet()});
+            a->tick(now);
+            if (b_reachable) b->tick(now);
+            run();
+        }
+    }
+    // Both hosts up, every port the SM's ACTIVE, each switch routing its
+    // host's LID to port 1 and the other's to the ISL.
+    void bring_up() {
+        advance(100ms);
+        ASSERT_TRUE(a->port_up(1) && a->port_up(kIsl) && b->port_up(1) && b->port_up(kIsl));
+        for (Switch* sw : {a.get(), b.get()}) {
+            sw->set_port_active(1, true);
+            sw->set_port_active(kIsl, true);
+        }
+        a->set_unicast_route(kLid1, 1);
+        a->set_unicast_route(kLid2, kIsl);
+        b->set_unicast_route(kLid2, 1);
+        b->set_unicast_route(kLid1, kIsl);
+    }
+    std::vector<Wire>& received(const SocketAddress& host) { return at_host[host.to_string()]; }
+};
+
+TEST_F(IslTest, TheLinkComesUpFromEitherEndOnItsOwnPort) {
+    EXPECT_TRUE(a->is_isl(kIsl));
+    EXPECT_FALSE(a->is_isl(1));
+    // Only A ticks: its link packets reach B, whose answer brings up A.
+    a->tick(now);
+    run();
+    EXPECT_TRUE(a->port_up(kIsl));
+    EXPECT_TRUE(b->port_up(kIsl));
+    EXPECT_EQ(a->peer_of(kIsl), kSwitchB);
+    LinkEvent events[8];
+    ASSERT_EQ(b->poll_link_events(events), 1u);
+    EXPECT_EQ(events[0].port, kIsl);
+    EXPECT_TRUE(events[0].up);
+    EXPECT_EQ(b->port_info(kIsl).port_state, ib::port_state::init);  // the SM's turn
+}
+
+TEST_F(IslTest, AHostNeverGetsTheIslPortEvenWhenEveryOtherIsTaken) {
+    for (int h = 1; h <= 8; ++h) {
+        const auto host = addr(("198.18.2." + std::to_string(h) + ":5000").c_str());
+        from_host(host, kSwitchA, link_packet());
+    }
+    for (std::uint8_t p = 1; p < kIsl; ++p) EXPECT_TRUE(a->port_up(p));
+    EXPECT_FALSE(a->port_up(kIsl));
+    EXPECT_EQ(a->counters().dropped_for(SwitchDrop::ports_full), 1u);
+    // The ISL's peer still gets its port.
+    b->tick(now);
+    run();
+    EXPECT_TRUE(a->port_up(kIsl));
+}
+
+TEST_F(IslTest, UnicastCrossesBothSwitchesByTheirTables) {
+    bring_up();
+    from_host(kHost1, kSwitchA, ud_packet(kLid1, kLid2, 1));
+    ASSERT_EQ(received(kHost2).size(), 1u);
+    EXPECT_EQ(received(kHost2)[0], ud_packet(kLid1, kLid2, 1));
+    from_host(kHost2, kSwitchB, ud_packet(kLid2, kLid1, 2));
+    ASSERT_EQ(received(kHost1).size(), 1u);
+    const auto pma = a->pma_counters(kIsl);
+    ASSERT_TRUE(pma.has_value());
+    EXPECT_EQ(pma->xmit_packets, 1u);
+    EXPECT_EQ(pma->rcv_packets, 1u);
+}
+
+TEST_F(IslTest, TheSourceIsCheckedWhereThePacketEntersTheFabricNotOnTheIsl) {
+    bring_up();
+    // Host 1 claiming host 2's LID: refused at its own switch's edge.
+    from_host(kHost1, kSwitchA, ud_packet(kLid2, kLid2, 1));
+    EXPECT_EQ(a->counters().dropped_for(SwitchDrop::slid_not_port), 1u);
+    EXPECT_TRUE(received(kHost2).empty());
+    // From the ISL, an SLID that B routes elsewhere (here: nowhere) passes:
+    // A checked it at its edge.
+    b->clear_unicast_route(kLid1);
+    from_host(kHost1, kSwitchA, ud_packet(kLid1, kLid2, 2));
+    EXPECT_EQ(received(kHost2).size(), 1u);
+    EXPECT_EQ(b->counters().dropped_for(SwitchDrop::slid_not_port), 0u);
+}
+
+TEST_F(IslTest, NothingCrossesAnIslTheSmHasNotMadeActive) {
+    bring_up();
+    b->set_port_active(kIsl, false);
+    from_host(kHost1, kSwitchA, ud_packet(kLid1, kLid2, 1));
+    EXPECT_TRUE(received(kHost2).empty());
+    EXPECT_EQ(b->counters().dropped_for(SwitchDrop::port_not_active), 1u);
+}
+
+TEST_F(IslTest, AMulticastCopyNeverGoesBackOutOfTheIslItCameIn) {
+    bring_up();
+    a->set_multicast_ports(kMlid, {1, kIsl});
+    b->set_multicast_ports(kMlid, {1, kIsl});
+    from_host(kHost1, kSwitchA, ud_packet(kLid1, kMlid, 7));
+    EXPECT_EQ(received(kHost1).size(), 1u);  // the sender's own copy (its port stands in for an HCA's loopback)
+    EXPECT_EQ(received(kHost2).size(), 1u);
+    EXPECT_EQ(b->pma_counters(kIsl)->xmit_packets, 0u);
+    // A flooded group: the same.
+    a->set_multicast_flood(kMlid + 1, true);
+    b->set_multicast_flood(kMlid + 1, true);
+    from_host(kHost1, kSwitchA, ud_packet(kLid1, kMlid + 1, 8));
+    EXPECT_EQ(received(kHost2).size(), 2u);
+    EXPECT_EQ(b->pma_counters(kIsl)->xmit_packets, 0u);
+}
+
+TEST_F(IslTest, ASilentPeerTakesTheLinkDownAndTheLinkTrainsAgainWhenItSpeaks) {
+    bring_up();
+    b_reachable = false;
+    advance(1500ms);
+    EXPECT_FALSE(a->port_up(kIsl));
+    EXPECT_TRUE(a->is_isl(kIsl));
+    LinkEvent events[8];
+    bool went_down = false;
+    for (std::size_t n = a->poll_link_events(events), i = 0; i < n; ++i)
+        went_down |= events[i].port == kIsl && !events[i].up;
+    EXPECT_TRUE(went_down);
+    // A unplugged host port is a host's again; the ISL's stays the ISL's.
+    from_host(addr("198.18.2.99:5000"), kSwitchA, link_packet());
+    EXPECT_FALSE(a->port_up(kIsl));
+    b_reachable = true;
+    advance(100ms);
+    EXPECT_TRUE(a->port_up(kIsl));
+    EXPECT_EQ(a->port_info(kIsl).port_state, ib::port_state::init);  // a new link: the SM's turn again
+}
+
+TEST_F(IslTest, ADirectedRouteSmpCrossesTheIslAndItsAnswerComesBack) {
+    bring_up();
+    ib::Smp smp;
+    smp.mgmt_class = ib::mgmt_class::subn_directed_route;
+    smp.method = ib::method::get;
+    smp.attribute_id = ib::smp_attr::node_info;
+    smp.transaction_id = 77;
+    const std::array<std::uint8_t, 1> path{kIsl};
+    ASSERT_TRUE(ib::dr_set_initial_path(smp, path));
+    const ib::DrDecision d = ib::dr_send_request(smp, a->num_ports());
+    ASSERT_EQ(d.action, ib::DrAction::send_on_port);
+    std::array<std::uint8_t, ib::kMadSize> mad{};
+    smp.write_to(mad.data());
+    std::array<std::uint8_t, ib::kQp0PacketSize> out{};
+    const auto n = ib::build_qp0_packet(mad, a->lid(), ib::kLidPermissive, out);
+    ASSERT_TRUE(n.has_value());
+    a->send_from_management(bytes(out).first(*n), d.port);
+    run();
+    ASSERT_EQ(agents_a.smps.size(), 1u);
+    const ib::Smp& answer = agents_a.smps[0];
+    EXPECT_EQ(answer.transaction_id, 77u);
+    EXPECT_TRUE(answer.direction);
+    const auto info = ib::NodeInfo::read_from(answer.data.data());
+    EXPECT_EQ(info.node_guid, b->guid());
+    EXPECT_EQ(info.node_type, ib::node_type::switch_node);
+    EXPECT_EQ(info.local_port_num, kIsl);  // the port it came in on, at B
+}
+
+TEST_F(IslTest, ThisSwitchsSmLeavesTheIslToAnSmThatDiscoversSwitches) {
+    std::vector<std::string> log;
+    SubnetManager sm(SmConfig{}, *a, [&](const std::string& line) { log.push_back(line); });
+    a->set_management(&sm);
+    a->tick(now);
+    run();
+    LinkEvent events[8];
+    for (std::size_t n = a->poll_link_events(events), i = 0; i < n; ++i) sm.on_link_event(events[i], now);
+    run();
+    EXPECT_EQ(sm.counters().smps_sent, 0u);  // no NodeInfo to the other switch, no CA expected there
+    ASSERT_EQ(log.size(), 1u);
+    EXPECT_NE(log[0].find("port 8: inter-switch link up"), std::string::npos) << log[0];
+    EXPECT_EQ(a->port_info(kIsl).port_state, ib::port_state::init);
+}
+
+TEST(IslConfig, RefusesALinkOnNoPortTwoOnOnePortAndTwoToOnePeer) {
+    const auto peer = kSwitchB;
+    EXPECT_FALSE(Switch::config_error({.num_ports = 8, .links = {{8, peer}}}).has_value());
+    EXPECT_EQ(Switch::config_error({.num_ports = 8, .links = {{9, peer}}}),
+              "inter-switch link on port 9: the switch has ports 1-8");
+    EXPECT_EQ(Switch::config_error({.num_ports = 8, .links = {{0, peer}}}),
+              "inter-switch link on port 0: the switch has ports 1-8");
+    EXPECT_EQ(Switch::config_error({.num_ports = 8, .links = {{3, peer}, {3, kSwitchA}}}),
+              "port 3 has two inter-switch links");
+    EXPECT_EQ(Switch::config_error({.num_ports = 8, .links = {{3, peer}, {4, peer}}}),
+              "two inter-switch links to 198.18.1.2:4791");
+}
+
+}  // namespace
+}  // namespace ipoibd::fabric
