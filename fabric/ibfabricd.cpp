@@ -140,6 +140,26 @@ const cli::Option<Options> kOptions[] = {
          return {};
      },
      "0x1"},
+    {"switch-guid", cli::Takes::value,
+     "the switch's node GUID (its port 0's, and the SM's in SMInfo), non-zero; each switch of a fabric needs its own",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto guid = number(v, ~0ULL);
+         if (!guid || *guid == 0) return unexpected("--switch-guid '" + v + "': expected a non-zero 64-bit GUID");
+         o.service.sw.guid = *guid;
+         o.service.sm.guid = *guid;
+         return {};
+     },
+     "0x020000fffe000001"},
+    {"node-description", cli::Takes::value, "the switch's NodeDescription (what ibnetdiscover and ibtracert show), 1 to 64 bytes of text",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         if (const auto problem = text_problem(v))
+             return unexpected("--node-description '" + escape_text(v) + "': " + *problem);
+         if (v.empty() || v.size() > 64)
+             return unexpected("--node-description '" + escape_text(v) + "': expected 1 to 64 bytes of text");
+         o.service.sw.description = v;
+         return {};
+     },
+     "ibfabricd soft switch"},
     {"lid", cli::Takes::values, "fixed LID for a port: GUID=LID (repeatable)",
      [](Options& o, const std::string& v) -> cli::Applied {
          const auto eq = v.find('=');

@@ -431,7 +431,11 @@ std::optional<std::vector<std::uint16_t>> Switch::cut_through_keys(std::uint8_t 
 }
 
 void Switch::maybe_send_hint(std::uint8_t in_port, std::uint8_t out_port, std::uint16_t dlid, Clock::time_point now) {
-    if (in_port == out_port || !port_up(in_port) || !port_up(out_port)) return;
+    // Cut-through only between two host ports of this switch: a packet that
+    // crosses an ISL passes every switch on its path (their tables, their
+    // partition checks, a lost link noticed), and an ISL's peer is a switch
+    // that takes no hints.
+    if (in_port == out_port || !port_up(in_port) || !port_up(out_port) || is_isl(in_port) || is_isl(out_port)) return;
     auto& last = hints_sent_[{in_port, dlid}];
     if (last != Clock::time_point{} && now - last < config_.hint_ttl / 2) return;
     last = now;
@@ -442,6 +446,10 @@ void Switch::answer_route_request(std::uint8_t in_port, std::uint8_t out_port, s
                                   std::uint64_t nonce, Clock::time_point now) {
     if (in_port == out_port || !port_up(in_port) || !port_up(out_port)) {
         count(SwitchDrop::bad_route_request);
+        return;
+    }
+    if (is_isl(in_port) || is_isl(out_port)) {  // no cut-through across switches (maybe_send_hint)
+        count(SwitchDrop::route_refused);
         return;
     }
     // A direct path skips this switch's checks: only between ACTIVE ports

@@ -34,6 +34,10 @@ expect 2 "--lid '0x12=0': expected GUID=LID" "$BIN/ibfabricd" --lid 0x12=0
 expect 2 "--mcast-group '0x10'" "$BIN/ibfabricd" --mcast-group 0x10
 expect 2 "--sweep-interval: unknown unit 'parsecs'" "$BIN/ibfabricd" --sweep-interval 3parsecs
 expect 2 "--ports 0: must be 1..254" "$BIN/ibfabricd" --ports 0
+expect 2 "--switch-guid '0': expected a non-zero 64-bit GUID" "$BIN/ibfabricd" --switch-guid 0
+expect 2 "--switch-guid 'leaf'" "$BIN/ibfabricd" --switch-guid leaf
+expect 2 "--node-description '': expected 1 to 64 bytes of text" "$BIN/ibfabricd" --node-description ''
+expect 2 "--node-description '.*': control character 0x1b at column 2" "$BIN/ibfabricd" --node-description $'a\x1bb'
 expect 2 "--subnet-prefix 'fe80::1'" "$BIN/ibfabricd" --subnet-prefix fe80::1
 expect 2 "/nonexistent/p.conf:0: cannot be read" "$BIN/ibfabricd" --partitions /nonexistent/p.conf
 expect 2 "unrecognised option '--bogus'" "$BIN/ibfabricd" --bogus

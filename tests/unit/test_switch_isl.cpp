@@ -11,6 +11,7 @@
 
 #include "fabric/sm.h"
 #include "fabric/switch.h"
+#include "transport/soft/route_hint.h"
 #include "transport/wire/link.h"
 #include "transport/wire/packet.h"
 #include "transport/wire/smp.h"
@@ -86,11 +87,13 @@ struct IslTest : ::testing::Test {
     Agents agents_a, agents_b;
     bool b_reachable = true;  // false: what A sends B is lost, and B sends nothing
 
-    static Switch::Config config(std::uint64_t guid, const SocketAddress& peer) {
+    bool cut_through = false;
+    Switch::Config config(std::uint64_t guid, const SocketAddress& peer) const {
         return Switch::Config{.lid = static_cast<std::uint16_t>(guid & 0xFF), .guid = guid, .num_ports = 8,
-                              .link_timeout = 1000ms, .cut_through = false, .links = {{kIsl, peer}}};
+                              .link_timeout = 1000ms, .cut_through = cut_through, .links = {{kIsl, peer}}};
     }
-    void SetUp() override {
+    void SetUp() override { make_switches(); }
+    void make_switches() {
         a = std::make_unique<Switch>(config(0x0200'00ff'fe00'00A1, kSwitchB), out_a);
         b = std::make_unique<Switch>(config(0x0200'00ff'fe00'00B2, kSwitchA), out_b);
         a->set_management(&agents_a);
@@ -219,6 +222,39 @@ TEST_F(IslTest, AMulticastCopyNeverGoesBackOutOfTheIslItCameIn) {
     from_host(kHost1, kSwitchA, ud_packet(kLid1, kMlid + 1, 8));
     EXPECT_EQ(received(kHost2).size(), 2u);
     EXPECT_EQ(b->pma_counters(kIsl)->xmit_packets, 0u);
+}
+
+TEST_F(IslTest, NoCutThroughAcrossAnIsl) {
+    cut_through = true;
+    make_switches();
+    bring_up();
+    // A host on A and one more on A's port 2, so that the same switch does
+    // give hints between its own host ports.
+    const SocketAddress host3 = addr("198.18.1.13:5000");
+    from_host(host3, kSwitchA, link_packet());
+    ASSERT_TRUE(a->port_up(2));
+    a->set_port_active(2, true);
+    a->set_unicast_route(30, 2);
+    from_host(kHost1, kSwitchA, ud_packet(kLid1, 30, 1));
+    auto hints = [&](const SocketAddress& host) {
+        std::size_t n = 0;
+        for (const Wire& w : received(host)) n += transport::decode_route_hint(w).has_value() ? 1u : 0u;
+        return n;
+    };
+    EXPECT_EQ(hints(kHost1), 1u);  // host port to host port: a hint
+    // Host 1 to host 2 crosses the ISL: delivered, no hint either way, and
+    // a route request for the far LID is refused.
+    from_host(kHost1, kSwitchA, ud_packet(kLid1, kLid2, 2));
+    from_host(kHost2, kSwitchB, ud_packet(kLid2, kLid1, 3));
+    EXPECT_EQ(hints(kHost1), 1u);
+    EXPECT_EQ(hints(kHost2), 0u);
+    EXPECT_EQ(received(kHost2).size(), 1u);
+    transport::SoftControlBuffer request{};
+    transport::encode_route_request({.dlid = kLid2, .nonce = 99}, request);
+    from_host(kHost1, kSwitchA, Wire(request.begin(), request.end()));
+    EXPECT_EQ(hints(kHost1), 1u);
+    EXPECT_EQ(a->counters().dropped_for(SwitchDrop::route_refused), 1u);
+    EXPECT_EQ(a->counters().route_hints, 1u);
 }
 
 TEST_F(IslTest, ASilentPeerTakesTheLinkDownAndTheLinkTrainsAgainWhenItSpeaks) {

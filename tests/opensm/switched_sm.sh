@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# OpenSM manages a soft fabric of three switches (issue 44): two leaves and a
+# spine, each its own ibfabricd --sm=no, cabled by inter-switch links over
+# UDP; OpenSM, attached to leaf 1's sim socket, discovers the three by
+# directed route across the links, routes them with each of its engines
+# (minhop, updn, ftree; a fallback fails the test), and two ipoibd hosts on
+# different leaves talk through the spine.
+#
+#   leaf1 198.18.111.100:18516 port 8 <-> spine port 1
+#   leaf2 198.18.111.100:18517 port 8 <-> spine port 2
+#   spine 198.18.111.100:18518 (4 ports)
+#   A on leaf1, 198.18.0.1/24     B on leaf2, 198.18.0.2/24
+#
+#  1. OpenSM reaches SUBNET UP; ibnetdiscover lists the three switches by
+#     their node descriptions and the two ISLs;
+#  2. A and B come up through OpenSM and ping; ibtracert from A's LID to
+#     B's names leaf1, spine and leaf2 in order; ibroute of the spine has
+#     both hosts' LIDs on the ports of their leaves;
+#  3. for each engine: OpenSM restarted with routing_engine ENGINE; every
+#     "... tables configured on all switches" line of its log names that
+#     engine and none says it "cannot build" (OpenSM 3.3.23, Debian 12's,
+#     predates no_fallback_routing_engine: a fallback to minhop is found in
+#     the log instead), and A and B still ping.
+#
+# tests/opensm/switched_sm.sh BIN_DIR
+set -euo pipefail
+BIN=$(cd "$1" && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../scenario/lib.sh"
+scenario_init switched_sm
+
+PRELOAD=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so
+[ -f "$PRELOAD" ] || { echo "switched_sm: $PRELOAD missing (libumad2sim0); skipped" >&2; exit 77; }
+for tool in opensm ibnetdiscover ibtracert ibroute python3 ping; do
+  command -v $tool >/dev/null || { echo "switched_sm: $tool missing (opensm, infiniband-diags); skipped" >&2; exit 77; }
+done
+
+FAB=ssf$$
+SOCK=ss$$
+IP=198.18.111.100
+declare -A LISTEN=([leaf1]=$IP:18516 [leaf2]=$IP:18517 [spine]=$IP:18518)
+declare -A SWGUID=([leaf1]=0x0002c90000a00001 [leaf2]=0x0002c90000a00002 [spine]=0x0002c90000a000f1)
+declare -A GUID=([a]=0x0002c90300e5b00a [b]=0x0002c90300e5b00b)
+declare -A UNDERLAY=([a]=198.18.111.1 [b]=198.18.111.2)
+declare -A FABRIC_OF=([a]=${LISTEN[leaf1]} [b]=${LISTEN[leaf2]})
+declare -A NS=([a]=ssa$$ [b]=ssb$$)
+declare -A IDX=([a]=1 [b]=2)
+
+star_underlay "$FAB" $IP/24
+for h in a b; do star_host "$FAB" "${NS[$h]}" "s$h$$" "${UNDERLAY[$h]}/24"; done
+
+switch() {  # NAME ARGS...
+  local name=$1; shift
+  start "$FAB" "$WORK/$name.log" "$BIN/ibfabricd" --listen "${LISTEN[$name]}" --control-socket "$WORK/$name.sock" \
+    --switch-guid "${SWGUID[$name]}" --node-description "$name" --sm=no "$@"
+}
+switch leaf1 --ports 8 --link "8=${LISTEN[spine]}" --sim-socket "$SOCK" --sim-attach-wait 3s
+switch leaf2 --ports 8 --link "8=${LISTEN[spine]}"
+switch spine --ports 4 --link "1=${LISTEN[leaf1]}" --link "2=${LISTEN[leaf2]}"
+for s in leaf1 leaf2 spine; do wait_for 10 "$WORK/$s.log" "listening on" || fail "$s did not start"; done
+
+OSM=$WORK/opensm
+mkdir -p "$OSM/cache" "$WORK/run"
+write_conf() {  # ENGINE
+  {
+    echo "log_file $OSM/opensm.log"
+    echo "force_log_flush TRUE"
+    echo "dump_files_dir $OSM/"
+    echo "partition_config_file $OSM/partitions.conf.absent"
+    echo "qos_policy_file $OSM/qos-policy.conf.absent"
+    echo "prefix_routes_file $OSM/prefix-routes.conf.absent"
+    echo "per_module_logging_file $OSM/per-module-logging.conf.absent"
+    echo "torus_config $OSM/torus-2QoS.conf.absent"
+    echo "sweep_interval 1"
+    echo "console off"
+    echo "daemon FALSE"
+    echo "routing_engine $1"
+  } >"$OSM/opensm.conf"
+}
+start_opensm() {  # RUN
+  (cd "$OSM" && exec ip netns exec "$FAB" env LD_PRELOAD="$PRELOAD" IBSIM_SOCKNAME="$SOCK" SIM_HOST=opensm \
+    OSM_CACHE_DIR="$OSM/cache" OSM_TMP_DIR="$OSM" timeout -s TERM 300 opensm -F "$OSM/opensm.conf" \
+    </dev/null >"$WORK/opensm-$1.log" 2>&1) &
+  OSM_PID=$!
+  PIDS+=("$OSM_PID")
+}
+sim() {  # CMD...: a tool on a sim node of its own
+  (cd "$WORK/run" && ip netns exec "$FAB" env LD_PRELOAD="$PRELOAD" IBSIM_SOCKNAME="$SOCK" SIM_HOST=diag \
+    timeout 20 "$@")
+}
+
+write_conf minhop
+start_opensm first
+wait_for 30 "$OSM/opensm.log" "SUBNET UP" || fail "OpenSM did not bring the subnet up"
+pass "OpenSM under libumad2sim swept three soft switches: SUBNET UP"
+
+for h in a b; do
+  cat >"$WORK/$h.conf" <<EOF2
+[fabric]
+transport = soft
+address = ${FABRIC_OF[$h]}
+port-guid = ${GUID[$h]}
+[interface]
+address = 198.18.0.${IDX[$h]}/24
+[daemon]
+control-socket = $WORK/$h.sock
+EOF2
+  start_ipoibd "$h" 1
+done
+for h in a b; do wait_link_up "$h" 40; done
+ping_until a 30 198.18.0.2 || fail "A does not reach B across the spine"
+in_ns a ping -c 3 -W 2 198.18.0.2 >/dev/null || fail "ping A -> B"
+in_ns b ping -c 3 -W 2 198.18.0.1 >/dev/null || fail "ping B -> A"
+pass "A on leaf1 and B on leaf2 ping each other through the spine"
+
+out=$(sim ibnetdiscover) || fail "ibnetdiscover failed: $out"
+echo "$out" >"$WORK/ibnetdiscover.txt"
+switches=$(grep -c '^Switch' <<<"$out" || true)
+[ "$switches" = 3 ] || fail "ibnetdiscover shows $switches switches, not 3: $out"
+for s in leaf1 leaf2 spine; do grep -q "^Switch.*# \"$s\"" <<<"$out" || fail "ibnetdiscover does not name $s: $out"; done
+# The spine's block: its ports 1 and 2 cabled to the leaves' ports 8.
+spine_block=$(awk '/^Switch.*"spine"/{on=1} on&&/^$/{exit} on' <<<"$out")
+grep -qE '^\[1\].*\[8\].*"leaf1"' <<<"$spine_block" || fail "ibnetdiscover: spine port 1 is not cabled to leaf1 port 8: $spine_block"
+grep -qE '^\[2\].*\[8\].*"leaf2"' <<<"$spine_block" || fail "ibnetdiscover: spine port 2 is not cabled to leaf2 port 8: $spine_block"
+pass "ibnetdiscover lists the three switches and both inter-switch links"
+
+lid_of() { ctl "$1" -j status | python3 -c "import json,sys; print(int(json.load(sys.stdin)['lid'], 0))"; }
+LID_A=$(lid_of a)
+LID_B=$(lid_of b)
+out=$(sim ibtracert "$LID_A" "$LID_B") || fail "ibtracert $LID_A $LID_B failed: $out"
+echo "$out" >"$WORK/ibtracert.txt"
+order=$(grep -oE '"(leaf1|leaf2|spine)"' <<<"$out" | tr -d '"' | tr '\n' ' ')
+[ "$order" = "leaf1 spine leaf2 " ] || fail "ibtracert from A to B crosses '$order', not leaf1 spine leaf2: $out"
+out=$(sim ibroute -G "${SWGUID[spine]}") || fail "ibroute of the spine failed: $out"
+echo "$out" >"$WORK/ibroute-spine.txt"
+grep -qE "^0x0*$(printf '%x' "$LID_A") 001 " <<<"$out" || fail "the spine does not route A's LID $LID_A to port 1: $out"
+grep -qE "^0x0*$(printf '%x' "$LID_B") 002 " <<<"$out" || fail "the spine does not route B's LID $LID_B to port 2: $out"
+pass "ibtracert A -> B names leaf1, spine, leaf2; the spine's LFT routes A to port 1, B to port 2"
+
+for engine in updn ftree minhop; do
+  kill -TERM "$OSM_PID"
+  wait "$OSM_PID" 2>/dev/null || true
+  osm_mark=$(wc -l <"$OSM/opensm.log")
+  write_conf "$engine"
+  start_opensm "$engine"
+  wait_for_after 30 "$OSM/opensm.log" "$osm_mark" "SUBNET UP" || fail "OpenSM -R $engine did not bring the subnet up"
+  # Past SUBNET UP the routing of this start is in the log.
+  tail -n +"$((osm_mark + 1))" "$OSM/opensm.log" >"$WORK/opensm-$engine.part"
+  used=$(sed -n 's/.* \([a-zA-Z0-9-]*\) tables configured on all switches.*/\1/p' "$WORK/opensm-$engine.part" | sort -u | tr '\n' ' ')
+  [ "$used" = "$engine " ] || fail "OpenSM routed with '$used', not $engine: $(grep -i "tables configured\|cannot build\|routing" "$WORK/opensm-$engine.part" | tail -5)"
+  if grep -q "cannot build" "$WORK/opensm-$engine.part"; then
+    fail "OpenSM's $engine engine failed: $(grep "cannot build" "$WORK/opensm-$engine.part" | tail -3)"
+  fi
+  ping_until a 30 198.18.0.2 || fail "A does not reach B with OpenSM -R $engine"
+  in_ns b ping -c 3 -W 2 198.18.0.1 >/dev/null || fail "ping B -> A with OpenSM -R $engine"
+  pass "OpenSM -R $engine routes the three switches; A and B ping"
+done
+
+for h in a b; do stop_ipoibd "$h"; done
+echo "switched_sm: all checks passed"
