@@ -6,9 +6,9 @@
 # (minhop, updn, ftree; a fallback fails the test), and two ipoibd hosts on
 # different leaves talk through the spine.
 #
-#   leaf1 198.18.111.100:18516 port 8 <-> spine port 1
-#   leaf2 198.18.111.100:18517 port 8 <-> spine port 2
-#   spine 198.18.111.100:18518 (4 ports)
+#   leaf1 198.18.111.100:18516 port 8 <-> spine port 1, port 7 <-> spine2 port 1
+#   leaf2 198.18.111.100:18517 port 8 <-> spine port 2, port 7 <-> spine2 port 2
+#   spine 198.18.111.100:18518 (4 ports)     spine2 198.18.111.100:18519 (4 ports)
 #   A on leaf1, 198.18.0.1/24     B on leaf2, 198.18.0.2/24
 #
 #  1. OpenSM reaches SUBNET UP; ibnetdiscover lists the three switches by
@@ -20,7 +20,12 @@
 #     "... tables configured on all switches" line of its log names that
 #     engine and none says it "cannot build" (OpenSM 3.3.23, Debian 12's,
 #     predates no_fallback_routing_engine: a fallback to minhop is found in
-#     the log instead), and A and B still ping.
+#     the log instead), and A and B still ping;
+#  4. a second spine added: OpenSM finds it (four switches); under a 10 ms
+#     ping from A to B the spine the path crosses (ibtracert) is SIGKILLed:
+#     OpenSM routes around it and the ping goes on; the outage (kill to the
+#     first reply after it) is printed, with its longest gap; the spine
+#     started again comes back (four switches).
 #
 # tests/opensm/switched_sm.sh BIN_DIR
 set -euo pipefail
@@ -38,8 +43,10 @@ done
 FAB=ssf$$
 SOCK=ss$$
 IP=198.18.111.100
-declare -A LISTEN=([leaf1]=$IP:18516 [leaf2]=$IP:18517 [spine]=$IP:18518)
-declare -A SWGUID=([leaf1]=0x0002c90000a00001 [leaf2]=0x0002c90000a00002 [spine]=0x0002c90000a000f1)
+declare -A LISTEN=([leaf1]=$IP:18516 [leaf2]=$IP:18517 [spine]=$IP:18518 [spine2]=$IP:18519)
+declare -A SWGUID=([leaf1]=0x0002c90000a00001 [leaf2]=0x0002c90000a00002 [spine]=0x0002c90000a000f1
+  [spine2]=0x0002c90000a000f2)
+declare -A SWPID=()
 declare -A GUID=([a]=0x0002c90300e5b00a [b]=0x0002c90300e5b00b)
 declare -A UNDERLAY=([a]=198.18.111.1 [b]=198.18.111.2)
 declare -A FABRIC_OF=([a]=${LISTEN[leaf1]} [b]=${LISTEN[leaf2]})
@@ -53,10 +60,15 @@ switch() {  # NAME ARGS...
   local name=$1; shift
   start "$FAB" "$WORK/$name.log" "$BIN/ibfabricd" --listen "${LISTEN[$name]}" --control-socket "$WORK/$name.sock" \
     --switch-guid "${SWGUID[$name]}" --node-description "$name" --sm=no "$@"
+  SWPID[$name]=$!
 }
-switch leaf1 --ports 8 --link "8=${LISTEN[spine]}" --sim-socket "$SOCK" --sim-attach-wait 3s
-switch leaf2 --ports 8 --link "8=${LISTEN[spine]}"
-switch spine --ports 4 --link "1=${LISTEN[leaf1]}" --link "2=${LISTEN[leaf2]}"
+# The leaves are cabled to spine2 from the start; it comes later.
+switch leaf1 --ports 8 --link "8=${LISTEN[spine]}" --link "7=${LISTEN[spine2]}" --sim-socket "$SOCK" --sim-attach-wait 3s
+switch leaf2 --ports 8 --link "8=${LISTEN[spine]}" --link "7=${LISTEN[spine2]}"
+spine_switch() {  # NAME
+  switch "$1" --ports 4 --link "1=${LISTEN[leaf1]}" --link "2=${LISTEN[leaf2]}"
+}
+spine_switch spine
 for s in leaf1 leaf2 spine; do wait_for 10 "$WORK/$s.log" "listening on" || fail "$s did not start"; done
 
 OSM=$WORK/opensm
@@ -155,6 +167,57 @@ for engine in updn ftree minhop; do
   in_ns b ping -c 3 -W 2 198.18.0.1 >/dev/null || fail "ping B -> A with OpenSM -R $engine"
   pass "OpenSM -R $engine routes the three switches; A and B ping"
 done
+
+count_switches() { sim ibnetdiscover 2>/dev/null | grep -c '^Switch' || true; }
+eventually_switches() {  # N SECONDS
+  local deadline=$((SECONDS + $2)) n
+  while :; do
+    n=$(count_switches)
+    [ "$n" = "$1" ] && return 0
+    [ $SECONDS -lt $deadline ] || fail "ibnetdiscover shows $n switches, not $1, after $2 s"
+    sleep 0.5
+  done
+}
+spine_switch spine2
+wait_for 10 "$WORK/spine2.log" "listening on" || fail "spine2 did not start"
+eventually_switches 4 20
+ping_until a 10 198.18.0.2 || fail "A does not reach B with two spines"
+pass "a second spine joined: OpenSM sees four switches"
+
+# The spine A's path to B crosses, SIGKILLed under a 10 ms ping.
+out=$(sim ibtracert "$LID_A" "$LID_B") || fail "ibtracert $LID_A $LID_B failed: $out"
+on_path=$(grep -oE '"spine2?"' <<<"$out" | tr -d '"' | head -1)
+[ -n "$on_path" ] || fail "ibtracert names no spine: $out"
+in_ns a ping -D -i 0.01 -W 1 -w 20 198.18.0.2 >"$WORK/ping-kill.txt" 2>&1 &
+PING_PID=$!
+PIDS+=("$PING_PID")
+sleep 2
+kill_time=$(date +%s.%N)
+kill -KILL "${SWPID[$on_path]}"
+wait "$PING_PID" 2>/dev/null || true
+# The outage: the longest hole in the replies that ends after the kill (a
+# reply in flight may still arrive just after it), and when the first
+# reply after that hole came.
+read -r outage back replies_after <<<"$(python3 - "$WORK/ping-kill.txt" "$kill_time" <<'PY'
+import re, sys
+kill = float(sys.argv[2])
+times = [float(m.group(1)) for m in re.finditer(r"^\[(\d+\.\d+)\] \d+ bytes from", open(sys.argv[1]).read(), re.M)]
+holes = [(b - a, b) for a, b in zip(times, times[1:]) if b > kill]
+gap, end = max(holes) if holes else (-1, kill - 1)
+print("%.2f %.2f %d" % (gap, end - kill, sum(1 for t in times if t > kill)))
+PY
+)"
+[ "$replies_after" -gt 0 ] || fail "no echo reply after $on_path was killed (OpenSM did not route around it)"
+echo "outage: ${outage} s without an echo reply; the first reply after it ${back} s after $on_path was SIGKILLed ($replies_after replies after the kill; OpenSM sweep_interval 1, link timeout 1 s)"
+out=$(sim ibtracert "$LID_A" "$LID_B") || fail "ibtracert after the kill failed: $out"
+grep -q "\"$on_path\"" <<<"$out" && fail "A's path to B still crosses the killed $on_path: $out"
+pass "$on_path SIGKILLed: OpenSM routed around it, replies again ${back} s after the kill"
+
+spine_switch "$on_path"
+wait_for 10 "$WORK/$on_path.log" "listening on" || fail "$on_path did not start again"
+eventually_switches 4 20
+ping_until a 10 198.18.0.2 || fail "A does not reach B after $on_path came back"
+pass "$on_path started again: four switches, A reaches B"
 
 for h in a b; do stop_ipoibd "$h"; done
 echo "switched_sm: all checks passed"
