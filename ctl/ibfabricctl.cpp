@@ -1,7 +1,7 @@
 // ibfabricctl: asks a running ibfabricd through its control socket and
 // prints the answer, as ipoibctl does for ipoibd.
 //
-//   ibfabricctl [-p PORT | -s SOCKET] [-j] [-t TIMEOUT] status|ports|groups|stats
+//   ibfabricctl [-p PORT | -s SOCKET] [-j] [-t TIMEOUT] status|ports|groups|switches|stats
 //
 // Exit status: 0 answered; 1 the daemon answered an error; 2 usage; 3 no
 // ibfabricd there; 4 other failures.
@@ -27,7 +27,7 @@ namespace {
 
 // ibfabricd's commands (fabric/fabric_control.h; kept here so that the
 // client needs no fabric code).
-constexpr std::string_view kCommandNames[] = {"status", "ports", "groups", "stats"};
+constexpr std::string_view kCommandNames[] = {"status", "ports", "groups", "switches", "stats"};
 constexpr control::CommandSet kCommands{kCommandNames, kCommandNames};
 
 // ctl_client speaks of ipoibd; this client's daemon is ibfabricd.

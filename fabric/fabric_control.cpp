@@ -92,6 +92,49 @@ std::string fabric_answer(const FabricService& fabric, const FabricDaemonInfo& i
         j.end_array();
         return j.take();
     }
+    if (command == "switches") {
+        // Each switch of the process, its inter-switch links and their state.
+        std::vector<FabricDaemonInfo::NamedSwitch> all = info.switches;
+        if (all.empty()) all.push_back({"", &fabric});
+        auto state_name = [](std::uint8_t s) {
+            switch (s) {
+                case ib::port_state::down: return "down";
+                case ib::port_state::init: return "init";
+                case ib::port_state::armed: return "armed";
+                case ib::port_state::active: return "active";
+            }
+            return "?";
+        };
+        j.begin_array();
+        for (const auto& [name, f] : all) {
+            const Switch& s = f->fabric_switch();
+            unsigned up = 0;
+            for (unsigned p = 1; p <= s.num_ports(); ++p) up += s.port_up(static_cast<std::uint8_t>(p)) ? 1u : 0u;
+            j.begin_object()
+                .field("name", name)
+                .field("guid", hex(s.guid(), 16))
+                .field("description", s.description())
+                .field("listen", f->local_address().to_string())
+                .field("lid", hex(s.lid(), 4))
+                .field("ports", static_cast<unsigned>(s.num_ports()))
+                .field("ports_up", up)
+                .field("sm", f->options().sm_enabled);
+            j.key("links").begin_array();
+            for (const IslConfig& l : f->options().sw.links) {
+                const bool link_up = s.port_up(l.port);
+                j.begin_object()
+                    .field("port", static_cast<unsigned>(l.port))
+                    .field("peer", l.peer.to_string())
+                    .field("link", link_up ? "up" : "down")
+                    .field("state", link_up ? state_name(s.port_info(l.port).port_state) : "down")
+                    .end_object();
+            }
+            j.end_array();
+            j.end_object();
+        }
+        j.end_array();
+        return j.take();
+    }
     // stats
     JsonCounters out(j);
     auto section = [&](std::string_view name, const auto& visit_section) {

@@ -1,6 +1,7 @@
 // ibfabricd's control socket answers and metrics (what ibfabricctl shows):
 // the daemon's state, its ports with GUID, LID, state and UDP address, the
-// SA's groups, and every counter, from the visit() functions beside the
+// SA's groups, the switches of the process and their links, and every
+// counter, from the visit() functions beside the
 // counter structs. The protocol is ipoibd's (ctl/control_protocol.h)
 // with ibfabricd's own commands, none of which takes an interface.
 #pragma once
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/prometheus.h"
 #include "ctl/control_protocol.h"
@@ -17,7 +19,7 @@
 
 namespace ipoibd::fabric {
 
-inline constexpr std::array<std::string_view, 4> kFabricCommands = {"status", "ports", "groups", "stats"};
+inline constexpr std::array<std::string_view, 5> kFabricCommands = {"status", "ports", "groups", "switches", "stats"};
 inline constexpr ctl::control::CommandSet kFabricCommandSet{kFabricCommands, kFabricCommands};
 
 // Where ibfabricd's control socket is unless --control-socket says: by the
@@ -30,6 +32,13 @@ struct FabricDaemonInfo {
     std::chrono::steady_clock::time_point started;
     std::string key_file;  // "" without a fabric key
     const SimServer* sim = nullptr;  // --sim-socket: its clients and counters
+    // --topology: every switch of the process, the first the one the other
+    // answers are about; empty for one switch.
+    struct NamedSwitch {
+        std::string name;
+        const FabricService* fabric = nullptr;
+    };
+    std::vector<NamedSwitch> switches;
 };
 
 // The JSON answer to one of kFabricCommands.

@@ -15,11 +15,14 @@
 //     then exit 0
 
 #include <boost/program_options.hpp>
+
+#include <map>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
 
 #include "common/duration.h"
+#include "common/hex.h"
 #include "common/option_table.h"
 #include "common/prometheus.h"
 #include "common/socket_address.h"
@@ -30,6 +33,7 @@
 #include "runtime/metrics_http.h"
 #include "fabric/fabric_control.h"
 #include "fabric/fabric_service.h"
+#include "fabric/topology_config.h"
 #include "transport/gid.h"
 
 namespace po = boost::program_options;
@@ -48,6 +52,10 @@ struct Options {
     bool quiet = false;
     // --sim-socket: serve libumad2sim clients (OpenSM, infiniband-diags).
     std::optional<SimServerOptions> sim;
+    // --topology: the switches of a .net file (topology_config.h).
+    std::string topology_file;
+    std::vector<std::string> topology_switches;
+    std::map<std::string, SocketAddress> switch_addresses;
 };
 
 SimServerOptions& sim_options(Options& o) {
@@ -208,6 +216,32 @@ const cli::Option<Options> kOptions[] = {
          auto peer = parse_socket_address(v.substr(eq + 1));
          if (!peer) return unexpected("--link '" + v + "': " + peer.error());
          o.service.sw.links.push_back({static_cast<std::uint8_t>(*port), *peer});
+         return {};
+     }},
+    {"topology", cli::Takes::value,
+     "run the switches of FILE (ibnetdiscover/ibsim .net syntax: Switch and Hca nodes and their cables), each on "
+     "its own UDP address, cabled by inter-switch links; needs --sm=no (an SM that routes switches, such as OpenSM "
+     "through --sim-socket)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         o.topology_file = v;
+         return {};
+     }},
+    {"topology-switch", cli::Takes::values,
+     "with --topology: run only this switch of the file here (repeatable; default: every switch); the same file "
+     "on several machines, each naming its own, splits one fabric over them",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         o.topology_switches.push_back(v);
+         return {};
+     }},
+    {"switch-address", cli::Takes::values,
+     "with --topology: NAME=ADDR:PORT, where switch NAME of the file listens (repeatable; default: the --listen "
+     "address, its port plus the switch's index among the file's switches)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto eq = v.find('=');
+         if (eq == 0 || eq == std::string::npos) return unexpected("--switch-address '" + v + "': expected NAME=ADDR:PORT");
+         auto a = parse_socket_address(v.substr(eq + 1));
+         if (!a) return unexpected("--switch-address '" + v + "': " + a.error());
+         o.switch_addresses[v.substr(0, eq)] = *a;
          return {};
      }},
     {"fault", cli::Takes::values,
@@ -386,27 +420,48 @@ std::optional<Options> parse(int argc, char** argv) {
         return fail("--sim-clients, --sim-node and --sim-attach-wait need --sim-socket NAME");
     if (o.sim) o.sim->mtu = o.service.sm.mtu;
     if (auto error = Switch::config_error(o.service.sw)) return fail("--link: " + *error);
+    if (o.topology_file.empty()) {
+        for (const char* name : {"topology-switch", "switch-address"})
+            if (vm.count(name)) return fail(std::string("--") + name + " needs --topology FILE");
+    } else {
+        // The file says what each switch is.
+        for (const char* name : {"switch-guid", "node-description", "ports", "link", "pcap", "switch-lid"})
+            if (vm.count(name) && !vm[name].defaulted())
+                return fail(std::string("--") + name + " cannot be given with --topology: the file names the switches, "
+                            "their ports and cables" + (std::string(name) == "pcap" ? " (and a capture is one switch's)" : ""));
+        if (o.service.sm_enabled)
+            return fail("--topology needs --sm=no: ibfabricd's SM manages the CA ports of one switch, and the "
+                        "switches of a topology need an SM that routes switches (OpenSM through --sim-socket)");
+    }
     return o;
 }
 
-// ibfabricd's loop: the project's EventLoop with the service's socket, a
-// timer every FabricService::kTickInterval, the signals, the control
-// socket and the metrics.
+// ibfabricd's loop: the project's EventLoop with each service's socket
+// (one switch, or the switches of --topology), a timer every
+// FabricService::kTickInterval, the signals, the control socket and the
+// metrics. The first switch is the one the control socket, the metrics
+// and --sim-socket are about; `switches` lists them all.
 class Daemon {
 public:
-    Daemon(FabricService& fabric, runtime::EventLoop& loop, const Options& options)
-        : fabric_(fabric), loop_(loop), options_(options) {
+    Daemon(std::vector<FabricService*> fabrics, std::vector<std::string> names, runtime::EventLoop& loop,
+           const Options& options)
+        : fabrics_(std::move(fabrics)), fabric_(*fabrics_.front()), loop_(loop), options_(options) {
         info_.started = std::chrono::steady_clock::now();
         info_.key_file = options.key_file;
+        if (fabrics_.size() > 1)
+            for (std::size_t i = 0; i < fabrics_.size(); ++i) info_.switches.push_back({names[i], fabrics_[i]});
     }
 
     // Everything but the wait; a failure is the exit status 1 with a message.
     expected<void, std::string> start() {
-        if (auto r = loop_.add_fd(fabric_.fd(), [this] { fabric_.on_readable(Clock::now()); }); !r)
-            return unexpected(r.error().message());
+        for (FabricService* f : fabrics_)
+            if (auto r = loop_.add_fd(f->fd(), [f] { f->on_readable(Clock::now()); }); !r)
+                return unexpected(r.error().message());
         // Every wake-up ends with the SM learning of new ports and the
         // queued datagrams leaving (fabric_service.h, the owner's contract).
-        loop_.set_on_iteration([this] { fabric_.after_wakeup(Clock::now()); });
+        loop_.set_on_iteration([this] {
+            for (FabricService* f : fabrics_) f->after_wakeup(Clock::now());
+        });
         tick();
         if (options_.sim) {
             SimServerOptions so = *options_.sim;
@@ -426,7 +481,7 @@ public:
         for (int s : {SIGTERM, SIGINT})
             (void)loop_.on_signal(s, [this, s](const runtime::SignalInfo&) {
                 print_stats();
-                fabric_.flush();
+                for (FabricService* f : fabrics_) f->flush();
                 log_line("exiting on signal " + std::to_string(s));
                 loop_.stop();
             });
@@ -480,7 +535,7 @@ public:
 
 private:
     void tick() {
-        fabric_.tick(Clock::now());
+        for (FabricService* f : fabrics_) f->tick(Clock::now());
         if (sim_) sim_->tick(Clock::now());
         loop_.add_timer_after(FabricService::kTickInterval, [this] { tick(); });
     }
@@ -509,7 +564,8 @@ private:
             log_line("SIGHUP: keeping the partitions in use: " + parts.error().to_string());
             return;
         }
-        const std::size_t changed = fabric_.set_partitions(std::move(*parts));
+        std::size_t changed = 0;
+        for (FabricService* f : fabrics_) changed += f->set_partitions(*parts);
         log_line("SIGHUP: partitions reloaded from " + options_.partitions_file + " (" + std::to_string(changed) +
                  (changed == 1 ? " port's" : " ports'") + " P_Key table to set)");
     }
@@ -520,22 +576,27 @@ private:
             log_line("SIGHUP: keeping the fabric keys in use: " + keys.error());
             return;
         }
-        if (auto r = fabric_.set_fabric_keys(*keys); !r) {
-            log_line("SIGHUP: " + r.error());
-            return;
-        }
+        for (FabricService* f : fabrics_)
+            if (auto r = f->set_fabric_keys(*keys); !r) {
+                log_line("SIGHUP: " + r.error());
+                return;
+            }
         if (sim_) sim_->set_fabric_keys(*keys);
         log_line("SIGHUP: fabric keys reloaded from " + options_.key_file + " (" + std::to_string(keys->keys.size()) +
                  (keys->keys.size() == 1 ? " key)" : " keys)"));
     }
 
     void print_stats() {
-        std::fputs(fabric_.stats().c_str(), stdout);
+        for (std::size_t i = 0; i < fabrics_.size(); ++i) {
+            if (fabrics_.size() > 1) std::printf("== switch %s\n", escape_text(info_.switches[i].name).c_str());
+            std::fputs(fabrics_[i]->stats().c_str(), stdout);
+        }
         if (sim_) std::fputs(sim_->stats().c_str(), stdout);
         std::fflush(stdout);
     }
 
-    FabricService& fabric_;
+    std::vector<FabricService*> fabrics_;
+    FabricService& fabric_;  // the first
     runtime::EventLoop& loop_;
     const Options& options_;
     FabricDaemonInfo info_;
@@ -567,23 +628,55 @@ int main(int argc, char** argv) {
         log_line(loop.error().message());
         return 1;
     }
-    auto opened = FabricService::open(options->service);
-    if (!opened) {
-        log_line(opened.error());
-        return 1;
+    // One switch, or the switches of --topology that run here.
+    std::vector<TopologySwitch> switches;
+    if (options->topology_file.empty()) {
+        switches.push_back({"", options->service});
+    } else {
+        auto net = routing::load_net(options->topology_file);
+        if (!net) {
+            log_line("--topology: " + net.error().to_string());
+            return 2;
+        }
+        auto made = topology_switches({.net = &*net, .file = options->topology_file, .base = options->service,
+                                       .run_here = options->topology_switches, .addresses = options->switch_addresses});
+        if (!made) {
+            log_line(made.error());
+            return 2;
+        }
+        switches = std::move(*made);
     }
-    FabricService& fabric = **opened;
-    Daemon d(fabric, **loop, *options);
+    std::vector<std::unique_ptr<FabricService>> services;
+    std::vector<FabricService*> fabrics;
+    std::vector<std::string> names;
+    for (const TopologySwitch& t : switches) {
+        auto opened = FabricService::open(t.options);
+        if (!opened) {
+            log_line((t.name.empty() ? std::string() : "switch \"" + t.name + "\": ") + opened.error());
+            return 1;
+        }
+        fabrics.push_back(opened->get());
+        names.push_back(t.name);
+        services.push_back(std::move(*opened));
+    }
+    FabricService& fabric = *fabrics.front();
+    Daemon d(fabrics, names, **loop, *options);
     if (auto r = d.start(); !r) {
         log_line(r.error());
         return 1;
     }
+    for (std::size_t i = 1; i < fabrics.size(); ++i)
+        log_line("switch \"" + names[i] + "\" (GUID " + hex(fabrics[i]->fabric_switch().guid(), 16) + ") listening on " +
+                 fabrics[i]->local_address().to_string() + ", " + std::to_string(fabrics[i]->options().sw.num_ports) +
+                 " ports, " + std::to_string(fabrics[i]->options().sw.links.size()) + " inter-switch links");
     const FabricServiceOptions& o = fabric.options();
-    log_line("listening on " + fabric.local_address().to_string() +
+    log_line((names.front().empty() ? std::string() : "switch \"" + names.front() + "\" ") + "listening on " +
+             fabric.local_address().to_string() +
              (o.sm_enabled ? ", switch LID " + hex4(fabric.fabric_switch().lid())
                            : std::string(", no SM (--sm=no): the switch waits for one to set its LID")) +
              ", " + std::to_string(o.sw.num_ports) + " ports" + (o.pcap.empty() ? "" : ", capturing to " + o.pcap) +
-             (o.keys ? ", fabric key from " + options->key_file : ", no fabric key"));
+             (o.keys ? ", fabric key from " + options->key_file : ", no fabric key") +
+             (fabrics.size() > 1 ? ", " + std::to_string(fabrics.size()) + " switches in this process" : std::string()));
     if (auto r = (*loop)->run(); !r) {
         log_line(r.error().message());
         return 1;

@@ -27,12 +27,18 @@
 #     first reply after it) is printed, with its longest gap; the spine
 #     started again comes back (four switches).
 #
-# tests/opensm/switched_sm.sh BIN_DIR
+# With --one-process the four switches are one ibfabricd --topology FILE
+# (a .net file; the links between them over its own sockets): steps 1 and
+# 2 with four switches from the start, step 3 with updn only, no step 4.
+#
+# tests/opensm/switched_sm.sh BIN_DIR [--one-process]
 set -euo pipefail
 BIN=$(cd "$1" && pwd)
+ONE_PROCESS=false
+[ "${2:-}" = --one-process ] && ONE_PROCESS=true
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../scenario/lib.sh"
-scenario_init switched_sm
+if $ONE_PROCESS; then scenario_init switched_sm_topology; else scenario_init switched_sm; fi
 
 PRELOAD=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so
 [ -f "$PRELOAD" ] || { echo "switched_sm: $PRELOAD missing (libumad2sim0); skipped" >&2; exit 77; }
@@ -62,14 +68,37 @@ switch() {  # NAME ARGS...
     --switch-guid "${SWGUID[$name]}" --node-description "$name" --sm=no "$@"
   SWPID[$name]=$!
 }
-# The leaves are cabled to spine2 from the start; it comes later.
-switch leaf1 --ports 8 --link "8=${LISTEN[spine]}" --link "7=${LISTEN[spine2]}" --sim-socket "$SOCK" --sim-attach-wait 3s
-switch leaf2 --ports 8 --link "8=${LISTEN[spine]}" --link "7=${LISTEN[spine2]}"
 spine_switch() {  # NAME
   switch "$1" --ports 4 --link "1=${LISTEN[leaf1]}" --link "2=${LISTEN[leaf2]}"
 }
-spine_switch spine
-for s in leaf1 leaf2 spine; do wait_for 10 "$WORK/$s.log" "listening on" || fail "$s did not start"; done
+if $ONE_PROCESS; then
+  # The same cables as a topology file, each cable listed from one end.
+  {
+    for s in leaf1 leaf2 spine spine2; do
+      echo "switchguid=${SWGUID[$s]}"
+      case $s in
+        leaf1) echo 'Switch 8 "leaf1"'; echo '[8] "spine"[1]'; echo '[7] "spine2"[1]'; echo '[1] "hosta"[1]' ;;
+        leaf2) echo 'Switch 8 "leaf2"'; echo '[8] "spine"[2]'; echo '[7] "spine2"[2]' ;;
+        *) echo "Switch 4 \"$s\"" ;;
+      esac
+      echo
+    done
+    echo 'Hca 1 "hosta"'
+  } >"$WORK/fabric.net"
+  addresses=()
+  for s in leaf1 leaf2 spine spine2; do addresses+=(--switch-address "$s=${LISTEN[$s]}"); done
+  start "$FAB" "$WORK/leaf1.log" "$BIN/ibfabricd" --topology "$WORK/fabric.net" "${addresses[@]}" --sm=no \
+    --listen "${LISTEN[leaf1]}" --control-socket "$WORK/leaf1.sock" --sim-socket "$SOCK" --sim-attach-wait 3s
+  wait_for 10 "$WORK/leaf1.log" "4 switches in this process" || fail "ibfabricd --topology did not start"
+  SWITCHES=4
+else
+  # The leaves are cabled to spine2 from the start; it comes later.
+  switch leaf1 --ports 8 --link "8=${LISTEN[spine]}" --link "7=${LISTEN[spine2]}" --sim-socket "$SOCK" --sim-attach-wait 3s
+  switch leaf2 --ports 8 --link "8=${LISTEN[spine]}" --link "7=${LISTEN[spine2]}"
+  spine_switch spine
+  for s in leaf1 leaf2 spine; do wait_for 10 "$WORK/$s.log" "listening on" || fail "$s did not start"; done
+  SWITCHES=3
+fi
 
 OSM=$WORK/opensm
 mkdir -p "$OSM/cache" "$WORK/run"
@@ -104,7 +133,7 @@ sim() {  # CMD...: a tool on a sim node of its own
 write_conf minhop
 start_opensm first
 wait_for 30 "$OSM/opensm.log" "SUBNET UP" || fail "OpenSM did not bring the subnet up"
-pass "OpenSM under libumad2sim swept three soft switches: SUBNET UP"
+pass "OpenSM under libumad2sim swept $SWITCHES soft switches: SUBNET UP"
 
 for h in a b; do
   cat >"$WORK/$h.conf" <<EOF2
@@ -128,28 +157,33 @@ pass "A on leaf1 and B on leaf2 ping each other through the spine"
 out=$(sim ibnetdiscover) || fail "ibnetdiscover failed: $out"
 echo "$out" >"$WORK/ibnetdiscover.txt"
 switches=$(grep -c '^Switch' <<<"$out" || true)
-[ "$switches" = 3 ] || fail "ibnetdiscover shows $switches switches, not 3: $out"
+[ "$switches" = "$SWITCHES" ] || fail "ibnetdiscover shows $switches switches, not $SWITCHES: $out"
 for s in leaf1 leaf2 spine; do grep -q "^Switch.*# \"$s\"" <<<"$out" || fail "ibnetdiscover does not name $s: $out"; done
 # The spine's block: its ports 1 and 2 cabled to the leaves' ports 8.
 spine_block=$(awk '/^Switch.*"spine"/{on=1} on&&/^$/{exit} on' <<<"$out")
 grep -qE '^\[1\].*\[8\].*"leaf1"' <<<"$spine_block" || fail "ibnetdiscover: spine port 1 is not cabled to leaf1 port 8: $spine_block"
 grep -qE '^\[2\].*\[8\].*"leaf2"' <<<"$spine_block" || fail "ibnetdiscover: spine port 2 is not cabled to leaf2 port 8: $spine_block"
-pass "ibnetdiscover lists the three switches and both inter-switch links"
+pass "ibnetdiscover lists the $SWITCHES switches and the spine's inter-switch links"
 
 lid_of() { ctl "$1" -j status | python3 -c "import json,sys; print(int(json.load(sys.stdin)['lid'], 0))"; }
 LID_A=$(lid_of a)
 LID_B=$(lid_of b)
 out=$(sim ibtracert "$LID_A" "$LID_B") || fail "ibtracert $LID_A $LID_B failed: $out"
 echo "$out" >"$WORK/ibtracert.txt"
-order=$(grep -oE '"(leaf1|leaf2|spine)"' <<<"$out" | tr -d '"' | tr '\n' ' ')
-[ "$order" = "leaf1 spine leaf2 " ] || fail "ibtracert from A to B crosses '$order', not leaf1 spine leaf2: $out"
+order=$(grep -oE '"(leaf1|leaf2|spine2?)"' <<<"$out" | tr -d '"' | tr '\n' ' ')
+case "$order" in
+  "leaf1 spine leaf2 " | "leaf1 spine2 leaf2 ") ;;
+  *) fail "ibtracert from A to B crosses '$order', not leaf1, a spine, leaf2: $out" ;;
+esac
 out=$(sim ibroute -G "${SWGUID[spine]}") || fail "ibroute of the spine failed: $out"
 echo "$out" >"$WORK/ibroute-spine.txt"
 grep -qE "^0x0*$(printf '%x' "$LID_A") 001 " <<<"$out" || fail "the spine does not route A's LID $LID_A to port 1: $out"
 grep -qE "^0x0*$(printf '%x' "$LID_B") 002 " <<<"$out" || fail "the spine does not route B's LID $LID_B to port 2: $out"
-pass "ibtracert A -> B names leaf1, spine, leaf2; the spine's LFT routes A to port 1, B to port 2"
+pass "ibtracert A -> B names $order; the spine's LFT routes A to port 1, B to port 2"
 
-for engine in updn ftree minhop; do
+ENGINES="updn ftree minhop"
+$ONE_PROCESS && ENGINES=updn
+for engine in $ENGINES; do
   kill -TERM "$OSM_PID"
   wait "$OSM_PID" 2>/dev/null || true
   osm_mark=$(wc -l <"$OSM/opensm.log")
@@ -165,8 +199,27 @@ for engine in updn ftree minhop; do
   fi
   ping_until a 30 198.18.0.2 || fail "A does not reach B with OpenSM -R $engine"
   in_ns b ping -c 3 -W 2 198.18.0.1 >/dev/null || fail "ping B -> A with OpenSM -R $engine"
-  pass "OpenSM -R $engine routes the three switches; A and B ping"
+  pass "OpenSM -R $engine routes the $SWITCHES switches; A and B ping"
 done
+
+if $ONE_PROCESS; then
+  out=$(ip netns exec "$FAB" "$BIN/ibfabricctl" -s "$WORK/leaf1.sock" -j switches) || fail "ibfabricctl switches: $out"
+  python3 - "$out" <<'PY' || fail "ibfabricctl switches: $out"
+import json, sys
+sw = {s["name"]: s for s in json.loads(sys.argv[1])}
+assert sorted(sw) == ["leaf1", "leaf2", "spine", "spine2"], sorted(sw)
+for name in ("leaf1", "leaf2"):
+    links = {l["port"]: l for l in sw[name]["links"]}
+    assert sorted(links) == [7, 8], links
+    assert all(l["state"] == "active" for l in links.values()), links
+assert [l["port"] for l in sw["spine"]["links"]] == [1, 2]
+assert sw["spine"]["lid"] != "0x0000"  # OpenSM gave it one
+PY
+  pass "ibfabricctl switches: four switches, every link ACTIVE"
+  for h in a b; do stop_ipoibd "$h"; done
+  echo "switched_sm --one-process: all checks passed"
+  exit 0
+fi
 
 count_switches() { sim ibnetdiscover 2>/dev/null | grep -c '^Switch' || true; }
 eventually_switches() {  # N SECONDS

@@ -58,6 +58,19 @@ printf 'not a key\n' >"$KEYDIR/bad.key"
 chmod 0600 "$KEYDIR/bad.key"
 expect 2 "key file $KEYDIR/bad.key: expected 64 hexadecimal digits" "$BIN/ibfabricd" --m-key "file:$KEYDIR/bad.key"
 rm -rf "$KEYDIR"
+TOPO=$(mktemp -d)
+printf 'Switch 4 "s1"\n[1] "s2"[1]\n\nSwitch 4 "s2"\n' >"$TOPO/ok.net"
+printf 'Switch 4 "s1"\n[9] "s2"[1]\n' >"$TOPO/bad.net"
+expect 2 "--topology-switch needs --topology FILE" "$BIN/ibfabricd" --topology-switch s1
+expect 2 "--switch-address needs --topology FILE" "$BIN/ibfabricd" --switch-address s1=127.0.0.1:1
+expect 2 "--switch-address 's1': expected NAME=ADDR:PORT" "$BIN/ibfabricd" --topology "$TOPO/ok.net" --sm=no --switch-address s1
+expect 2 "--topology needs --sm=no" "$BIN/ibfabricd" --topology "$TOPO/ok.net"
+expect 2 "--ports cannot be given with --topology" "$BIN/ibfabricd" --topology "$TOPO/ok.net" --sm=no --ports 8
+expect 2 "--link cannot be given with --topology" "$BIN/ibfabricd" --topology "$TOPO/ok.net" --sm=no --link 3=127.0.0.1:1
+expect 2 "--topology: /nonexistent/f.net:0: cannot open the topology file" "$BIN/ibfabricd" --topology /nonexistent/f.net --sm=no
+expect 2 "--topology: $TOPO/bad.net:2: \"s1\" has ports 1 to 4, not 9" "$BIN/ibfabricd" --topology "$TOPO/bad.net" --sm=no
+expect 2 "--topology-switch s9: no switch \"s9\"" "$BIN/ibfabricd" --topology "$TOPO/ok.net" --sm=no --topology-switch s9
+rm -rf "$TOPO"
 expect 1 "could not open capture file /nonexistent-dir/x.pcap" "$BIN/ibfabricd" --listen 127.0.0.1:0 --pcap /nonexistent-dir/x.pcap
 expect 2 "bad --size '5'" "$BIN/ibudping" --size 5 client --dest-lid 2 --dest-qpn 0x48
 expect 2 "client needs --dest-lid and --dest-qpn" "$BIN/ibudping" client
