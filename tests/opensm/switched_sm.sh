@@ -15,7 +15,9 @@
 #     their node descriptions and the two ISLs;
 #  2. A and B come up through OpenSM and ping; ibtracert from A's LID to
 #     B's names leaf1, spine and leaf2 in order; ibroute of the spine has
-#     both hosts' LIDs on the ports of their leaves;
+#     both hosts' LIDs on the ports of their leaves; iblinkinfo shows the
+#     leaves cabled to the spine, and perfquery of the spine's ISL port 1
+#     counts the packets that crossed it;
 #  3. for each engine: OpenSM restarted with routing_engine ENGINE; every
 #     "... tables configured on all switches" line of its log names that
 #     engine and none says it "cannot build" (OpenSM 3.3.23, Debian 12's,
@@ -42,7 +44,7 @@ if $ONE_PROCESS; then scenario_init switched_sm_topology; else scenario_init swi
 
 PRELOAD=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so
 [ -f "$PRELOAD" ] || { echo "switched_sm: $PRELOAD missing (libumad2sim0); skipped" >&2; exit 77; }
-for tool in opensm ibnetdiscover ibtracert ibroute python3 ping; do
+for tool in opensm ibnetdiscover ibtracert ibroute iblinkinfo perfquery python3 ping; do
   command -v $tool >/dev/null || { echo "switched_sm: $tool missing (opensm, infiniband-diags); skipped" >&2; exit 77; }
 done
 
@@ -180,6 +182,30 @@ echo "$out" >"$WORK/ibroute-spine.txt"
 grep -qE "^0x0*$(printf '%x' "$LID_A") 001 " <<<"$out" || fail "the spine does not route A's LID $LID_A to port 1: $out"
 grep -qE "^0x0*$(printf '%x' "$LID_B") 002 " <<<"$out" || fail "the spine does not route B's LID $LID_B to port 2: $out"
 pass "ibtracert A -> B names $order; the spine's LFT routes A to port 1, B to port 2"
+# iblinkinfo: every ISL of the spine, both ends named; perfquery of the
+# spine's port 1 (an ISL): its PMA answers, and the ping's packets crossed it.
+out=$(sim iblinkinfo) || fail "iblinkinfo failed: $out"
+echo "$out" >"$WORK/iblinkinfo.txt"
+spine_links=$(awk '/^Switch: .* spine:$/{on=1; next} /^(Switch|CA):/{on=0} on' <<<"$out")
+grep -qE '^ +[0-9]+ +1\[.*Active/ +LinkUp.*"leaf1"' <<<"$spine_links" ||
+  fail "iblinkinfo: the spine's port 1 is no ACTIVE link to leaf1: $spine_links"
+grep -qE '^ +[0-9]+ +2\[.*Active/ +LinkUp.*"leaf2"' <<<"$spine_links" ||
+  fail "iblinkinfo: the spine's port 2 is no ACTIVE link to leaf2: $spine_links"
+if $ONE_PROCESS; then
+  SPINE_LID=$(ip netns exec "$FAB" "$BIN/ibfabricctl" -s "$WORK/leaf1.sock" -j switches |
+    python3 -c "import json,sys; print(int([s for s in json.load(sys.stdin) if s['name']=='spine'][0]['lid'], 0))")
+else
+  SPINE_LID=$(ip netns exec "$FAB" "$BIN/ibfabricctl" -s "$WORK/spine.sock" -j status |
+    python3 -c "import json,sys; print(int(json.load(sys.stdin)['switch_lid'], 0))")
+fi
+[ "$SPINE_LID" -gt 0 ] || fail "the spine has no LID"
+out=$(sim perfquery "$SPINE_LID" 1) || fail "perfquery $SPINE_LID 1 failed: $out"
+echo "$out" >"$WORK/perfquery-spine-1.txt"
+xmit=$(sed -n 's/^PortXmitPkts:\.*\([0-9]*\)$/\1/p' <<<"$out")
+rcv=$(sed -n 's/^PortRcvPkts:\.*\([0-9]*\)$/\1/p' <<<"$out")
+[ -n "$xmit" ] && [ -n "$rcv" ] || fail "perfquery of the spine's port 1 shows no packet counters: $out"
+[ $((xmit + rcv)) -gt 0 ] || fail "perfquery: no packet crossed the spine's port 1: $out"
+pass "iblinkinfo shows both leaves cabled to the spine; perfquery of the spine's ISL port 1: $xmit sent, $rcv received"
 
 ENGINES="updn ftree minhop"
 $ONE_PROCESS && ENGINES=updn
