@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <filesystem>
 
 #include "fabric/routing/credit_loops.h"
 #include "fabric/routing/net_file.h"
 #include "fabric/routing/routing.h"
+
+#ifndef IPOIBD_SOURCE_DIR
+#error "tests/unit/CMakeLists.txt defines IPOIBD_SOURCE_DIR for this file"
+#endif
 
 namespace ipoibd::fabric::routing {
 namespace {
@@ -99,10 +102,7 @@ TEST(NetFile, BecomesATopologyThatRoutes) {
 }
 
 TEST(NetFile, ReadsTheOpenSmHarnessFile) {
-    // This file is tests/unit/test_net_file.cpp (CMake names sources by
-    // their full path).
-    const auto file = std::filesystem::path(__FILE__).parent_path().parent_path() / "opensm" / "fabric.net";
-    const auto net = load_net(file.string());
+    const auto net = load_net(std::string(IPOIBD_SOURCE_DIR) + "/tests/opensm/fabric.net");
     ASSERT_TRUE(net.has_value()) << net.error().to_string();
     ASSERT_EQ(net->nodes.size(), 4u);
     // What that file's comment says ibsim gives: the switch 0x200000, the
