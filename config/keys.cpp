@@ -142,7 +142,7 @@ const KeySpec kKeys[] = {
      },
      .get = [](const DaemonConfig& c) { return one(c.fabric.key_file); }},
     {.section = "fabric", .name = "sm-silence", .value_name = "DURATION",
-     .help = "soft: warn when no SMP from the subnet manager has reached the port this long (its sweeps stopped); 0: never",
+     .help = "soft: warn when neither an SMP from the subnet manager has reached the port nor its SA has answered for this long (the SA is asked after half of it); 0: never",
      .apply = Apply::live,
      .set = [](DaemonConfig& c, std::string_view v) { return store(c.fabric.sm_silence, parse_duration_between(v, 0ms, 3600s)); },
      .get = [](const DaemonConfig& c) { return one(format_duration(c.fabric.sm_silence)); }},

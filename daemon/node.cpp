@@ -627,21 +627,40 @@ void Node::schedule(runtime::Clock::time_point now) {
     arm(next_wakeup(now));
 }
 
-// A soft port that the SM stops sweeping still says ACTIVE (nothing told it
+std::optional<runtime::Clock::time_point> Node::last_sm_contact() const {
+    auto last = port_->last_sm_contact();
+    if (!last) return std::nullopt;  // an SMA that is not ours: nothing to watch
+    for (const auto& i : interfaces_)
+        if (const auto sa = i->engine().last_sa_answer(); sa && *sa > *last) last = sa;
+    return last;
+}
+
+// A soft port that the SM stops reaching still says ACTIVE (nothing told it
 // otherwise), while the fabric may have given it up: say so once, and again
-// when the SM is back. Ports whose SMA is the kernel's cannot tell.
+// when the SM is back. The SM shows it is alive by an SMP to the port, or
+// by its SA answering: a healthy SM may leave a CA port alone for long
+// (OpenSM's light sweeps read the switches, not the CA ports), so after
+// half of sm-silence without either the node asks the SA (a Get
+// ClassPortInfo, at most one each quarter of sm-silence), and only an SM
+// that neither sweeps nor answers is reported. Ports whose SMA is the
+// kernel's cannot tell.
 void Node::check_sm_contact(runtime::Clock::time_point now) {
     const auto limit = config_.fabric.sm_silence;
-    const auto last = port_->last_sm_contact();
+    const auto last = last_sm_contact();
     const bool watching = limit.count() > 0 && last && port_->attributes().state == transport::PortState::active;
+    if (watching && now - *last > limit / 2 && (!sa_probed_ || now - *sa_probed_ >= limit / 4) &&
+        !interfaces_.empty()) {
+        sa_probed_ = now;
+        interfaces_.front()->probe_sa(now);
+    }
     const bool silent = watching && now - *last > limit;
     if (silent == sm_silent_) return;
     sm_silent_ = silent;
     const std::string seconds = last ? std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - *last).count()) : "?";
     if (silent)
-        log_.warning("no SMP from the subnet manager for " + seconds +
-                         " s: its sweeps stopped, or it has lost this port; the port still says ACTIVE, but the "
-                         "fabric may no longer route to it",
+        log_.warning("no word from the subnet manager for " + seconds +
+                         " s: no SMP reached the port and its SA does not answer; the port still says ACTIVE, but "
+                         "the fabric may no longer route to it",
                      {{runtime::field::kLid, runtime::field::format_lid(port_->attributes().lid)}});
     else if (watching)
         log_.notice("the subnet manager reaches this port again", {{runtime::field::kLid, runtime::field::format_lid(port_->attributes().lid)}});

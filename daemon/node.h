@@ -158,6 +158,10 @@ public:
     expected<void, std::string> open_metrics();
     // The port has heard no SM for [fabric] sm-silence (check_sm_contact).
     bool sm_silent() const { return sm_silent_; }
+    // When the SM last showed it is alive to this node: an SMP to the
+    // port's SMA, or an answer of its SA to an interface; nullopt where the
+    // port cannot tell (an HCA's SMA is the kernel's) or before either.
+    std::optional<runtime::Clock::time_point> last_sm_contact() const;
 
 private:
 
@@ -253,6 +257,7 @@ private:
     bool stopping_ = false;
     int exit_status_ = 0;
     bool sm_silent_ = false;  // check_sm_contact() said the SM stopped sweeping
+    std::optional<runtime::Clock::time_point> sa_probed_;  // when check_sm_contact() last asked the SA
     runtime::Clock::time_point stop_deadline_{};
 
     std::optional<runtime::TimerId> timer_;

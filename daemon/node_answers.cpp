@@ -117,10 +117,11 @@ std::string Node::answer_status(const iface::Interface& i) const {
     j.field("port", port_name_);
     j.field("port_address", port_->underlay_address());  // a soft port's UDP address; "" on an HCA
     j.field("port_state", transport::to_string(a.state));
-    // Seconds since the SM last reached the port (its sweeps); null where
-    // the port cannot tell (an HCA) or before the first SMP.
+    // Seconds since the SM last showed it is alive (an SMP to the port, or
+    // its SA's answer); null where the port cannot tell (an HCA) or before
+    // the first SMP.
     j.key("sm_contact_age_s");
-    if (const auto last = port_->last_sm_contact())
+    if (const auto last = last_sm_contact())
         j.value(std::chrono::duration_cast<std::chrono::seconds>(runtime::Clock::now() - *last).count());
     else
         j.null();

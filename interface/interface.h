@@ -191,6 +191,8 @@ public:
     bool sa_idle() const { return engine_->sa_idle(); }
     void flush_neighbours(Clock::time_point now) { engine_->flush_neighbours(now); }
     void flush_paths(Clock::time_point now) { engine_->flush_paths(now); }
+    // Asks the SA whether the SM is alive (ipoib::Engine::probe_sa).
+    void probe_sa(Clock::time_point now) { engine_->probe_sa(now); }
 
     const ipoib::Engine& engine() const { return *engine_; }
     const host::HostPort& host() const { return *host_; }

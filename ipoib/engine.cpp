@@ -61,6 +61,7 @@ void visit(const EngineCounters& c, CounterSink& out) {
     out.counter("qp_opens", c.qp_opens);
     out.counter("qp_open_failures", c.qp_open_failures);
     out.counter("port_events", c.port_events);
+    out.counter("sa_probes", c.sa_probes);
 }
 
 namespace {
@@ -536,6 +537,19 @@ void Engine::path_failed(const ib::Gid& dgid, std::uint16_t sa_status, std::size
     emit(EngineEventKind::path_failed,
          "path query failed (" + (sa_status ? sa::describe_sa_status(sa_status) : std::string("no answer")) + ")",
          {{"IB_GID", ipoibd::format_gid(dgid)}, {"IPOIB_DROPPED", std::to_string(dropped)}});
+}
+
+void Engine::probe_sa(Clock::time_point now) {
+    if (sa_probe_.pending()) return;
+    now_ = now;
+    sa::SaMad get;
+    get.header.method = ib::method::get;
+    get.header.attribute_id = sa::sa_attr::class_port_info;
+    ++counters_.sa_probes;
+    // The answer's content does not matter: that the SM's SA answered does
+    // (SaClient::last_answer).
+    sa_probe_ = sa_.submit(get, [](const expected<sa::SaResult, sa::SaFailure>&) {}, now);
+    drain_sa();
 }
 
 void Engine::tick(Clock::time_point now) {

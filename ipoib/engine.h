@@ -261,6 +261,7 @@ struct EngineCounters {
     std::uint64_t qp_opens = 0;
     std::uint64_t qp_open_failures = 0;
     std::uint64_t port_events = 0;
+    std::uint64_t sa_probes = 0;  // Get ClassPortInfo sent to learn whether a quiet SM is alive (probe_sa)
 };
 void visit(const EngineCounters& c, CounterSink& out);
 
@@ -355,6 +356,11 @@ public:
     const EngineCounters& counters() const { return counters_; }
     // Whether the SA still has work queued (leaves at shutdown).
     bool sa_idle() const { return sa_.outstanding() == 0; }
+    // A Get ClassPortInfo to the SA, unless one is on its way: its answer
+    // (last_sa_answer) says that the SM, quiet towards this port, is alive
+    // (the node's sm-silence check asks for it).
+    void probe_sa(Clock::time_point now);
+    std::optional<Clock::time_point> last_sa_answer() const { return sa_.last_answer(); }
 
 private:
     struct Address {
@@ -434,6 +440,7 @@ private:
     EngineIo& io_;
     Clock::time_point now_{};
     sa::SaClient sa_;
+    sa::SaClient::Handle sa_probe_;
     NeighbourCache neighbours_;
     PathCache paths_;
     McastManager mcast_;

@@ -129,6 +129,7 @@ void SaClient::on_mad(bytes mad, Clock::time_point now, std::uint16_t from_lid) 
         SaMad resp = *decoded;
         resp.header.method = ib::method::report_resp;
         outbound_.push_back(resp);
+        last_answer_ = now;
         const std::uint64_t tid = decoded->header.transaction_id;
         if (std::find(recent_reports_.begin(), recent_reports_.end(), tid) != recent_reports_.end()) {
             ++counters_.report_duplicates;
@@ -156,6 +157,7 @@ void SaClient::on_mad(bytes mad, Clock::time_point now, std::uint16_t from_lid) 
         ++counters_.mismatched;  // the request stays: retried, or timed out
         return;
     }
+    last_answer_ = now;  // the SA answered this request (whatever the status, or a segment of it)
     // RMPPVersion 0 means RMPP is not in use, whatever the flags say (an
     // unsegmented table from OpenSM arrives like that through libumad2sim).
     if (!decoded->rmpp.active() || decoded->rmpp.rmpp_version == 0) {

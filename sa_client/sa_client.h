@@ -134,6 +134,11 @@ public:
 
     std::size_t outstanding() const { return in_flight_; }
     const SaClientCounters& counters() const { return counters_; }
+    // When the SM's SA last answered: a response to one of this client's
+    // requests, or a Report, from the SM's LID. Evidence that the SM is
+    // alive where its sweeps leave this port alone (OpenSM's light sweeps
+    // do not read CA ports).
+    std::optional<Clock::time_point> last_answer() const { return last_answer_; }
 
 private:
     struct Transaction {
@@ -163,6 +168,7 @@ private:
     std::vector<SaMad> outbound_;
     ReportHandler report_handler_;
     std::deque<std::uint64_t> recent_reports_;  // TIDs of the last Reports seen, to spot resends
+    std::optional<Clock::time_point> last_answer_;
     SaClientCounters counters_;
 };
 

@@ -12,8 +12,14 @@
 #     status), the hosts' ports are ACTIVE with OpenSM's LID as their SM LID;
 #  2. A and B join the broadcast group through OpenSM's SA (saquery -g, run
 #     against OpenSM), resolve each other and ping (IPv4 and IPv6);
-#  3. OpenSM restarted: it asks the ports to reregister (client reregister),
-#     the hosts rejoin through the new OpenSM and still ping.
+#  3. two minutes under a healthy OpenSM, whose light sweeps leave the CA
+#     ports alone: no host warns of SM silence (the hosts' SA probes are
+#     answered), and sm_contact_age_s stays under the default sm-silence;
+#  4. OpenSM killed: at the default sm-silence (35 s) each host warns that
+#     the SM neither sweeps nor answers;
+#  5. OpenSM started again: it asks the ports to reregister (client
+#     reregister), the hosts rejoin through the new OpenSM and still ping,
+#     and say the SM reaches them again.
 #
 # tests/opensm/external_sm.sh BIN_DIR
 set -euo pipefail
@@ -113,9 +119,30 @@ out=$(sim saquery -g) || fail "saquery -g failed: $out"
 grep -q "ff12:401b:ffff::ffff:ffff" <<<"$out" || fail "saquery -g: OpenSM has no broadcast group: $out"
 pass "A and B joined through OpenSM's SA and ping each other"
 
-# OpenSM restarts: a new SM asks every port to reregister.
+# Two minutes under a healthy OpenSM: no false SM-silence warning.
+SILENCE_WARNING="no word from the subnet manager"
+for round in $(seq 1 24); do
+  sleep 5
+  for h in a b; do
+    ! grep -q "$SILENCE_WARNING" "$WORK/$h-1.log" || fail "$h warned of SM silence under a healthy OpenSM: $(grep "$SILENCE_WARNING" "$WORK/$h-1.log")"
+  done
+done
+for h in a b; do
+  out=$(ctl "$h" -j status)
+  python3 -c "import json,sys; d=json.loads(sys.argv[1]); assert d['sm_silent'] is False and d['sm_contact_age_s'] < 35, d" "$out" ||
+    fail "$h: SM contact after two minutes under OpenSM: $out"
+done
+probes=$(stat_of a engine sa_probes)
+pass "two minutes under OpenSM, no SM-silence warning ($probes SA probes from A answered)"
+
+# OpenSM killed and not restarted yet: at the default sm-silence the hosts
+# warn.
 kill -TERM "$OSM_PID"
 wait "$OSM_PID" 2>/dev/null || true
+for h in a b; do wait_for 60 "$WORK/$h-1.log" "$SILENCE_WARNING" || fail "$h did not warn of SM silence with OpenSM gone"; done
+pass "OpenSM gone: both hosts warn at the default sm-silence: $(grep -o "$SILENCE_WARNING for [0-9]* s" "$WORK/a-1.log" | head -1)"
+
+# OpenSM restarts: a new SM asks every port to reregister.
 mark=$(wc -l <"$WORK/a-1.log")
 # OpenSM appends to its log (accum_log_file): only a SUBNET UP after this
 # line is the new one's.
@@ -124,7 +151,10 @@ start_opensm 2
 wait_for_after 30 "$OSM/opensm.log" "$osm_mark" "SUBNET UP" || fail "the restarted OpenSM did not bring the subnet up"
 wait_for_after 30 "$WORK/a-1.log" "$mark" "reregister|rejoin|client_reregister" || fail "A was not asked to reregister"
 ping_until a 30 198.18.0.2 || fail "A does not reach B after OpenSM's restart"
-pass "OpenSM restarted: the hosts reregister and still reach each other"
+for h in a b; do
+  wait_for 40 "$WORK/$h-1.log" "the subnet manager reaches this port again" || fail "$h did not say the SM is back"
+done
+pass "OpenSM restarted: the hosts reregister, still reach each other, and say the SM is back"
 
 for h in a b; do stop_ipoibd "$h"; done
 echo "external_sm: all checks passed"

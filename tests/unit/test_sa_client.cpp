@@ -71,6 +71,33 @@ TEST_F(SaClientTest, ResponseMatchedOnLow32BitsOfTid) {
     EXPECT_EQ(client.counters().unmatched, 1u);
 }
 
+// last_answer() (the node's evidence that a quiet SM is alive): a matched
+// response from the SM, whatever its status, or a Report; not a forgery,
+// a duplicate, nor a response to a request it never sent.
+TEST_F(SaClientTest, TheLastAnswerIsTheSmsMatchedResponseOrReport) {
+    client.set_sm_lid(1);
+    EXPECT_FALSE(client.last_answer().has_value());
+    auto h = client.submit(request(sa_attr::class_port_info), record(), now);
+    const auto req = client.take_outbound().at(0);
+    now += 1s;
+    client.on_mad(bytes_of(response_to(req)), now, 7);  // a forgery from LID 7
+    SaMad never_asked = response_to(req);
+    never_asked.header.transaction_id ^= 0x5555;
+    client.on_mad(bytes_of(never_asked), now, 1);
+    EXPECT_FALSE(client.last_answer().has_value());
+    client.on_mad(bytes_of(response_to(req, sa_status::err_req_invalid)), now, 1);
+    EXPECT_EQ(client.last_answer(), now);
+    now += 1s;
+    client.on_mad(bytes_of(response_to(req)), now, 1);  // a duplicate: unmatched
+    EXPECT_EQ(client.last_answer(), now - 1s);
+    SaMad report;
+    report.header.method = ib::method::report;
+    report.header.attribute_id = sa_attr::notice;
+    report.header.transaction_id = 0x42;
+    client.on_mad(bytes_of(report), now, 1);
+    EXPECT_EQ(client.last_answer(), now);
+}
+
 TEST_F(SaClientTest, ErrorStatusIsAResultNotAFailure) {
     auto h = client.submit(request(), record(), now);
     auto out = client.take_outbound();
