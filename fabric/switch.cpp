@@ -159,7 +159,7 @@ void Switch::on_link_packet(const SocketAddress& from, bytes datagram, Clock::ti
 void Switch::plug(std::uint8_t port, const SocketAddress& from, Clock::time_point now) {
     ports_[port] = PortSlot{.plugged = true, .peer = from, .last_heard = now, .plugged_at = now, .link_number = ++links_};
     sma_ports_[port].info.port_state = ib::port_state::init;  // the link trained: the SM's turn
-    port_state_change_ = true;
+    port_state_changed();
     link_events_.push_back({port, true});
     send_link_packet(port);  // answer at once: the peer's link comes up now
 }
@@ -271,7 +271,7 @@ void Switch::unplug(std::uint8_t port) {
     // not the last one's partitions.
     sma_ports_[port].p_keys.assign(kPartitionCap, 0);
     sma_ports_[port].p_keys[0] = ib::kPKeyDefault;
-    port_state_change_ = true;
+    port_state_changed();
     link_events_.push_back({port, false});
 }
 
@@ -716,6 +716,7 @@ void visit(const SwitchCounters& c, CounterSink& out) {
     out.counter("route_withdrawals", c.route_withdrawals);
     out.counter("sma_responses", c.sma_responses);
     out.counter("sma_error_responses", c.sma_error_responses);
+    out.counter("traps_sent", c.traps_sent);
     out.counter("permits", c.permits);
     out.counter("permit_withdrawals", c.permit_withdrawals);
     out.counter("to_management", c.to_management);

@@ -112,6 +112,7 @@ struct SwitchCounters {
     std::uint64_t ports_reclaimed = 0;  // ports not ACTIVE unplugged to make room for a newcomer
     std::uint64_t sma_responses = 0;    // GetResps of the switch's SMA
     std::uint64_t sma_error_responses = 0;  // of those, with a non-zero status
+    std::uint64_t traps_sent = 0;           // Trap 128 (a link changed) to the master SM
     std::uint64_t dropped_for(SwitchDrop d) const { return dropped[static_cast<std::size_t>(d)]; }
 };
 // As "forwarded", "dropped_<reason>", "link_check_<reason>", ...
@@ -306,6 +307,11 @@ private:
     std::vector<SmaPort> sma_ports_;
     ib::SwitchInfo switch_info_;  // the settable fields; the rest computed
     bool port_state_change_ = false;
+    // A link came up, went down or retrained: SwitchInfo PortStateChange,
+    // and Trap 128 when the bit goes from 0 to 1 (send_link_state_trap).
+    void port_state_changed();
+    void send_link_state_trap();
+    std::uint64_t next_trap_tid_ = 1;
 
     std::optional<std::uint8_t> port_of(const SocketAddress& peer) const;
     // The ISL whose configured peer is `peer`, plugged or not.

@@ -17,6 +17,8 @@
 #include <algorithm>
 
 #include "fabric/switch.h"
+
+#include "common/byte_io.h"
 #include "transport/wire/mad.h"
 #include "transport/wire/smp_dr.h"
 
@@ -335,7 +337,7 @@ std::uint16_t Switch::set_port_info(std::uint8_t port, const ib::PortInfo& reque
         pi.port_state = next;
         // PortStateChange marks link changes (a retrain here), not the SM's
         // own Armed/Active (OpenSM's light sweep would turn heavy each time).
-        if (next == ps::init || next == ps::down) port_state_change_ = true;
+        if (next == ps::init || next == ps::down) port_state_changed();
         set_port_active(port, next == ps::active);
     }
     return 0;
@@ -348,6 +350,44 @@ std::optional<ib::Smp> Switch::local_smp(ib::Smp smp) {
     reply->direction = true;
     if (reply->is_directed_route()) (void)ib::dr_send_response(*reply, config_.num_ports, lid());
     return reply;
+}
+
+void Switch::port_state_changed() {
+    if (port_state_change_) return;  // the SM has not read (and cleared) the last change yet
+    port_state_change_ = true;
+    send_link_state_trap();
+}
+
+// Trap 128 (IBA 14.2.5.1: "link state of at least one port of switch at
+// LIDADDR has changed"; urgent, from a switch): to the master SM when
+// PortStateChange goes from 0 to 1, so that it sweeps now rather than at
+// its next light sweep (OpenSM forces a heavy sweep on it). Not before an
+// SM gave the switch its LID and its own, nor to an SM on this switch's
+// port 0 (it hears of its links directly). Sent once: a lost one leaves
+// the change to the SM's next sweep, which reads PortStateChange.
+void Switch::send_link_state_trap() {
+    const ib::PortInfo& p0 = sma_ports_[0].info;
+    if (p0.master_sm_lid == 0 || p0.lid == 0 || p0.master_sm_lid == p0.lid) return;
+    ib::SmpNotice notice;
+    notice.type = ib::trap::type_urgent;
+    notice.producer_type = ib::trap::producer_switch;
+    notice.trap_number = ib::trap::link_state_change;
+    notice.issuer_lid = p0.lid;
+    store_be16(notice.data_details.data(), p0.lid);  // LIDADDR: this switch
+    ib::Smp trap;
+    trap.mgmt_class = ib::mgmt_class::subn_lid_routed;
+    trap.method = ib::method::trap;
+    trap.attribute_id = ib::smp_attr::notice;
+    trap.transaction_id = next_trap_tid_++;
+    trap.m_key = p0.m_key;
+    notice.write_to(trap.data.data());
+    std::array<std::uint8_t, ib::kMadSize> mad{};
+    trap.write_to(mad.data());
+    std::array<std::uint8_t, ib::kQp0PacketSize> out{};
+    const auto n = ib::build_qp0_packet(mad, p0.lid, p0.master_sm_lid, out);
+    if (!n) return;
+    ++counters_.traps_sent;
+    send_from_management(bytes(out).first(*n), 0);
 }
 
 void Switch::send_sma_reply(ib::Smp reply, const ib::Packet& request) {

@@ -25,9 +25,10 @@
 #     the log instead), and A and B still ping;
 #  4. a second spine added: OpenSM finds it (four switches); under a 10 ms
 #     ping from A to B the spine the path crosses (ibtracert) is SIGKILLed:
-#     OpenSM routes around it and the ping goes on; the outage (kill to the
-#     first reply after it) is printed, with its longest gap; the spine
-#     started again comes back (four switches).
+#     the leaves' SMAs send OpenSM Trap 128, it routes around the spine and
+#     the ping goes on; the outage (the longest hole in the replies, and
+#     when they came back) is printed; the spine started again comes back
+#     (four switches).
 #
 # With --one-process the four switches are one ibfabricd --topology FILE
 # (a .net file; the links between them over its own sockets): steps 1 and
@@ -271,6 +272,7 @@ in_ns a ping -D -i 0.01 -W 1 -w 20 198.18.0.2 >"$WORK/ping-kill.txt" 2>&1 &
 PING_PID=$!
 PIDS+=("$PING_PID")
 sleep 2
+osm_mark=$(wc -l <"$OSM/opensm.log")
 kill_time=$(date +%s.%N)
 kill -KILL "${SWPID[$on_path]}"
 wait "$PING_PID" 2>/dev/null || true
@@ -290,7 +292,10 @@ PY
 echo "outage: ${outage} s without an echo reply; the first reply after it ${back} s after $on_path was SIGKILLed ($replies_after replies after the kill; OpenSM sweep_interval 1, link timeout 1 s)"
 out=$(sim ibtracert "$LID_A" "$LID_B") || fail "ibtracert after the kill failed: $out"
 grep -q "\"$on_path\"" <<<"$out" && fail "A's path to B still crosses the killed $on_path: $out"
-pass "$on_path SIGKILLed: OpenSM routed around it, replies again ${back} s after the kill"
+# The leaves' SMAs told OpenSM at once (Trap 128), not its next sweep.
+tail -n +"$((osm_mark + 1))" "$OSM/opensm.log" | grep -q "num:128 (Link state change) Producer:2 (Switch)" ||
+  fail "OpenSM got no Trap 128 from a leaf when $on_path went: $(tail -n +"$((osm_mark + 1))" "$OSM/opensm.log" | head -20)"
+pass "$on_path SIGKILLed: the leaves sent Trap 128, OpenSM routed around it, replies again ${back} s after the kill"
 
 spine_switch "$on_path"
 wait_for 10 "$WORK/$on_path.log" "listening on" || fail "$on_path did not start again"

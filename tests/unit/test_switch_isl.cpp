@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/byte_io.h"
 #include "fabric/sm.h"
 #include "fabric/switch.h"
 #include "transport/soft/route_hint.h"
@@ -318,6 +319,95 @@ TEST_F(IslTest, ThisSwitchsSmLeavesTheIslToAnSmThatDiscoversSwitches) {
     ASSERT_EQ(log.size(), 1u);
     EXPECT_NE(log[0].find("port 8: inter-switch link up"), std::string::npos) << log[0];
     EXPECT_EQ(a->port_info(kIsl).port_state, ib::port_state::init);
+}
+
+// An SMP from an SM on this switch's own port 0 (HopCount 0), answered in
+// place: the GetResp.
+std::optional<ib::Smp> local(Switch& sw, std::uint8_t method, std::uint16_t attribute, std::uint32_t modifier,
+                             const ib::SmpData& data = {}) {
+    ib::Smp smp;
+    smp.mgmt_class = ib::mgmt_class::subn_directed_route;
+    smp.method = method;
+    smp.attribute_id = attribute;
+    smp.attribute_modifier = modifier;
+    smp.data = data;
+    ib::dr_set_initial_path(smp, {});
+    if (ib::dr_send_request(smp, sw.num_ports()).action != ib::DrAction::deliver) return std::nullopt;
+    return sw.local_smp(smp);
+}
+
+// Trap 128 (a link changed) goes to the master SM named in port 0's
+// PortInfo, once until the SM clears SwitchInfo PortStateChange; never to
+// an SM on the switch itself. Here the "SM" is host 2, behind the ISL.
+TEST_F(IslTest, ALinkChangeSendsTrap128ToTheMasterSmOnceUntilItIsRead) {
+    bring_up();
+    constexpr std::uint16_t kSmLid = 0x30;
+    a->set_unicast_route(kSmLid, kIsl);
+    b->set_unicast_route(kSmLid, 1);
+    auto traps = [&] {
+        std::vector<ib::SmpNotice> out;
+        for (const Wire& w : received(kHost2)) {
+            const auto pkt = ib::parse_packet(w);
+            if (!pkt || pkt->lrh.dlid != kSmLid || pkt->payload.size() < ib::kMadSize) continue;
+            const ib::Smp smp = ib::Smp::read_from(pkt->payload.data());
+            if (smp.method == ib::method::trap && smp.attribute_id == ib::smp_attr::notice)
+                out.push_back(ib::SmpNotice::read_from(smp.data.data()));
+        }
+        return out;
+    };
+    auto plug_host = [&](int h) {
+        from_host(addr(("198.18.3." + std::to_string(h) + ":5000").c_str()), kSwitchA, link_packet());
+    };
+    // No master SM set yet: a link change sends nothing.
+    plug_host(1);
+    EXPECT_TRUE(traps().empty());
+    EXPECT_EQ(a->counters().traps_sent, 0u);
+    // The SM sets port 0: the switch's LID and the SM's; it reads and
+    // clears PortStateChange (write 1).
+    const auto got = local(*a, ib::method::get, ib::smp_attr::port_info, 0);
+    ASSERT_TRUE(got.has_value());
+    ib::PortInfo p0 = ib::PortInfo::read_from(got->data.data());
+    p0.master_sm_lid = kSmLid;
+    p0.port_state = 0;
+    p0.port_physical_state = 0;
+    ib::SmpData data{};
+    ASSERT_TRUE(ib::put_attribute(p0, data).has_value());
+    ASSERT_TRUE(local(*a, ib::method::set, ib::smp_attr::port_info, 0, data));
+    auto clear_change = [&] {
+        const auto si = local(*a, ib::method::get, ib::smp_attr::switch_info, 0);
+        ASSERT_TRUE(si.has_value());
+        ib::SwitchInfo info = ib::SwitchInfo::read_from(si->data.data());
+        ib::SmpData d{};
+        ASSERT_TRUE(ib::put_attribute(info, d).has_value());  // PortStateChange 1: clears it
+        ASSERT_TRUE(local(*a, ib::method::set, ib::smp_attr::switch_info, 0, d));
+        EXPECT_FALSE(ib::SwitchInfo::read_from(local(*a, ib::method::get, ib::smp_attr::switch_info, 0)->data.data())
+                         .port_state_change);
+    };
+    clear_change();
+    plug_host(2);
+    auto seen = traps();
+    ASSERT_EQ(seen.size(), 1u);
+    EXPECT_TRUE(seen[0].is_generic);
+    EXPECT_EQ(seen[0].trap_number, ib::trap::link_state_change);
+    EXPECT_EQ(seen[0].type, ib::trap::type_urgent);
+    EXPECT_EQ(seen[0].producer_type, ib::trap::producer_switch);
+    EXPECT_EQ(seen[0].issuer_lid, a->lid());
+    EXPECT_EQ(load_be16(seen[0].data_details.data()), a->lid());
+    // A second change before the SM read the first: the bit is set, no trap.
+    plug_host(3);
+    EXPECT_EQ(traps().size(), 1u);
+    // Read and cleared: the next change traps again.
+    clear_change();
+    plug_host(4);
+    EXPECT_EQ(traps().size(), 2u);
+    EXPECT_EQ(a->counters().traps_sent, 2u);
+    // An SM on the switch itself hears its links directly: no trap to it.
+    p0.master_sm_lid = a->lid();
+    ASSERT_TRUE(ib::put_attribute(p0, data).has_value());
+    ASSERT_TRUE(local(*a, ib::method::set, ib::smp_attr::port_info, 0, data));
+    clear_change();
+    plug_host(5);
+    EXPECT_EQ(a->counters().traps_sent, 2u);
 }
 
 TEST(IslConfig, RefusesALinkOnNoPortTwoOnOnePortAndTwoToOnePeer) {

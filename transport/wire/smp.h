@@ -362,8 +362,11 @@ struct SmpNotice {
 };
 
 namespace trap {
+inline constexpr std::uint8_t type_urgent = 1;    // IBA 13.4.8.2, Notice Type
 inline constexpr std::uint8_t type_security = 2;
 inline constexpr std::uint32_t producer_channel_adapter = 1;
+inline constexpr std::uint32_t producer_switch = 2;
+inline constexpr std::uint16_t link_state_change = 128;  // DataDetails 0-1: LIDADDR, the switch's LID
 inline constexpr std::uint16_t bad_m_key = 256;
 }  // namespace trap
 
