@@ -247,6 +247,7 @@ void Switch::set_port_active(std::uint8_t port, bool active) {
 
 void Switch::tick(Clock::time_point now) {
     now_ = now;
+    send_link_state_trap();  // one held back by kTrapInterval
     if (faults_.active()) faults_.tick(now, [this](std::uint8_t p, bytes d) { transmit(p, d); });
     for (std::size_t p = 1; p < ports_.size(); ++p) {
         if (!ports_[p].plugged) {

@@ -308,9 +308,13 @@ private:
     ib::SwitchInfo switch_info_;  // the settable fields; the rest computed
     bool port_state_change_ = false;
     // A link came up, went down or retrained: SwitchInfo PortStateChange,
-    // and Trap 128 when the bit goes from 0 to 1 (send_link_state_trap).
+    // and Trap 128 (send_link_state_trap) now, or kTrapInterval after the
+    // last one.
     void port_state_changed();
     void send_link_state_trap();
+    static constexpr std::chrono::milliseconds kTrapInterval{100};
+    bool trap_pending_ = false;
+    std::optional<Clock::time_point> last_trap_;
     std::uint64_t next_trap_tid_ = 1;
 
     std::optional<std::uint8_t> port_of(const SocketAddress& peer) const;

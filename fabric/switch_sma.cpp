@@ -353,21 +353,33 @@ std::optional<ib::Smp> Switch::local_smp(ib::Smp smp) {
 }
 
 void Switch::port_state_changed() {
-    if (port_state_change_) return;  // the SM has not read (and cleared) the last change yet
     port_state_change_ = true;
+    trap_pending_ = true;
     send_link_state_trap();
 }
 
 // Trap 128 (IBA 14.2.5.1: "link state of at least one port of switch at
-// LIDADDR has changed"; urgent, from a switch): to the master SM when
-// PortStateChange goes from 0 to 1, so that it sweeps now rather than at
-// its next light sweep (OpenSM forces a heavy sweep on it). Not before an
-// SM gave the switch its LID and its own, nor to an SM on this switch's
-// port 0 (it hears of its links directly). Sent once: a lost one leaves
-// the change to the SM's next sweep, which reads PortStateChange.
+// LIDADDR has changed"; urgent, from a switch) to the master SM that port
+// 0's PortInfo names, so that it sweeps now rather than at its next light
+// sweep (OpenSM forces a heavy sweep on it). One for every change, not
+// only when PortStateChange goes from 0 to 1: the SM clears the bit after
+// its discovery, and a link that came up between its reading this switch
+// and the clear would otherwise wait for a change after it (seen: a host
+// plugged just after another never configured). At most one each
+// kTrapInterval: a change sooner is told that long after the last trap
+// (tick), so the last change is always followed by one. None before an SM
+// gave the switch its LID and its own, nor to an SM on the switch's own
+// port 0 (it hears of its links directly).
 void Switch::send_link_state_trap() {
+    if (!trap_pending_) return;
     const ib::PortInfo& p0 = sma_ports_[0].info;
-    if (p0.master_sm_lid == 0 || p0.lid == 0 || p0.master_sm_lid == p0.lid) return;
+    if (p0.master_sm_lid == 0 || p0.lid == 0 || p0.master_sm_lid == p0.lid) {
+        trap_pending_ = false;  // nobody to tell: an SM that comes reads PortStateChange
+        return;
+    }
+    if (last_trap_ && now_ - *last_trap_ < kTrapInterval) return;  // tick() sends it
+    trap_pending_ = false;
+    last_trap_ = now_;
     ib::SmpNotice notice;
     notice.type = ib::trap::type_urgent;
     notice.producer_type = ib::trap::producer_switch;
