@@ -51,6 +51,9 @@ expected<std::unique_ptr<FabricService>, std::string> FabricService::open(Fabric
     if (options.keys && options.keys->keys.empty()) return unexpected(std::string("a fabric key set with no key"));
     if (options.sm.m_key.mode == MKeyPolicy::Mode::derived && options.sm.m_key.secret == Secret{})
         options.sm.m_key.secret = random_secret();  // this run's keys; a restart waits for the leases
+    // With a fabric key a port's datagrams are authenticated: a GUID that
+    // moves to another host may take its LID along.
+    options.sm.guids_move_hosts = options.keys.has_value();
     if (options.sm.m_key.protect_bits > 3)
         return unexpected("M_Key protect bits " + std::to_string(options.sm.m_key.protect_bits) + ": must be 0..3");
     if (options.sm.m_key.mode == MKeyPolicy::Mode::fixed && options.sm.m_key.fixed == 0)

@@ -257,7 +257,9 @@ void SubnetManager::after_port_info(SmPort& port, const ib::PortInfo& info) {
         return;
     }
     port.no_lid_logged = false;
-    give(port.port_guid, port.lid);
+    // A GUID back from another host (no fabric key) is not recorded: the
+    // LID given to it stays its old host's (choose_lid).
+    if (lid_left_elsewhere(port) == 0) give(port.port_guid, port.lid, host_of(port));
     const ib::PKeyTableBlock block = pkey_block(port);
     port.pkeys_stale = false;
     const auto pkeys = pkeys_for_port(config_.partitions, port.port_guid);
@@ -617,14 +619,27 @@ bool SubnetManager::given_to_another(std::uint16_t lid, std::uint64_t guid) cons
     return it != lid_owners_.end() && it->second != guid;
 }
 
-void SubnetManager::give(std::uint64_t guid, std::uint16_t lid) {
+std::string SubnetManager::host_of(const SmPort& port) const {
+    const auto peer = switch_.peer_of(port.switch_port);
+    return peer ? peer->host_key() : std::string();
+}
+
+std::uint16_t SubnetManager::lid_left_elsewhere(const SmPort& port) const {
+    if (config_.guids_move_hosts) return 0;
+    const auto it = given_lids_.find(port.port_guid);
+    if (it == given_lids_.end() || it->second.host.empty()) return 0;
+    const std::string host = host_of(port);
+    return host.empty() || host == it->second.host ? 0 : it->second.lid;
+}
+
+void SubnetManager::give(std::uint64_t guid, std::uint16_t lid, const std::string& host) {
     if (const auto it = lid_owners_.find(lid); it != lid_owners_.end() && it->second != guid) {
         given_lids_.erase(it->second);
         lid_owners_.erase(it);
     }
     if (const auto it = given_lids_.find(guid); it != given_lids_.end() && it->second.lid != lid)
         lid_owners_.erase(it->second.lid);
-    given_lids_[guid] = GivenLid{.lid = lid, .since = now_};
+    given_lids_[guid] = GivenLid{.lid = lid, .since = now_, .host = host};
     lid_owners_[lid] = guid;
 }
 
@@ -647,16 +662,28 @@ std::uint16_t SubnetManager::longest_away(const SmPort& port, const std::vector<
 
 std::uint16_t SubnetManager::choose_lid(const SmPort& port, std::uint16_t current) {
     if (const auto it = config_.static_lids.find(port.port_guid); it != config_.static_lids.end()) return it->second;
+    // Without a fabric key a GUID is only what a datagram says: one that
+    // comes back from another host does not get the LID it had (a port
+    // could claim the GUID of one that is away, and take its LID, its paths
+    // and the traffic meant for it). That LID stays the old host's GUID's
+    // until the LIDs run out (longest_away), and this port gets another.
+    const std::uint16_t elsewhere = lid_left_elsewhere(port);
+    if (elsewhere != 0) {
+        ++counters_.lid_host_moves_refused;
+        log("SM: port " + std::to_string(port.switch_port) + " claims GUID " + hex(port.port_guid, 16) +
+            ", whose LID " + hex(elsewhere, 4) + " was given on another host; without a fabric key a GUID does not " +
+            "take its LID to another host: it gets a new one");
+    }
     // The LID the port says it has is kept (a restarted SM keeps the
     // subnet's addresses), unless this SM gave it to another GUID: a port
     // could claim the LID of one that is away (restarting, say), and take
     // the paths and traffic meant for it, which would find it gone.
-    if (ib::is_unicast_lid(current) && !lid_taken(current, port.switch_port)) {
+    if (ib::is_unicast_lid(current) && current != elsewhere && !lid_taken(current, port.switch_port)) {
         if (!given_to_another(current, port.port_guid)) return current;
         ++counters_.lid_claims_refused;
     }
     if (const auto it = given_lids_.find(port.port_guid);
-        it != given_lids_.end() && !lid_taken(it->second.lid, port.switch_port))
+        it != given_lids_.end() && elsewhere == 0 && !lid_taken(it->second.lid, port.switch_port))
         return it->second.lid;
     // The lowest LID nobody holds and this SM gave nobody: one pass over
     // the LID space (a check per LID against every port would make a full
@@ -667,6 +694,7 @@ std::uint16_t SubnetManager::choose_lid(const SmPort& port, std::uint16_t curren
         if (sp != port.switch_port && p.phase != SmPortPhase::failed && ib::is_unicast_lid(p.lid)) held[p.lid] = true;
     for (const auto& [guid, l] : config_.static_lids)
         if (ib::is_unicast_lid(l)) held[l] = true;
+    if (elsewhere != 0) held[elsewhere] = true;  // the old host's
     for (std::uint32_t lid = ib::kLidUnicastFirst; lid <= ib::kLidUnicastLast; ++lid)
         if (!held[lid] && !given_to_another(static_cast<std::uint16_t>(lid), port.port_guid))
             return static_cast<std::uint16_t>(lid);
@@ -694,6 +722,7 @@ void visit(const SmCounters& c, CounterSink& out) {
     out.counter("traps_refused", c.traps_refused);
     out.counter("m_key_traps_unlogged", c.m_key_traps_unlogged);
     out.counter("lid_claims_refused", c.lid_claims_refused);
+    out.counter("lid_host_moves_refused", c.lid_host_moves_refused);
     out.counter("lids_reclaimed", c.lids_reclaimed);
     out.counter("no_lid", c.no_lid);
     out.counter("sets_unanswered", c.sets_unanswered);

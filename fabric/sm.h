@@ -84,6 +84,12 @@ struct SmConfig {
     // false: this SM stays idle and leaves the switch alone (no IsSM, no
     // M_Key): another SM manages the fabric (FabricServiceOptions::sm_enabled).
     bool active = true;
+    // Whether a GUID is taken at its word from another host: with a fabric
+    // key (every datagram authenticated) it is, and a port GUID that comes
+    // back from another machine gets the LID it had; without one, a GUID is
+    // only what a datagram says, and its LID stays with the host (IP
+    // address) it was given on (FabricService::open sets it).
+    bool guids_move_hosts = false;
 };
 
 enum class SmPortPhase : std::uint8_t {
@@ -134,6 +140,7 @@ struct SmCounters {
     std::uint64_t traps_refused = 0;   // Traps whose IssuerLID is not the LID of the port they came in on
     std::uint64_t m_key_traps_unlogged = 0;  // Trap 256s within a second of the last one the log told of, from that port
     std::uint64_t lid_claims_refused = 0;    // a port claimed a LID this SM gave another GUID: it got another
+    std::uint64_t lid_host_moves_refused = 0;  // a GUID back from another host (no fabric key): its old LID kept for the old host
     std::uint64_t lids_reclaimed = 0;        // no LID was free: a port got the one of the GUID away longest
     std::uint64_t no_lid = 0;                // configurations that found no LID at all (every one held by a port here)
     std::uint64_t sets_unanswered = 0; // configurations that failed with no answer to a Set (a key the SM lacks)
@@ -209,8 +216,14 @@ private:
     // (not known on any switch port; its LID not `held` by a port or the
     // configuration), 0 if none.
     std::uint16_t longest_away(const SmPort& port, const std::vector<bool>& held) const;
-    // `guid` holds `lid` from now on; whoever held it before does not.
-    void give(std::uint64_t guid, std::uint16_t lid);
+    // `guid` holds `lid` from now on, given on `host`; whoever held it
+    // before does not.
+    void give(std::uint64_t guid, std::uint16_t lid, const std::string& host);
+    // The host (IP address, SocketAddress::host_key) behind a switch port.
+    std::string host_of(const SmPort& port) const;
+    // The LID this SM gave `port`'s GUID on another host, when a GUID's
+    // word is not taken across hosts (guids_move_hosts false); 0 otherwise.
+    std::uint16_t lid_left_elsewhere(const SmPort& port) const;
     // The GUID's port went: its LID may be reclaimed from now on, oldest first.
     void mark_away(std::uint64_t guid);
     // The M_Key this SM gives the port with `guid`.
@@ -241,6 +254,7 @@ private:
     struct GivenLid {
         std::uint16_t lid = 0;
         Clock::time_point since{};  // given, or its port last went
+        std::string host;           // where it was given (a LID file would keep it too)
     };
     std::map<std::uint64_t, GivenLid> given_lids_;   // GUID -> the LID this SM gave it
     std::map<std::uint16_t, std::uint64_t> lid_owners_;  // the same, by LID

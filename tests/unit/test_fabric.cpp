@@ -647,7 +647,9 @@ TEST_F(FabricTest, TheSmTakesAResponseOnlyFromThePortItAsked) {
 // A second port claiming the GUID of an ACTIVE port whose link is up (a
 // cloned machine-id, or a port that lies) is refused, and the first keeps
 // its LID and route; once the first goes, the GUID has moved and the second
-// takes over with its LID.
+// takes over: from another host and without a fabric key with a LID of its
+// own (AGuidFromAnotherHostDoesNotTakeItsLidWithoutAFabricKey), with one
+// with the first's LID.
 TEST_F(FabricTest, ASecondPortWithAnActivePortsGuidWaitsUntilTheFirstGoes) {
     Ca a(net, 1, 0xA1), b(net, 2, 0xB2);
     plug(a);
@@ -666,6 +668,25 @@ TEST_F(FabricTest, ASecondPortWithAnActivePortsGuidWaitsUntilTheFirstGoes) {
     a.answers = false;
     advance(std::chrono::milliseconds(2500));
     EXPECT_EQ(sm->ports().count(1), 0u);
+    ASSERT_EQ(sm->ports().count(3), 1u);
+    EXPECT_EQ(sm->ports().at(3).phase, SmPortPhase::active);
+    EXPECT_NE(twin.port.core().attributes().lid, lid_a);
+    EXPECT_FALSE(sw->unicast_route(lid_a).has_value());
+    EXPECT_EQ(sw->unicast_route(twin.port.core().attributes().lid), std::optional<std::uint8_t>(3));
+}
+
+TEST_F(FabricTest, WithAFabricKeyTheSecondPortTakesOverWithTheFirstsLid) {
+    sm_config.guids_move_hosts = true;
+    start_fabric();
+    Ca a(net, 1, 0xA1), b(net, 2, 0xB2);
+    plug(a);
+    plug(b);
+    const std::uint16_t lid_a = a.port.core().attributes().lid;
+    Ca twin(net, 9, 0xA1);
+    plug(twin);
+    a.alive = false;
+    a.answers = false;
+    advance(std::chrono::milliseconds(2500));
     ASSERT_EQ(sm->ports().count(3), 1u);
     EXPECT_EQ(sm->ports().at(3).phase, SmPortPhase::active);
     EXPECT_EQ(twin.port.core().attributes().lid, lid_a);
@@ -822,6 +843,78 @@ TEST_F(FabricTest, APortCannotClaimTheLidOfAnotherThatIsAway) {
     EXPECT_EQ(a.port.core().attributes().lid, lid_a);
     EXPECT_EQ(a.port.core().attributes().state, PortState::active);
     EXPECT_TRUE(sw->unicast_route(lid_a).has_value());
+}
+
+// Without a fabric key a GUID is only what a datagram says (issue 44, item
+// 8): a port that claims the GUID of one that is away, from another host,
+// does not get that port's LID, even when it says it has it; the LID stays
+// the GUID's on its own host, and the real port comes back to it. The same
+// host on another UDP port (a restarted daemon) keeps the LID. With a
+// fabric key (guids_move_hosts) a GUID may take its LID to another host.
+TEST_F(FabricTest, AGuidFromAnotherHostDoesNotTakeItsLidWithoutAFabricKey) {
+    Ca a(net, 1, 0xA1), b(net, 2, 0xB2);
+    plug(a);
+    plug(b);
+    const std::uint16_t lid_a = a.port.core().attributes().lid;
+    a.alive = false;
+    a.answers = false;
+    advance(std::chrono::milliseconds(1600));
+    ASSERT_FALSE(sw->unicast_route(lid_a).has_value());
+    // Another machine, A's GUID, and A's LID in its PortInfo.
+    Ca impostor(net, 9, 0xA1);
+    ib::PortInfo mine = impostor.port.sma().port_info();
+    mine.lid = lid_a;
+    mine.port_state = ib::port_state::down;
+    mine.port_physical_state = 0;
+    ib::Smp set;
+    set.mgmt_class = ib::mgmt_class::subn_lid_routed;
+    set.method = ib::method::set;
+    set.attribute_id = ib::smp_attr::port_info;
+    ASSERT_TRUE(ib::put_attribute(mine, set.data));
+    std::array<std::uint8_t, ib::kMadSize> mad{};
+    set.write_to(mad.data());
+    impostor.port.core().receive(test::forged_packet(sw->lid(), ib::kLidPermissive, ib::kQp0, 0, mad));
+    ASSERT_EQ(impostor.port.core().attributes().lid, lid_a);
+    plug(impostor);
+    advance(sm_config.sweep_interval);
+    ASSERT_EQ(impostor.port.core().attributes().state, PortState::active);
+    const std::uint16_t lid_impostor = impostor.port.core().attributes().lid;
+    EXPECT_NE(lid_impostor, lid_a);
+    EXPECT_FALSE(sw->unicast_route(lid_a).has_value()) << "nothing routes A's LID to the impostor";
+    EXPECT_EQ(sm->counters().lid_host_moves_refused, 1u);
+    // The impostor goes; A comes back from its own host, to its LID.
+    impostor.alive = impostor.answers = false;
+    advance(std::chrono::milliseconds(1600));
+    a.alive = a.answers = true;
+    plug(a);
+    advance(sm_config.sweep_interval);
+    EXPECT_EQ(a.port.core().attributes().lid, lid_a);
+    EXPECT_TRUE(sw->unicast_route(lid_a).has_value());
+    // A restarted on its own host (another UDP port) keeps it too.
+    a.alive = a.answers = false;
+    advance(std::chrono::milliseconds(1600));
+    a.address = *parse_socket_address("198.18.0.1:4001");
+    a.alive = a.answers = true;
+    plug(a);
+    advance(sm_config.sweep_interval);
+    EXPECT_EQ(a.port.core().attributes().lid, lid_a);
+    EXPECT_EQ(sm->counters().lid_host_moves_refused, 1u);
+}
+
+TEST_F(FabricTest, WithAFabricKeyAGuidTakesItsLidToAnotherHost) {
+    sm_config.guids_move_hosts = true;
+    start_fabric();
+    Ca a(net, 1, 0xA1);
+    plug(a);
+    const std::uint16_t lid_a = a.port.core().attributes().lid;
+    a.alive = a.answers = false;
+    advance(std::chrono::milliseconds(1600));
+    a.address = *parse_socket_address("198.18.0.77:4000");  // the machine got another address
+    a.alive = a.answers = true;
+    plug(a);
+    advance(sm_config.sweep_interval);
+    EXPECT_EQ(a.port.core().attributes().lid, lid_a);
+    EXPECT_EQ(sm->counters().lid_host_moves_refused, 0u);
 }
 
 // The SM remembers the LID it gave each GUID, so that a port away for a
