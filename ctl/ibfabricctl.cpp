@@ -36,6 +36,38 @@ std::string replace_program(std::string message) {
     return message;
 }
 
+// A field of an object as one cell: text as printable() gives it, numbers
+// and booleans as written, "-" when absent.
+std::string cell(const JsonValue& object, std::string_view key) {
+    const JsonValue* v = object.find(key);
+    if (!v || v->is_null()) return "-";
+    if (v->is_string()) return v->text().empty() ? "-" : printable(v->text());
+    if (v->is_bool()) return v->as_bool() ? "yes" : "no";
+    if (v->is_number()) return v->text();
+    return printable(to_json(*v));
+}
+
+// `switches` for a person: the switches, then their inter-switch links,
+// each a table (the JSON nests the links in each switch).
+std::string switches_text(const JsonValue& answer) {
+    Table switches({"name", "guid", "description", "listen", "lid", "ports", "up", "sm", "links"});
+    Table links({"switch", "port", "peer", "link", "state"});
+    for (const JsonValue& s : answer.items()) {
+        const JsonValue* l = s.find("links");
+        const std::size_t n = l && l->is_array() ? l->items().size() : 0;
+        switches.add_row({cell(s, "name"), cell(s, "guid"), cell(s, "description"), cell(s, "listen"), cell(s, "lid"),
+                          cell(s, "ports"), cell(s, "ports_up"), cell(s, "sm"), std::to_string(n)});
+        for (std::size_t i = 0; i < n; ++i) {
+            const JsonValue& link = l->items()[i];
+            links.add_row({cell(s, "name") == "-" ? cell(s, "guid") : cell(s, "name"), cell(link, "port"),
+                           cell(link, "peer"), cell(link, "link"), cell(link, "state")});
+        }
+    }
+    std::string out = switches.render();
+    if (links.rows() > 0) out += "\ninter-switch links:\n" + links.render("  ");
+    return out;
+}
+
 std::string command_list() {
     std::string out;
     for (auto c : kCommandNames) out += (out.empty() ? "" : ", ") + std::string(c);
@@ -109,6 +141,9 @@ int main(int argc, char** argv) {
         if (answer->empty() || answer->back() != '\n') std::cout << '\n';
         return 0;
     }
-    std::cout << format_json_text(*parsed);
+    if (*command == "switches" && parsed->is_array())
+        std::cout << switches_text(*parsed);
+    else
+        std::cout << format_json_text(*parsed);
     return 0;
 }
