@@ -6,7 +6,9 @@
 #include <chrono>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "common/byte_io.h"
@@ -403,6 +405,110 @@ TEST_F(IslTest, EveryLinkChangeSendsTrap128ToTheMasterSmAtMostTenASecond) {
     plug_host(5);
     advance(200ms);
     EXPECT_EQ(a->counters().traps_sent, 2u);
+}
+
+// Three switches in a chain, A port 8 - port 7 B port 8 - port 7 C, their
+// links trained by ticks: a directed-route SMP from A's port 0 crosses any
+// number of hops by the initial path and comes back by the return path
+// (IBA 14.2.2), each switch's SMA answering for itself.
+struct ChainTest : ::testing::Test {
+    struct Out final : SwitchOutput {
+        ChainTest& t;
+        SocketAddress self;
+        Out(ChainTest& test, SocketAddress a) : t(test), self(a) {}
+        void send(const SocketAddress& to, bytes d) override { t.wire.push_back({self, to, Wire(d.begin(), d.end())}); }
+    };
+    struct Datagram {
+        SocketAddress from, to;
+        Wire data;
+    };
+    const std::array<SocketAddress, 3> where{addr("198.18.4.1:4791"), addr("198.18.4.2:4791"), addr("198.18.4.3:4791")};
+    std::deque<Datagram> wire;
+    std::vector<std::unique_ptr<Out>> outs;
+    std::vector<std::unique_ptr<Switch>> sw;
+    Agents agents;  // A's port 0
+    Clock::time_point now = Clock::time_point{} + 1h;
+
+    void SetUp() override {
+        for (std::size_t i = 0; i < 3; ++i) {
+            Switch::Config c{.lid = static_cast<std::uint16_t>(i + 1), .guid = 0x0200'00ff'fe00'0C00 + i,
+                             .num_ports = 8, .cut_through = false};
+            if (i > 0) c.links.push_back({7, where[i - 1]});
+            if (i < 2) c.links.push_back({8, where[i + 1]});
+            outs.push_back(std::make_unique<Out>(*this, where[i]));
+            sw.push_back(std::make_unique<Switch>(c, *outs.back()));
+        }
+        sw[0]->set_management(&agents);
+        for (int t = 0; t < 3; ++t) {
+            now += 50ms;
+            for (auto& s : sw) s->tick(now);
+            run();
+        }
+    }
+    void run() {
+        for (int guard = 0; guard < 10000 && !wire.empty(); ++guard) {
+            Datagram d = std::move(wire.front());
+            wire.pop_front();
+            for (std::size_t i = 0; i < 3; ++i)
+                if (d.to == where[i]) sw[i]->on_datagram(d.from, d.data, now);
+        }
+    }
+    // A Get NodeInfo from A's SM along `path`; the answer, if one came back.
+    std::optional<ib::Smp> node_info_along(std::span<const std::uint8_t> path, std::uint64_t tid) {
+        ib::Smp smp;
+        smp.mgmt_class = ib::mgmt_class::subn_directed_route;
+        smp.method = ib::method::get;
+        smp.attribute_id = ib::smp_attr::node_info;
+        smp.transaction_id = tid;
+        if (!ib::dr_set_initial_path(smp, path)) return std::nullopt;
+        const ib::DrDecision d = ib::dr_send_request(smp, sw[0]->num_ports());
+        if (d.action != ib::DrAction::send_on_port) return std::nullopt;
+        std::array<std::uint8_t, ib::kMadSize> mad{};
+        smp.write_to(mad.data());
+        std::array<std::uint8_t, ib::kQp0PacketSize> out{};
+        const auto n = ib::build_qp0_packet(mad, sw[0]->lid(), ib::kLidPermissive, out);
+        if (!n) return std::nullopt;
+        agents.smps.clear();
+        sw[0]->send_from_management(bytes(out).first(*n), d.port);
+        run();
+        for (const ib::Smp& a : agents.smps)
+            if (a.transaction_id == tid) return a;
+        return std::nullopt;
+    }
+};
+
+TEST_F(ChainTest, ADirectedRouteSmpCrossesTwoSwitchesAndComesBack) {
+    for (std::size_t i = 0; i < 3; ++i) ASSERT_TRUE(sw[i]->port_up(i == 0 ? 8 : 7)) << i;
+    // One hop: B, entered on its port 7.
+    const std::array<std::uint8_t, 1> to_b{8};
+    auto b = node_info_along(to_b, 1);
+    ASSERT_TRUE(b.has_value());
+    EXPECT_EQ(ib::NodeInfo::read_from(b->data.data()).node_guid, sw[1]->guid());
+    // Two hops: C, entered on its port 7, the answer back through B.
+    const std::array<std::uint8_t, 2> to_c{8, 8};
+    auto c = node_info_along(to_c, 2);
+    ASSERT_TRUE(c.has_value());
+    const auto info = ib::NodeInfo::read_from(c->data.data());
+    EXPECT_EQ(info.node_guid, sw[2]->guid());
+    EXPECT_EQ(info.node_type, ib::node_type::switch_node);
+    EXPECT_EQ(info.local_port_num, 7);
+    EXPECT_TRUE(c->direction);
+    EXPECT_EQ(c->hop_count, 2);
+    EXPECT_EQ(c->status, 0);
+    // There and back again: C, then out of C's port 7 to B (entered on 8).
+    const std::array<std::uint8_t, 3> c_then_b{8, 8, 7};
+    auto back = node_info_along(c_then_b, 3);
+    ASSERT_TRUE(back.has_value());
+    const auto b_again = ib::NodeInfo::read_from(back->data.data());
+    EXPECT_EQ(b_again.node_guid, sw[1]->guid());
+    EXPECT_EQ(b_again.local_port_num, 8);
+    // Off the end of the chain: C's port 8 has no link; nothing comes back.
+    const std::array<std::uint8_t, 3> past_c{8, 8, 8};
+    const auto& cc = sw[2]->counters();
+    const std::uint64_t dropped_before = cc.dropped_for(SwitchDrop::dr_discarded) + cc.dropped_for(SwitchDrop::egress_down);
+    EXPECT_FALSE(node_info_along(past_c, 4).has_value());
+    EXPECT_EQ(cc.dropped_for(SwitchDrop::dr_discarded) + cc.dropped_for(SwitchDrop::egress_down), dropped_before + 1)
+        << "C counts the SMP it could not send on";
 }
 
 TEST(IslConfig, RefusesALinkOnNoPortTwoOnOnePortAndTwoToOnePeer) {
