@@ -293,8 +293,9 @@ echo "outage: ${outage} s without an echo reply; the first reply after it ${back
 out=$(sim ibtracert "$LID_A" "$LID_B") || fail "ibtracert after the kill failed: $out"
 grep -q "\"$on_path\"" <<<"$out" && fail "A's path to B still crosses the killed $on_path: $out"
 # The leaves' SMAs told OpenSM at once (Trap 128), not its next sweep.
-tail -n +"$((osm_mark + 1))" "$OSM/opensm.log" | grep -q "num:128 (Link state change) Producer:2 (Switch)" ||
-  fail "OpenSM got no Trap 128 from a leaf when $on_path went: $(tail -n +"$((osm_mark + 1))" "$OSM/opensm.log" | head -20)"
+after_kill=$(tail -n +"$((osm_mark + 1))" "$OSM/opensm.log")
+grep -q "num:128 (Link state change) Producer:2 (Switch)" <<<"$after_kill" ||
+  fail "OpenSM got no Trap 128 from a leaf when $on_path went: $(head -20 <<<"$after_kill")"
 pass "$on_path SIGKILLed: the leaves sent Trap 128, OpenSM routed around it, replies again ${back} s after the kill"
 
 spine_switch "$on_path"

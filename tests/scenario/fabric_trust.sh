@@ -89,7 +89,7 @@ pass "A (LID $LID_A, port $A_PORT) and B (LID $LID_B) up and talking"
 # 1. Datagrams from outside the fabric
 before=$(stat_of a foreign_dropped)
 out=$(ip netns exec "${NS[x]}" "$BIN/ibattack" foreign --to "$A_PORT" --dlid "$LID_A" --qpn "$QPN_A" --count 20)
-echo "$out" | grep -q "received 0$" || fail "X got answers from A's port: $out"
+grep -q "received 0$" <<<"$out" || fail "X got answers from A's port: $out"
 after=$(stat_of a foreign_dropped)
 [ $((after - before)) -eq 100 ] || fail "A counted $((after - before)) foreign datagrams, sent 100"
 [ "$(status_of a port_state)" = ACTIVE ] || fail "A's port left ACTIVE: $(status_of a port_state)"
@@ -103,13 +103,13 @@ ip netns exec "${NS[a]}" ping -c 30 -i 0.1 -W 2 198.18.3.2 >"$WORK/ping2.log" 2>
 PING=$!
 out=$(ip netns exec "${NS[x]}" "$BIN/ibattack" spoof-hint --fabric "$FABRIC" --to "$A_PORT" --dlid "$LID_B" --seconds 3)
 wait "$PING" || fail "A -> B while X spoofed route hints: $(tail -3 "$WORK/ping2.log")"
-echo "$out" | grep -q "captured 0$" || fail "X captured A's packets for B: $out"
+grep -q "captured 0$" <<<"$out" || fail "X captured A's packets for B: $out"
 [ "$(stat_of a route_hints_refused)" -gt "$refused" ] || fail "A counted no refused route hint"
 pass "spoofed route hints from the fabric's address refused; A -> B kept going, X captured nothing"
 
 # 3. A forged M_Key Set from a port of the fabric
 out=$(ip netns exec "${NS[x]}" "$BIN/ibattack" mkey-set --fabric "$FABRIC" --dlid "$LID_A" --count 16)
-echo "$out" | grep -q "sent 16 Sets" || fail "ibattack mkey-set: $out"
+grep -q "sent 16 Sets" <<<"$out" || fail "ibattack mkey-set: $out"
 wait_for 5 "$WORK/fabric.log" "port LID $LID_A .* with a bad M_Key \(Trap 256\)" || fail "no Trap 256 from A at the SM"
 [ "$(status_of a port_state)" = ACTIVE ] || fail "A's port left ACTIVE after forged Sets"
 violations=$(stat_of a "sma_dropped_m_key_mismatch")
@@ -133,7 +133,7 @@ plugged=$(sed -n 's/^ibattack flood: \([0-9]*\) of 200.*/\1/p' "$WORK/flood.log"
 [ -n "$plugged" ] && [ "$plugged" -le 16 ] ||
   fail "the flood got $plugged ports: $(cat "$WORK/flood.log"); the SM: $(grep "SM: port" "$WORK/fabric.log" | tail -n 30); $(fabric_stats)"
 stats=$(fabric_stats)
-echo "$stats" | grep -q "switch drop admission_pending" || fail "no admission_pending drops: $stats"
+grep -q "switch drop admission_pending" <<<"$stats" || fail "no admission_pending drops: $stats"
 pass "a 200-socket flood got $plugged switch ports; B restarted and came back meanwhile"
 
 # 5. A port silent for 3 s comes back

@@ -151,7 +151,8 @@ start "$FAB" "$WORK/fab.log" "$BIN/ibfabricd" --listen "$FABRIC" --pcap "$WORK/f
 FAB_PID=$!
 wait_for 15 "$WORK/notify.log" "READY=1" || fail "no READY=1 after the fabric came"
 # READY=1 and its STATUS= come in one datagram (the listener splits lines).
-grep -A1 "READY=1" "$WORK/notify.log" | grep -q "STATUS=.*broadcast group joined" \
+ready=$(grep -A1 "READY=1" "$WORK/notify.log")
+grep -q "STATUS=.*broadcast group joined" <<<"$ready" \
   || { cat "$WORK/notify.log" >&2; fail "READY=1 without the broadcast join in its status"; }
 status=$(ctl a -j status)
 grep -q '"link":"up"' <<<"$status" || fail "READY=1 but A's link is not up"

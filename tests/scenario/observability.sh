@@ -47,16 +47,17 @@ fctl() { ip netns exec "$FAB" "$BIN/ibfabricctl" -s "$WORK/fabric.sock" "$@"; }
 out=$(fctl ports)
 for h in a b; do
   idx=1; [ "$h" = b ] && idx=2
-  echo "$out" | grep -Eq "active +0x000[0-9a-f] +0x0002c90300f0000$idx +${UNDERLAY[$h]}:4100$idx +true +ipoibd ib0" ||
+  grep -Eq "active +0x000[0-9a-f] +0x0002c90300f0000$idx +${UNDERLAY[$h]}:4100$idx +true +ipoibd ib0" <<<"$out" ||
     fail "ibfabricctl ports lacks $h: $out"
 done
-fctl groups | grep -Eq "ff12:401b:ffff::ffff:ffff +0xc000 +0xffff +0x00000b1b .* 2 +0 +true" || fail "ibfabricctl groups: $(fctl groups)"
+out=$(fctl groups)
+grep -Eq "ff12:401b:ffff::ffff:ffff +0xc000 +0xffff +0x00000b1b .* 2 +0 +true" <<<"$out" || fail "ibfabricctl groups: $out"
 grep -q "^ports_active: 2$" <<<"$(fctl status)" || fail "ibfabricctl status: $(fctl status)"
 grep -q "^capture: none$" <<<"$(fctl status)" || fail "ibfabricctl status without a capture: $(fctl status)"
 fctl -j stats | python3 -c "import json,sys; d=json.load(sys.stdin); assert d['switch']['forwarded'] > 0 and d['sm']['ports_configured'] == 2, d" ||
   fail "ibfabricctl -j stats"
 rc=0; err=$(ip netns exec "$FAB" "$BIN/ibfabricctl" -s "$WORK/nothing.sock" status 2>&1) || rc=$?
-[ "$rc" -eq 3 ] && echo "$err" | grep -q "ibfabricd is not running" || fail "a wrong socket: exit $rc, $err"
+[ "$rc" -eq 3 ] && grep -q "ibfabricd is not running" <<<"$err" || fail "a wrong socket: exit $rc, $err"
 pass "ibfabricctl: ports with GUID, LID, state and address; groups; status; stats as JSON; a missing daemon exits 3"
 
 # 2. ipoibctl status

@@ -114,7 +114,7 @@ kill -USR1 "$FABPID"
 wait_for 5 "$WORK/fabric.log" "^faults: lost [1-9]" || fail "ibfabricd counted no faults"
 faults=$(grep "^faults:" "$WORK/fabric.log" | tail -1)
 for what in lost corrupted duplicated reordered; do
-  echo "$faults" | grep -qE "$what [1-9]" || fail "no packet $what: $faults"
+  grep -qE "$what [1-9]" <<<"$faults" || fail "no packet $what: $faults"
 done
 pass "ibfabricd $faults"
 kill -TERM "$FABPID"; wait "$FABPID" || true
