@@ -61,8 +61,6 @@ for tag in ha hb; do
 done
 ip -n "${NS[a]}" link set "uha$$" mtu 9000
 ip -n "${NS[b]}" link set "uhb$$" mtu 9000
-# The roles the hosts' ipoibd take in every row.
-for h in a b; do mkdir -p "$WORK/$h"; done
 
 SWITCH_PIDS=()
 ROW_PIDS=()

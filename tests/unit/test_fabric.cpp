@@ -93,6 +93,25 @@ bool Ca::transmit(bytes p) {
     return true;
 }
 
+// `ca`'s own SMA told, by a Set PortInfo from the switch's LID to `dlid`
+// (its LID, or the permissive one), that the port has `lid`: what a port
+// that lies about its LID does to itself.
+void claim_lid(Ca& ca, std::uint16_t switch_lid, std::uint16_t dlid, std::uint16_t lid) {
+    ib::PortInfo mine = ca.port.sma().port_info();
+    mine.lid = lid;
+    mine.port_state = ib::port_state::down;
+    mine.port_physical_state = 0;
+    ib::Smp set;
+    set.mgmt_class = ib::mgmt_class::subn_lid_routed;
+    set.method = ib::method::set;
+    set.attribute_id = ib::smp_attr::port_info;
+    set.m_key = mine.m_key;
+    ASSERT_TRUE(ib::put_attribute(mine, set.data));
+    std::array<std::uint8_t, ib::kMadSize> mad{};
+    set.write_to(mad.data());
+    ca.port.core().receive(test::forged_packet(switch_lid, dlid, ib::kQp0, 0, mad));
+}
+
 struct FabricTest : ::testing::Test {
     Net net;
     Clock::time_point now = Clock::time_point{} + std::chrono::hours(1);
@@ -818,19 +837,7 @@ TEST_F(FabricTest, APortCannotClaimTheLidOfAnotherThatIsAway) {
     advance(std::chrono::milliseconds(1600));
     ASSERT_FALSE(sw->unicast_route(lid_a).has_value());
     // The evil port now says it has A's LID (its SMA is its own to set).
-    ib::PortInfo mine = evil.port.sma().port_info();
-    mine.lid = lid_a;
-    mine.port_state = ib::port_state::down;
-    mine.port_physical_state = 0;
-    ib::Smp set;
-    set.mgmt_class = ib::mgmt_class::subn_lid_routed;
-    set.method = ib::method::set;
-    set.attribute_id = ib::smp_attr::port_info;
-    set.m_key = mine.m_key;
-    ASSERT_TRUE(ib::put_attribute(mine, set.data));
-    std::array<std::uint8_t, ib::kMadSize> mad{};
-    set.write_to(mad.data());
-    evil.port.core().receive(test::forged_packet(sw->lid(), lid_evil, ib::kQp0, 0, mad));
+    claim_lid(evil, sw->lid(), lid_evil, lid_a);
     ASSERT_EQ(evil.port.core().attributes().lid, lid_a);
     advance(sm_config.sweep_interval + std::chrono::milliseconds(500));
     EXPECT_EQ(sm->ports().at(2).phase, SmPortPhase::active);
@@ -862,18 +869,7 @@ TEST_F(FabricTest, AGuidFromAnotherHostDoesNotTakeItsLidWithoutAFabricKey) {
     ASSERT_FALSE(sw->unicast_route(lid_a).has_value());
     // Another machine, A's GUID, and A's LID in its PortInfo.
     Ca impostor(net, 9, 0xA1);
-    ib::PortInfo mine = impostor.port.sma().port_info();
-    mine.lid = lid_a;
-    mine.port_state = ib::port_state::down;
-    mine.port_physical_state = 0;
-    ib::Smp set;
-    set.mgmt_class = ib::mgmt_class::subn_lid_routed;
-    set.method = ib::method::set;
-    set.attribute_id = ib::smp_attr::port_info;
-    ASSERT_TRUE(ib::put_attribute(mine, set.data));
-    std::array<std::uint8_t, ib::kMadSize> mad{};
-    set.write_to(mad.data());
-    impostor.port.core().receive(test::forged_packet(sw->lid(), ib::kLidPermissive, ib::kQp0, 0, mad));
+    claim_lid(impostor, sw->lid(), ib::kLidPermissive, lid_a);
     ASSERT_EQ(impostor.port.core().attributes().lid, lid_a);
     plug(impostor);
     advance(sm_config.sweep_interval);
