@@ -60,10 +60,12 @@ std::string fabric_answer(const FabricService& fabric, const FabricDaemonInfo& i
     }
     if (command == "ports") {
         j.begin_array();
+        const auto& sm_switches = fabric.subnet_manager().switches();
         for (const auto& [sp, p] : sm_ports) {
-            const auto peer = sw.peer_of(sp);
+            const auto peer = sp.sw == 0 ? sw.peer_of(sp.port) : std::nullopt;
             j.begin_object()
-                .field("port", static_cast<unsigned>(sp))
+                .field("switch", hex(sp.sw < sm_switches.size() ? sm_switches[sp.sw].guid : sw.guid(), 16))
+                .field("port", static_cast<unsigned>(sp.port))
                 .field("state", to_string(p.phase))
                 .field("lid", hex(p.lid, 4))
                 .field("guid", hex(p.port_guid, 16))

@@ -122,8 +122,9 @@ FabricService::FabricService(FabricServiceOptions options, transport::UdpBatchSo
         for (std::uint8_t p = 0; p <= switch_.num_ports(); ++p) s.ports.push_back(switch_.port_info(p));
         return s;
     });
-    sa_.set_multicast_programmer(
-        [this](std::uint16_t mlid, const std::set<std::uint8_t>& ports) { sm_.set_multicast_route(mlid, ports); });
+    sa_.set_multicast_programmer([this](std::uint16_t mlid, const std::set<std::uint64_t>& members) {
+        sm_.set_multicast_members(mlid, members);
+    });
     if (options_.keys) {
         auth_ = std::make_unique<transport::FabricAuth>(*options_.keys);
         socket_.set_auth(auth_.get());
@@ -220,10 +221,19 @@ std::string FabricService::stats() const {
            "traps %llu m_key_traps %llu sets_unanswered %llu\n",
            ull(s.smps_sent), ull(s.responses), ull(s.error_responses), ull(s.timeouts), ull(s.unexpected_responses),
            ull(s.ports_configured), ull(s.ports_lost), ull(s.traps), ull(s.m_key_traps), ull(s.sets_unanswered));
-    for (const auto& [switch_port, p] : sm_.ports()) {
-        const auto peer = switch_.peer_of(switch_port);
-        append(out, "port %u: %s lid 0x%04x guid 0x%016llx peer %s \"%s\"\n", switch_port, to_string(p.phase), p.lid,
+    for (const auto& [key, p] : sm_.ports()) {
+        const auto peer = key.sw == 0 ? switch_.peer_of(key.port) : std::nullopt;
+        const std::string where =
+            key.sw == 0 ? std::to_string(key.port)
+                        : "switch 0x" + hex(sm_.switches().at(key.sw).guid, 16) + " " + std::to_string(key.port);
+        append(out, "port %s: %s lid 0x%04x guid 0x%016llx peer %s \"%s\"\n", where.c_str(), to_string(p.phase), p.lid,
                ull(p.port_guid), peer ? peer->to_string().c_str() : "-", p.description.c_str());
+    }
+    for (std::size_t i = 1; i < sm_.switches().size(); ++i) {
+        const SmSwitch& found = sm_.switches()[i];
+        append(out, "switch 0x%016llx: lid 0x%04x %s route %s \"%s\"\n", ull(found.guid), found.lid,
+               found.reachable ? (found.keyed ? "managed" : "unkeyed") : "lost", path_text(found.path).c_str(),
+               found.description.c_str());
     }
     return out + sa_stats();
 }

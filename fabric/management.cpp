@@ -72,7 +72,8 @@ std::vector<SaPort> FabricManagement::sa_ports(const SubnetManager& sm, std::uin
         s.mtu = p.port_info.neighbor_mtu ? p.port_info.neighbor_mtu : std::uint8_t{4};
         s.rate = link_rate_code(p.port_info.link_width_active, p.port_info.link_speed_active);
         s.pkeys = pkeys_for_port(partitions, p.port_guid);
-        s.switch_port = sp;
+        s.switch_port = p.switch_port;
+        s.switch_lid = p.sw != 0 && p.sw < sm.switches().size() ? sm.switches()[p.sw].lid : std::uint16_t{0};
         s.node_guid = p.node_guid;
         s.description = p.description;
         s.port_info = p.port_info;

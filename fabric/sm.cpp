@@ -25,8 +25,21 @@ SubnetManager::SubnetManager(const SmConfig& config, Switch& sw, SmLog log)
     // own port's, as OpenSM does by opening the issm device).
     if (!config_.active) return;  // ibfabricd --sm=no: the switch is another SM's
     switch_.set_sm_present(true);
+    SmSwitch own;
+    own.guid = switch_.guid();
+    own.node_info = switch_.node_info();
+    own.description = switch_.description();
+    own.lid = switch_.lid();
+    own.reachable = true;
+    own.ports.resize(std::size_t{switch_.num_ports()} + 1);
+    switch_index_[own.guid] = 0;
+    switches_.push_back(std::move(own));
     // Key the switch before any port can reach it with a forged SMP.
     key_switch();
+    if (const auto info = program_switch(ib::method::get, ib::smp_attr::switch_info, 0, {}))
+        switches_[0].switch_info = ib::SwitchInfo::read_from(info->data());
+    switches_[0].keyed = switch_keyed_;
+    switches_[0].m_key = switch_m_key_;
 }
 
 SubnetManager::~SubnetManager() {
@@ -35,24 +48,27 @@ SubnetManager::~SubnetManager() {
 
 void SubnetManager::on_link_event(const LinkEvent& event, Clock::time_point now) {
     now_ = now;
+    if (!config_.active || event.port == 0 || event.port >= switches_[0].ports.size()) return;
+    switches_[0].ports[event.port].info = switch_.port_info(event.port);
     if (!event.up) {
+        unlink(0, event.port, "link down");
         lose(event.port, "link down");
+        discovery_step_done();
+        maybe_reroute();
         return;
     }
     if (switch_.is_isl(event.port)) {
-        // This SM manages the CA ports of its own switch only: an
-        // inter-switch link is left to an SM that discovers switches (one
-        // attached through --sim-socket, such as OpenSM).
-        log("SM: port " + std::to_string(event.port) +
-            ": inter-switch link up; this SM manages its own switch's CA ports only, so the link stays INIT");
+        // Another switch, perhaps: found by NodeInfo through the port.
+        if (switches_[0].ports[event.port].peer.kind == routing::PortPeer::Kind::none) probe(0, event.port);
         return;
     }
+    switches_[0].ports[event.port].peer = routing::PortPeer{.kind = routing::PortPeer::Kind::endpoint};
     SmPort& port = ports_[event.port];
     if (port.port_guid != 0) mark_away(port.port_guid);
     port = SmPort{};
     port.switch_port = event.port;
     // Before NodeInfo names the port: the key of whoever was here last.
-    const auto last = last_guid_at_.find(event.port);
+    const auto last = last_guid_at_.find(SmPortKey{event.port});
     port.m_key = config_.m_key.mode == MKeyPolicy::Mode::fixed ? config_.m_key.fixed
                  : last != last_guid_at_.end()                 ? m_key_for(last->second)
                                                                : 0;
@@ -75,8 +91,7 @@ void SubnetManager::send(SmPort& port, std::uint8_t method, std::uint16_t attrib
     smp.transaction_id = next_tid_++;
     smp.m_key = port.m_key;
     smp.data = data;
-    const std::array<std::uint8_t, 1> path{port.switch_port};
-    ib::dr_set_initial_path(smp, path);
+    ib::dr_set_initial_path(smp, path_to(port));
     in_flight_.erase(port.tid);
     port.tid = smp.transaction_id;
     port.tries = 0;
@@ -85,17 +100,7 @@ void SubnetManager::send(SmPort& port, std::uint8_t method, std::uint16_t attrib
 }
 
 void SubnetManager::resend(SmPort& port) {
-    ib::Smp smp = in_flight_.at(port.tid);
-    // C14-9:1 at the requester: HopPointer 0 -> 1, out InitialPath[1].
-    const ib::DrDecision d = ib::dr_send_request(smp, switch_.num_ports());
-    if (d.action != ib::DrAction::send_on_port) return;
-    std::array<std::uint8_t, ib::kMadSize> mad{};
-    smp.write_to(mad.data());
-    std::array<std::uint8_t, ib::kQp0PacketSize> out{};
-    const auto n = ib::build_qp0_packet(mad, switch_.lid(), ib::kLidPermissive, out);
-    if (!n) return;
-    switch_.send_from_management(bytes(out).first(*n), d.port);
-    ++counters_.smps_sent;
+    if (!transmit_dr(in_flight_.at(port.tid))) return;
     ++port.tries;
     port.deadline = now_ + config_.smp_timeout;
 }
@@ -105,6 +110,7 @@ bool SubnetManager::on_smp(const ib::Smp& smp, std::uint8_t in_port, std::uint16
         on_trap(smp, in_port);
         return true;
     }
+    if (!config_.active) return true;
     if (!(smp.method & ib::method::response_bit)) {
         if (smp.attribute_id == ib::smp_attr::sm_info && smp.method == ib::method::get && !smp.is_directed_route() &&
             ib::is_unicast_lid(slid)) {
@@ -117,12 +123,32 @@ bool SubnetManager::on_smp(const ib::Smp& smp, std::uint8_t in_port, std::uint16
     // A response comes back in where its request went out: another port
     // answering (its TIDs are easy to guess) would speak for that port,
     // down to the GUID the SM files it under.
-    for (auto& [sp, port] : ports_) {
-        if (port.tid != smp.transaction_id || port.phase == SmPortPhase::failed || sp != in_port) continue;
+    for (auto& [key, port] : ports_) {
+        if (port.tid != smp.transaction_id || port.phase == SmPortPhase::failed || first_hop(port) != in_port) continue;
         in_flight_.erase(port.tid);
         port.tid = 0;
         ++counters_.responses;
         on_response(port, smp);
+        discovery_step_done();
+        maybe_reroute();
+        return true;
+    }
+    if (const auto it = requests_.find(smp.transaction_id);
+        it != requests_.end() && !it->second.path.empty() && it->second.path.front() == in_port) {
+        Request r = std::move(it->second);
+        requests_.erase(it);
+        ++counters_.responses;
+        if (smp.status != 0) {
+            ++counters_.error_responses;
+            log(std::string("SM: ") + ib::smp_attribute_name(smp.attribute_id) + " (modifier " + hex(smp.attribute_modifier, 8) +
+                ") along the directed route " + path_text(r.path) + " answered with status " +
+                ib::describe_mad_status(smp.status));
+            r.done(nullptr);
+        } else {
+            r.done(&smp);
+        }
+        discovery_step_done();
+        maybe_reroute();
         return true;
     }
     ++counters_.unexpected_responses;
@@ -132,7 +158,7 @@ bool SubnetManager::on_smp(const ib::Smp& smp, std::uint8_t in_port, std::uint16
 void SubnetManager::on_response(SmPort& port, const ib::Smp& smp) {
     if (smp.status != 0) {
         ++counters_.error_responses;
-        log("SM: port " + std::to_string(port.switch_port) + ": " + ib::smp_attribute_name(smp.attribute_id) +
+        log("SM: " + where(port) + ": " + ib::smp_attribute_name(smp.attribute_id) +
             " answered with status " + ib::describe_mad_status(smp.status) + "; retrying at the next sweep");
         port.phase = SmPortPhase::failed;
         return;
@@ -141,15 +167,16 @@ void SubnetManager::on_response(SmPort& port, const ib::Smp& smp) {
         case SmPortPhase::node_info: {
             const auto ni = ib::NodeInfo::read_from(smp.data.data());
             if (ni.node_type != ib::node_type::channel_adapter) {
-                log("SM: port " + std::to_string(port.switch_port) + ": node type " + std::to_string(ni.node_type) +
-                    " is not a channel adapter; only CAs can plug into the soft switch");
+                if (ni.node_type == ib::node_type::switch_node) ++counters_.switches_refused;
+                log("SM: " + where(port) + ": node type " + std::to_string(ni.node_type) +
+                    " is not a channel adapter; a switch is taken only behind an inter-switch link");
                 port.phase = SmPortPhase::failed;
                 return;
             }
             port.node_guid = ni.node_guid;
             port.port_guid = ni.port_guid;
             port.local_port_num = ni.local_port_num;
-            last_guid_at_[port.switch_port] = port.port_guid;
+            last_guid_at_[SmPortKey{port.sw, port.switch_port}] = port.port_guid;
             if (config_.m_key.mode == MKeyPolicy::Mode::derived) port.m_key = m_key_for(port.port_guid);
             // A GUID is in one place at a time. Where it is ACTIVE on
             // another switch port whose link is up, that port keeps it: this
@@ -162,14 +189,15 @@ void SubnetManager::on_response(SmPort& port, const ib::Smp& smp) {
             // old port whose link is still up is looked for again at the
             // sweeps (it may answer as itself).
             {
-                std::vector<std::uint8_t> stale;
+                std::vector<SmPortKey> stale;
+                const SmPortKey self{port.sw, port.switch_port};
                 for (const auto& [sp, other] : ports_) {
-                    if (sp == port.switch_port || other.port_guid != port.port_guid) continue;
-                    if (other.phase == SmPortPhase::active && switch_.port_up(sp)) {
+                    if (sp == self || other.port_guid != port.port_guid) continue;
+                    if (other.phase == SmPortPhase::active && link_up(other)) {
                         ++counters_.duplicate_guids;
                         if (!port.duplicate_logged)
-                            log("SM: port " + std::to_string(port.switch_port) + " claims GUID " + hex(port.port_guid, 16) +
-                                ", ACTIVE on port " + std::to_string(sp) +
+                            log("SM: " + where(port) + " claims GUID " + hex(port.port_guid, 16) +
+                                ", ACTIVE on " + where(other) +
                                 "; refused while that port is up (ports must have their own GUIDs)");
                         port.duplicate_logged = true;
                         port.phase = SmPortPhase::failed;
@@ -178,8 +206,8 @@ void SubnetManager::on_response(SmPort& port, const ib::Smp& smp) {
                     stale.push_back(sp);
                 }
                 port.duplicate_logged = false;
-                for (std::uint8_t sp : stale)
-                    lose(sp, "its GUID reappeared on another switch port", /*keep=*/switch_.port_up(sp));
+                for (const SmPortKey sp : stale)
+                    lose(sp, "its GUID reappeared on another switch port", /*keep=*/link_up(ports_.at(sp)));
             }
             port.phase = SmPortPhase::node_description;
             send(port, ib::method::get, ib::smp_attr::node_description, 0, {});
@@ -216,8 +244,8 @@ void SubnetManager::on_response(SmPort& port, const ib::Smp& smp) {
         case SmPortPhase::active:
             if (port.setting_pkeys) {
                 port.setting_pkeys = false;
-                set_switch_port_pkeys(port.switch_port, pkey_block(port));
-                log("SM: port " + std::to_string(port.switch_port) + " GUID " + hex(port.port_guid, 16) +
+                switch_port_pkeys(port.sw, port.switch_port, pkey_block(port));
+                log("SM: " + where(port) + " GUID " + hex(port.port_guid, 16) +
                     ": P_KeyTable set for the new partitions");
                 return;
             }
@@ -225,10 +253,11 @@ void SubnetManager::on_response(SmPort& port, const ib::Smp& smp) {
                 port.sweeping = false;
                 const auto info = ib::PortInfo::read_from(smp.data.data());
                 if (info.port_state != ib::port_state::active || info.lid != port.lid) {
-                    log("SM: port " + std::to_string(port.switch_port) + " (GUID " + hex(port.port_guid, 16) +
+                    log("SM: " + where(port) + " (GUID " + hex(port.port_guid, 16) +
                         ") changed state behind the SM's back; configuring it again");
-                    set_unicast_route(port.lid, std::nullopt);
-                    set_switch_port_active(port.switch_port, false);
+                    set_lft_entry(port.sw, port.lid, std::nullopt);
+                    switch_port_active(port.sw, port.switch_port, false);
+                    routes_dirty_ = true;
                     if (hooks_.port_lost) hooks_.port_lost(port);
                     after_port_info(port, info);
                 }
@@ -293,30 +322,34 @@ void SubnetManager::set_port_info(SmPort& port) {
 
 void SubnetManager::finish(SmPort& port) {
     if (port.port_info.port_state != ib::port_state::active) {
-        log("SM: port " + std::to_string(port.switch_port) + " did not become ACTIVE (state " +
+        log("SM: " + where(port) + " did not become ACTIVE (state " +
             std::to_string(port.port_info.port_state) + ")");
         port.phase = SmPortPhase::failed;
         return;
     }
-    set_unicast_route(port.lid, port.switch_port);
-    set_switch_port_active(port.switch_port, true, pkey_block(port));
+    // Its own switch routes it at once (whatever the engine, a LID goes
+    // out of its own port there); the other switches at the next routing.
+    set_lft_entry(port.sw, port.lid, port.switch_port);
+    switch_port_active(port.sw, port.switch_port, true, pkey_block(port));
     port.phase = SmPortPhase::active;
+    routes_dirty_ = true;
     ++counters_.ports_configured;
     if (hooks_.port_active) hooks_.port_active(port);
-    log("SM: port " + std::to_string(port.switch_port) + " GUID " + hex(port.port_guid, 16) + " \"" + escape_text(port.description) +
+    log("SM: " + where(port) + " GUID " + hex(port.port_guid, 16) + " \"" + escape_text(port.description) +
         "\" ACTIVE with LID " + hex(port.lid, 4) + (port.reregister ? ", client reregister requested" : ""));
 }
 
-void SubnetManager::lose(std::uint8_t switch_port, const char* why, bool keep) {
-    const auto it = ports_.find(switch_port);
+void SubnetManager::lose(SmPortKey key, const char* why, bool keep) {
+    const auto it = ports_.find(key);
     if (it == ports_.end()) return;
     SmPort& port = it->second;
     if (port.phase == SmPortPhase::active) {
-        set_unicast_route(port.lid, std::nullopt);
-        set_switch_port_active(switch_port, false);
+        set_lft_entry(port.sw, port.lid, std::nullopt);
+        if (switches_.at(port.sw).reachable) switch_port_active(port.sw, port.switch_port, false);
+        routes_dirty_ = true;
         ++counters_.ports_lost;
         if (hooks_.port_lost) hooks_.port_lost(port);
-        log("SM: port " + std::to_string(switch_port) + " GUID " + hex(port.port_guid, 16) + " LID " +
+        log("SM: " + where(port) + " GUID " + hex(port.port_guid, 16) + " LID " +
             hex(port.lid, 4) + " gone (" + why + ")" + (keep ? "; looking for it at every sweep" : ""));
     }
     if (port.port_guid != 0) mark_away(port.port_guid);
@@ -336,7 +369,9 @@ void SubnetManager::lose(std::uint8_t switch_port, const char* why, bool keep) {
 
 void SubnetManager::tick(Clock::time_point now) {
     now_ = now;
-    std::vector<std::uint8_t> lost;
+    if (!config_.active) return;
+    expire_requests();
+    std::vector<SmPortKey> lost;
     for (auto& [sp, port] : ports_) {
         if (port.tid == 0 || now < port.deadline) continue;
         ++counters_.timeouts;
@@ -351,7 +386,7 @@ void SubnetManager::tick(Clock::time_point now) {
                 // It answered the Gets: a port that drops the Sets holds an
                 // M_Key this SM does not know (14.2.4).
                 ++counters_.sets_unanswered;
-                log("SM: port " + std::to_string(sp) + " GUID " + hex(port.port_guid, 16) +
+                log("SM: " + where(port) + " GUID " + hex(port.port_guid, 16) +
                     " answers Gets but not Sets: it holds an M_Key this SM does not know; trying again at every "
                     "sweep until its M_Key lease runs out");
             }
@@ -360,11 +395,21 @@ void SubnetManager::tick(Clock::time_point now) {
             port.phase = SmPortPhase::failed;
         }
     }
-    for (std::uint8_t sp : lost) lose(sp, "no answer to the sweep", true);
-    if (now < next_sweep_) return;
-    next_sweep_ = now + config_.sweep_interval;
+    for (const SmPortKey sp : lost) lose(sp, "no answer to the sweep", true);
+    discovery_step_done();
+    if (now >= next_sweep_) {
+        next_sweep_ = now + config_.sweep_interval;
+        sweep_ports();
+        light_sweep();
+    }
+    // Routed once no discovery is in flight, or at the latest a sweep
+    // interval after the last routing (a switch that keeps timing out).
+    if (routes_dirty_ && (discovering_ == 0 || !last_routing_ || now - *last_routing_ >= config_.sweep_interval)) reroute();
+}
+
+void SubnetManager::sweep_ports() {
     for (auto& [sp, port] : ports_) {
-        if (port.tid != 0) continue;
+        if (port.tid != 0 || !switches_[port.sw].reachable) continue;
         if (port.phase == SmPortPhase::failed) {
             start(port);
         } else if (port.phase == SmPortPhase::active && port.pkeys_stale) {
@@ -472,72 +517,6 @@ std::optional<ib::SmpData> SubnetManager::program_switch(std::uint8_t method, st
     return reply->data;
 }
 
-void SubnetManager::set_unicast_route(std::uint16_t lid, std::optional<std::uint8_t> port) {
-    constexpr std::size_t n = ib::LinearForwardingTableBlock::entries;
-    const std::uint32_t block = lid / n;
-    auto [it, fresh] = lft_blocks_.try_emplace(block);
-    if (fresh) it->second.ports.fill(0xFF);  // no route
-    const std::uint8_t entry = port.value_or(0xFF);
-    if (!fresh && it->second.ports[lid % n] == entry) return;
-    it->second.ports[lid % n] = entry;
-    ib::SmpData data{};
-    (void)ib::put_attribute(it->second, data);
-    (void)program_switch(ib::method::set, ib::smp_attr::linear_forwarding_table, block, data);
-}
-
-void SubnetManager::set_multicast_route(std::uint16_t mlid, const std::set<std::uint8_t>& ports) {
-    if (!ib::is_multicast_lid(mlid)) return;
-    constexpr std::size_t n = ib::MulticastForwardingTableBlock::entries;
-    const std::uint32_t index = mlid - ib::kLidMulticastFirst;
-    const auto block = static_cast<std::uint16_t>(index / n);
-    for (unsigned position = 0; 16 * position <= switch_.num_ports(); ++position) {
-        std::uint16_t mask = 0;
-        for (std::uint8_t p : ports)
-            if (p / 16 == position) mask = static_cast<std::uint16_t>(mask | (1u << (p % 16)));
-        const std::uint32_t modifier = ib::multicast_forwarding_table_modifier(block, static_cast<std::uint8_t>(position));
-        auto [it, fresh] = mft_blocks_.try_emplace(modifier);
-        if (it->second.port_masks[index % n] == mask && !(fresh && mask != 0)) continue;
-        it->second.port_masks[index % n] = mask;
-        ib::SmpData data{};
-        (void)ib::put_attribute(it->second, data);
-        (void)program_switch(ib::method::set, ib::smp_attr::multicast_forwarding_table, modifier, data);
-    }
-}
-
-void SubnetManager::set_switch_port_pkeys(std::uint8_t port, const ib::PKeyTableBlock& block) {
-    ib::SmpData data{};
-    (void)ib::put_attribute(block, data);
-    (void)program_switch(ib::method::set, ib::smp_attr::p_key_table, ib::p_key_table_modifier(0, port), data);
-}
-
-void SubnetManager::set_switch_port_active(std::uint8_t port, bool active,
-                                           const std::optional<ib::PKeyTableBlock>& pkeys) {
-    // The switch port holds the P_Keys of the CA port behind it and
-    // enforces them both ways (OpenSM's part_enforce both).
-    if (active && pkeys) set_switch_port_pkeys(port, *pkeys);
-    const auto got = program_switch(ib::method::get, ib::smp_attr::port_info, port, {});
-    if (!got) return;
-    const ib::PortInfo current = ib::PortInfo::read_from(got->data());
-    const std::uint8_t state = current.port_state;
-    auto set_state = [&](std::uint8_t next) {
-        ib::PortInfo pi = current;  // the whole PortInfo, as read, with the changes
-        pi.port_state = next;
-        pi.port_physical_state = 0;  // no change
-        pi.link_down_default_state = 0;
-        pi.partition_enforcement_inbound = active && pkeys.has_value();
-        pi.partition_enforcement_outbound = active && pkeys.has_value();
-        ib::SmpData data{};
-        (void)ib::put_attribute(pi, data);
-        return program_switch(ib::method::set, ib::smp_attr::port_info, port, data).has_value();
-    };
-    if (!active) {
-        if (state == ib::port_state::armed || state == ib::port_state::active) (void)set_state(ib::port_state::down);
-        return;
-    }
-    if (state == ib::port_state::init && !set_state(ib::port_state::armed)) return;
-    if (state != ib::port_state::active) (void)set_state(ib::port_state::active);
-}
-
 // Get SMInfo (IBA 14.4.1): this SM is the master. The SM_Key is shown as 0:
 // nothing here authenticates the requester.
 void SubnetManager::answer_sm_info(const ib::Smp& request, std::uint16_t slid) {
@@ -573,7 +552,20 @@ void SubnetManager::on_trap(const ib::Smp& smp, std::uint8_t in_port) {
     // Another port of the fabric naming a victim's LID would have the SM
     // log a security event against the victim, and send the victim a
     // TrapRepress for each.
-    const auto it = ports_.find(in_port);
+    // A switch's (Trap 128, a link changed): from the switch whose LID it
+    // names, through an inter-switch link of this one.
+    if (in_port != 0 && in_port < switches_[0].ports.size() &&
+        switches_[0].ports[in_port].peer.kind == routing::PortPeer::Kind::link) {
+        for (std::uint32_t i = 1; i < switches_.size(); ++i)
+            if (switches_[i].reachable && switches_[i].lid != 0 && switches_[i].lid == notice.issuer_lid) {
+                on_switch_trap(i, smp, notice);
+                return;
+            }
+        ++counters_.traps_refused;
+        return;
+    }
+    if (in_port == 0) return;  // this SM's own switch: its link events say the same
+    const auto it = ports_.find(SmPortKey{in_port});
     if (it == ports_.end() || it->second.lid == 0 || it->second.lid != notice.issuer_lid) {
         ++counters_.traps_refused;
         return;
@@ -593,20 +585,26 @@ void SubnetManager::on_trap(const ib::Smp& smp, std::uint8_t in_port) {
                 " from LID " + hex(t.lid, 4) + " with a bad M_Key (Trap 256)");
         }
     }
-    ib::Smp repress = smp;
+    send_trap_repress(smp, issuer.m_key, notice.issuer_lid);
+}
+
+void SubnetManager::send_trap_repress(const ib::Smp& trap, std::uint64_t m_key, std::uint16_t dlid) {
+    ib::Smp repress = trap;
     repress.method = ib::method::trap_repress;
-    repress.m_key = issuer.m_key;
+    repress.m_key = m_key;
     std::array<std::uint8_t, ib::kMadSize> mad{};
     repress.write_to(mad.data());
     std::array<std::uint8_t, ib::kQp0PacketSize> out{};
-    const auto n = ib::build_qp0_packet(mad, switch_.lid(), notice.issuer_lid, out);
+    const auto n = ib::build_qp0_packet(mad, switch_.lid(), dlid, out);
     if (!n) return;
     switch_.send_from_management(bytes(out).first(*n), 0);
     ++counters_.smps_sent;
 }
 
-bool SubnetManager::lid_taken(std::uint16_t lid, std::uint8_t except_port) const {
+bool SubnetManager::lid_taken(std::uint16_t lid, SmPortKey except_port) const {
     if (lid == switch_.lid()) return true;
+    for (const SmSwitch& s : switches_)
+        if (s.lid == lid) return true;
     for (const auto& [sp, p] : ports_)
         if (sp != except_port && p.lid == lid && p.phase != SmPortPhase::failed) return true;
     for (const auto& [guid, l] : config_.static_lids)
@@ -620,6 +618,7 @@ bool SubnetManager::given_to_another(std::uint16_t lid, std::uint64_t guid) cons
 }
 
 std::string SubnetManager::host_of(const SmPort& port) const {
+    if (port.sw != 0) return {};  // behind another switch: no address this SM sees
     const auto peer = switch_.peer_of(port.switch_port);
     return peer ? peer->host_key() : std::string();
 }
@@ -670,7 +669,7 @@ std::uint16_t SubnetManager::choose_lid(const SmPort& port, std::uint16_t curren
     const std::uint16_t elsewhere = lid_left_elsewhere(port);
     if (elsewhere != 0) {
         ++counters_.lid_host_moves_refused;
-        log("SM: port " + std::to_string(port.switch_port) + " claims GUID " + hex(port.port_guid, 16) +
+        log("SM: " + where(port) + " claims GUID " + hex(port.port_guid, 16) +
             ", whose LID " + hex(elsewhere, 4) + " was given on another host; without a fabric key a GUID does not " +
             "take its LID to another host: it gets a new one");
     }
@@ -678,20 +677,22 @@ std::uint16_t SubnetManager::choose_lid(const SmPort& port, std::uint16_t curren
     // subnet's addresses), unless this SM gave it to another GUID: a port
     // could claim the LID of one that is away (restarting, say), and take
     // the paths and traffic meant for it, which would find it gone.
-    if (ib::is_unicast_lid(current) && current != elsewhere && !lid_taken(current, port.switch_port)) {
+    if (ib::is_unicast_lid(current) && current != elsewhere && !lid_taken(current, SmPortKey{port.sw, port.switch_port})) {
         if (!given_to_another(current, port.port_guid)) return current;
         ++counters_.lid_claims_refused;
     }
     if (const auto it = given_lids_.find(port.port_guid);
-        it != given_lids_.end() && elsewhere == 0 && !lid_taken(it->second.lid, port.switch_port))
+        it != given_lids_.end() && elsewhere == 0 && !lid_taken(it->second.lid, SmPortKey{port.sw, port.switch_port}))
         return it->second.lid;
     // The lowest LID nobody holds and this SM gave nobody: one pass over
     // the LID space (a check per LID against every port would make a full
     // subnet's new port cost LIDs times ports).
     std::vector<bool> held(std::size_t{ib::kLidUnicastLast} + 1);
     if (ib::is_unicast_lid(switch_.lid())) held[switch_.lid()] = true;
+    for (const SmSwitch& s : switches_)
+        if (ib::is_unicast_lid(s.lid)) held[s.lid] = true;
     for (const auto& [sp, p] : ports_)
-        if (sp != port.switch_port && p.phase != SmPortPhase::failed && ib::is_unicast_lid(p.lid)) held[p.lid] = true;
+        if (sp != SmPortKey{port.sw, port.switch_port} && p.phase != SmPortPhase::failed && ib::is_unicast_lid(p.lid)) held[p.lid] = true;
     for (const auto& [guid, l] : config_.static_lids)
         if (ib::is_unicast_lid(l)) held[l] = true;
     if (elsewhere != 0) held[elsewhere] = true;  // the old host's
@@ -731,6 +732,16 @@ void visit(const SmCounters& c, CounterSink& out) {
     out.counter("switch_smp_errors", c.switch_smp_errors);
     out.counter("requests_refused", c.requests_refused);
     out.counter("duplicate_guids", c.duplicate_guids);
+    out.counter("switches_found", c.switches_found);
+    out.counter("switches_lost", c.switches_lost);
+    out.counter("switch_timeouts", c.switch_timeouts);
+    out.counter("switches_refused", c.switches_refused);
+    out.counter("isls_activated", c.isls_activated);
+    out.counter("scans", c.scans);
+    out.counter("routings", c.routings);
+    out.counter("routing_failures", c.routing_failures);
+    out.counter("lft_blocks_set", c.lft_blocks_set);
+    out.counter("mft_blocks_set", c.mft_blocks_set);
 }
 
 const char* to_string(SmPortPhase p) {

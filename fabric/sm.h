@@ -1,8 +1,32 @@
-// The subnet manager of the soft fabric, sans-I/O: it finds the CA ports
-// plugged into the switch and programs them with directed-route SMPs, as an
+// The subnet manager of the soft fabric, sans-I/O: it finds the switches and
+// CA ports of the subnet and programs them with directed-route SMPs, as an
 // SM programs a real subnet (IBA 14.4).
 //
-// Per switch port, when its link comes up:
+// Switches (sm_switches.cpp). The SM runs on its own switch (switches()[0],
+// programmed through its SMA with HopCount 0) and finds the others by
+// directed route: a scan of a switch reads the PortInfo of every port, and
+// a port whose link is up and whose far end is not known yet is asked for
+// NodeInfo through it. A switch there (only behind an inter-switch link
+// where the SM's own switch can tell: a host port of its own never leads to
+// one) is adopted: its port 0 gets a LID (today's rules, by switch GUID),
+// this SM's LID as MasterSMLID and an M_Key, its SwitchInfo is read, and it
+// is scanned in turn; a NodeGUID seen again is a second cable to a known
+// switch (a loop, or a redundant link), recorded and not followed. Both
+// ends of an inter-switch link are taken INIT -> ARMED -> ACTIVE with the
+// NeighborMTU both take. A CA port there goes through the steps below. The
+// directed route to each switch is the shortest over the links, lowest
+// port first, recomputed when a link goes; a switch no link reaches is
+// lost with its CA ports. Scans run at start, when a link of the SM's own
+// switch changes, on a Trap 128 from a switch, and when the light sweep (a
+// Get SwitchInfo of every switch each sweep_interval) finds PortStateChange
+// set or a switch that stops answering. Once no scan is in flight, every
+// switch's LinearForwardingTable is routed (routing.h: minhop or updn over
+// the ACTIVE links and ACTIVE CA ports; entries kept where still least-hop)
+// and the blocks that changed are set, with LinearFDBTop; each multicast
+// group gets a tree (set_multicast_members).
+//
+// Per CA port, when its link comes up (on this SM's switch) or a scan
+// finds it (on another):
 //  1. Get NodeInfo, Get NodeDescription, Get PortInfo
 //  2. choose the LID: the configured one for the port GUID; else the LID the
 //     port already has if no other port holds it (an SM restart keeps the
@@ -49,6 +73,7 @@
 
 #include "common/secret.h"
 #include "fabric/partitions.h"
+#include "fabric/routing/routing.h"
 #include "fabric/switch.h"
 #include "transport/wire/smp.h"
 
@@ -90,6 +115,22 @@ struct SmConfig {
     // only what a datagram says, and its LID stays with the host (IP
     // address) it was given on (FabricService::open sets it).
     bool guids_move_hosts = false;
+    // How the LinearForwardingTables of a subnet of several switches are
+    // routed (ibfabricd --routing), and the up/down roots by switch GUID
+    // (empty: chosen as OpenSM chooses them).
+    routing::Engine routing = routing::Engine::minhop;
+    std::vector<std::uint64_t> root_guids;
+};
+
+// Where a CA port is plugged: a port of a switch of SubnetManager::switches()
+// (0: the SM's own switch).
+struct SmPortKey {
+    std::uint32_t sw = 0;
+    std::uint8_t port = 0;
+    constexpr SmPortKey() = default;
+    constexpr SmPortKey(std::uint8_t p) : port(p) {}  // a port of the SM's own switch
+    constexpr SmPortKey(std::uint32_t s, std::uint8_t p) : sw(s), port(p) {}
+    auto operator<=>(const SmPortKey&) const = default;
 };
 
 enum class SmPortPhase : std::uint8_t {
@@ -105,6 +146,7 @@ enum class SmPortPhase : std::uint8_t {
 const char* to_string(SmPortPhase p);
 
 struct SmPort {
+    std::uint32_t sw = 0;  // the switch it is plugged into (SubnetManager::switches())
     std::uint8_t switch_port = 0;
     SmPortPhase phase = SmPortPhase::node_info;
     std::uint64_t node_guid = 0;
@@ -125,6 +167,36 @@ struct SmPort {
     bool duplicate_logged = false;  // its GUID is ACTIVE on another switch port, and the log said so
     bool no_lid_logged = false;     // no LID was free for it, and the log said so
     std::optional<Clock::time_point> trap_logged;  // when the log last told of a Trap 256 it sent
+};
+
+// A switch of the subnet as the SM found it.
+struct SmSwitch {
+    std::uint64_t guid = 0;
+    ib::NodeInfo node_info;
+    ib::SwitchInfo switch_info;  // as last read, with what the SM set
+    std::string description;
+    std::uint16_t lid = 0;   // its port 0's, once the SM set it
+    std::uint64_t m_key = 0;  // the M_Key of its port 0 this SM's SMPs carry
+    bool keyed = false;       // port 0 has its LID, this SM's LID and the M_Key
+    // The directed route from the SM's switch: the out port at each hop
+    // ({} for the SM's own switch).
+    std::vector<std::uint8_t> path;
+    bool reachable = false;  // a link of the subnet reaches it (false: lost, kept for its GUID)
+    struct Port {
+        ib::PortInfo info;       // as last read or set
+        routing::PortPeer peer;  // Kind::link: switches()[peer.index] port peer.port; endpoint: a CA port
+        bool activating = false;  // a Set PortInfo towards ACTIVE in flight
+    };
+    std::vector<Port> ports;  // [0..NumPorts]
+    // The table blocks as this SM set them: LinearForwardingTable by block,
+    // MulticastForwardingTable by AttributeModifier.
+    std::map<std::uint32_t, ib::LinearForwardingTableBlock> lft;
+    std::map<std::uint32_t, ib::MulticastForwardingTableBlock> mft;
+    unsigned scans = 0;       // PortInfo Gets of a scan in flight
+    bool rescan = false;      // asked to scan again while scanning
+    unsigned unanswered = 0;  // light sweeps in a row it did not answer
+    bool key_refused_logged = false;
+    bool port_up(std::uint8_t p) const { return p < ports.size() && ports[p].info.port_state >= ib::port_state::init; }
 };
 
 struct SmCounters {
@@ -149,9 +221,22 @@ struct SmCounters {
     std::uint64_t switch_smp_errors = 0; // of those, unanswered or answered with an error status
     std::uint64_t requests_refused = 0;  // other requests to this SM: no agent for them
     std::uint64_t duplicate_guids = 0;   // discoveries of a GUID already ACTIVE on another port with its link up
+    std::uint64_t switches_found = 0;    // switches adopted (a lost one found again counts again)
+    std::uint64_t switches_lost = 0;     // switches no link reaches any more
+    std::uint64_t switch_timeouts = 0;   // SMPs to another switch (or through it) unanswered after retries
+    std::uint64_t switches_refused = 0;  // NodeInfo of a switch behind a port of this SM's switch that is no ISL
+    std::uint64_t isls_activated = 0;    // inter-switch link ends the SM took to ACTIVE
+    std::uint64_t scans = 0;             // switch scans (PortInfo of every port)
+    std::uint64_t routings = 0;          // times every LFT was routed
+    std::uint64_t routing_failures = 0;  // of those, the engine found no tables (updn without roots)
+    std::uint64_t lft_blocks_set = 0;    // LinearForwardingTable blocks set, on every switch
+    std::uint64_t mft_blocks_set = 0;    // MulticastForwardingTable blocks set, on every switch
 };
 // As "smps_sent", "m_key_traps", ...
 void visit(const SmCounters& c, CounterSink& out);
+
+// A directed route as "1,8,3" ("-" for none: the SM's own switch).
+std::string path_text(const std::vector<std::uint8_t>& path);
 
 // Human-readable SM log lines (ibfabricd sends them to its log).
 using SmLog = std::function<void(const std::string&)>;
@@ -170,18 +255,34 @@ public:
     bool on_smp(const ib::Smp& smp, std::uint8_t in_port, std::uint16_t slid) override;
     bool on_packet(const ib::Packet&, bytes, std::uint8_t) override { return false; }
 
-    const std::map<std::uint8_t, SmPort>& ports() const { return ports_; }
+    const std::map<SmPortKey, SmPort>& ports() const { return ports_; }
+    // The switches found: [0] is the one this SM runs on.
+    const std::vector<SmSwitch>& switches() const { return switches_; }
+    // The last tables routed (for the SA's paths), if any.
+    const std::optional<routing::Routes>& routes() const { return routes_; }
+    // The routing engine's view of the subnet the last tables were routed on.
+    const routing::Topology& topology() const { return topology_; }
+    // A multicast group's members by port GUID (the SA's full and non
+    // members): every switch's MulticastForwardingTable gets the group's
+    // tree. Rooted as OpenSM's multicast manager roots it (the switch with
+    // the least average hops to the members' switches, the lower GUID on a
+    // tie), the tree is the shortest-path tree from there over the ACTIVE
+    // links, lowest port first, cut to the branches that lead to members:
+    // one copy reaches each switch. Set again after every routing.
+    void set_multicast_members(std::uint16_t mlid, const std::set<std::uint64_t>& port_guids);
 
     // The switch this SM runs on, programmed through its SMA with
     // directed-route SMPs of HopCount 0, as any SM programs its own switch:
     // LinearForwardingTable blocks, MulticastForwardingTable blocks, and
     // the PortState of its external ports (Init -> Armed -> Active; Down
     // to take one back). The SM keeps a copy of the blocks it sets.
-    void set_unicast_route(std::uint16_t lid, std::optional<std::uint8_t> port);
-    void set_multicast_route(std::uint16_t mlid, const std::set<std::uint8_t>& ports);
+    void set_unicast_route(std::uint16_t lid, std::optional<std::uint8_t> port) { set_lft_entry(0, lid, port); }
+    void set_multicast_route(std::uint16_t mlid, const std::set<std::uint8_t>& ports) { set_mft_entry(0, mlid, ports); }
     void set_switch_port_active(std::uint8_t port, bool active,
-                                const std::optional<ib::PKeyTableBlock>& pkeys = std::nullopt);
-    void set_switch_port_pkeys(std::uint8_t port, const ib::PKeyTableBlock& block);
+                                const std::optional<ib::PKeyTableBlock>& pkeys = std::nullopt) {
+        switch_port_active(0, port, active, pkeys);
+    }
+    void set_switch_port_pkeys(std::uint8_t port, const ib::PKeyTableBlock& block) { switch_port_pkeys(0, port, block); }
 
     // Told when a port becomes ACTIVE and when an ACTIVE port is lost.
     struct Hooks {
@@ -197,6 +298,92 @@ public:
     const SmCounters& counters() const { return counters_; }
 
 private:
+    // --- Requests to switches and through them (sm_switches.cpp) ---
+    // What an SMP to a switch or through it came to: the GetResp, or
+    // nullptr (no answer after the retries, or an error status: logged).
+    using SmpDone = std::function<void(const ib::Smp* reply)>;
+    // A directed-route SMP along `path` ({}: the SM's own switch, answered
+    // at once), retried smp_retries times, smp_timeout apart.
+    void dr_request(std::vector<std::uint8_t> path, std::uint64_t m_key, std::uint8_t method, std::uint16_t attribute,
+                    std::uint32_t modifier, const ib::SmpData& data, SmpDone done);
+    void switch_request(std::uint32_t sw, std::uint8_t method, std::uint16_t attribute, std::uint32_t modifier,
+                        const ib::SmpData& data, SmpDone done);
+    // Out of the switch's port, by the directed-route rules; counted.
+    bool transmit_dr(ib::Smp smp);
+    struct Request {
+        ib::Smp smp;
+        std::vector<std::uint8_t> path;
+        Clock::time_point deadline{};
+        unsigned tries = 0;
+        SmpDone done;
+    };
+    std::map<std::uint64_t, Request> requests_;  // by TID
+    void expire_requests();
+    // --- Discovery ---
+    void scan(std::uint32_t sw);
+    void on_scanned_port(std::uint32_t sw, std::uint8_t port, const ib::Smp* reply);
+    void probe(std::uint32_t sw, std::uint8_t port);
+    void on_probed(std::uint32_t sw, std::uint8_t port, const ib::Smp* reply);
+    std::uint32_t adopt(const ib::NodeInfo& info, std::vector<std::uint8_t> path);
+    void key_remote_switch(std::uint32_t sw, const ib::PortInfo& port0);
+    void cable(std::uint32_t a, std::uint8_t a_port, std::uint32_t b, std::uint8_t b_port);
+    void unlink(std::uint32_t sw, std::uint8_t port, const char* why);
+    void activate_isl(std::uint32_t sw, std::uint8_t port);
+    // A discovery SMP done: once none is in flight, paths and routes.
+    void discovery_step_done();
+    void recompute_paths();
+    void light_sweep();
+    void on_switch_trap(std::uint32_t sw, const ib::Smp& smp, const ib::SmpNotice& notice);
+    // Port states of a switch port through Sets, the PortInfo as read (`then` told).
+    void set_switch_port_state(std::uint32_t sw, std::uint8_t port, const ib::PortInfo& current, std::uint8_t next,
+                               bool enforce, SmpDone then);
+    void send_trap_repress(const ib::Smp& trap, std::uint64_t m_key, std::uint16_t dlid);
+    // The CA ports' sweep checks (and retries of failed ones) each sweep_interval.
+    void sweep_ports();
+    // The lowest-hop tree from switch `root` over the ACTIVE links, lowest
+    // port first: for each switch, the link to its parent (sw, its port,
+    // the parent's port); `depth` kUnreachable where the tree does not reach.
+    struct TreeLink {
+        std::uint32_t parent = 0;
+        std::uint8_t port = 0;         // on the child
+        std::uint8_t parent_port = 0;  // on the parent
+        std::uint8_t depth = routing::kUnreachable;
+    };
+    std::vector<TreeLink> tree_from(std::uint32_t root) const;
+    bool isl_active(std::uint32_t sw, std::uint8_t port) const;
+    void drop_switch(std::uint32_t sw);
+    Secret switch_key_secret_;  // the switches' M_Keys when the policy gives the ports one key or none
+    std::string routing_error_;  // the last one logged
+    unsigned discovering_ = 0;  // discovery SMPs in flight
+    bool topology_changed_ = false;
+    // --- Routing ---
+    void maybe_reroute();
+    void reroute();
+    void program_group(std::uint16_t mlid);
+    void set_lft_entry(std::uint32_t sw, std::uint16_t lid, std::optional<std::uint8_t> port);
+    void set_mft_entry(std::uint32_t sw, std::uint16_t mlid, const std::set<std::uint8_t>& ports);
+    void set_lft_block(std::uint32_t sw, std::uint32_t block, const ib::LinearForwardingTableBlock& b);
+    void set_linear_fdb_top(std::uint32_t sw, std::uint16_t top);
+    void switch_port_active(std::uint32_t sw, std::uint8_t port, bool active,
+                            const std::optional<ib::PKeyTableBlock>& pkeys = std::nullopt);
+    void switch_port_pkeys(std::uint32_t sw, std::uint8_t port, const ib::PKeyTableBlock& block);
+    bool routes_dirty_ = false;
+    std::optional<Clock::time_point> last_routing_;
+    std::optional<routing::Routes> routes_;
+    routing::Topology topology_;
+    std::vector<std::uint32_t> route_index_;  // switches_ index -> routes_ switch index (kNotRouted)
+    std::map<std::uint16_t, std::set<std::uint64_t>> groups_;  // MLID -> member port GUIDs
+    std::vector<SmSwitch> switches_;
+    std::map<std::uint64_t, std::uint32_t> switch_index_;  // switch GUID -> switches_ index
+    // The first hop of the directed route to a CA port: where its answers
+    // come back in.
+    std::uint8_t first_hop(const SmPort& port) const;
+    std::vector<std::uint8_t> path_to(const SmPort& port) const;
+    bool link_up(const SmPort& port) const;
+    // "port 3" on the SM's switch, "switch 0x... port 3" elsewhere.
+    std::string where(const SmPort& port) const;
+    std::uint64_t switch_m_key(std::uint64_t guid);
+
     void start(SmPort& port);
     void send(SmPort& port, std::uint8_t method, std::uint16_t attribute, std::uint32_t modifier,
               const ib::SmpData& data);
@@ -209,7 +396,7 @@ private:
     void finish(SmPort& port);
     // keep: the link is up, the port stays known (failed) and is sought
     // again at the next sweeps.
-    void lose(std::uint8_t switch_port, const char* why, bool keep = false);
+    void lose(SmPortKey key, const char* why, bool keep = false);
     std::uint16_t choose_lid(const SmPort& port, std::uint16_t current);
     bool given_to_another(std::uint16_t lid, std::uint64_t guid) const;
     // The LID given to the GUID of the port that has been away longest
@@ -239,9 +426,9 @@ private:
     void key_switch();
     bool switch_keyed_ = false;
     std::uint64_t switch_m_key_ = 0;
-    std::map<std::uint32_t, ib::LinearForwardingTableBlock> lft_blocks_;    // by block
-    std::map<std::uint32_t, ib::MulticastForwardingTableBlock> mft_blocks_;  // by AttributeModifier
-    bool lid_taken(std::uint16_t lid, std::uint8_t except_port) const;
+    bool lid_taken(std::uint16_t lid, SmPortKey except_port) const;
+    // A LID for the switch with `guid` whose port 0 says `current`.
+    std::uint16_t choose_switch_lid(std::uint64_t guid, std::uint16_t current);
     void log(const std::string& line) const {
         if (log_) log_(line);
     }
@@ -250,7 +437,7 @@ private:
     Switch& switch_;
     SmLog log_;
     Hooks hooks_;
-    std::map<std::uint8_t, SmPort> ports_;
+    std::map<SmPortKey, SmPort> ports_;
     struct GivenLid {
         std::uint16_t lid = 0;
         Clock::time_point since{};  // given, or its port last went
@@ -258,7 +445,7 @@ private:
     };
     std::map<std::uint64_t, GivenLid> given_lids_;   // GUID -> the LID this SM gave it
     std::map<std::uint16_t, std::uint64_t> lid_owners_;  // the same, by LID
-    std::map<std::uint8_t, std::uint64_t> last_guid_at_;  // switch port -> the GUID last seen there
+    std::map<SmPortKey, std::uint64_t> last_guid_at_;  // switch port -> the GUID last seen there
     std::map<std::uint64_t, ib::Smp> in_flight_;         // TID -> request, for retries
     std::uint64_t next_tid_ = 1;
     Clock::time_point now_{};

@@ -32,8 +32,9 @@ std::vector<sa::LinkRecord> SaServer::query_links(const sa::LinkRecord& req, std
         if (p.switch_port == 0) continue;
         if (p.lid != requester.lid && !shares_partition(p, requester)) continue;
         const std::uint8_t ca_port = p.port_info.local_port_num ? p.port_info.local_port_num : std::uint8_t{1};
-        add({sw->lid, p.switch_port, ca_port, p.lid});
-        add({p.lid, ca_port, p.switch_port, sw->lid});
+        const std::uint16_t switch_lid = p.switch_lid != 0 ? p.switch_lid : sw->lid;
+        add({switch_lid, p.switch_port, ca_port, p.lid});
+        add({p.lid, ca_port, p.switch_port, switch_lid});
     }
     std::sort(out.begin(), out.end(), [](const sa::LinkRecord& a, const sa::LinkRecord& b) {
         return std::tie(a.from_lid, a.from_port) < std::tie(b.from_lid, b.from_port);

@@ -340,20 +340,24 @@ std::vector<sa::McMemberRecord> SaServer::query_groups(const sa::McMemberRecord&
     return out;
 }
 
-void SaServer::program_multicast(std::uint16_t mlid, std::set<std::uint8_t> ports) {
-    if (program_multicast_)
-        program_multicast_(mlid, ports);
-    else
-        switch_.set_multicast_ports(mlid, std::move(ports));
+void SaServer::program_multicast(std::uint16_t mlid, const std::set<std::uint64_t>& members) {
+    if (program_multicast_) {
+        program_multicast_(mlid, members);
+        return;
+    }
+    std::set<std::uint8_t> ports;
+    for (std::uint64_t guid : members)
+        if (const SaPort* p = port_by_guid(guid); p && p->switch_port != 0 && p->switch_lid == 0) ports.insert(p->switch_port);
+    switch_.set_multicast_ports(mlid, std::move(ports));
 }
 
 void SaServer::update_forwarding(const McGroup& g) {
-    std::set<std::uint8_t> ports;
+    std::set<std::uint64_t> members;
     for (const auto& [guid, state] : g.members) {
         if (!(state & (sa::join_state::full_member | sa::join_state::non_member))) continue;
-        if (const SaPort* p = port_by_guid(guid); p && p->switch_port != 0) ports.insert(p->switch_port);
+        if (const SaPort* p = port_by_guid(guid); p && p->switch_port != 0) members.insert(guid);
     }
-    program_multicast(g.params.mlid, std::move(ports));
+    program_multicast(g.params.mlid, members);
 }
 
 void SaServer::refresh_forwarding() {

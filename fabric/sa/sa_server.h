@@ -55,6 +55,7 @@ struct SaPort {
     std::uint8_t rate = 3;  // IBA rate code
     std::vector<std::uint16_t> pkeys;
     std::uint8_t switch_port = 0;
+    std::uint16_t switch_lid = 0;  // the LID of the switch it is plugged into (0: the SA's)
     // For NodeRecord and PortInfoRecord: what the SM read and set.
     std::uint64_t node_guid = 0;
     std::string description;
@@ -137,10 +138,11 @@ public:
 
     SaServer(SaServerConfig config, Switch& sw, PortList ports);
 
-    // Who programs a group's MulticastForwardingTable entry: the SM on the
-    // switch, through the switch's SMA (FabricService). Unset, the SA sets
-    // the switch's table itself (an SA tested or benchmarked alone).
-    using MulticastProgrammer = std::function<void(std::uint16_t mlid, const std::set<std::uint8_t>& ports)>;
+    // Who programs a group's MulticastForwardingTable entries: the SM,
+    // through every switch's SMA (FabricService), told the members' port
+    // GUIDs. Unset, the SA sets its own switch's table itself from the
+    // members' switch ports (an SA tested or benchmarked alone).
+    using MulticastProgrammer = std::function<void(std::uint16_t mlid, const std::set<std::uint64_t>& members)>;
     void set_multicast_programmer(MulticastProgrammer programmer) { program_multicast_ = std::move(programmer); }
     // The switch for the topology records; unset: the SA knows only its
     // CA ports (NodeRecord, PortInfoRecord of those, no LinkRecords).
@@ -265,7 +267,7 @@ private:
                                                      const SaPort& requester, bool trusted) const;
     std::vector<sa::LinkRecord> query_links(const sa::LinkRecord& req, std::uint64_t mask,
                                             const SaPort& requester) const;
-    void program_multicast(std::uint16_t mlid, std::set<std::uint8_t> ports);
+    void program_multicast(std::uint16_t mlid, const std::set<std::uint64_t>& members);
     PortList ports_;
     // The ports as of the last reload_ports(): list and indexes into it.
     std::vector<SaPort> port_list_;

@@ -975,7 +975,7 @@ TEST_F(SimServer, ADirectedRouteSmpThroughTheSwitchReachesAnotherNode) {
     const std::uint64_t guid_b = fabric::SimServer::derived_node_guid("hostB");
     std::uint8_t switch_port_b = 0;
     for (const auto& [number, port] : service_->subnet_manager().ports())
-        if (port.port_guid == guid_b + 1) switch_port_b = number;
+        if (port.port_guid == guid_b + 1) switch_port_b = number.port;
     ASSERT_NE(switch_port_b, 0u);
     ib::Smp s;
     s.mgmt_class = ib::mgmt_class::subn_directed_route;

@@ -308,19 +308,63 @@ TEST_F(IslTest, ADirectedRouteSmpCrossesTheIslAndItsAnswerComesBack) {
     EXPECT_EQ(info.local_port_num, kIsl);  // the port it came in on, at B
 }
 
-TEST_F(IslTest, ThisSwitchsSmLeavesTheIslToAnSmThatDiscoversSwitches) {
+TEST_F(IslTest, TheSmFindsTheSwitchBehindAnIslKeysItAndRoutesThroughIt) {
     std::vector<std::string> log;
     SubnetManager sm(SmConfig{}, *a, [&](const std::string& line) { log.push_back(line); });
     a->set_management(&sm);
-    a->tick(now);
-    run();
-    LinkEvent events[8];
-    for (std::size_t n = a->poll_link_events(events), i = 0; i < n; ++i) sm.on_link_event(events[i], now);
-    run();
-    EXPECT_EQ(sm.counters().smps_sent, 0u);  // no NodeInfo to the other switch, no CA expected there
-    ASSERT_EQ(log.size(), 1u);
-    EXPECT_NE(log[0].find("port 8: inter-switch link up"), std::string::npos) << log[0];
-    EXPECT_EQ(a->port_info(kIsl).port_state, ib::port_state::init);
+    auto step = [&] {
+        LinkEvent events[8];
+        for (std::size_t n = a->poll_link_events(events), i = 0; i < n; ++i) sm.on_link_event(events[i], now);
+        run();
+    };
+    for (int i = 0; i < 20; ++i) {
+        now += 50ms;
+        a->tick(now);
+        b->tick(now);
+        run();
+        step();
+        sm.tick(now);
+        run();
+    }
+    ASSERT_EQ(sm.switches().size(), 2u);
+    const SmSwitch& found = sm.switches()[1];
+    EXPECT_EQ(found.guid, b->guid());
+    EXPECT_TRUE(found.reachable);
+    EXPECT_TRUE(found.keyed);
+    EXPECT_EQ(found.path, (std::vector<std::uint8_t>{kIsl}));
+    // B's port 0 has a LID of its own, this SM as its master, and a key.
+    EXPECT_NE(b->lid(), 0);
+    EXPECT_NE(b->lid(), a->lid());
+    EXPECT_EQ(found.lid, b->lid());
+    EXPECT_EQ(b->port_info(0).master_sm_lid, a->lid());
+    EXPECT_NE(b->port_info(0).m_key, 0u);
+    // Both ends of the ISL ACTIVE, and each switch routes the other's LID over it.
+    EXPECT_EQ(a->port_info(kIsl).port_state, ib::port_state::active);
+    EXPECT_EQ(b->port_info(kIsl).port_state, ib::port_state::active);
+    EXPECT_EQ(a->unicast_route(b->lid()), kIsl);
+    EXPECT_EQ(b->unicast_route(a->lid()), kIsl);
+    EXPECT_GE(b->node_info().node_type, ib::node_type::switch_node);
+    EXPECT_EQ(sm.counters().switches_found, 1u);
+    EXPECT_EQ(sm.counters().isls_activated, 2u);
+    EXPECT_GE(sm.counters().routings, 1u);
+    // Its link table: the ISL, seen from both ends.
+    EXPECT_EQ(found.ports[kIsl].peer.kind, routing::PortPeer::Kind::link);
+    EXPECT_EQ(found.ports[kIsl].peer.index, 0u);
+    EXPECT_EQ(sm.switches()[0].ports[kIsl].peer.index, 1u);
+
+    // B cut off: the ISL times out on A, B is lost and its route goes.
+    b_reachable = false;
+    for (int i = 0; i < 40; ++i) {
+        now += 50ms;
+        a->tick(now);
+        run();
+        step();
+        sm.tick(now);
+        run();
+    }
+    EXPECT_FALSE(sm.switches()[1].reachable);
+    EXPECT_EQ(sm.counters().switches_lost, 1u);
+    EXPECT_FALSE(a->unicast_route(found.lid).has_value());
 }
 
 // An SMP from an SM on this switch's own port 0 (HopCount 0), answered in
