@@ -262,6 +262,8 @@ public:
     const std::optional<routing::Routes>& routes() const { return routes_; }
     // The routing engine's view of the subnet the last tables were routed on.
     const routing::Topology& topology() const { return topology_; }
+    // Discovery SMPs in flight (paths and routes wait for none).
+    unsigned discovering() const { return discovering_; }
     // A multicast group's members by port GUID (the SA's full and non
     // members): every switch's MulticastForwardingTable gets the group's
     // tree. Rooted as OpenSM's multicast manager roots it (the switch with
@@ -322,7 +324,8 @@ private:
     // --- Discovery ---
     void scan(std::uint32_t sw);
     void on_scanned_port(std::uint32_t sw, std::uint8_t port, const ib::Smp* reply);
-    void probe(std::uint32_t sw, std::uint8_t port);
+    // NodeInfo through the port; counted: discovery waits for the answer.
+    void probe(std::uint32_t sw, std::uint8_t port, bool counted = true);
     void on_probed(std::uint32_t sw, std::uint8_t port, const ib::Smp* reply);
     std::uint32_t adopt(const ib::NodeInfo& info, std::vector<std::uint8_t> path);
     void key_remote_switch(std::uint32_t sw, const ib::PortInfo& port0);

@@ -194,13 +194,13 @@ void SubnetManager::on_scanned_port(std::uint32_t sw, std::uint8_t p, const ib::
     }
 }
 
-void SubnetManager::probe(std::uint32_t sw, std::uint8_t p) {
+void SubnetManager::probe(std::uint32_t sw, std::uint8_t p, bool counted) {
     std::vector<std::uint8_t> path = switches_[sw].path;
     path.push_back(p);
     if (path.size() > kMaxDrHops) return;
-    ++discovering_;
-    dr_request(std::move(path), 0, ib::method::get, ib::smp_attr::node_info, 0, {}, [this, sw, p](const ib::Smp* r) {
-        --discovering_;
+    if (counted) ++discovering_;
+    dr_request(std::move(path), 0, ib::method::get, ib::smp_attr::node_info, 0, {}, [this, sw, p, counted](const ib::Smp* r) {
+        if (counted) --discovering_;
         on_probed(sw, p, r);
     });
 }
@@ -388,7 +388,12 @@ void SubnetManager::unlink(std::uint32_t sw, std::uint8_t p, const char* why) {
         lose(SmPortKey{sw, p}, why);
     } else if (peer.kind == Kind::link) {
         SmSwitch::Port& far = switches_[peer.index].ports[peer.port];
-        if (far.peer.kind == Kind::link && far.peer.index == sw && far.peer.port == p) far.peer = {};
+        if (far.peer.kind == Kind::link && far.peer.index == sw && far.peer.port == p) {
+            far.peer = {};
+            // A link is down at both ends: the far one is not taken as a
+            // way to its switch until a scan reads it up again.
+            far.info.port_state = ib::port_state::down;
+        }
         topology_changed_ = true;
         log("SM: link switch " + hex(switches_[sw].guid, 16) + " port " + std::to_string(p) + " - switch " +
             hex(switches_[peer.index].guid, 16) + " port " + std::to_string(peer.port) + " gone (" + why + ")");
@@ -447,7 +452,8 @@ void SubnetManager::light_sweep() {
             const auto port = static_cast<std::uint8_t>(p);
             if (!switches_[i].port_up(port)) continue;
             const Kind kind = switches_[i].ports[p].peer.kind;
-            if (kind == Kind::none && (i != 0 || switch_.is_isl(port))) probe(i, port);
+            // (Not waited for: a port that never answers must not hold the routing back.)
+            if (kind == Kind::none && (i != 0 || switch_.is_isl(port))) probe(i, port, /*counted=*/false);
             if (kind == Kind::link) activate_isl(i, port);  // a Set that went unanswered
         }
         if (i == 0) continue;  // this SM's own switch: its link events
