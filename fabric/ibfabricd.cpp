@@ -220,8 +220,8 @@ const cli::Option<Options> kOptions[] = {
      }},
     {"topology", cli::Takes::value,
      "run the switches of FILE (ibnetdiscover/ibsim .net syntax: Switch and Hca nodes and their cables), each on "
-     "its own UDP address, cabled by inter-switch links; needs --sm=no (an SM that routes switches, such as OpenSM "
-     "through --sim-socket)",
+     "its own UDP address, cabled by inter-switch links; the first switch run here runs the SM (unless --sm=no: "
+     "then an SM such as OpenSM through --sim-socket routes them), the others none",
      [](Options& o, const std::string& v) -> cli::Applied {
          o.topology_file = v;
          return {};
@@ -429,9 +429,6 @@ std::optional<Options> parse(int argc, char** argv) {
             if (vm.count(name) && !vm[name].defaulted())
                 return fail(std::string("--") + name + " cannot be given with --topology: the file names the switches, "
                             "their ports and cables" + (std::string(name) == "pcap" ? " (and a capture is one switch's)" : ""));
-        if (o.service.sm_enabled)
-            return fail("--topology needs --sm=no: ibfabricd's SM manages the CA ports of one switch, and the "
-                        "switches of a topology need an SM that routes switches (OpenSM through --sim-socket)");
     }
     return o;
 }
