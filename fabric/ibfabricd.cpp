@@ -130,6 +130,23 @@ const cli::Option<Options> kOptions[] = {
          return unexpected("--mtu '" + v + "': must be 256, 512, 1024, 2048 or 4096");
      },
      "4096"},
+    {"routing", cli::Takes::value,
+     "how the SM routes a fabric of several switches: minhop (least hops, ports balanced) or updn (up/down, free "
+     "of credit loops; roots as OpenSM chooses them, or --updn-root)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto engine = routing::parse_engine(v);
+         if (!engine) return unexpected("--routing '" + v + "': must be minhop or updn");
+         o.service.sm.routing = *engine;
+         return {};
+     },
+     "minhop"},
+    {"updn-root", cli::Takes::values, "with --routing updn: a root switch by node GUID (repeatable)",
+     [](Options& o, const std::string& v) -> cli::Applied {
+         const auto guid = number(v, ~0ULL);
+         if (!guid || *guid == 0) return unexpected("--updn-root '" + v + "': expected a non-zero 64-bit GUID");
+         o.service.sm.root_guids.push_back(*guid);
+         return {};
+     }},
     {"subnet-prefix", cli::Takes::value, "GID prefix of the subnet, an IPv6 /64 (default fe80::)",
      [](Options& o, const std::string& v) -> cli::Applied {
          const auto gid = parse_gid(v);

@@ -560,14 +560,25 @@ void SubnetManager::reroute() {
     routing::RoutingOptions options{.engine = config_.routing, .root_guids = config_.root_guids,
                                     .previous = routes_ ? &*routes_ : nullptr};
     auto result = routing::route(t, options);
+    if (!result.routes && config_.routing != routing::Engine::minhop) {
+        // As OpenSM falls back to its default engine: routed with minhop
+        // this time (updn finds no roots before the CA ports are up).
+        ++counters_.routing_failures;
+        if (result.error != routing_error_)
+            log("SM: " + std::string(routing::to_string(config_.routing)) + " routing failed: " + result.error +
+                "; routed with minhop until it works");
+        routing_error_ = result.error;
+        options.engine = routing::Engine::minhop;
+        result = routing::route(t, options);
+    } else if (result.routes && !routing_error_.empty()) {
+        log("SM: " + std::string(routing::to_string(config_.routing)) + " routing works again");
+        routing_error_.clear();
+    }
     if (!result.routes) {
         ++counters_.routing_failures;
-        if (result.error != routing_error_) log("SM: " + std::string(routing::to_string(config_.routing)) +
-                                                " routing failed: " + result.error + "; the tables stay as they were");
-        routing_error_ = result.error;
+        log("SM: routing failed: " + result.error + "; the tables stay as they were");
         return;
     }
-    routing_error_.clear();
     routes_ = std::move(*result.routes);
     topology_ = std::move(t);
     const std::uint16_t top = topology_.max_lid();

@@ -64,6 +64,8 @@ printf 'Switch 4 "s1"\n[9] "s2"[1]\n' >"$TOPO/bad.net"
 expect 2 "--topology-switch needs --topology FILE" "$BIN/ibfabricd" --topology-switch s1
 expect 2 "--switch-address needs --topology FILE" "$BIN/ibfabricd" --switch-address s1=127.0.0.1:1
 expect 2 "--switch-address 's1': expected NAME=ADDR:PORT" "$BIN/ibfabricd" --topology "$TOPO/ok.net" --sm=no --switch-address s1
+expect 2 "--routing 'ftree': must be minhop or updn" "$BIN/ibfabricd" --routing ftree
+expect 2 "--updn-root 'x': expected a non-zero 64-bit GUID" "$BIN/ibfabricd" --routing updn --updn-root x
 expect 2 "--ports cannot be given with --topology" "$BIN/ibfabricd" --topology "$TOPO/ok.net" --sm=no --ports 8
 expect 2 "--link cannot be given with --topology" "$BIN/ibfabricd" --topology "$TOPO/ok.net" --sm=no --link 3=127.0.0.1:1
 expect 2 "--topology: /nonexistent/f.net:0: cannot open the topology file" "$BIN/ibfabricd" --topology /nonexistent/f.net --sm=no

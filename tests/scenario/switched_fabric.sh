@@ -12,12 +12,16 @@
 #   leaf2 198.18.112.100:18527 port 8 <-> spine port 2, port 7 <-> spine2 port 2
 #   A on leaf1, 198.18.0.1/24     B on leaf2, 198.18.0.2/24
 #
-# tests/scenario/switched_fabric.sh BIN_DIR
+# With --routing updn the SM routes up/down (the spines its roots).
+#
+# tests/scenario/switched_fabric.sh BIN_DIR [--routing minhop|updn]
 set -euo pipefail
 BIN=$(cd "$1" && pwd)
+ROUTING=minhop
+[ "${2:-}" = --routing ] && ROUTING=$3
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
-scenario_init switched_fabric
+scenario_init "switched_fabric_$ROUTING"
 
 FAB=swf$$
 IP=198.18.112.100
@@ -43,7 +47,7 @@ switch() {  # NAME ARGS...
 spine_switch() {  # NAME
   switch "$1" --sm=no --ports 4 --link "1=${LISTEN[leaf1]}" --link "2=${LISTEN[leaf2]}"
 }
-switch leaf1 --ports 8 --link "8=${LISTEN[spine]}" --link "7=${LISTEN[spine2]}"
+switch leaf1 --ports 8 --link "8=${LISTEN[spine]}" --link "7=${LISTEN[spine2]}" --routing "$ROUTING"
 switch leaf2 --sm=no --ports 8 --link "8=${LISTEN[spine]}" --link "7=${LISTEN[spine2]}"
 spine_switch spine
 spine_switch spine2
@@ -115,4 +119,11 @@ ping_until a 10 198.18.0.2 || fail "A does not reach B after $on_path came back"
 pass "$on_path started again: the SM found it again, A reaches B"
 
 for h in a b; do stop_ipoibd "$h"; done
-echo "switched_fabric: all checks passed"
+# updn finds no roots before the CA ports are up (then minhop routes, as
+# OpenSM falls back); once they are, every routing is updn's.
+last_fail=$(grep -n "routing failed" "$WORK/leaf1.log" | tail -1 | cut -d: -f1 || true)
+last_ok=$(grep -n "$ROUTING routing works again" "$WORK/leaf1.log" | tail -1 | cut -d: -f1 || true)
+if [ -n "$last_fail" ] && { [ -z "$last_ok" ] || [ "$last_ok" -lt "$last_fail" ]; }; then
+  fail "$ROUTING routing still fails: $(grep 'routing failed' "$WORK/leaf1.log" | tail -2)"
+fi
+echo "switched_fabric ($ROUTING): all checks passed"
