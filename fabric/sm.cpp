@@ -100,7 +100,10 @@ void SubnetManager::send(SmPort& port, std::uint8_t method, std::uint16_t attrib
 }
 
 void SubnetManager::resend(SmPort& port) {
-    if (!transmit_dr(in_flight_.at(port.tid))) return;
+    // Along the route the port has now: a lost switch may have moved it.
+    ib::Smp& smp = in_flight_.at(port.tid);
+    ib::dr_set_initial_path(smp, path_to(port));
+    if (!transmit_dr(smp)) return;
     ++port.tries;
     port.deadline = now_ + config_.smp_timeout;
 }

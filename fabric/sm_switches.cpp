@@ -408,6 +408,8 @@ void SubnetManager::discovery_step_done() {
 }
 
 void SubnetManager::recompute_paths() {
+    std::vector<std::vector<std::uint8_t>> before;
+    for (const SmSwitch& s : switches_) before.push_back(s.path);
     std::vector<bool> seen(switches_.size());
     std::deque<std::uint32_t> queue{0};
     seen[0] = true;
@@ -427,6 +429,14 @@ void SubnetManager::recompute_paths() {
     }
     for (std::uint32_t i = 1; i < switches_.size(); ++i)
         if (switches_[i].reachable && !seen[i]) drop_switch(i);
+    // An SMP in flight to a CA port behind a switch whose route moved went
+    // the old way: sent again the new way, its retries afresh.
+    for (auto& [key, port] : ports_) {
+        if (port.tid == 0 || key.sw >= before.size() || !switches_[key.sw].reachable) continue;
+        if (switches_[key.sw].path == before[key.sw]) continue;
+        port.tries = 0;
+        resend(port);
+    }
 }
 
 void SubnetManager::drop_switch(std::uint32_t sw) {

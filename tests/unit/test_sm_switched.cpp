@@ -269,6 +269,7 @@ TEST(SwitchedSm, ASpineLostIsRoutedAround) {
     for (const SmSwitch& s : f.sm->switches())
         EXPECT_EQ(s.reachable, s.guid != f.switches[spine]->guid()) << std::hex << s.guid;
     EXPECT_EQ(f.active_ports(), 4u) << "the hosts stay ACTIVE";
+    EXPECT_EQ(f.sm->counters().ports_lost, 0u) << "a host behind a lost spine's route is asked the new way";
     EXPECT_TRUE(unicast_arrives(f, *f.hosts[0], *f.hosts[2]));
     EXPECT_TRUE(unicast_arrives(f, *f.hosts[3], *f.hosts[1]));
     const auto now_out = f.switches[0]->unicast_route(f.hosts[2]->port.core().attributes().lid);
