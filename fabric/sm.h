@@ -306,8 +306,11 @@ private:
     using SmpDone = std::function<void(const ib::Smp* reply)>;
     // A directed-route SMP along `path` ({}: the SM's own switch, answered
     // at once), retried smp_retries times, smp_timeout apart.
+    // route_of: the switch whose route `path` is (plus `beyond`, a port of
+    // it): each retry follows that switch's route as it is then.
     void dr_request(std::vector<std::uint8_t> path, std::uint64_t m_key, std::uint8_t method, std::uint16_t attribute,
-                    std::uint32_t modifier, const ib::SmpData& data, SmpDone done);
+                    std::uint32_t modifier, const ib::SmpData& data, SmpDone done,
+                    std::optional<std::uint32_t> route_of = std::nullopt, std::optional<std::uint8_t> beyond = std::nullopt);
     void switch_request(std::uint32_t sw, std::uint8_t method, std::uint16_t attribute, std::uint32_t modifier,
                         const ib::SmpData& data, SmpDone done);
     // Out of the switch's port, by the directed-route rules; counted.
@@ -318,6 +321,8 @@ private:
         Clock::time_point deadline{};
         unsigned tries = 0;
         SmpDone done;
+        std::optional<std::uint32_t> route_of;
+        std::optional<std::uint8_t> beyond;
     };
     std::map<std::uint64_t, Request> requests_;  // by TID
     void expire_requests();

@@ -85,7 +85,8 @@ bool SubnetManager::transmit_dr(ib::Smp smp) {
 }
 
 void SubnetManager::dr_request(std::vector<std::uint8_t> path, std::uint64_t m_key, std::uint8_t method,
-                               std::uint16_t attribute, std::uint32_t modifier, const ib::SmpData& data, SmpDone done) {
+                               std::uint16_t attribute, std::uint32_t modifier, const ib::SmpData& data, SmpDone done,
+                               std::optional<std::uint32_t> route_of, std::optional<std::uint8_t> beyond) {
     if (path.empty()) {
         // The SM's own switch: its SMA answers in place.
         const auto got = program_switch(method, attribute, modifier, data);
@@ -120,6 +121,8 @@ void SubnetManager::dr_request(std::vector<std::uint8_t> path, std::uint64_t m_k
     r.path = std::move(path);
     r.done = done ? std::move(done) : [](const ib::Smp*) {};
     r.tries = 1;
+    r.route_of = route_of;
+    r.beyond = beyond;
     r.deadline = now_ + config_.smp_timeout;
     (void)transmit_dr(r.smp);
 }
@@ -127,7 +130,7 @@ void SubnetManager::dr_request(std::vector<std::uint8_t> path, std::uint64_t m_k
 void SubnetManager::switch_request(std::uint32_t sw, std::uint8_t method, std::uint16_t attribute,
                                    std::uint32_t modifier, const ib::SmpData& data, SmpDone done) {
     const SmSwitch& s = switches_.at(sw);
-    dr_request(s.path, s.m_key, method, attribute, modifier, data, std::move(done));
+    dr_request(s.path, s.m_key, method, attribute, modifier, data, std::move(done), sw);
 }
 
 void SubnetManager::expire_requests() {
@@ -142,6 +145,15 @@ void SubnetManager::expire_requests() {
         if (r.tries <= config_.smp_retries) {
             ++r.tries;
             r.deadline = now_ + config_.smp_timeout;
+            if (r.route_of && *r.route_of < switches_.size() && switches_[*r.route_of].reachable) {
+                // The switch's route as it is now (a lost spine may have moved it).
+                std::vector<std::uint8_t> path = switches_[*r.route_of].path;
+                if (r.beyond) path.push_back(*r.beyond);
+                if (!path.empty() && path != r.path) {
+                    r.path = std::move(path);
+                    ib::dr_set_initial_path(r.smp, r.path);
+                }
+            }
             (void)transmit_dr(r.smp);
             continue;
         }
@@ -199,10 +211,13 @@ void SubnetManager::probe(std::uint32_t sw, std::uint8_t p, bool counted) {
     path.push_back(p);
     if (path.size() > kMaxDrHops) return;
     if (counted) ++discovering_;
-    dr_request(std::move(path), 0, ib::method::get, ib::smp_attr::node_info, 0, {}, [this, sw, p, counted](const ib::Smp* r) {
-        if (counted) --discovering_;
-        on_probed(sw, p, r);
-    });
+    dr_request(
+        std::move(path), 0, ib::method::get, ib::smp_attr::node_info, 0, {},
+        [this, sw, p, counted](const ib::Smp* r) {
+            if (counted) --discovering_;
+            on_probed(sw, p, r);
+        },
+        sw, p);
 }
 
 void SubnetManager::on_probed(std::uint32_t sw, std::uint8_t p, const ib::Smp* reply) {
