@@ -322,7 +322,7 @@ void SubnetManager::key_remote_switch(std::uint32_t sw, const ib::PortInfo& port
     pi.link_down_default_state = 0;
     ++discovering_;
     const std::uint64_t before = s.m_key;
-    switch_request(sw, ib::method::set, ib::smp_attr::port_info, 0, data_of(pi), [this, sw, key, before](const ib::Smp* r) {
+    switch_request(sw, ib::method::set, ib::smp_attr::port_info, 0, data_of(pi), [this, sw, before](const ib::Smp* r) {
         --discovering_;
         SmSwitch& keyed = switches_[sw];
         if (!r) {
