@@ -83,15 +83,7 @@ void SubnetManager::start(SmPort& port) {
 
 void SubnetManager::send(SmPort& port, std::uint8_t method, std::uint16_t attribute, std::uint32_t modifier,
                          const ib::SmpData& data) {
-    ib::Smp smp;
-    smp.mgmt_class = ib::mgmt_class::subn_directed_route;
-    smp.method = method;
-    smp.attribute_id = attribute;
-    smp.attribute_modifier = modifier;
-    smp.transaction_id = next_tid_++;
-    smp.m_key = port.m_key;
-    smp.data = data;
-    ib::dr_set_initial_path(smp, path_to(port));
+    const ib::Smp smp = dr_smp(method, attribute, modifier, port.m_key, data, path_to(port));
     in_flight_.erase(port.tid);
     port.tid = smp.transaction_id;
     port.tries = 0;
@@ -494,15 +486,7 @@ void SubnetManager::key_switch() {
 std::optional<ib::SmpData> SubnetManager::program_switch(std::uint8_t method, std::uint16_t attribute,
                                                          std::uint32_t modifier, const ib::SmpData& data) {
     if (!switch_keyed_) key_switch();
-    ib::Smp smp;
-    smp.m_key = switch_m_key_;
-    smp.mgmt_class = ib::mgmt_class::subn_directed_route;
-    smp.method = method;
-    smp.attribute_id = attribute;
-    smp.attribute_modifier = modifier;
-    smp.transaction_id = next_tid_++;
-    smp.data = data;
-    ib::dr_set_initial_path(smp, {});
+    ib::Smp smp = dr_smp(method, attribute, modifier, switch_m_key_, data, {});
     ++counters_.switch_smps;
     // C14-9:3 at the requester: HopCount 0, DrDLID permissive: this node's SMA.
     if (ib::dr_send_request(smp, switch_.num_ports()).action != ib::DrAction::deliver) {

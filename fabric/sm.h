@@ -68,6 +68,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -273,19 +274,6 @@ public:
     // one copy reaches each switch. Set again after every routing.
     void set_multicast_members(std::uint16_t mlid, const std::set<std::uint64_t>& port_guids);
 
-    // The switch this SM runs on, programmed through its SMA with
-    // directed-route SMPs of HopCount 0, as any SM programs its own switch:
-    // LinearForwardingTable blocks, MulticastForwardingTable blocks, and
-    // the PortState of its external ports (Init -> Armed -> Active; Down
-    // to take one back). The SM keeps a copy of the blocks it sets.
-    void set_unicast_route(std::uint16_t lid, std::optional<std::uint8_t> port) { set_lft_entry(0, lid, port); }
-    void set_multicast_route(std::uint16_t mlid, const std::set<std::uint8_t>& ports) { set_mft_entry(0, mlid, ports); }
-    void set_switch_port_active(std::uint8_t port, bool active,
-                                const std::optional<ib::PKeyTableBlock>& pkeys = std::nullopt) {
-        switch_port_active(0, port, active, pkeys);
-    }
-    void set_switch_port_pkeys(std::uint8_t port, const ib::PKeyTableBlock& block) { switch_port_pkeys(0, port, block); }
-
     // Told when a port becomes ACTIVE and when an ACTIVE port is lost.
     struct Hooks {
         std::function<void(const SmPort&)> port_active;
@@ -313,6 +301,9 @@ private:
                     std::optional<std::uint32_t> route_of = std::nullopt, std::optional<std::uint8_t> beyond = std::nullopt);
     void switch_request(std::uint32_t sw, std::uint8_t method, std::uint16_t attribute, std::uint32_t modifier,
                         const ib::SmpData& data, SmpDone done);
+    // A directed-route SMP along `path`, with the next TID.
+    ib::Smp dr_smp(std::uint8_t method, std::uint16_t attribute, std::uint32_t modifier, std::uint64_t m_key,
+                   const ib::SmpData& data, std::span<const std::uint8_t> path);
     // Out of the switch's port, by the directed-route rules; counted.
     bool transmit_dr(ib::Smp smp);
     struct Request {

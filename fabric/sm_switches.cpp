@@ -70,6 +70,20 @@ std::uint64_t SubnetManager::switch_m_key(std::uint64_t guid) {
 // ---------------------------------------------------------------------------
 // Requests
 
+ib::Smp SubnetManager::dr_smp(std::uint8_t method, std::uint16_t attribute, std::uint32_t modifier, std::uint64_t m_key,
+                              const ib::SmpData& data, std::span<const std::uint8_t> path) {
+    ib::Smp smp;
+    smp.mgmt_class = ib::mgmt_class::subn_directed_route;
+    smp.method = method;
+    smp.attribute_id = attribute;
+    smp.attribute_modifier = modifier;
+    smp.transaction_id = next_tid_++;
+    smp.m_key = m_key;
+    smp.data = data;
+    ib::dr_set_initial_path(smp, path);
+    return smp;
+}
+
 bool SubnetManager::transmit_dr(ib::Smp smp) {
     // C14-9:1 at the requester: HopPointer 0 -> 1, out InitialPath[1].
     const ib::DrDecision d = ib::dr_send_request(smp, switch_.num_ports());
@@ -107,15 +121,7 @@ void SubnetManager::dr_request(std::vector<std::uint8_t> path, std::uint64_t m_k
         if (done) done(nullptr);
         return;
     }
-    ib::Smp smp;
-    smp.mgmt_class = ib::mgmt_class::subn_directed_route;
-    smp.method = method;
-    smp.attribute_id = attribute;
-    smp.attribute_modifier = modifier;
-    smp.transaction_id = next_tid_++;
-    smp.m_key = m_key;
-    smp.data = data;
-    ib::dr_set_initial_path(smp, path);
+    const ib::Smp smp = dr_smp(method, attribute, modifier, m_key, data, path);
     Request& r = requests_[smp.transaction_id];
     r.smp = smp;
     r.path = std::move(path);

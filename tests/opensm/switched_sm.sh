@@ -279,15 +279,7 @@ wait "$PING_PID" 2>/dev/null || true
 # The outage: the longest hole in the replies that ends after the kill (a
 # reply in flight may still arrive just after it), and when the first
 # reply after that hole came.
-read -r outage back replies_after <<<"$(python3 - "$WORK/ping-kill.txt" "$kill_time" <<'PY'
-import re, sys
-kill = float(sys.argv[2])
-times = [float(m.group(1)) for m in re.finditer(r"^\[(\d+\.\d+)\] \d+ bytes from", open(sys.argv[1]).read(), re.M)]
-holes = [(b - a, b) for a, b in zip(times, times[1:]) if b > kill]
-gap, end = max(holes) if holes else (-1, kill - 1)
-print("%.2f %.2f %d" % (gap, end - kill, sum(1 for t in times if t > kill)))
-PY
-)"
+read -r outage back replies_after <<<"$(ping_outage "$WORK/ping-kill.txt" "$kill_time")"
 [ "$replies_after" -gt 0 ] || fail "no echo reply after $on_path was killed (OpenSM did not route around it)"
 echo "outage: ${outage} s without an echo reply; the first reply after it ${back} s after $on_path was SIGKILLed ($replies_after replies after the kill; OpenSM sweep_interval 1, link timeout 1 s)"
 out=$(sim ibtracert "$LID_A" "$LID_B") || fail "ibtracert after the kill failed: $out"

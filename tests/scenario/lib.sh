@@ -190,3 +190,18 @@ ping_until() {  # HOST SECONDS ping-args...
     [ $SECONDS -lt $deadline ] || return 1
   done
 }
+
+# ping_outage PING_D_OUTPUT KILL_TIME: of a `ping -D` log, "GAP BACK REPLIES":
+# the longest hole in the replies that ends after KILL_TIME (a reply in
+# flight may still arrive just after it), when the first reply after that
+# hole came (seconds after KILL_TIME), and how many replies came after it.
+ping_outage() {
+  python3 - "$1" "$2" <<'PY'
+import re, sys
+kill = float(sys.argv[2])
+times = [float(m.group(1)) for m in re.finditer(r"^\[(\d+\.\d+)\] \d+ bytes from", open(sys.argv[1]).read(), re.M)]
+holes = [(b - a, b) for a, b in zip(times, times[1:]) if b > kill]
+gap, end = max(holes) if holes else (-1, kill - 1)
+print("%.2f %.2f %d" % (gap, end - kill, sum(1 for t in times if t > kill)))
+PY
+}

@@ -97,15 +97,7 @@ sleep 2
 kill_time=$(date +%s.%N)
 kill -KILL "${SWPID[$on_path]}"
 wait "$PING_PID" 2>/dev/null || true
-read -r outage back replies_after <<<"$(python3 - "$WORK/ping-kill.txt" "$kill_time" <<'PY'
-import re, sys
-kill = float(sys.argv[2])
-times = [float(m.group(1)) for m in re.finditer(r"^\[(\d+\.\d+)\] \d+ bytes from", open(sys.argv[1]).read(), re.M)]
-holes = [(b - a, b) for a, b in zip(times, times[1:]) if b > kill]
-gap, end = max(holes) if holes else (-1, kill - 1)
-print("%.2f %.2f %d" % (gap, end - kill, sum(1 for t in times if t > kill)))
-PY
-)"
+read -r outage back replies_after <<<"$(ping_outage "$WORK/ping-kill.txt" "$kill_time")"
 [ "$replies_after" -gt 0 ] || fail "no echo reply after $on_path was killed: $(grep 'SM:' "$WORK/leaf1.log" | tail -8)"
 echo "outage: ${outage} s without an echo reply; the first reply after it ${back} s after $on_path was SIGKILLed ($replies_after replies after the kill; link timeout 1 s)"
 python3 -c "import sys; sys.exit(0 if float('$back') < 5 else 1)" || fail "replies came back ${back} s after the kill, not within 5 s"
